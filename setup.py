@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="torchkern",
+    version="0.1.0",
+    description="Kernel methods in PyTorch: lazy Gram matrices, matrix-free solvers, learnable kernels.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["torchkern", "torchkern.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.1",
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "pykeops>=2.2",
+        "gpytorch>=1.11",
+        "torch-geometric>=2.4",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "scikit-learn>=1.3", "hypothesis>=6", "psutil>=5"],
+        "bench": ["scikit-learn>=1.3", "psutil>=5"],
+    },
+)

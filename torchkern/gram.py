@@ -1,0 +1,706 @@
+"""The lazy Gram matrix.
+
+``k(X, Y)`` returns a :class:`KernelMatrix`: an (n, m) matrix that is never stored unless
+asked for. Every learner and solver in torchkern only uses what this module offers — a
+matrix-vector product, the diagonal, selected rows and columns — so that one code path
+serves a 500-point dense problem and a million-point KeOps problem alike.
+
+Representations
+---------------
+:class:`DenseKernelMatrix`
+    a materialized tensor (small inputs, exact factorizations).
+:class:`FormulaKernelMatrix`
+    a kernel formula bound to data, evaluated by KeOps (``"keops"``) or by plain torch in
+    row blocks under a memory budget (``"blocked"``). O(n + m) memory.
+:class:`FeatureKernelMatrix`
+    Φ_X Φ_Yᵀ from explicit (possibly sparse) feature vectors.
+:class:`OperatorKernelMatrix`
+    only a matrix-vector product is known (e.g. exp(−βL)v for a diffusion kernel).
+
+Derived views stay lazy: ``K.add_diag(lam)`` (K + λI), ``K.centered()`` (feature-space
+centering by rank-one corrections), ``K.T``, ``K1 + K2`` and ``c * K``.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from ._config import config
+
+__all__ = [
+    "Formula",
+    "KernelMatrix",
+    "DenseKernelMatrix",
+    "FormulaKernelMatrix",
+    "FeatureKernelMatrix",
+    "OperatorKernelMatrix",
+    "ShiftedKernelMatrix",
+    "CenteredKernelMatrix",
+    "SumKernelMatrix",
+    "ScaledKernelMatrix",
+    "KeOpsFallbackWarning",
+    "keops_available",
+]
+
+
+class KeOpsFallbackWarning(UserWarning):
+    """KeOps could not be used; the blocked torch backend was used instead."""
+
+
+# --------------------------------------------------------------------------------------
+# Formulas
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Formula:
+    """A kernel formula bound to data: k(x_i, y_j) = fn(xs[i], ys[j], ps).
+
+    Attributes
+    ----------
+    xs : tuple of Tensor
+        The i-variables, each of shape (n, d_a).
+    ys : tuple of Tensor
+        The j-variables, each of shape (m, d_a) (same count and widths as ``xs``).
+    ps : tuple of Tensor
+        Hyperparameters, each one-dimensional.
+    fn : callable
+        ``fn(xs, ys, ps)`` written with operations that torch tensors and KeOps LazyTensors
+        both support (see :mod:`torchkern.kernels._ops`); returns an expression whose last
+        dimension is 1.
+    """
+
+    xs: tuple
+    ys: tuple
+    ps: tuple
+    fn: Callable
+
+    @property
+    def shape(self):
+        return (self.xs[0].shape[0], self.ys[0].shape[0])
+
+    @property
+    def dtype(self):
+        return self.xs[0].dtype
+
+    @property
+    def device(self):
+        return self.xs[0].device
+
+    def transpose(self) -> "Formula":
+        # Every torchkern kernel is symmetric: k(x, y) = k(y, x).
+        return Formula(self.ys, self.xs, self.ps, self.fn)
+
+    def take_rows(self, idx) -> "Formula":
+        return Formula(tuple(x[idx] for x in self.xs), self.ys, self.ps, self.fn)
+
+    def take_cols(self, idx) -> "Formula":
+        return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn)
+
+    def evaluate(self) -> torch.Tensor:
+        """Dense (n, m) evaluation with plain torch (differentiable)."""
+        return _eval_torch(self.fn, self.xs, self.ys, self.ps)
+
+    def evaluate_pairs(self) -> torch.Tensor:
+        """k(x_i, y_i) for i < n, as a tensor of shape (n,) (n must equal m)."""
+        out = self.fn(list(self.xs), list(self.ys), list(self.ps))
+        return out.squeeze(-1).expand(self.xs[0].shape[0])
+
+    @property
+    def width(self) -> int:
+        return sum(x.shape[1] for x in self.xs)
+
+
+def combine_formulas(parts: Sequence[Formula], op: Callable) -> Formula:
+    """One formula from several: ``op([fn_1(...), fn_2(...), ...])``.
+
+    Variables shared between parts (the same tensor object) are passed once, so
+    ``RBF() + Linear()`` on the same inputs is one KeOps reduction over one pair of variables.
+    """
+    xs, ys, ps = [], [], []
+    maps = []
+
+    def index_of(pool, t):
+        for a, u in enumerate(pool):
+            if u is t:
+                return a
+        pool.append(t)
+        return len(pool) - 1
+
+    for f in parts:
+        ix = []
+        for x, y in zip(f.xs, f.ys):
+            # x and y are kept in lockstep: a variable pair is reused only if both match.
+            for a, (u, v) in enumerate(zip(xs, ys)):
+                if u is x and v is y:
+                    ix.append(a)
+                    break
+            else:
+                xs.append(x)
+                ys.append(y)
+                ix.append(len(xs) - 1)
+        ip = [index_of(ps, p) for p in f.ps]
+        maps.append((f.fn, ix, ip))
+
+    def fn(X, Y, P):
+        return op([g([X[a] for a in ix], [Y[a] for a in ix], [P[b] for b in ip])
+                   for g, ix, ip in maps])
+
+    return Formula(tuple(xs), tuple(ys), tuple(ps), fn)
+
+
+def _eval_torch(fn, xs, ys, ps) -> torch.Tensor:
+    n, m = xs[0].shape[0], ys[0].shape[0]
+    out = fn([x[:, None, :] for x in xs], [y[None, :, :] for y in ys], list(ps))
+    return out.squeeze(-1).expand(n, m)
+
+
+# --------------------------------------------------------------------------------------
+# KeOps glue
+# --------------------------------------------------------------------------------------
+
+_KEOPS_STATE = {"checked": False, "error": None, "warned": False}
+
+
+def _import_keops():
+    os.environ.setdefault("PYKEOPS_VERBOSE", "0")
+    os.environ.setdefault("KEOPS_VERBOSE", "0")
+    import pykeops  # noqa: F401  (silenced by the variables above)
+    pykeops.set_verbose(False)
+    from pykeops.torch import LazyTensor
+    return LazyTensor
+
+
+def keops_available() -> bool:
+    """Whether pykeops imports (compilation problems surface on first use)."""
+    if not _KEOPS_STATE["checked"]:
+        _KEOPS_STATE["checked"] = True
+        try:
+            _import_keops()
+        except Exception as exc:  # ImportError, missing compiler, broken CUDA setup...
+            _KEOPS_STATE["error"] = f"pykeops could not be imported ({exc})"
+    return _KEOPS_STATE["error"] is None
+
+
+def _keops_failed(reason: str) -> None:
+    _KEOPS_STATE["checked"] = True
+    _KEOPS_STATE["error"] = reason
+    if not _KEOPS_STATE["warned"]:
+        _KEOPS_STATE["warned"] = True
+        warnings.warn(f"KeOps is unusable here, torchkern uses its blocked torch backend "
+                      f"instead: {reason}", KeOpsFallbackWarning, stacklevel=3)
+
+
+def _keops_lazy(formula: Formula):
+    LazyTensor = _import_keops()
+    xs = [LazyTensor(x.contiguous()[:, None, :]) for x in formula.xs]
+    ys = [LazyTensor(y.contiguous()[None, :, :]) for y in formula.ys]
+    ps = [LazyTensor(p.reshape(-1).contiguous()) for p in formula.ps]
+    return formula.fn(xs, ys, ps)
+
+
+# --------------------------------------------------------------------------------------
+# The blocked backend: row blocks, recomputed in backward
+# --------------------------------------------------------------------------------------
+
+def _block_rows(formula: Formula, r: int) -> int:
+    n, m = formula.shape
+    item = formula.dtype.itemsize if hasattr(formula.dtype, "itemsize") else 8
+    # The broadcast (b, m, d) differences of the widest variable dominate; a few
+    # intermediates of that size live at once.
+    per_row = m * item * (3 * max(formula.width, 1) + 4 + r)
+    return int(max(1, min(n, config.block_memory_mb * 2**20 // per_row)))
+
+
+class _BlockedMatmul(torch.autograd.Function):
+    """out = K V evaluated in row blocks; backward recomputes each block (no n × m state)."""
+
+    @staticmethod
+    def forward(ctx, fn, nx, ny, block, V, *tensors):
+        xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
+        n = xs[0].shape[0]
+        out = V.new_empty(n, V.shape[1])
+        for s in range(0, n, block):
+            Kb = _eval_torch(fn, [x[s:s + block] for x in xs], ys, ps)
+            torch.matmul(Kb, V, out=out[s:s + block])
+        ctx.fn, ctx.nx, ctx.ny, ctx.block = fn, nx, ny, block
+        ctx.save_for_backward(V, *tensors)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, G):
+        V, *tensors = ctx.saved_tensors
+        nx, ny, block, fn = ctx.nx, ctx.ny, ctx.block, ctx.fn
+        need = ctx.needs_input_grad[5:]
+        need_V = ctx.needs_input_grad[4]
+        leaves = [t.detach().requires_grad_(q) for t, q in zip(tensors, need)]
+        xs, ys, ps = leaves[:nx], leaves[nx:nx + ny], leaves[nx + ny:]
+        grads = [torch.zeros_like(t) if q else None for t, q in zip(tensors, need)]
+        gV = torch.zeros_like(V) if need_V else None
+        n = xs[0].shape[0]
+        with torch.enable_grad():
+            for s in range(0, n, block):
+                xb = [x[s:s + block] for x in xs]
+                Kb = _eval_torch(fn, xb, ys, ps)
+                Gb = G[s:s + block]
+                if need_V:
+                    gV += Kb.detach().T @ Gb
+                wanted = [(a, t) for a, t in enumerate(xb + list(ys) + list(ps)) if t.requires_grad]
+                if not wanted:
+                    continue
+                gs = torch.autograd.grad(Kb, [t for _, t in wanted], Gb @ V.T, allow_unused=True)
+                for (a, _), g in zip(wanted, gs):
+                    if g is None:
+                        continue
+                    if a < nx:
+                        grads[a][s:s + block] += g
+                    else:
+                        grads[a] += g
+        return (None, None, None, None, gV, *grads)
+
+
+# --------------------------------------------------------------------------------------
+# KernelMatrix
+# --------------------------------------------------------------------------------------
+
+def _as_index(idx, size: int, device) -> torch.Tensor:
+    if isinstance(idx, slice):
+        return torch.arange(size, device=device)[idx]
+    idx = torch.as_tensor(idx, device=device)
+    if idx.dtype == torch.bool:
+        idx = idx.nonzero().squeeze(-1)
+    return idx.long().reshape(-1)
+
+
+class KernelMatrix:
+    """A lazy (n, m) Gram matrix K_ij = k(x_i, y_j).
+
+    Offers ``shape``, ``dtype``, ``device``, ``K @ V`` for V of shape (m,) or (m, r),
+    ``K.T``, ``diag()``, ``to_dense()``, ``add_diag(lam)`` (K + λI, still lazy),
+    ``rows(idx)`` / ``cols(idx)`` / ``submatrix(rows, cols)`` (dense pieces),
+    ``row_blocks(size)``, ``centered()`` (feature-space centering, lazy), ``K1 + K2`` and
+    ``c * K``. Gradients flow through ``@`` and every dense piece to the data and to the
+    kernel's hyperparameters.
+    """
+
+    shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+    backend: str = "dense"
+
+    # -- what a representation must provide --------------------------------------------
+    def _matmul(self, V: torch.Tensor) -> torch.Tensor:  # V is (m, r)
+        raise NotImplementedError
+
+    def _transpose(self) -> "KernelMatrix":
+        raise NotImplementedError
+
+    def rows(self, idx) -> torch.Tensor:
+        """The dense rows ``K[idx, :]``, shape (len(idx), m)."""
+        idx = _as_index(idx, self.shape[0], self.device)
+        E = torch.zeros(self.shape[0], idx.numel(), dtype=self.dtype, device=self.device)
+        E[idx, torch.arange(idx.numel(), device=self.device)] = 1
+        return (self.T @ E).T
+
+    # -- derived -----------------------------------------------------------------------
+    def __matmul__(self, V) -> torch.Tensor:
+        if not isinstance(V, torch.Tensor):
+            raise TypeError(f"K @ V expects a torch.Tensor, got {type(V).__name__}")
+        if V.dim() not in (1, 2) or V.shape[0] != self.shape[1]:
+            raise ValueError(f"K @ V: V must have shape ({self.shape[1]},) or "
+                             f"({self.shape[1]}, r), got {tuple(V.shape)}")
+        vec = V.dim() == 1
+        V2 = V.unsqueeze(-1) if vec else V
+        if V2.dtype != self.dtype:
+            raise TypeError(f"K @ V: V has dtype {V.dtype} but K has dtype {self.dtype}")
+        out = self._matmul(V2)
+        return out.squeeze(-1) if vec else out
+
+    def matmul(self, V) -> torch.Tensor:
+        """``K @ V``."""
+        return self @ V
+
+    @property
+    def T(self) -> "KernelMatrix":
+        """The transpose, as a KernelMatrix of shape (m, n)."""
+        return self._transpose()
+
+    @property
+    def is_square(self) -> bool:
+        return self.shape[0] == self.shape[1]
+
+    def diag(self) -> torch.Tensor:
+        """The diagonal K_ii, shape (min(n, m),)."""
+        k = min(self.shape)
+        return torch.stack([self.rows([i])[0, i] for i in range(k)])
+
+    def cols(self, idx) -> torch.Tensor:
+        """The dense columns ``K[:, idx]``, shape (n, len(idx))."""
+        return self.T.rows(idx).T
+
+    def submatrix(self, rows, cols) -> torch.Tensor:
+        """The dense block ``K[rows][:, cols]``."""
+        cols = _as_index(cols, self.shape[1], self.device)
+        return self.rows(rows)[:, cols]
+
+    def row_blocks(self, block_size: int | None = None):
+        """Iterate over ``(start, stop, K[start:stop])`` dense row blocks.
+
+        The default block size keeps one block within ``torchkern.config.block_memory_mb``.
+        """
+        n, m = self.shape
+        if block_size is None:
+            block_size = max(1, int(config.block_memory_mb * 2**20 // (8 * max(m, 1))))
+        for s in range(0, n, block_size):
+            e = min(n, s + block_size)
+            yield s, e, self.rows(torch.arange(s, e, device=self.device))
+
+    def to_dense(self) -> torch.Tensor:
+        """Materialize the (n, m) matrix (allocates n·m entries)."""
+        return self.rows(torch.arange(self.shape[0], device=self.device))
+
+    def add_diag(self, lam) -> "ShiftedKernelMatrix":
+        """K + λI as a lazy matrix; ``lam`` a scalar, a 0-d tensor or a (n,) tensor."""
+        return ShiftedKernelMatrix(self, lam)
+
+    def centered(self, col_mean=None, mean=None) -> "CenteredKernelMatrix":
+        """Centering in feature space, lazily (see :class:`CenteredKernelMatrix`)."""
+        return CenteredKernelMatrix(self, col_mean=col_mean, mean=mean)
+
+    def sum(self, dim: int) -> torch.Tensor:
+        """Row sums (``dim=1``) or column sums (``dim=0``) by one matrix-vector product."""
+        if dim in (1, -1):
+            return self @ torch.ones(self.shape[1], dtype=self.dtype, device=self.device)
+        if dim == 0:
+            return self.T @ torch.ones(self.shape[0], dtype=self.dtype, device=self.device)
+        raise ValueError(f"dim must be 0 or 1, got {dim}")
+
+    def __add__(self, other) -> "KernelMatrix":
+        if isinstance(other, KernelMatrix):
+            return SumKernelMatrix([self, other])
+        return NotImplemented
+
+    def __mul__(self, c) -> "KernelMatrix":
+        if isinstance(c, KernelMatrix):
+            return NotImplemented
+        return ScaledKernelMatrix(self, c)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={tuple(self.shape)}, dtype={self.dtype}, "
+                f"device={self.device}, backend={self.backend!r})")
+
+
+class DenseKernelMatrix(KernelMatrix):
+    """A materialized Gram matrix."""
+
+    backend = "dense"
+
+    def __init__(self, tensor: torch.Tensor):
+        if tensor.dim() != 2:
+            raise ValueError(f"a dense Gram matrix must be 2-D, got shape {tuple(tensor.shape)}")
+        self.tensor = tensor
+        self.shape = tuple(tensor.shape)
+        self.dtype = tensor.dtype
+        self.device = tensor.device
+
+    def _matmul(self, V):
+        return self.tensor @ V
+
+    def _transpose(self):
+        return DenseKernelMatrix(self.tensor.T)
+
+    def rows(self, idx):
+        return self.tensor[_as_index(idx, self.shape[0], self.device)]
+
+    def cols(self, idx):
+        return self.tensor[:, _as_index(idx, self.shape[1], self.device)]
+
+    def submatrix(self, rows, cols):
+        r = _as_index(rows, self.shape[0], self.device)
+        c = _as_index(cols, self.shape[1], self.device)
+        return self.tensor[r][:, c]
+
+    def diag(self):
+        return torch.diagonal(self.tensor)
+
+    def to_dense(self):
+        return self.tensor
+
+
+class FormulaKernelMatrix(KernelMatrix):
+    """A kernel formula bound to data, evaluated without storing the matrix.
+
+    ``backend="keops"`` builds one KeOps LazyTensor reduction per product (O(n + m)
+    memory, compiled once per formula). ``backend="blocked"`` evaluates the same formula in
+    row blocks with plain torch; its backward recomputes the blocks, so autograd keeps no
+    n × m state either. With ``fallback=True`` a KeOps failure switches to ``"blocked"``
+    once, with a :class:`KeOpsFallbackWarning` that says why.
+    """
+
+    def __init__(self, formula: Formula, backend: str = "blocked", fallback: bool = False):
+        if backend not in ("blocked", "keops"):
+            raise ValueError(f"backend must be 'blocked' or 'keops', got {backend!r}")
+        self.formula = formula
+        self.backend = backend
+        self.fallback = fallback
+        self.shape = formula.shape
+        self.dtype = formula.dtype
+        self.device = formula.device
+
+    def _matmul(self, V):
+        if self.backend == "keops":
+            try:
+                return _keops_lazy(self.formula) @ V.contiguous()
+            except Exception as exc:
+                if not self.fallback:
+                    raise
+                _keops_failed(f"{type(exc).__name__}: {exc}".strip()[:500])
+                self.backend = "blocked"
+        f = self.formula
+        tensors = (*f.xs, *f.ys, *f.ps)
+        return _BlockedMatmul.apply(f.fn, len(f.xs), len(f.ys), _block_rows(f, V.shape[1]),
+                                    V, *tensors)
+
+    def _transpose(self):
+        return FormulaKernelMatrix(self.formula.transpose(), self.backend, self.fallback)
+
+    def rows(self, idx):
+        return self.formula.take_rows(_as_index(idx, self.shape[0], self.device)).evaluate()
+
+    def submatrix(self, rows, cols):
+        f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device))
+        return f.take_cols(_as_index(cols, self.shape[1], self.device)).evaluate()
+
+    def diag(self):
+        k = min(self.shape)
+        f = self.formula
+        return Formula(tuple(x[:k] for x in f.xs), tuple(y[:k] for y in f.ys), f.ps,
+                       f.fn).evaluate_pairs()
+
+
+class FeatureKernelMatrix(KernelMatrix):
+    """K = Φ_X Φ_Yᵀ from explicit feature vectors (dense or sparse COO/CSR tensors).
+
+    Cost of ``K @ V``: O((n + m)·p·r) for p features (O(nnz·r) when sparse).
+    """
+
+    backend = "features"
+
+    def __init__(self, phi_x: torch.Tensor, phi_y: torch.Tensor | None = None):
+        phi_y = phi_x if phi_y is None else phi_y
+        if phi_x.dim() != 2 or phi_y.dim() != 2 or phi_x.shape[1] != phi_y.shape[1]:
+            raise ValueError(f"phi_x and phi_y must be 2-D with the same number of features, "
+                             f"got {tuple(phi_x.shape)} and {tuple(phi_y.shape)}")
+        self.phi_x, self.phi_y = phi_x, phi_y
+        self.shape = (phi_x.shape[0], phi_y.shape[0])
+        self.dtype = phi_x.dtype
+        self.device = phi_x.device
+
+    @staticmethod
+    def _mm(A, B):
+        return torch.sparse.mm(A, B) if A.is_sparse or A.layout != torch.strided else A @ B
+
+    def _matmul(self, V):
+        return self._mm(self.phi_x, self._mm(self.phi_y.t(), V))
+
+    def _transpose(self):
+        return FeatureKernelMatrix(self.phi_y, self.phi_x)
+
+    def _dense_rows(self, phi, idx):
+        if phi.layout != torch.strided:
+            return phi.index_select(0, idx).to_dense()
+        return phi[idx]
+
+    def rows(self, idx):
+        idx = _as_index(idx, self.shape[0], self.device)
+        return self._mm(self.phi_y, self._dense_rows(self.phi_x, idx).T).T
+
+    def diag(self):
+        k = min(self.shape)
+        idx = torch.arange(k, device=self.device)
+        px, py = self._dense_rows(self.phi_x, idx), self._dense_rows(self.phi_y, idx)
+        return (px * py).sum(1)
+
+
+class OperatorKernelMatrix(KernelMatrix):
+    """A matrix known only through its product with vectors.
+
+    Parameters
+    ----------
+    matmul : callable
+        ``matmul(V)`` returns ``K @ V`` for V of shape (m, r).
+    shape : tuple
+    dtype, device : torch dtype and device of the products.
+    rmatmul : callable, optional
+        ``Kᵀ @ V``; defaults to ``matmul`` (a symmetric operator).
+    diag : Tensor, optional
+        The diagonal if known; otherwise ``diag()`` costs n products with unit vectors.
+    """
+
+    backend = "operator"
+
+    def __init__(self, matmul, shape, dtype, device, rmatmul=None, diag=None):
+        self._mv, self._rmv = matmul, rmatmul
+        self.shape = tuple(shape)
+        self.dtype, self.device = dtype, torch.device(device)
+        self._diag = diag
+
+    def _matmul(self, V):
+        return self._mv(V)
+
+    def _transpose(self):
+        rmv = self._rmv if self._rmv is not None else self._mv
+        return OperatorKernelMatrix(rmv, self.shape[::-1], self.dtype, self.device,
+                                    rmatmul=self._mv, diag=self._diag)
+
+    def diag(self):
+        if self._diag is not None:
+            return self._diag
+        k = min(self.shape)
+        out = []
+        for s, e, B in self.row_blocks(256):
+            if s >= k:
+                break
+            e = min(e, k)
+            out.append(B[: e - s].diagonal(offset=s))
+        return torch.cat(out)
+
+
+class ShiftedKernelMatrix(KernelMatrix):
+    """K + λI (λ a scalar or a per-row (n,) tensor), without touching K's entries."""
+
+    def __init__(self, base: KernelMatrix, lam):
+        if not base.is_square:
+            raise ValueError(f"add_diag needs a square matrix, got shape {base.shape}")
+        lam_t = torch.as_tensor(lam, dtype=base.dtype, device=base.device)
+        if lam_t.dim() > 1 or (lam_t.dim() == 1 and lam_t.shape[0] != base.shape[0]):
+            raise ValueError(f"lam must be a scalar or of shape ({base.shape[0]},), "
+                             f"got {tuple(lam_t.shape)}")
+        if not bool(torch.isfinite(lam_t).all()):
+            raise ValueError("lam contains NaN or infinity")
+        self.base, self.lam = base, lam_t
+        self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
+        self.backend = base.backend
+
+    def _lam_col(self):
+        return self.lam if self.lam.dim() == 0 else self.lam[:, None]
+
+    def _matmul(self, V):
+        return self.base._matmul(V) + self._lam_col() * V
+
+    def _transpose(self):
+        return ShiftedKernelMatrix(self.base.T, self.lam)
+
+    def diag(self):
+        return self.base.diag() + self.lam
+
+    def rows(self, idx):
+        idx = _as_index(idx, self.shape[0], self.device)
+        R = self.base.rows(idx)
+        lam = self.lam if self.lam.dim() == 0 else self.lam[idx]
+        eye = torch.zeros_like(R)
+        eye[torch.arange(idx.numel(), device=self.device), idx] = 1
+        return R + eye * (lam if lam.dim() == 0 else lam[:, None])
+
+    def to_dense(self):
+        return self.base.to_dense() + torch.diag_embed(self.lam.expand(self.shape[0]))
+
+
+class CenteredKernelMatrix(KernelMatrix):
+    """Centering in feature space, as rank-one corrections of K.
+
+    K̃_ij = K_ij − r_i − c_j + μ, where r_i is the mean of row i of K, c_j the mean of
+    column j of the *reference* Gram matrix and μ its overall mean (seed 000, "centering in
+    the feature space"; for a square training Gram, K̃ = (I − U)K(I − U) with U = 11ᵀ/n).
+    For new points against training points pass the training ``col_mean`` and ``mean``
+    so that their features are centered with the training mean.
+    Cost: two matrix-vector products once, then one per product.
+    """
+
+    def __init__(self, base: KernelMatrix, col_mean=None, mean=None):
+        n, m = base.shape
+        self.base = base
+        self.row_mean = base.sum(1) / m
+        if col_mean is None:
+            col_mean = base.sum(0) / n
+        self.col_mean = torch.as_tensor(col_mean, dtype=base.dtype, device=base.device)
+        if self.col_mean.shape != (m,):
+            raise ValueError(f"col_mean must have shape ({m},), got {tuple(self.col_mean.shape)}")
+        self.mean = self.col_mean.mean() if mean is None else torch.as_tensor(
+            mean, dtype=base.dtype, device=base.device)
+        self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
+        self.backend = base.backend
+
+    def _matmul(self, V):
+        s = V.sum(0, keepdim=True)  # (1, r)
+        return (self.base._matmul(V) - self.row_mean[:, None] * s
+                - (self.col_mean @ V)[None, :] + self.mean * s)
+
+    def _transpose(self):
+        # Only the square self-centered case is symmetric; that is the one learners need.
+        if not self.is_square:
+            raise ValueError("the transpose of a rectangular centered matrix is not defined")
+        return self
+
+    def rows(self, idx):
+        idx = _as_index(idx, self.shape[0], self.device)
+        return self.base.rows(idx) - self.row_mean[idx, None] - self.col_mean[None, :] + self.mean
+
+    def diag(self):
+        k = min(self.shape)
+        return self.base.diag() - self.row_mean[:k] - self.col_mean[:k] + self.mean
+
+
+class SumKernelMatrix(KernelMatrix):
+    """K_1 + ... + K_q of matrices of any representations (formula + features, ...)."""
+
+    def __init__(self, terms):
+        terms = list(terms)
+        shapes = {t.shape for t in terms}
+        if len(shapes) != 1:
+            raise ValueError(f"cannot add Gram matrices of shapes {sorted(shapes)}")
+        self.terms = terms
+        self.shape, self.dtype, self.device = terms[0].shape, terms[0].dtype, terms[0].device
+        self.backend = "+".join(sorted({t.backend for t in terms}))
+
+    def _matmul(self, V):
+        return sum(t._matmul(V) for t in self.terms)
+
+    def _transpose(self):
+        return SumKernelMatrix([t.T for t in self.terms])
+
+    def rows(self, idx):
+        return sum(t.rows(idx) for t in self.terms)
+
+    def diag(self):
+        return sum(t.diag() for t in self.terms)
+
+
+class ScaledKernelMatrix(KernelMatrix):
+    """c·K for a scalar (or 0-d tensor, possibly learnable) c."""
+
+    def __init__(self, base: KernelMatrix, c):
+        self.base = base
+        self.c = torch.as_tensor(c, dtype=base.dtype, device=base.device)
+        if self.c.dim() != 0:
+            raise ValueError(f"c must be a scalar, got shape {tuple(self.c.shape)}")
+        self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
+        self.backend = base.backend
+
+    def _matmul(self, V):
+        return self.c * self.base._matmul(V)
+
+    def _transpose(self):
+        return ScaledKernelMatrix(self.base.T, self.c)
+
+    def rows(self, idx):
+        return self.c * self.base.rows(idx)
+
+    def diag(self):
+        return self.c * self.base.diag()

@@ -1,0 +1,52 @@
+"""Operations that work on torch tensors and on KeOps LazyTensors alike.
+
+A kernel formula receives its variables already broadcast — torch tensors of shape
+(n, 1, d) and (1, m, d), or KeOps ``Vi``/``Vj`` LazyTensors — and must return an expression
+whose last dimension is 1. Arithmetic, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``abs``,
+``sin``, ``cos``, ``atan2``, ``relu`` and integer powers are common to both; the few
+operations whose spelling differs live here.
+"""
+import torch
+
+# Added under square roots: keeps the gradient of ‖x − y‖ finite (zero) at x = y while
+# changing values by at most 1e-15.
+SQRT_EPS = 1e-30
+
+
+def is_torch(t) -> bool:
+    return isinstance(t, torch.Tensor)
+
+
+def fsum(t):
+    """Sum over the feature dimension, keeping it (size 1)."""
+    return t.sum(-1, keepdim=True) if is_torch(t) else t.sum(-1)
+
+
+def fdim(t) -> int:
+    """Size of the feature dimension."""
+    return t.shape[-1] if is_torch(t) else t.ndim
+
+
+def felem(t, k: int):
+    """Feature ``k`` of ``t`` (size-1 feature dimension)."""
+    return t[..., k:k + 1] if is_torch(t) else t.elem(k)
+
+
+def fmin(a, b):
+    """Elementwise minimum, written with ``abs`` so that KeOps and torch agree."""
+    return (a + b - (a - b).abs()) * 0.5
+
+
+def sqdist(x, y):
+    """‖x − y‖² with the feature dimension kept."""
+    return fsum((x - y) ** 2)
+
+
+def safe_sqrt(t):
+    """√t with a finite (zero) gradient at t = 0; t is clipped at 0 against round-off."""
+    return (t.relu() + SQRT_EPS).sqrt()
+
+
+def dot(x, y):
+    """⟨x, y⟩ with the feature dimension kept."""
+    return fsum(x * y)

@@ -1,0 +1,285 @@
+"""The kernel base class, positive hyperparameters, and kernel algebra."""
+from __future__ import annotations
+
+import functools
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._config import _check_backend, config
+from .._validation import as_tensor
+from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
+                    combine_formulas, keops_available)
+
+__all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
+
+
+def inv_softplus(value: torch.Tensor) -> torch.Tensor:
+    """The raw parameter r with softplus(r) = value (value > 0), computed stably."""
+    return value + torch.log(-torch.expm1(-value))
+
+
+def _fmt(t: torch.Tensor) -> str:
+    t = t.detach().cpu()
+    if t.numel() == 1:
+        return f"{t.item():.4g}"
+    return "[" + ", ".join(f"{v:.4g}" for v in t.reshape(-1).tolist()) + "]"
+
+
+class Kernel(nn.Module):
+    r"""Base class of torchkern kernels.
+
+    A kernel is an ``nn.Module``: ``k(X, Y=None, *, backend=None)`` returns a lazy
+    :class:`~torchkern.gram.KernelMatrix` of shape (n, m) (``Y=None`` means ``Y = X``),
+    ``k.diag(X)`` the values k(x_i, x_i) without computing the matrix.
+
+    Subclasses write their formula once, in :meth:`_k`, with operations that torch tensors
+    and KeOps LazyTensors both support; the dense, blocked and KeOps backends all evaluate
+    that one definition. Hyperparameters are registered with
+    :meth:`register_hyperparameter`: each is stored as an unconstrained ``nn.Parameter``
+    ``raw_<name>`` and read as ``softplus(raw)``, so it stays positive under gradient steps.
+
+    Backends (``backend=``): ``"dense"`` materializes the matrix; ``"blocked"`` evaluates
+    row blocks with torch; ``"keops"`` builds a KeOps reduction; ``"auto"`` (the default
+    setting, see :func:`torchkern.set_backend`) is dense when n·m ≤
+    ``config.dense_max_entries``, otherwise KeOps on CUDA and blocked on the CPU (where
+    blocked torch matches KeOps' speed without its compile time), falling back to blocked
+    with one warning when KeOps cannot be used.
+    """
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "_hypers", {})
+
+    # -- hyperparameters ---------------------------------------------------------------
+    def register_hyperparameter(self, name: str, value, *, allow_zero: bool = False,
+                                learnable: bool = True) -> None:
+        """Register a positive hyperparameter readable as ``self.<name>``.
+
+        A value of exactly zero (where ``allow_zero``) or ``learnable=False`` is stored as
+        a fixed buffer instead of a parameter.
+        """
+        t = torch.as_tensor(value, dtype=torch.float64).detach().clone()
+        bad = (t < 0) if allow_zero else (t <= 0)
+        if not bool(torch.isfinite(t).all()) or bool(bad.any()):
+            bound = ">= 0" if allow_zero else "> 0"
+            raise ValueError(f"{type(self).__name__}: {name} must be finite and {bound}, "
+                             f"got {value!r}")
+        if learnable and bool((t > 0).all()):
+            self.register_parameter("raw_" + name, nn.Parameter(inv_softplus(t)))
+            self._hypers[name] = "softplus"
+        else:
+            self.register_buffer("fixed_" + name, t)
+            self._hypers[name] = "fixed"
+
+    def __getattr__(self, name):
+        hypers = self.__dict__.get("_hypers")
+        if hypers is not None and name in hypers:
+            if hypers[name] == "softplus":
+                return F.softplus(super().__getattr__("raw_" + name))
+            return super().__getattr__("fixed_" + name)
+        return super().__getattr__(name)
+
+    def __setattr__(self, name, value):
+        hypers = self.__dict__.get("_hypers")
+        if hypers is not None and name in hypers and not isinstance(value, nn.Parameter):
+            t = torch.as_tensor(value, dtype=torch.float64)
+            if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
+                raise ValueError(f"{type(self).__name__}: {name} must be finite and > 0, "
+                                 f"got {value!r}")
+            with torch.no_grad():
+                if hypers[name] == "softplus":
+                    raw = super().__getattr__("raw_" + name)
+                    raw.copy_(inv_softplus(t).to(raw.dtype).expand_as(raw))
+                else:
+                    buf = super().__getattr__("fixed_" + name)
+                    buf.copy_(t.to(buf.dtype).expand_as(buf))
+            return
+        super().__setattr__(name, value)
+
+    def hyperparameters(self) -> dict:
+        """The current values of this kernel's own hyperparameters, by name."""
+        return {name: getattr(self, name) for name in self._hypers}
+
+    def _param(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        return getattr(self, name).to(dtype=like.dtype, device=like.device).reshape(-1)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.hyperparameters().items())
+
+    # -- what a kernel writes ----------------------------------------------------------
+    def _inputs(self, X: torch.Tensor) -> torch.Tensor:
+        """Transform of the inputs applied before the formula (e.g. X / lengthscale)."""
+        return X
+
+    def _params(self, like: torch.Tensor) -> tuple:
+        """The hyperparameters the formula reads, as 1-D tensors of the data's dtype."""
+        return ()
+
+    def _k(self, x, y, *params):
+        """The formula: x, y broadcast variables (see ``kernels._ops``); result of width 1."""
+        raise NotImplementedError
+
+    def _check_input(self, X: torch.Tensor, name: str) -> None:
+        """Kernel-specific input checks (domain, ARD dimension)."""
+
+    # -- evaluation --------------------------------------------------------------------
+    def formula(self, X: torch.Tensor, Y: torch.Tensor | None = None) -> Formula:
+        """This kernel's :class:`~torchkern.gram.Formula` bound to (X, Y)."""
+        self._check_input(X, "X")
+        x = self._inputs(X)
+        if Y is None or Y is X:
+            y = x
+        else:
+            self._check_input(Y, "Y")
+            y = self._inputs(Y)
+        ps = tuple(self._params(X))
+        k = self._k
+        return Formula((x,), (y,), ps, lambda xs, ys, ps_: k(xs[0], ys[0], *ps_))
+
+    def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        X = as_tensor(X, "X")
+        if Y is not None:
+            Y = as_tensor(Y, "Y")
+            if Y.shape[1] != X.shape[1]:
+                raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
+            if Y.dtype != X.dtype:
+                raise TypeError(f"X and Y must have the same dtype, got {X.dtype} and {Y.dtype}")
+            if Y.device != X.device:
+                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+        n, m = X.shape[0], (X if Y is None else Y).shape[0]
+        name = _check_backend(config.backend if backend is None else backend)
+        fallback = False
+        if name == "auto":
+            if n * m <= config.dense_max_entries:
+                name = "dense"
+            elif (X.is_cuda or config.keops_on_cpu) and keops_available():
+                name, fallback = "keops", True
+            else:
+                name = "blocked"
+        f = self.formula(X, Y)
+        if name == "dense":
+            return DenseKernelMatrix(f.evaluate())
+        return FormulaKernelMatrix(f, name, fallback=fallback)
+
+    def diag(self, X) -> torch.Tensor:
+        """k(x_i, x_i) for every row of X, shape (n,), without forming the matrix."""
+        X = as_tensor(X, "X")
+        return self.formula(X).evaluate_pairs()
+
+    # -- algebra -----------------------------------------------------------------------
+    def __add__(self, other):
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        return SumKernel(self, other)
+
+    def __mul__(self, other):
+        if isinstance(other, Kernel):
+            return ProductKernel(self, other)
+        if isinstance(other, (int, float)) or (isinstance(other, torch.Tensor) and other.numel() == 1):
+            return ScaleKernel(self, other)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+
+class _CompositeKernel(Kernel):
+    _op = None
+
+    def __init__(self, *kernels: Kernel):
+        super().__init__()
+        flat = []
+        for k in kernels:
+            if not isinstance(k, Kernel):
+                raise TypeError(f"expected Kernel instances, got {type(k).__name__}")
+            # (k1 + k2) + k3 is stored flat: one formula either way.
+            flat.extend(k.kernels if type(k) is type(self) else [k])
+        self.kernels = nn.ModuleList(flat)
+
+    def formula(self, X, Y=None):
+        return combine_formulas([k.formula(X, Y) for k in self.kernels],
+                                lambda terms: functools.reduce(self._op, terms))
+
+
+class SumKernel(_CompositeKernel):
+    r"""k(x, y) = Σ_q k_q(x, y) — p.d. as a sum of p.d. kernels (seed 000, closure rules).
+
+    One formula: with the KeOps backend the whole sum is a single reduction.
+    """
+
+    _op = staticmethod(operator.add)
+
+    def extra_repr(self):
+        return ""
+
+
+class ProductKernel(_CompositeKernel):
+    r"""k(x, y) = Π_q k_q(x, y) — p.d. by the Schur product theorem (seed 000)."""
+
+    _op = staticmethod(operator.mul)
+
+    def extra_repr(self):
+        return ""
+
+
+class ScaleKernel(Kernel):
+    r"""k(x, y) = c · k₀(x, y) with a learnable positive ``outputscale`` c.
+
+    Built by ``c * kernel``.
+    """
+
+    def __init__(self, base: Kernel, outputscale=1.0):
+        super().__init__()
+        if not isinstance(base, Kernel):
+            raise TypeError(f"base must be a Kernel, got {type(base).__name__}")
+        self.base = base
+        self.register_hyperparameter("outputscale", outputscale)
+
+    def formula(self, X, Y=None):
+        f = self.base.formula(X, Y)
+        c, fn = self._param("outputscale", f.xs[0]), f.fn
+        return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]))
+
+
+class _Lengthscale:
+    """Mixin: a ``lengthscale`` hyperparameter, scalar or one per dimension (ARD)."""
+
+    def _init_lengthscale(self, lengthscale, ard_dims):
+        ls = torch.as_tensor(lengthscale, dtype=torch.float64)
+        if ls.dim() > 1:
+            raise ValueError(f"lengthscale must be a float or a 1-D tensor, got shape {tuple(ls.shape)}")
+        if ls.dim() == 1 and ls.numel() > 1:
+            if ard_dims is None:
+                ard_dims = ls.numel()
+            elif ls.numel() != ard_dims:
+                raise ValueError(f"lengthscale has {ls.numel()} entries but ard_dims={ard_dims}")
+        if ard_dims is not None:
+            if not isinstance(ard_dims, int) or ard_dims < 1:
+                raise ValueError(f"ard_dims must be a positive int, got {ard_dims!r}")
+            ls = ls.reshape(-1).expand(ard_dims).clone() if ls.numel() == 1 else ls
+        else:
+            ls = ls.reshape(())
+        self.ard_dims = ard_dims
+        self.register_hyperparameter("lengthscale", ls)
+
+    def _check_ard(self, X, name):
+        if self.ard_dims is not None and X.shape[1] != self.ard_dims:
+            raise ValueError(f"{name} has {X.shape[1]} features but {type(self).__name__} "
+                             f"has ard_dims={self.ard_dims}")
+
+
+class StationaryKernel(_Lengthscale, Kernel):
+    """Base of kernels of ‖x − y‖ / ℓ: inputs are divided by the lengthscale(s) first."""
+
+    def __init__(self, lengthscale=1.0, ard_dims=None):
+        Kernel.__init__(self)
+        self._init_lengthscale(lengthscale, ard_dims)
+
+    def _check_input(self, X, name):
+        self._check_ard(X, name)
+
+    def _inputs(self, X):
+        return X / self.lengthscale.to(dtype=X.dtype, device=X.device)
+

@@ -1,0 +1,101 @@
+r"""Kernels of inner products: linear, polynomial, exponential, arc-cosine."""
+import math
+
+from .._validation import check_positive
+from ._ops import dot, fsum, safe_sqrt
+from .base import Kernel
+
+__all__ = ["Linear", "Polynomial", "Exponential", "ArcCosine"]
+
+
+class Linear(Kernel):
+    r"""Linear kernel :math:`k(x, y) = \langle x, y\rangle`.
+
+    Use ``c * Linear()`` for a learnable variance.
+    """
+
+    def _k(self, x, y):
+        return dot(x, y)
+
+
+class Polynomial(Kernel):
+    r"""Polynomial kernel :math:`k(x, y) = (\langle x, y\rangle + c)^p`.
+
+    Parameters
+    ----------
+    degree : int
+        p ≥ 1 (fixed).
+    offset : float
+        c ≥ 0, learnable when positive (c = 0 gives the homogeneous kernel, kept fixed).
+
+    scikit-learn's ``polynomial_kernel(degree=p, gamma=1, coef0=c)`` is the same kernel.
+    """
+
+    def __init__(self, degree: int = 2, offset=1.0):
+        super().__init__()
+        if not isinstance(degree, int) or degree < 1:
+            raise ValueError(f"degree must be a positive int, got {degree!r}")
+        self.degree = degree
+        self.register_hyperparameter("offset", offset, allow_zero=True)
+
+    def extra_repr(self):
+        return f"degree={self.degree}, " + super().extra_repr()
+
+    def _params(self, like):
+        return (self._param("offset", like),)
+
+    def _k(self, x, y, offset):
+        return (dot(x, y) + offset) ** self.degree
+
+
+class Exponential(Kernel):
+    r"""Exponential kernel :math:`k(x, y) = \exp(s\,\langle x, y\rangle)`, s > 0.
+
+    p.d. as the limit of polynomials with positive coefficients (seed 000, closure rules).
+    """
+
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.register_hyperparameter("scale", scale)
+
+    def _params(self, like):
+        return (self._param("scale", like),)
+
+    def _k(self, x, y, scale):
+        return (dot(x, y) * scale).exp()
+
+
+class ArcCosine(Kernel):
+    r"""Arc-cosine kernel of Cho & Saul (2009), the kernel of an infinitely wide layer of
+    step (order 0), ReLU (order 1) or squared-ReLU (order 2) units.
+
+    .. math::
+        k_n(x, y) = \frac1\pi \lVert x\rVert^n \lVert y\rVert^n J_n(\theta),\qquad
+        J_0 = \pi - \theta,\;
+        J_1 = \sin\theta + (\pi - \theta)\cos\theta,\;
+        J_2 = 3\sin\theta\cos\theta + (\pi - \theta)(1 + 2\cos^2\theta)
+
+    with θ the angle between x and y (seed 000, "dot-product and arc-cosine kernels").
+    θ is computed as atan2(√(‖x‖²‖y‖² − ⟨x,y⟩²), ⟨x,y⟩), which keeps gradients finite at
+    θ = 0.
+    """
+
+    def __init__(self, order: int = 1):
+        super().__init__()
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
+        self.order = order
+
+    def extra_repr(self):
+        return f"order={self.order}"
+
+    def _k(self, x, y):
+        xx, yy, xy = fsum(x * x), fsum(y * y), dot(x, y)
+        s = safe_sqrt(xx * yy - xy * xy)  # ‖x‖‖y‖ sin θ
+        theta = s.atan2(xy)
+        rest = (theta * -1.0 + math.pi)  # π − θ
+        if self.order == 0:
+            return rest * (1.0 / math.pi)
+        if self.order == 1:
+            return (s + rest * xy) * (1.0 / math.pi)
+        return (s * xy * 3.0 + rest * (xx * yy + xy * xy * 2.0)) * (1.0 / math.pi)
