@@ -16,9 +16,10 @@ setup(
         "gpytorch>=1.11",
         "torch-geometric>=2.4",
         "tqdm>=4.60",
+        "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=7", "scikit-learn>=1.3", "hypothesis>=6", "psutil>=5"],
+        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5"],
         "bench": ["scikit-learn>=1.3", "psutil>=5"],
     },
 )

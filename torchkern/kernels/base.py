@@ -1,6 +1,7 @@
 """The kernel base class, positive hyperparameters, and kernel algebra."""
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 
@@ -102,6 +103,46 @@ class Kernel(nn.Module):
     def hyperparameters(self) -> dict:
         """The current values of this kernel's own hyperparameters, by name."""
         return {name: getattr(self, name) for name in self._hypers}
+
+    # -- scikit-learn interplay: nested `kernel__lengthscale` grid searches, clone ------
+    def get_params(self, deep: bool = True) -> dict:
+        """Hyperparameter values (floats, or tensors for ARD) and, if ``deep``, those of
+        sub-kernels as ``child__name`` — what scikit-learn's ``set_params`` looks for."""
+        out = {}
+        for name, value in self.hyperparameters().items():
+            v = value.detach()
+            out[name] = v.item() if v.numel() == 1 else v.clone()
+        if deep:
+            for child_name, child in self.named_children():
+                if isinstance(child, Kernel) or isinstance(child, nn.ModuleList):
+                    out[child_name] = child
+                    sub = child.get_params(deep=True) if isinstance(child, Kernel) else {
+                        f"{i}__{k}": v for i, c in enumerate(child)
+                        if isinstance(c, Kernel) for k, v in c.get_params(deep=True).items()}
+                    out.update({f"{child_name}__{k}": v for k, v in sub.items()})
+        return out
+
+    def set_params(self, **params) -> "Kernel":
+        """Set hyperparameters by name; ``child__name`` reaches a sub-kernel."""
+        for key, value in params.items():
+            head, _, rest = key.partition("__")
+            if rest:
+                child = getattr(self, head, None)
+                if isinstance(child, nn.ModuleList):
+                    idx, _, rest = rest.partition("__")
+                    child = child[int(idx)]
+                if not isinstance(child, Kernel):
+                    raise ValueError(f"{type(self).__name__} has no sub-kernel {head!r}")
+                child.set_params(**{rest: value})
+            elif head in self._hypers:
+                setattr(self, head, value)
+            else:
+                raise ValueError(f"{type(self).__name__} has no hyperparameter {head!r}; "
+                                 f"it has {sorted(self._hypers)}")
+        return self
+
+    def __sklearn_clone__(self):
+        return copy.deepcopy(self)
 
     def _param(self, name: str, like: torch.Tensor) -> torch.Tensor:
         return getattr(self, name).to(dtype=like.dtype, device=like.device).reshape(-1)

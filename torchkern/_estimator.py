@@ -1,0 +1,64 @@
+"""What every torchkern estimator shares: kernel resolution, the Gram matrix of the
+training data, and fitted-state checks. Estimators subclass scikit-learn's
+``BaseEstimator`` (and the matching mixin) so ``clone``, ``GridSearchCV``, ``Pipeline``
+and ``cross_val_score`` work unchanged."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from sklearn.exceptions import NotFittedError
+
+from ._validation import as_tensor
+from .gram import DenseKernelMatrix, KernelMatrix
+from .kernels import RBF, Kernel
+
+__all__ = ["resolve_kernel", "kernel_matrix", "check_fitted", "NotFittedError"]
+
+
+def resolve_kernel(kernel, name: str = "kernel"):
+    """A private copy of the estimator's kernel: ``None`` gives ``RBF()``,
+    ``"precomputed"`` stays as is; anything else must be a torchkern Kernel."""
+    if kernel is None:
+        return RBF()
+    if isinstance(kernel, str):
+        if kernel != "precomputed":
+            raise ValueError(f"{name} must be a torchkern Kernel, None or 'precomputed', got {kernel!r}")
+        return kernel
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{name} must be a torchkern Kernel, None or 'precomputed', "
+                        f"got {type(kernel).__name__}")
+    return copy.deepcopy(kernel)
+
+
+def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X") -> KernelMatrix:
+    """k(X, Y) as a KernelMatrix; with ``kernel="precomputed"``, X *is* the Gram matrix
+    (a tensor, an array or a KernelMatrix) and Y is ignored."""
+    if isinstance(kernel, str):  # "precomputed"
+        if isinstance(X, KernelMatrix):
+            return X
+        return DenseKernelMatrix(as_tensor(X, name, allow_1d=False))
+    return kernel(X, Y, backend=backend)
+
+
+def input_matrix(kernel, X, name: str = "X", **kw):
+    """Validated data: a KernelMatrix passes through when the kernel is precomputed."""
+    if isinstance(kernel, str) and isinstance(X, KernelMatrix):
+        return X
+    return as_tensor(X, name, **kw)
+
+
+def check_fitted(estimator, attribute: str) -> None:
+    """Raise scikit-learn's NotFittedError unless ``estimator.<attribute>`` exists."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet; "
+                             f"call 'fit' before using it.")
+
+
+def n_rows(X) -> int:
+    return X.shape[0]
+
+
+def same_device(t: torch.Tensor, like) -> torch.Tensor:
+    device = like.device if hasattr(like, "device") else torch.device("cpu")
+    return t.to(device)
