@@ -1,1 +1,3 @@
-__all__ = []
+from .svm import SVC, SVR
+
+__all__ = ["SVC", "SVR"]

@@ -1,0 +1,60 @@
+"""Class labels in and out of the classifiers (KernelLogisticRegression, SVC)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def encode_labels(y, n: int, name: str = "y"):
+    """Sorted classes (a NumPy array, as scikit-learn's ``classes_``) and the index of each
+    sample's class (int64 NumPy array). Checks length, NaN and that ≥ 2 classes occur."""
+    if isinstance(y, torch.Tensor):
+        y_np = y.detach().cpu().numpy()
+    else:
+        y_np = np.asarray(y)
+    if y_np.ndim == 2 and y_np.shape[1] == 1:
+        y_np = y_np[:, 0]
+    if y_np.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of labels, got shape {y_np.shape}")
+    if y_np.shape[0] != n:
+        raise ValueError(f"{name} has {y_np.shape[0]} labels but X has {n} samples")
+    if y_np.dtype.kind == "f" and not bool(np.isfinite(y_np).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    classes, codes = np.unique(y_np, return_inverse=True)
+    if classes.size < 2:
+        raise ValueError(f"{name} must contain at least two classes, got only {classes.tolist()}")
+    return classes, codes.astype(np.int64).reshape(-1)
+
+
+def decode_labels(classes: np.ndarray, codes: torch.Tensor):
+    """``classes[codes]``: a torch tensor on ``codes``' device for numeric labels, else a
+    NumPy array (strings and objects cannot live in a tensor)."""
+    if classes.dtype.kind in "biuf":
+        return torch.as_tensor(classes, device=codes.device)[codes]
+    return classes[codes.cpu().numpy()]
+
+
+def class_weights(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Per-class multipliers of C: ``None`` → 1, ``"balanced"`` → n / (k · n_c) as
+    scikit-learn, or a dict {label: weight} (missing labels weigh 1)."""
+    k = classes.size
+    if class_weight is None:
+        return np.ones(k)
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+        counts = np.bincount(codes, minlength=k)
+        return codes.size / (k * counts)
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight must be None, 'balanced' or a dict, "
+                        f"got {type(class_weight).__name__}")
+    w = np.ones(k)
+    index = {c.item() if hasattr(c, "item") else c: i for i, c in enumerate(classes)}
+    for label, value in class_weight.items():
+        key = label.item() if hasattr(label, "item") else label
+        if key not in index:
+            raise ValueError(f"class_weight has label {label!r}, which is not in y")
+        if not float(value) > 0:
+            raise ValueError(f"class_weight[{label!r}] must be > 0, got {value!r}")
+        w[index[key]] = float(value)
+    return w
