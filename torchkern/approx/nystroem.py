@@ -1,0 +1,179 @@
+r"""Nyström features: projection onto the span of a few anchor points (seed 000 L9860–10065)."""
+from __future__ import annotations
+
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .._config import config
+from .._estimator import check_fitted, resolve_kernel
+from .._validation import as_tensor
+from ..gram import FeatureKernelMatrix
+from ..linalg import PivotedCholesky
+from ._kmeans import kmeans
+from .spectral import as_generator
+
+__all__ = ["Nystroem"]
+
+_SELECTIONS = ("uniform", "kmeans", "greedy")
+
+
+class Nystroem(TransformerMixin, BaseEstimator):
+    r"""Nyström feature map ψ(x) = K_ZZ^{−1/2} k_Z(x) from m anchor points Z.
+
+    ψ(x)ᵀψ(y) = k_Z(x)ᵀ K_ZZ⁺ k_Z(y) is the inner product of the orthogonal projections of
+    φ(x) and φ(y) onto span{φ(z₁), …, φ(z_m)} in the RKHS (seed 000, "Nyström
+    approximations: principle" and "via random sampling"), so on training data
+    ΨΨᵀ = K_XZ K_ZZ⁺ K_ZX ⪯ K, the best approximation of K whose column space is that of
+    K_XZ. The anchors are chosen by ``center_selection``:
+
+    ``"uniform"``
+        m training points drawn uniformly without replacement (Williams and Seeger, 2001).
+    ``"kmeans"``
+        the m centroids of k-means on the training data — "clustered Nyström" (Zhang and
+        Kwok, 2008), points of ℝ^d that need not be data points. Runs in torch, on the data's
+        device.
+    ``"greedy"``
+        the pivots of a greedy incomplete (pivoted) Cholesky factorization of K: each step
+        takes the point whose residual k(x, x) − k_Z(x)ᵀK_ZZ⁻¹k_Z(x) is largest (Bach and
+        Jordan, 2002; seed 000 "Nyström approximation via greedy approach"). Uses only the
+        diagonal and m columns of the lazy Gram matrix
+        (:class:`torchkern.linalg.PivotedCholesky`); stops early when the residual is zero.
+
+    K_ZZ^{−1/2} is computed in float64 by an eigendecomposition K_ZZ = UΛUᵀ; eigenvalues
+    below ``rcond``·λ_max are dropped (a pseudo-inverse square root), so duplicate or nearly
+    duplicate anchors do no harm.
+
+    Parameters
+    ----------
+    kernel : Kernel or None
+        Any torchkern kernel (``None`` → ``RBF()``); a private copy is fitted.
+    n_components : int
+        m, the number of anchors (and of features), at most n.
+    center_selection : {"uniform", "kmeans", "greedy"}
+    random_state : None, int or torch.Generator
+        Draw of the uniform anchors and of the k-means++ seeding.
+    rcond : float, optional
+        Relative eigenvalue cut-off; default m·eps of the data's dtype.
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The fitted copy of ``kernel``.
+    components_ : Tensor of shape (m, d)
+        The anchor points Z.
+    component_indices_ : LongTensor of shape (m,) or None
+        Their rows in the training data (None for k-means centroids).
+    normalization_ : Tensor of shape (m, m), float64
+        K_ZZ^{−1/2} (pseudo-inverse square root).
+    eigenvalues_ : Tensor of shape (m,), float64
+        The eigenvalues of K_ZZ, ascending.
+    rank_ : int
+        Number of eigenvalues kept.
+    n_components_ : int
+        m actually used (the greedy selection stops early once the residual vanishes).
+    n_features_in_ : int
+
+    Notes
+    -----
+    Cost: fit takes O(m²) kernel evaluations and O(m³) for the eigendecomposition, plus O(n·m)
+    kernel evaluations and O(n·m²) flops for the greedy selection, or O(n·m·d) per k-means
+    iteration. ``transform`` costs O(n·m) kernel evaluations and O(n·m²) flops and never
+    forms an n × n matrix. Same features as ``sklearn.kernel_approximation.Nystroem`` up to
+    an orthogonal transform when both use the same anchors.
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> from torchkern.approx import Nystroem
+    >>> X = torch.randn(1000, 5, dtype=torch.float64)
+    >>> ny = Nystroem(torchkern.RBF(lengthscale=2.0), n_components=100,
+    ...               center_selection="greedy").fit(X)
+    >>> ny.transform(X).shape
+    torch.Size([1000, 100])
+    >>> K_approx = ny.kernel_matrix(X)   # lazy Ψ Ψᵀ, a FeatureKernelMatrix
+    """
+
+    def __init__(self, kernel=None, n_components: int = 100, *, center_selection: str = "uniform",
+                 random_state=None, rcond: float | None = None):
+        self.kernel = kernel
+        self.n_components = n_components
+        self.center_selection = center_selection
+        self.random_state = random_state
+        self.rcond = rcond
+
+    def _check_params(self, n):
+        m = self.n_components
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(f"n_components must be a positive int, got {m!r}")
+        if m > n:
+            raise ValueError(f"n_components={m} is larger than the number of samples n={n}")
+        if self.center_selection not in _SELECTIONS:
+            raise ValueError(f"center_selection must be one of {_SELECTIONS}, "
+                             f"got {self.center_selection!r}")
+        if self.rcond is not None and not (0 <= float(self.rcond) < 1):
+            raise ValueError(f"rcond must be in [0, 1), got {self.rcond!r}")
+
+    def fit(self, X, y=None) -> "Nystroem":
+        """Choose the anchors among / from X and factor K_ZZ. Returns self."""
+        kernel = resolve_kernel(self.kernel)
+        if isinstance(kernel, str):
+            raise ValueError("kernel='precomputed' is not supported: Nystroem evaluates the "
+                             "kernel between new points and the anchors")
+        X = as_tensor(X, "X")
+        n, m = X.shape[0], self.n_components
+        self._check_params(n)
+        gen = as_generator(self.random_state)
+        idx = None
+        with torch.no_grad():
+            if self.center_selection == "uniform":
+                dev = gen.device if gen is not None else X.device
+                idx = torch.randperm(n, generator=gen, device=dev)[:m].to(X.device)
+            elif self.center_selection == "greedy":
+                K = kernel(X, backend="blocked")  # only its diagonal and m columns are used
+                idx = PivotedCholesky(K, m, 1.0, tol=0.0).pivots.to(X.device)
+            if idx is not None:
+                Z = X[idx]
+            else:
+                Z = kmeans(X, m, gen)
+            Kzz = kernel(Z.to(torch.float64), backend="dense").to_dense()
+            lam, U = torch.linalg.eigh((Kzz + Kzz.T) / 2)
+        rcond = self.rcond if self.rcond is not None else Z.shape[0] * torch.finfo(X.dtype).eps
+        keep = lam > rcond * lam[-1].clamp_min(0)
+        if not bool(keep.any()):
+            raise ValueError("the kernel matrix of the anchors is zero: no Nyström features")
+        Uk = U[:, keep]
+        self.kernel_ = kernel
+        self.components_ = Z
+        self.component_indices_ = idx
+        self.normalization_ = (Uk / lam[keep].sqrt()) @ Uk.T
+        self.eigenvalues_ = lam
+        self.rank_ = int(keep.sum())
+        self.n_components_ = Z.shape[0]
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X) -> torch.Tensor:
+        """ψ(X) = k(X, Z) K_ZZ^{−1/2}, shape (n, n_components_), in X's dtype and device."""
+        check_fitted(self, "normalization_")
+        X = as_tensor(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features but Nystroem was fitted on "
+                             f"{self.n_features_in_}")
+        Z = self.components_.to(dtype=X.dtype, device=X.device)
+        N = self.normalization_.to(dtype=X.dtype, device=X.device)
+        K = self.kernel_(X, Z, backend="blocked")
+        m, d = Z.shape
+        rows = max(1, int(config.block_memory_mb * 2**20 // (X.element_size() * m * (d + 3))))
+        with torch.set_grad_enabled(torch.is_grad_enabled() and X.requires_grad):
+            return torch.cat([B @ N for _, _, B in K.row_blocks(rows)])
+
+    def kernel_matrix(self, X, Y=None) -> FeatureKernelMatrix:
+        """The approximate Gram matrix ψ(X)ψ(Y)ᵀ, lazy (``Y=None`` means Y = X)."""
+        psi_x = self.transform(X)
+        return FeatureKernelMatrix(psi_x, None if Y is None else self.transform(Y))
+
+    def as_kernel(self):
+        """The fitted map as an :class:`~torchkern.approx.ApproximateKernel`."""
+        check_fitted(self, "normalization_")
+        from .kernel import ApproximateKernel
+        return ApproximateKernel(self)
