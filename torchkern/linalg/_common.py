@@ -1,0 +1,99 @@
+"""Helpers shared by the linalg routines: operator checks, probes, random state.
+
+The linalg layer accepts any square operator ``A`` that has ``shape``, ``dtype``,
+``device`` and ``A @ V`` for ``V`` of shape (n, r): a dense tensor or a lazy matrix.
+"""
+
+import torch
+
+_FLOAT64 = torch.float64
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative solver stopped before reaching its tolerance.
+
+    The message states the tolerance asked for and the residual reached.
+    """
+
+
+def _check_operator(A, name="A"):
+    """Return n for a square (n, n) operator with ``@``, else raise."""
+    shape = getattr(A, "shape", None)
+    if shape is None or not hasattr(A, "__matmul__"):
+        raise TypeError(
+            f"{name} must be a square matrix or operator with .shape and @, "
+            f"got {type(A).__name__}"
+        )
+    shape = tuple(shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"{name} must be square of shape (n, n), got shape {shape}")
+    if shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {shape})")
+    if getattr(A, "dtype", None) not in (torch.float32, torch.float64):
+        raise TypeError(f"{name} must have dtype float32 or float64, got {getattr(A, 'dtype', None)}")
+    return shape[0]
+
+
+def _check_rhs(B, n, A, name="B"):
+    """Validate a right-hand side of shape (n,) or (n, r) against operator A."""
+    if not isinstance(B, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(B).__name__}")
+    if B.ndim not in (1, 2) or B.shape[0] != n:
+        raise ValueError(
+            f"{name} must have shape ({n},) or ({n}, r) to match A of shape ({n}, {n}), "
+            f"got {tuple(B.shape)}"
+        )
+    if B.dtype != A.dtype:
+        raise TypeError(f"{name} has dtype {B.dtype} but A has dtype {A.dtype}")
+    if B.device != torch.device(A.device):
+        raise ValueError(f"{name} is on {B.device} but A is on {A.device}")
+    if not bool(torch.isfinite(B).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+
+
+def _dense(A):
+    """A as a dense tensor when it is one or offers ``to_dense()``; else None."""
+    if isinstance(A, torch.Tensor):
+        return A
+    to_dense = getattr(A, "to_dense", None)
+    return to_dense() if callable(to_dense) else None
+
+
+def _has_dense(A):
+    return isinstance(A, torch.Tensor) or callable(getattr(A, "to_dense", None))
+
+
+def _maybe_requires_grad(A):
+    """False when A's products certainly carry no gradient; None when unknown."""
+    flag = getattr(A, "requires_grad", None)
+    if isinstance(flag, bool):
+        return flag
+    return None
+
+
+def _generator(random_state):
+    """A torch.Generator (or None for torch's global RNG) from ``random_state``."""
+    if random_state is None or isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, bool) or not isinstance(random_state, int):
+        raise TypeError(
+            f"random_state must be None, an int or a torch.Generator, got {type(random_state).__name__}"
+        )
+    return torch.Generator().manual_seed(random_state)
+
+
+def _randn(shape, dtype, device, generator):
+    gen_device = generator.device if generator is not None else device
+    return torch.randn(shape, generator=generator, device=gen_device, dtype=dtype).to(device)
+
+
+def _rademacher(shape, dtype, device, generator):
+    """Entries ±1 with probability 1/2 each."""
+    gen_device = generator.device if generator is not None else device
+    bits = torch.randint(0, 2, shape, generator=generator, device=gen_device)
+    return (2 * bits - 1).to(device=device, dtype=dtype)
+
+
+def _dot(U, V):
+    """Column-wise inner products in float64: (U * V).sum(0)."""
+    return (U.to(_FLOAT64) * V.to(_FLOAT64)).sum(0)
