@@ -1,3 +1,4 @@
+from .classification import KernelLogisticRegression
 from .svm import SVC, SVR
 
-__all__ = ["SVC", "SVR"]
+__all__ = ["KernelLogisticRegression", "SVC", "SVR"]

@@ -89,13 +89,10 @@ class RowCache:
         self.hits = self.misses = 0
 
     def _grow(self, need):
-        size = self.buf.shape[0]
-        if need <= size:
-            return
-        new = min(self.capacity, max(need, 2 * size, 64))
-        buf = torch.empty(new, self.n, dtype=self.dtype, device=self.device)
-        buf[:size] = self.buf
-        self.buf = buf
+        # One allocation of the whole capacity: the pages of torch.empty are only
+        # committed when rows are written, so the resident memory follows the rows cached.
+        if need > self.buf.shape[0]:
+            self.buf = torch.empty(self.capacity, self.n, dtype=self.dtype, device=self.device)
 
     def get(self, idx: np.ndarray) -> torch.Tensor:
         """Rows ``K[idx, :]`` (idx: distinct ints, at most ``capacity`` of them)."""
@@ -136,35 +133,40 @@ def row_chunk(K, n) -> int:
     return max(1, int(config.block_memory_mb * 2**20 // per_row))
 
 
-def _inner_smo(Q, g, a, y, C, eps, max_steps):
-    """LIBSVM's SMO on a dense q-variable subproblem, in place on ``a`` and ``g`` (NumPy
+def _inner_smo(Kb, y, s, a, C, eps, max_steps):
+    """LIBSVM's SMO on a dense q-variable subproblem, in place on ``a`` and ``s`` (NumPy
     float64): WSS2 pair selection (Fan, Chen & Lin 2005) and the clipped analytic
-    two-variable update. Stops when the subproblem's m − M < eps. Returns the steps."""
-    QD = np.diag(Q).copy()
+    two-variable update. ``Kb`` is the q × q kernel block and ``s = −y ∘ ∇f`` the scores
+    of the variables. Stops when the subproblem's m − M < eps. Returns the steps taken."""
+    QD = np.diag(Kb).copy()
     pos = y > 0
+    up = np.where(pos, a < C, a > 0)
+    low = np.where(pos, a > 0, a < C)
+    ninf = np.full_like(s, -np.inf)
+    pinf = np.full_like(s, np.inf)
     steps = 0
     while steps < max_steps:
-        s = -y * g
-        up = np.where(pos, a < C, a > 0)
-        low = np.where(pos, a > 0, a < C)
-        su = np.where(up, s, -np.inf)
-        i = int(np.argmax(su))
+        su = np.where(up, s, ninf)
+        i = int(su.argmax())
         gmax = su[i]
-        sl = np.where(low, s, np.inf)
+        sl = np.where(low, s, pinf)
         if not gmax - sl.min() >= eps:
             break
-        b = gmax - s
-        # K_ii + K_jj − 2K_ij, written with Q: y_i y_j Q_ij = K_ij.
-        quad = QD[i] + QD - 2.0 * y[i] * y * Q[i]
-        quad = np.where(quad > 0, quad, _TAU)
-        obj = np.where(low & (b > 0), -(b * b) / quad, np.inf)
-        j = int(np.argmin(obj))
-        if not np.isfinite(obj[j]):
+        b = gmax - sl  # > 0 exactly for the candidates j ∈ I_low that violate with i
+        Ki = Kb[i]
+        quad = QD - 2.0 * Ki
+        quad += QD[i]
+        quad[quad <= 0] = _TAU
+        obj = np.where(b > 0, -(b * b) / quad, pinf)
+        j = int(obj.argmin())
+        if not obj[j] < np.inf:
             break
-        ai, aj, Ci, Cj = a[i], a[j], C[i], C[j]
-        if y[i] != y[j]:
-            q = QD[i] + QD[j] + 2.0 * Q[i, j]
-            delta = (-g[i] - g[j]) / (q if q > 0 else _TAU)
+        ai, aj, Ci, Cj, yi, yj = a[i], a[j], C[i], C[j], y[i], y[j]
+        gi, gj = -yi * s[i], -yj * s[j]
+        Kij = Ki[j]
+        if yi != yj:
+            q = QD[i] + QD[j] - 2.0 * Kij
+            delta = (-gi - gj) / (q if q > 0 else _TAU)
             diff = ai - aj
             ni, nj = ai + delta, aj + delta
             if diff > 0:
@@ -178,8 +180,8 @@ def _inner_smo(Q, g, a, y, C, eps, max_steps):
             elif nj > Cj:
                 nj, ni = Cj, Cj + diff
         else:
-            q = QD[i] + QD[j] - 2.0 * Q[i, j]
-            delta = (g[i] - g[j]) / (q if q > 0 else _TAU)
+            q = QD[i] + QD[j] - 2.0 * Kij
+            delta = (gi - gj) / (q if q > 0 else _TAU)
             total = ai + aj
             ni, nj = ai - delta, aj + delta
             if total > Ci:
@@ -193,7 +195,11 @@ def _inner_smo(Q, g, a, y, C, eps, max_steps):
             elif ni < 0:
                 ni, nj = 0.0, total
         a[i], a[j] = ni, nj
-        g += Q[:, i] * (ni - ai) + Q[:, j] * (nj - aj)
+        # ∇f += Q[:, i]Δα_i + Q[:, j]Δα_j, i.e. s −= y_iΔα_i K[:, i] + y_jΔα_j K[:, j].
+        s -= Ki * (yi * (ni - ai)) + Kb[j] * (yj * (nj - aj))
+        for t in (i, j):
+            up[t] = (a[t] < C[t]) if pos[t] else (a[t] > 0)
+            low[t] = (a[t] > 0) if pos[t] else (a[t] < C[t])
         steps += 1
     return steps
 
@@ -313,19 +319,22 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         krows_unique, inverse = np.unique(kws, return_inverse=True)
         R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]  # (|ws|, nk)
         yB = y[ws_t]
-        QBB = (yB[:, None] * yB[None, :] * R[:, kidx_t[ws_t]].to(f64)).cpu().numpy()
+        KBB = R[:, kidx_t[ws_t]].to(f64).cpu().numpy()
         # (3) the subproblem, to a tolerance relative to the current gap.
         aB = alpha[ws_t].cpu().numpy().copy()
         a0 = aB.copy()
-        gB = grad[ws_t].cpu().numpy().copy()
-        n_inner += _inner_smo(QBB, gB, aB, yB.cpu().numpy(), C[ws_t].cpu().numpy(),
+        sB = s[ws_t].cpu().numpy().copy()
+        n_inner += _inner_smo(KBB, yB.cpu().numpy(), sB, aB, C[ws_t].cpu().numpy(),
                               max(tol, 0.1 * gap), 50 * ws.size)
         # (4) full gradient update: ∇f += Q[:, B] Δα_B.
         delta = aB - a0
         nz = np.nonzero(delta)[0]
         if nz.size:
-            coef = torch.from_numpy(delta[nz]).to(device) * yB[torch.from_numpy(nz).to(device)]
-            v = R[torch.from_numpy(nz).to(device)].to(f64).T @ coef  # (nk,)
+            nz_t = torch.from_numpy(nz).to(device)
+            coef = torch.from_numpy(delta[nz]).to(device) * yB[nz_t]
+            v = torch.zeros(nk, dtype=f64, device=device)
+            for c in range(0, nz.size, 64):  # float64 products, 64 rows at a time
+                v += R[nz_t[c:c + 64]].to(f64).T @ coef[c:c + 64]
             grad += y * (v if same else v[kidx_t])
             alpha[ws_t] = torch.from_numpy(aB).to(device)
         prev = ws

@@ -178,7 +178,7 @@ class SVC(ClassifierMixin, _BaseSVM):
     """
 
     def __init__(self, kernel=None, C=1.0, *, tol=1e-3, max_iter=None, class_weight=None,
-                 decision_function_shape="ovr", cache_size=200, working_set_size=128,
+                 decision_function_shape="ovr", cache_size=200, working_set_size=256,
                  random_state=None, verbose=False, backend=None):
         self.kernel = kernel
         self.C = C
@@ -365,7 +365,7 @@ class SVR(RegressorMixin, _BaseSVM):
     """
 
     def __init__(self, kernel=None, C=1.0, epsilon=0.1, *, tol=1e-3, max_iter=None,
-                 cache_size=200, working_set_size=128, verbose=False, backend=None):
+                 cache_size=200, working_set_size=256, verbose=False, backend=None):
         self.kernel = kernel
         self.C = C
         self.epsilon = epsilon
