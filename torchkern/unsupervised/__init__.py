@@ -1,1 +1,5 @@
-__all__ = []
+"""Unsupervised kernel methods: kernel PCA, kernel k-means, spectral clustering, kernel
+CCA, kernel density estimation and Nadaraya–Watson regression."""
+from .pca import KernelPCA
+
+__all__ = ["KernelPCA"]

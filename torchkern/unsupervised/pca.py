@@ -1,0 +1,314 @@
+"""Kernel principal component analysis on a lazy, lazily centered Gram matrix."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._validation import as_tensor, check_positive
+from ..gram import DenseKernelMatrix
+from ..linalg import ConvergenceWarning, cg, eigsh
+
+__all__ = ["KernelPCA"]
+
+_SOLVERS = ("auto", "dense", "lanczos", "randomized")
+
+
+def _generator(random_state):
+    if random_state is None or isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, bool) or not isinstance(random_state, int):
+        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
+                        f"got {type(random_state).__name__}")
+    return torch.Generator().manual_seed(random_state)
+
+
+def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
+                      random_state=None):
+    r"""Top-k eigenpairs of a symmetric p.s.d. operator by randomized subspace iteration.
+
+    The randomized range finder of Halko, Martinsson and Tropp (2011, Alg. 4.4/5.3):
+    :math:`Q_0 = \mathrm{orth}(A\Omega)` for a Gaussian :math:`\Omega` of
+    :math:`b = k + p` columns, then :math:`Q_{t+1} = \mathrm{orth}(AQ_t)`, each step
+    followed by a Rayleigh–Ritz projection :math:`T = Q_t^\top A Q_t = S\Theta S^\top`
+    whose Ritz pairs :math:`(\theta_j, Q_tS_j)` are returned once every wanted residual
+    :math:`\lVert Au_j - \theta_j u_j\rVert \le \mathrm{tol}\cdot\theta_1`.
+
+    Every step is *one* block product ``A @ Q`` (n × b): on a lazy kernel matrix the
+    kernel is evaluated once per step for all b columns, which is why this solver beats
+    single-vector Lanczos on KeOps / blocked Gram matrices. The error of eigenvector j
+    decays like :math:`(\lambda_{b+1}/\lambda_j)^t`.
+
+    Returns (eigenvalues descending, eigenvectors (n, k), converged: bool, steps).
+    Private; a candidate for ``torchkern.linalg``.
+    """
+    n = A.shape[0]
+    dtype, device = A.dtype, torch.device(A.device)
+    f64 = torch.float64
+    if n_oversamples is None:
+        n_oversamples = max(10, k)
+    b = min(n, k + n_oversamples)
+    if tol is None:
+        tol = 1e-8 if dtype == f64 else 1e-5
+    if max_iter is None:
+        max_iter = 200
+    gen = _generator(random_state)
+    gdev = gen.device if gen is not None else device
+    omega = torch.randn(n, b, generator=gen, device=gdev, dtype=f64).to(device)
+    Y = (A @ omega.to(dtype)).to(f64)
+    converged, steps = False, 1
+    for steps in range(1, max_iter + 1):
+        Q = torch.linalg.qr(Y).Q
+        Y = (A @ Q.to(dtype)).to(f64)
+        T = Q.T @ Y
+        theta, S = torch.linalg.eigh((T + T.T) / 2)
+        theta, S = theta.flip(0), S.flip(1)
+        U, AU = Q @ S[:, :k], Y @ S[:, :k]
+        res = (AU - U * theta[:k]).norm(dim=0)
+        scale = theta.abs().max().clamp_min(torch.finfo(f64).tiny)
+        if bool((res <= tol * scale).all()):
+            converged = True
+            break
+        # the next basis is A Q S = the Ritz directions pushed once more through A
+        Y = Y @ S
+    return theta[:k], U, converged, steps
+
+
+def _psd_clip(evals):
+    """Negative round-off eigenvalues → 0 (as scikit-learn's ``_check_psd_eigenvalues``)."""
+    return evals.clamp_min(0.0)
+
+
+def _flip_signs(V):
+    """Deterministic signs: the largest-magnitude entry of each column is positive
+    (scikit-learn's ``svd_flip`` convention for ``u``)."""
+    idx = V.abs().argmax(dim=0)
+    signs = torch.sign(V[idx, torch.arange(V.shape[1], device=V.device)])
+    signs[signs == 0] = 1
+    return V * signs
+
+
+class KernelPCA(TransformerMixin, BaseEstimator):
+    r"""Kernel principal component analysis (Schölkopf, Smola and Müller, 1998).
+
+    The principal directions in feature space are :math:`f_j = \sum_i \alpha_{ij}
+    \tilde\varphi(x_i)` with :math:`\alpha_j = u_j/\sqrt{\lambda_j}`, where
+    :math:`(\lambda_j, u_j)` are the top eigenpairs of the centered Gram matrix
+    :math:`\tilde K = (I - U)K(I - U)`, :math:`U = \mathbf 1\mathbf 1^\top/n` (seed 000,
+    "Kernel PCA", L2570–3040; seed 002 L962–1003; seed 001's recipe is garbled — the
+    normalization is α = u/√λ). The projection of a point is
+    :math:`\langle f_j, \tilde\varphi(x)\rangle = \tilde k(x, X)\,\alpha_j`; on the
+    training points it equals :math:`u_j\sqrt{\lambda_j}`.
+
+    Centering is lazy (``K.centered()``: rank-one corrections of the products, never a
+    centered n × n copy on the lazy path). New points are centered with the training
+    statistics: :math:`\tilde k(x, x_i) = k(x, x_i) - \frac1n\sum_l k(x, x_l) -
+    \bar k_i + \bar k`, with :math:`\bar k_i` the training column means and
+    :math:`\bar k` the training mean.
+
+    Parameters
+    ----------
+    kernel : Kernel, "precomputed" or None
+        Default ``RBF()``. With ``"precomputed"``, ``fit`` takes the training Gram
+        matrix (tensor, array or KernelMatrix) and ``transform`` the (m, n) Gram matrix
+        of new points against the training points.
+    n_components : int or None
+        Number of components k; ``None`` keeps every component with a positive
+        eigenvalue (dense solver).
+    eigen_solver : {"auto", "dense", "lanczos", "randomized"}
+        ``"dense"``: ``torch.linalg.eigh`` of the materialized centered Gram, O(n³)
+        time, O(n²) memory. ``"lanczos"``: :func:`torchkern.linalg.eigsh` (thick-restart
+        Lanczos, one matrix-vector product per step). ``"randomized"``: randomized
+        subspace iteration with Rayleigh–Ritz (Halko et al. 2011), one *block* product
+        K Q (n × (k + max(10, k))) per step — the kernel is evaluated once per step for
+        all columns, so it needs several times fewer kernel evaluations than Lanczos on
+        lazy Gram matrices. ``"auto"``: dense when n ≤ 1000 or k > n/4 or
+        ``n_components=None``, randomized otherwise.
+    tol : float or None
+        Relative residual ‖K̃u − θu‖ ≤ tol·θ₁ of the iterative solvers; default 1e-8
+        (float64) / 1e-5 (float32).
+    max_iter : int or None
+        Cap on solver steps (Lanczos: products; randomized: block steps, default 200).
+    fit_inverse_transform : bool
+        Learn the pre-image map (see :meth:`inverse_transform`).
+    alpha : float
+        Ridge of the pre-image kernel ridge regression.
+    backend : str or None
+        Gram-matrix backend passed to the kernel (``None`` = ``torchkern.config``).
+    random_state : None, int or torch.Generator
+        Start vectors of the iterative solvers.
+
+    Attributes
+    ----------
+    eigenvalues_ : Tensor (k,)
+        Eigenvalues of the centered training Gram matrix K̃ (not divided by n), in
+        descending order — scikit-learn's ``eigenvalues_``.
+    eigenvectors_ : Tensor (n, k)
+        Unit-norm eigenvectors of K̃; the largest-magnitude entry of each is positive.
+    X_fit_ : Tensor
+        Training data (or training Gram for ``"precomputed"``).
+    kernel_ : Kernel or "precomputed"
+    dual_coef_, X_transformed_fit_ : Tensor
+        Pre-image model (when ``fit_inverse_transform``).
+
+    Notes
+    -----
+    Cost with an iterative solver: O(s · n² d) kernel evaluations for s solver steps
+    (s products K V) and O(n k) memory on the lazy backends; ``transform`` of m points
+    costs one (m × n) product.
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> X = torch.randn(200, 3, dtype=torch.float64)
+    >>> Z = torchkern.KernelPCA(torchkern.RBF(1.0), n_components=2).fit_transform(X)
+    >>> Z.shape
+    torch.Size([200, 2])
+    """
+
+    def __init__(self, kernel=None, n_components=None, *, eigen_solver="auto", tol=None,
+                 max_iter=None, fit_inverse_transform=False, alpha=1.0, backend=None,
+                 random_state=None):
+        self.kernel = kernel
+        self.n_components = n_components
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
+        self.backend = backend
+        self.random_state = random_state
+
+    # ---------------------------------------------------------------------------------
+    def _check_params(self, n):
+        if self.eigen_solver not in _SOLVERS:
+            raise ValueError(f"eigen_solver must be one of {_SOLVERS}, got {self.eigen_solver!r}")
+        k = self.n_components
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n):
+            raise ValueError(f"n_components must be None or an int with 1 <= n_components "
+                             f"<= n_samples={n}, got {k!r}")
+        if self.tol is not None:
+            check_positive(self.tol, "tol")
+        if self.max_iter is not None and (not isinstance(self.max_iter, int) or self.max_iter < 1):
+            raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
+        check_positive(self.alpha, "alpha")
+        solver = self.eigen_solver
+        if k is None:
+            if solver not in ("auto", "dense"):
+                raise ValueError("n_components=None needs eigen_solver='dense' or 'auto'")
+            return n, "dense"
+        if solver == "auto":
+            solver = "dense" if (n <= 1000 or k > n // 4) else "randomized"
+        return k, solver
+
+    def fit(self, X, y=None):
+        """Fit the model on X (n, d) (or on a training Gram with ``"precomputed"``)."""
+        self._fit(X)
+        return self
+
+    def _fit(self, X):
+        kernel = resolve_kernel(self.kernel)
+        if isinstance(kernel, str) and self.fit_inverse_transform:
+            raise ValueError("fit_inverse_transform=True cannot be used with kernel='precomputed'")
+        X = input_matrix(kernel, X, "X")
+        K = kernel_matrix(kernel, X, backend=self.backend)
+        if not K.is_square:
+            raise ValueError(f"X must be a square Gram matrix for kernel='precomputed', "
+                             f"got shape {tuple(K.shape)}")
+        n = K.shape[0]
+        k, solver = self._check_params(n)
+        with torch.no_grad():
+            Kc = K.centered()
+            if solver == "dense":
+                D = Kc.to_dense().to(torch.float64)
+                evals, evecs = torch.linalg.eigh((D + D.T) / 2)
+                evals, evecs = evals[-k:].flip(0), evecs[:, -k:].flip(1)
+            elif solver == "lanczos":
+                evals, evecs = eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
+                                     random_state=self.random_state)
+            else:
+                evals, evecs, ok, steps = _randomized_eigsh(
+                    Kc, k, tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
+                if not ok:
+                    warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in "
+                                  f"{steps} steps; raise max_iter", ConvergenceWarning,
+                                  stacklevel=3)
+            evals = _psd_clip(evals)
+            evecs = _flip_signs(evecs)
+            if self.n_components is None:
+                keep = evals > 0
+                evals, evecs = evals[keep], evecs[:, keep]
+        self.kernel_ = kernel
+        self.X_fit_ = X
+        self._col_mean = Kc.col_mean.detach()
+        self._mean = Kc.mean.detach()
+        self.eigenvalues_ = evals.to(K.dtype)
+        self.eigenvectors_ = evecs.to(K.dtype)
+        self.n_features_in_ = X.shape[1]
+        X_t = self.eigenvectors_ * self.eigenvalues_.sqrt()
+        if self.fit_inverse_transform:
+            self._fit_preimage(X_t, X)
+        return X_t
+
+    def fit_transform(self, X, y=None, **params):
+        """Fit and return the training projections u_j √λ_j, shape (n, k)."""
+        return self._fit(X)
+
+    def _scaled_alphas(self):
+        nz = self.eigenvalues_ > 0
+        alphas = torch.zeros_like(self.eigenvectors_)
+        alphas[:, nz] = self.eigenvectors_[:, nz] / self.eigenvalues_[nz].sqrt()
+        return alphas
+
+    def transform(self, X):
+        r"""Project new points: :math:`\tilde k(X, X_{fit})\,U\Lambda^{-1/2}`, shape (m, k).
+
+        With ``"precomputed"``, X is the (m, n) Gram matrix against the training points.
+        Cost: one (m × n) kernel product.
+        """
+        check_fitted(self, "eigenvalues_")
+        X = input_matrix(self.kernel_, X, "X")
+        K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
+        if K.shape[1] != self.X_fit_.shape[0]:
+            raise ValueError(f"X must have {self.X_fit_.shape[0]} columns (one per training "
+                             f"point) for kernel='precomputed', got shape {tuple(K.shape)}")
+        with torch.no_grad():
+            Kc = K.centered(col_mean=self._col_mean, mean=self._mean)
+            return Kc @ self._scaled_alphas().to(K.dtype)
+
+    # -- pre-images --------------------------------------------------------------------
+    def _fit_preimage(self, X_t, X):
+        # Kernel ridge regression from the projections back to the inputs, with the same
+        # kernel (as scikit-learn): dual_coef = (k(Z, Z) + αI)⁻¹ X.
+        with torch.no_grad():
+            Kz = kernel_matrix(self.kernel_, X_t, backend=self.backend)
+            if isinstance(Kz, DenseKernelMatrix):
+                A = Kz.to_dense().to(torch.float64)
+                A = A + self.alpha * torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+                L = torch.linalg.cholesky(A)
+                dual = torch.cholesky_solve(X.to(torch.float64), L).to(X.dtype)
+            else:
+                dual = cg(Kz.add_diag(self.alpha), X.contiguous(), tol=1e-10
+                          if X.dtype == torch.float64 else 1e-6)
+        self.dual_coef_ = dual
+        self.X_transformed_fit_ = X_t
+
+    def inverse_transform(self, X):
+        r"""Approximate pre-images: :math:`k(Z, Z_{fit})\,(k(Z_{fit}, Z_{fit}) + \alpha
+        I)^{-1} X_{fit}` — kernel ridge regression learned at fit time from the training
+        projections :math:`Z_{fit}` to the training inputs (Bakır, Weston and Schölkopf,
+        2004; scikit-learn's method). Needs ``fit_inverse_transform=True``.
+        """
+        if not self.fit_inverse_transform:
+            raise ValueError("inverse_transform needs fit_inverse_transform=True at fit time")
+        check_fitted(self, "dual_coef_")
+        Z = as_tensor(X, "X")
+        if Z.shape[1] != self.X_transformed_fit_.shape[1]:
+            raise ValueError(f"X must have {self.X_transformed_fit_.shape[1]} columns "
+                             f"(components), got {Z.shape[1]}")
+        with torch.no_grad():
+            K = kernel_matrix(self.kernel_, Z.to(self.X_transformed_fit_.dtype),
+                              self.X_transformed_fit_, backend=self.backend)
+            return K @ self.dual_coef_
