@@ -53,23 +53,26 @@ def _lanczos_quadrature(A, Q0, AQ0, steps):
     n, p = Q0.shape
     m = min(steps, n)
     dtype = Q0.dtype
-    basis = torch.empty(m, n, p, dtype=dtype, device=Q0.device)
+    # basis[i, j] is the j-th Lanczos vector of column i: batched GEMVs reorthogonalize
+    basis = torch.empty(p, m, n, dtype=dtype, device=Q0.device)
     alpha = torch.zeros(m, p, dtype=_FLOAT64, device=Q0.device)
     beta = torch.zeros(m, p, dtype=_FLOAT64, device=Q0.device)
     q = Q0
     w = AQ0
     for j in range(m):
-        basis[j] = q
+        basis[:, j] = q.T
         if j > 0:
             w = A @ q
         a = _dot(q, w)
         alpha[j] = a
         w = w - a.to(dtype) * q
         if j > 0:
-            w = w - beta[j - 1].to(dtype) * basis[j - 1]
+            w = w - beta[j - 1].to(dtype) * basis[:, j - 1].T
+        Vj = basis[:, : j + 1]
+        wt = w.T.unsqueeze(-1)
         for _ in range(2):
-            c = torch.einsum("jnp,np->jp", basis[: j + 1], w)
-            w = w - torch.einsum("jnp,jp->np", basis[: j + 1], c)
+            wt = wt - Vj.transpose(1, 2) @ (Vj @ wt)
+        w = wt.squeeze(-1).T
         b = w.to(_FLOAT64).norm(dim=0)
         beta[j] = b
         q = w / torch.where(b > 0, b, torch.ones_like(b)).to(dtype)
