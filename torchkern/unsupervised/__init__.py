@@ -1,5 +1,6 @@
 """Unsupervised kernel methods: kernel PCA, kernel k-means, spectral clustering, kernel
 CCA, kernel density estimation and Nadaraya–Watson regression."""
+from .kmeans import KernelKMeans
 from .pca import KernelPCA
 
-__all__ = ["KernelPCA"]
+__all__ = ["KernelPCA", "KernelKMeans"]

@@ -10,19 +10,11 @@ from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kern
 from .._validation import as_tensor, check_positive
 from ..gram import DenseKernelMatrix
 from ..linalg import ConvergenceWarning, cg, eigsh
+from ._common import generator, randn
 
 __all__ = ["KernelPCA"]
 
 _SOLVERS = ("auto", "dense", "lanczos", "randomized")
-
-
-def _generator(random_state):
-    if random_state is None or isinstance(random_state, torch.Generator):
-        return random_state
-    if isinstance(random_state, bool) or not isinstance(random_state, int):
-        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
-                        f"got {type(random_state).__name__}")
-    return torch.Generator().manual_seed(random_state)
 
 
 def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
@@ -54,9 +46,7 @@ def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
         tol = 1e-8 if dtype == f64 else 1e-5
     if max_iter is None:
         max_iter = 200
-    gen = _generator(random_state)
-    gdev = gen.device if gen is not None else device
-    omega = torch.randn(n, b, generator=gen, device=gdev, dtype=f64).to(device)
+    omega = randn((n, b), f64, device, generator(random_state))
     Y = (A @ omega.to(dtype)).to(f64)
     converged, steps = False, 1
     for steps in range(1, max_iter + 1):
