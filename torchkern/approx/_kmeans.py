@@ -1,6 +1,8 @@
 """A small k-means in torch (runs where the data is: CPU or CUDA) for Nyström anchors."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -14,29 +16,31 @@ def _rand(n, generator, device, dtype):
     return torch.rand(n, generator=generator, device=dev, dtype=dtype).to(device)
 
 
-def kmeans(X: torch.Tensor, k: int, generator=None, max_iter: int = 100, tol: float = 1e-6):
-    """Lloyd's algorithm from a k-means++ start; returns the (k, d) centroids.
-
-    Seeding (Arthur and Vassilvitskii, 2007) draws each new center with probability
-    proportional to the squared distance to the nearest chosen one. An empty cluster is
-    re-seeded with the point farthest from its centroid. Iterations stop when no centroid
-    moves by more than ``tol`` times the data's scale. Cost O(n·k·d) per iteration.
-    """
-    n = X.shape[0]
-    Xw = X.to(torch.float64)
-    scale = float(Xw.var(0).sum().sqrt()) or 1.0
-    first = int(_rand(1, generator, X.device, torch.float64).mul(n).floor().clamp(max=n - 1))
-    C = Xw[first:first + 1].clone()
-    dmin = _sqdist(Xw, C).squeeze(1)
+def _seed(Xw, k, generator):
+    """Greedy k-means++: each new center is the best (lowest potential) of
+    2 + ⌊log k⌋ candidates drawn with probability ∝ squared distance to the chosen ones."""
+    n = Xw.shape[0]
+    trials = 2 + int(math.log(k))
+    first = int(_rand(1, generator, Xw.device, torch.float64).mul(n).floor().clamp(max=n - 1))
+    C = [Xw[first]]
+    dmin = _sqdist(Xw, Xw[first:first + 1]).squeeze(1)
     for _ in range(1, k):
         total = dmin.sum()
-        if float(total) <= 0:  # fewer distinct points than k: take any unused point
-            i = int(torch.argmax((dmin >= 0).double() * _rand(n, generator, X.device, torch.float64)))
+        if float(total) <= 0:  # fewer distinct points than k: any point will do
+            cand = (_rand(trials, generator, Xw.device, torch.float64) * n).long().clamp(max=n - 1)
         else:
-            u = _rand(1, generator, X.device, torch.float64) * total
-            i = int(torch.searchsorted(torch.cumsum(dmin, 0), u).clamp(max=n - 1))
-        C = torch.cat([C, Xw[i:i + 1]])
-        dmin = torch.minimum(dmin, _sqdist(Xw, Xw[i:i + 1]).squeeze(1))
+            u = _rand(trials, generator, Xw.device, torch.float64) * total
+            cand = torch.searchsorted(torch.cumsum(dmin, 0), u).clamp(max=n - 1)
+        pot = torch.minimum(dmin[:, None], _sqdist(Xw, Xw[cand]))  # (n, trials)
+        best = int(pot.sum(0).argmin())
+        C.append(Xw[cand[best]])
+        dmin = pot[:, best]
+    return torch.stack(C)
+
+
+def _lloyd(Xw, C, max_iter, tol):
+    k = C.shape[0]
+    scale = float(Xw.var(0).sum().sqrt()) or 1.0
     for _ in range(max_iter):
         D = _sqdist(Xw, C)
         labels = D.argmin(1)
@@ -44,11 +48,30 @@ def kmeans(X: torch.Tensor, k: int, generator=None, max_iter: int = 100, tol: fl
         sums = torch.zeros_like(C).index_add_(0, labels, Xw)
         newC = sums / counts.clamp_min(1)[:, None]
         empty = counts == 0
-        if bool(empty.any()):
+        if bool(empty.any()):  # re-seed with the points farthest from their centroid
             far = D.gather(1, labels[:, None]).squeeze(1).argsort(descending=True)
             newC[empty] = Xw[far[: int(empty.sum())]]
         shift = float((newC - C).norm(dim=1).max())
         C = newC
         if shift <= tol * scale:
             break
-    return C.to(X.dtype)
+    return C, float(_sqdist(Xw, C).min(1).values.sum())
+
+
+def kmeans(X: torch.Tensor, k: int, generator=None, *, n_init: int = 3, max_iter: int = 100,
+           tol: float = 1e-6) -> torch.Tensor:
+    """Lloyd's algorithm from ``n_init`` greedy k-means++ starts; the (k, d) centroids of
+    the run with the lowest inertia Σ_i min_j ‖x_i − c_j‖².
+
+    Seeding: Arthur and Vassilvitskii (2007), with the greedy candidate trials scikit-learn
+    also uses. An empty cluster is re-seeded with the point farthest from its centroid.
+    Iterations stop when no centroid moves by more than ``tol`` times the data's scale.
+    Cost O(n·k·d) per iteration, in float64 on the data's device.
+    """
+    Xw = X.to(torch.float64)
+    best, best_inertia = None, math.inf
+    for _ in range(n_init):
+        C, inertia = _lloyd(Xw, _seed(Xw, k, generator), max_iter, tol)
+        if inertia < best_inertia:
+            best, best_inertia = C, inertia
+    return best.to(X.dtype)
