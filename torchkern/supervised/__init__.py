@@ -1,4 +1,5 @@
 from .classification import KernelLogisticRegression
 from .svm import SVC, SVR
+from .ridge import KernelRidge
 
-__all__ = ["KernelLogisticRegression", "SVC", "SVR"]
+__all__ = ["KernelRidge", "KernelLogisticRegression", "SVC", "SVR"]
