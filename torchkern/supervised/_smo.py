@@ -211,6 +211,27 @@ def _masks(alpha, y, C):
     return up, low
 
 
+def _select(s, up, low, alpha, C, prev, q):
+    """q variables: the most violating of I_up (largest s = −y∇f) and of I_low (smallest),
+    q/2 of them fresh after the first iteration, the rest kept from the previous set
+    (free variables first)."""
+    device = s.device
+    n_new = q if prev.size == 0 else max(2, q // 2)
+    k_up = min(n_new // 2 + n_new % 2, int(up.sum()))
+    k_low = min(n_new // 2, int(low.sum()))
+    top_up = torch.topk(torch.where(up, s, -math.inf), k_up).indices
+    top_low = torch.topk(torch.where(low, -s, -math.inf), k_low).indices
+    fresh = np.unique(torch.cat([top_up, top_low]).cpu().numpy())
+    if prev.size == 0:
+        return fresh
+    keep = np.setdiff1d(prev, fresh, assume_unique=True)
+    keep_t = torch.from_numpy(keep).to(device)
+    a_keep, c_keep = alpha[keep_t], C[keep_t]
+    free = ((a_keep > 0) & (a_keep < c_keep)).cpu().numpy()
+    keep = np.concatenate([keep[free], keep[~free]])[: q - fresh.size]
+    return np.concatenate([fresh, keep])
+
+
 def compute_rho(alpha, grad, y, C) -> float:
     """LIBSVM's offset ρ: mean of y_t∇f_t over free t, else the middle of [lb, ub]."""
     yg = y * grad
@@ -297,27 +318,17 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         if n_iter >= max_iter:
             break
         # (1) working set: fresh violators, then kept members of the last set.
-        n_new = q if prev.size == 0 else max(2, q // 2)
-        k_up = min(n_new // 2 + n_new % 2, int(up.sum()))
-        k_low = min(n_new // 2, int(low.sum()))
-        top_up = torch.topk(torch.where(up, s, -math.inf), k_up).indices
-        top_low = torch.topk(torch.where(low, -s, -math.inf), k_low).indices
-        fresh = torch.cat([top_up, top_low]).cpu().numpy()
-        fresh = np.unique(fresh)
-        if prev.size:
-            keep = np.setdiff1d(prev, fresh, assume_unique=True)
-            a_keep = alpha[torch.from_numpy(keep).to(device)]
-            c_keep = C[torch.from_numpy(keep).to(device)]
-            free = ((a_keep > 0) & (a_keep < c_keep)).cpu().numpy()
-            keep = np.concatenate([keep[free], keep[~free]])[: q - fresh.size]
-            ws = np.concatenate([fresh, keep])
+        if q == N:  # the whole problem fits in one working set: plain LIBSVM SMO
+            ws = np.arange(N)
         else:
-            ws = fresh
+            ws = _select(s, up, low, alpha, C, prev, q)
         ws_t = torch.from_numpy(ws).to(device)
         # (2) kernel rows of the working set, from the cache.
-        kws = kidx_np[ws]
-        krows_unique, inverse = np.unique(kws, return_inverse=True)
-        R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]  # (|ws|, nk)
+        if same:
+            R = cache.get(ws)  # (|ws|, nk)
+        else:
+            krows_unique, inverse = np.unique(kidx_np[ws], return_inverse=True)
+            R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]
         yB = y[ws_t]
         KBB = R[:, kidx_t[ws_t]].to(f64).cpu().numpy()
         # (3) the subproblem, to a tolerance relative to the current gap.
@@ -325,7 +336,7 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         a0 = aB.copy()
         sB = s[ws_t].cpu().numpy().copy()
         n_inner += _inner_smo(KBB, yB.cpu().numpy(), sB, aB, C[ws_t].cpu().numpy(),
-                              max(tol, 0.1 * gap), 50 * ws.size)
+                              tol if ws.size == N else max(tol, 0.1 * gap), 50 * ws.size)
         # (4) full gradient update: ∇f += Q[:, B] Δα_B.
         delta = aB - a0
         nz = np.nonzero(delta)[0]
