@@ -2,5 +2,6 @@
 CCA, kernel density estimation and Nadaraya–Watson regression."""
 from .kmeans import KernelKMeans
 from .pca import KernelPCA
+from .spectral import SpectralClustering
 
-__all__ = ["KernelPCA", "KernelKMeans"]
+__all__ = ["KernelPCA", "KernelKMeans", "SpectralClustering"]
