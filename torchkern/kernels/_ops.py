@@ -38,7 +38,17 @@ def fmin(a, b):
 
 
 def sqdist(x, y):
-    """‖x − y‖² with the feature dimension kept."""
+    """‖x − y‖² with the feature dimension kept.
+
+    On torch blocks of shape (b, 1, d) × (1, m, d) it is ‖x‖² + ‖y‖² − 2⟨x, y⟩ through one
+    matrix product (as ``torch.cdist`` does), clipped at 0: several times faster than
+    materializing the (b, m, d) differences. Elsewhere (KeOps, paired diagonals) it is the
+    plain sum of squared differences.
+    """
+    if is_torch(x) and x.dim() == 3 and x.shape[1] == 1 and y.dim() == 3 and y.shape[0] == 1:
+        a, b = x[:, 0, :], y[0]
+        d2 = torch.addmm((a * a).sum(-1, keepdim=True), a, b.T, alpha=-2.0)
+        return d2.add_((b * b).sum(-1)[None, :]).clamp_min(0.0).unsqueeze(-1)
     return fsum((x - y) ** 2)
 
 
@@ -48,5 +58,7 @@ def safe_sqrt(t):
 
 
 def dot(x, y):
-    """⟨x, y⟩ with the feature dimension kept."""
+    """⟨x, y⟩ with the feature dimension kept (one matrix product on torch blocks)."""
+    if is_torch(x) and x.dim() == 3 and x.shape[1] == 1 and y.dim() == 3 and y.shape[0] == 1:
+        return (x[:, 0, :] @ y[0].T).unsqueeze(-1)
     return fsum(x * y)

@@ -6,8 +6,8 @@ and, through the lazy backends, O(n + m) memory.
 """
 import math
 
-from ._ops import safe_sqrt, sqdist
-from .base import StationaryKernel
+from ._ops import fsum, safe_sqrt, sqdist
+from .base import Kernel, StationaryKernel, _Lengthscale
 
 __all__ = ["RBF", "Laplacian", "Matern", "RationalQuadratic", "InverseMultiquadric", "Periodic"]
 
@@ -116,27 +116,29 @@ class InverseMultiquadric(StationaryKernel):
         return (sqdist(x, y) + c * c).rsqrt()
 
 
-class Periodic(StationaryKernel):
-    r"""Periodic (exp-sine-squared) kernel.
+class Periodic(_Lengthscale, Kernel):
+    r"""Periodic (exp-sine-squared) kernel, one period per axis.
 
-    .. math:: k(x, y) = \exp\!\left(-\frac{2\sin^2(\pi\lVert x - y\rVert / p)}{\ell^2}\right)
+    .. math:: k(x, y) = \exp\!\left(-2\sum_{k=1}^d \frac{\sin^2(\pi (x_k - y_k) / p)}{\ell_k^2}\right)
 
-    Equal to scikit-learn's ``ExpSineSquared(length_scale=ℓ, periodicity=p)``. The
-    lengthscale here is a scalar (it divides the sine, not the inputs).
+    In one dimension this is scikit-learn's ``ExpSineSquared(length_scale=ℓ,
+    periodicity=p)``, exp(−2 sin²(π|x − y|/p)/ℓ²). In d > 1 it is the product of the
+    one-dimensional kernels (as GPyTorch's): the variant with the Euclidean norm ‖x − y‖
+    inside the sine is not positive definite for d ≥ 2 (it fails the eigenvalue test).
+    ``ard_dims`` gives one lengthscale per axis.
     """
 
-    def __init__(self, lengthscale=1.0, period=1.0):
-        super().__init__(lengthscale, None)
-        if self.lengthscale.numel() != 1:
-            raise ValueError("Periodic takes a scalar lengthscale")
+    def __init__(self, lengthscale=1.0, period=1.0, ard_dims=None):
+        Kernel.__init__(self)
+        self._init_lengthscale(lengthscale, ard_dims)
         self.register_hyperparameter("period", period)
 
-    def _inputs(self, X):
-        return X
+    def _check_input(self, X, name):
+        self._check_ard(X, name)
 
     def _params(self, like):
         return (self._param("lengthscale", like), self._param("period", like))
 
     def _k(self, x, y, lengthscale, period):
-        s = (safe_sqrt(sqdist(x, y)) * math.pi / period).sin()
-        return (s * s / (lengthscale * lengthscale) * -2.0).exp()
+        s = ((x - y) * math.pi / period).sin()
+        return (fsum(s * s / (lengthscale * lengthscale)) * -2.0).exp()
