@@ -66,9 +66,12 @@ def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     return theta[:k], U, converged, steps
 
 
-def _psd_clip(evals):
-    """Negative round-off eigenvalues → 0 (as scikit-learn's ``_check_psd_eigenvalues``)."""
-    return evals.clamp_min(0.0)
+def _psd_clip(evals, dtype):
+    """Round-off eigenvalues → 0: negative ones, and positive ones below 1e-12 (float64)
+    or 1e-6 (float32) of the largest (as scikit-learn's ``_check_psd_eigenvalues``)."""
+    ratio = 1e-12 if dtype == torch.float64 else 1e-6
+    top = evals.abs().max()
+    return torch.where(evals < ratio * top, torch.zeros_like(evals), evals)
 
 
 def _flip_signs(V):
@@ -225,7 +228,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                     warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in "
                                   f"{steps} steps; raise max_iter", ConvergenceWarning,
                                   stacklevel=3)
-            evals = _psd_clip(evals)
+            evals = _psd_clip(evals, K.dtype)
             evecs = _flip_signs(evecs)
             if self.n_components is None:
                 keep = evals > 0
