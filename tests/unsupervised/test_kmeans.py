@@ -1,0 +1,108 @@
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_circles
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import adjusted_rand_score
+
+import torchkern
+from torchkern import KernelKMeans
+
+
+def _feature_distances(K, labels, k):
+    """Brute force: squared distances to cluster means from a dense Gram matrix."""
+    n = K.shape[0]
+    D = np.empty((n, k))
+    for c in range(k):
+        idx = np.flatnonzero(labels == c)
+        D[:, c] = np.diag(K) - 2 * K[:, idx].mean(1) + K[np.ix_(idx, idx)].mean()
+    return D
+
+
+def test_rbf_separates_circles_where_kmeans_fails():
+    X, y = make_circles(n_samples=300, factor=0.3, noise=0.05, random_state=0)
+    km = KernelKMeans(torchkern.RBF(0.3), n_clusters=2, n_init=5, random_state=0).fit(X)
+    assert adjusted_rand_score(y, km.labels_.numpy()) > 0.95
+    plain = KMeans(n_clusters=2, n_init=10, random_state=0).fit(X)
+    assert adjusted_rand_score(y, plain.labels_) < 0.1
+
+
+def test_linear_kernel_equals_sklearn_kmeans_from_same_centers():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)) + np.repeat(rng.normal(scale=2, size=(4, 4)), 50, 0)
+    idx = rng.choice(200, 4, replace=False)
+    sk = KMeans(n_clusters=4, init=X[idx], n_init=1, tol=0, algorithm="lloyd").fit(X)
+    km = KernelKMeans(torchkern.Linear(), n_clusters=4, init=idx, n_init=1, tol=0).fit(X)
+    np.testing.assert_array_equal(km.labels_.numpy(), sk.labels_)
+    assert km.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
+    Xt = rng.normal(size=(50, 4)) * 2
+    np.testing.assert_array_equal(km.predict(Xt).numpy(), sk.predict(Xt))
+
+
+def test_label_vector_init_equals_sklearn_with_those_means():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150, 2))
+    labels0 = rng.integers(0, 3, size=150)
+    means = np.stack([X[labels0 == c].mean(0) for c in range(3)])
+    sk = KMeans(n_clusters=3, init=means, n_init=1, tol=0, algorithm="lloyd").fit(X)
+    km = KernelKMeans(torchkern.Linear(), n_clusters=3, init=labels0, n_init=1, tol=0).fit(X)
+    np.testing.assert_array_equal(km.labels_.numpy(), sk.labels_)
+    assert km.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
+
+
+def test_inertia_and_predict_brute_force():
+    rng = np.random.default_rng(2)
+    X, Xt = rng.normal(size=(120, 2)), rng.normal(size=(30, 2))
+    k = torchkern.RBF(0.7)
+    km = KernelKMeans(k, n_clusters=4, n_init=3, random_state=0).fit(X)
+    K = k(torch.tensor(X)).to_dense().detach().numpy()
+    labels = km.labels_.numpy()
+    D = _feature_distances(K, labels, 4)
+    assert km.inertia_ == pytest.approx(D[np.arange(120), labels].sum(), rel=1e-10)
+    np.testing.assert_array_equal(D.argmin(1), labels)  # a fixed point of Lloyd
+    # new points: distances need the cross Gram and the training cluster means
+    Kx = k(torch.tensor(Xt), torch.tensor(X)).to_dense().detach().numpy()
+    Dt = np.stack([-2 * Kx[:, labels == c].mean(1) + K[np.ix_(labels == c, labels == c)].mean()
+                   for c in range(4)], 1)
+    np.testing.assert_array_equal(km.predict(Xt).numpy(), Dt.argmin(1))
+
+
+def test_empty_cluster_is_refilled():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    init = np.zeros(60, dtype=int)
+    init[:30] = 1  # cluster 2 starts empty
+    km = KernelKMeans(torchkern.RBF(1.0), n_clusters=3, init=init, n_init=1).fit(X)
+    counts = np.bincount(km.labels_.numpy(), minlength=3)
+    assert (counts > 0).all()
+    K = torchkern.RBF(1.0)(torch.tensor(X)).to_dense().detach().numpy()
+    D = _feature_distances(K, km.labels_.numpy(), 3)
+    assert km.inertia_ <= D[np.arange(60), km.labels_.numpy()].sum() * (1 + 1e-10)
+
+
+def test_blocked_equals_dense_and_precomputed():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 2))
+    k = torchkern.RBF(0.8)
+    a = KernelKMeans(k, n_clusters=3, n_init=2, random_state=0, backend="dense").fit(X)
+    b = KernelKMeans(k, n_clusters=3, n_init=2, random_state=0, backend="blocked").fit(X)
+    K = k(torch.tensor(X)).to_dense().detach()
+    c = KernelKMeans("precomputed", n_clusters=3, n_init=2, random_state=0).fit(K)
+    np.testing.assert_array_equal(a.labels_.numpy(), b.labels_.numpy())
+    np.testing.assert_array_equal(a.labels_.numpy(), c.labels_.numpy())
+    assert b.inertia_ == pytest.approx(a.inertia_, rel=1e-10)
+
+
+def test_bad_input():
+    X = torch.randn(10, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="n_clusters"):
+        KernelKMeans(n_clusters=11).fit(X)
+    with pytest.raises(ValueError, match="init"):
+        KernelKMeans(n_clusters=3, init=[0, 1], n_init=1).fit(X)
+    with pytest.raises(ValueError, match="init"):
+        KernelKMeans(n_clusters=3, init="kmeans").fit(X)
+    with pytest.raises(ValueError, match="init"):
+        KernelKMeans(n_clusters=3, init=[0, 0, 1], n_init=1).fit(X)
+    with pytest.raises(NotFittedError):
+        KernelKMeans(n_clusters=2).predict(X)
