@@ -1,5 +1,6 @@
 from .classification import KernelLogisticRegression
 from .svm import SVC, SVR
 from .ridge import KernelRidge
+from .gp import GaussianProcessRegressor
 
-__all__ = ["KernelRidge", "KernelLogisticRegression", "SVC", "SVR"]
+__all__ = ["KernelRidge", "GaussianProcessRegressor", "KernelLogisticRegression", "SVC", "SVR"]

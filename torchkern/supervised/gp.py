@@ -1,0 +1,405 @@
+r"""Exact Gaussian-process regression: dense Cholesky or matrix-free CG + SLQ."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from .._estimator import check_fitted, resolve_kernel
+from .._validation import as_tensor, as_vector
+from ..kernels.base import inv_softplus
+from ..linalg import PivotedCholesky, cg, inv_quad_logdet
+from ..linalg._common import _generator
+from .ridge import _r2_score
+
+__all__ = ["GaussianProcessRegressor"]
+
+_F64 = torch.float64
+_METHODS = ("auto", "cholesky", "cg")
+_MEANS = ("zero", "constant")
+# method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
+_AUTO_CHOLESKY_MAX_N = 5_000
+_PRECONDITIONER_RANK = 100
+_PREDICT_CHUNK = 512
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
+    r"""Gaussian-process regression with a torchkern kernel, exact or matrix-free.
+
+    Prior f ~ GP(m, k) with m = 0 (``mean="zero"``) or a constant m = μ
+    (``mean="constant"``), observations y_i = f(x_i) + ε_i with ε_i ~ N(0, σ²). With
+    A = K + σ²I the posterior at test points x is (seed 002, Thm 4.3.1, eqs. 4.3.5–4.3.6)
+
+    .. math::
+        \bar m(x) = m(x) + k_{xD} A^{-1}(y - m_D), \qquad
+        \bar k(x, x') = k(x, x') - k_{xD} A^{-1} k_{Dx'},
+
+    and the log marginal likelihood of the training data is
+
+    .. math::
+        \log p(y) = -\tfrac12 (y - m_D)^\top A^{-1}(y - m_D) - \tfrac12\log\det A
+                    - \tfrac n2 \log 2\pi .
+
+    The posterior mean with m = 0 is kernel ridge regression with α = σ² (seed 002,
+    Thm 4.3.2: σ² = Nλ for the seeds' 1/N-normalized λ). With ``mean="constant"`` the
+    constant is its maximum-likelihood value μ = 1ᵀA⁻¹y / 1ᵀA⁻¹1 (generalized least
+    squares), recomputed for the current hyperparameters. ``noise`` is scikit-learn's
+    ``alpha``: with the same kernel, mean, std and log marginal likelihood equal
+    :class:`sklearn.gaussian_process.GaussianProcessRegressor` with ``optimizer=None``.
+
+    Parameters
+    ----------
+    kernel : Kernel or None
+        Prior covariance (``None`` is ``RBF()``). Use ``c * RBF()`` for a learnable signal
+        variance.
+    noise : float
+        σ² ≥ 0, added to the diagonal of the training Gram matrix (> 0 for ``"cg"`` and
+        for hyperparameter learning).
+    mean : {"zero", "constant"}
+        Prior mean.
+    normalize_y : bool
+        Standardize each target (mean 0, variance 1) before fitting, as scikit-learn does;
+        predictions are mapped back. The log marginal likelihood is that of the
+        standardized targets (as in scikit-learn).
+    method : {"auto", "cholesky", "cg"}
+        ``"cholesky"``: a float64 Cholesky factor of A, O(n³) time, O(n²) memory.
+        ``"cg"``: A⁻¹ by :func:`torchkern.linalg.cg` preconditioned by a rank-100 pivoted
+        Cholesky factor, log det A by stochastic Lanczos quadrature
+        (:func:`torchkern.linalg.inv_quad_logdet`), all on the lazy Gram matrix: O(n²)
+        kernel evaluations per product, O(n) memory; the log marginal likelihood is then
+        a stochastic estimate. ``"auto"``: cholesky for n ≤ 5,000, else cg.
+    tol : float
+        Relative residual of the CG solves (``"cg"``).
+    max_iter : int, optional
+        CG iteration cap (``"cg"``).
+    num_probes : int
+        Rademacher probes of the SLQ log-determinant (``"cg"``).
+    random_state : None, int or torch.Generator
+        SLQ probes and, by default, :meth:`sample_y`.
+    verbose : bool
+        tqdm bar over the hyperparameter-learning steps.
+    backend : str, optional
+        Gram-matrix backend of the lazy products (``"cg"``) and of predictions.
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The fitted kernel (hyperparameters learned if ``fit(..., optimize=True)``).
+    noise_ : float
+        The fitted σ².
+    X_train_ : Tensor of shape (n, d)
+    y_train_ : Tensor of shape (n,) or (n, r)
+        Targets after normalization.
+    alpha_ : Tensor of shape (n,) or (n, r)
+        A⁻¹(y − m_D).
+    mean_ : Tensor of shape () or (r,)
+        The prior constant μ (zeros for ``mean="zero"``), normalized units.
+    L_ : Tensor of shape (n, n) or None
+        Lower Cholesky factor of A (float64), ``"cholesky"`` only.
+    log_marginal_likelihood_value_ : Tensor
+        log p(y) at the fitted hyperparameters (summed over targets).
+    loss_history_ : list of float
+        −log p(y)/n along the hyperparameter-learning steps (empty without).
+    """
+
+    def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",
+                 tol=1e-6, max_iter=None, num_probes=30, random_state=None, verbose=False,
+                 backend=None):
+        self.kernel = kernel
+        self.noise = noise
+        self.mean = mean
+        self.normalize_y = normalize_y
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.num_probes = num_probes
+        self.random_state = random_state
+        self.verbose = verbose
+        self.backend = backend
+
+    # ---------------------------------------------------------------------------------
+    def _check_params(self, n: int) -> str:
+        if self.method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
+        if self.mean not in _MEANS:
+            raise ValueError(f"mean must be one of {_MEANS}, got {self.mean!r}")
+        method = self.method
+        if method == "auto":
+            method = "cholesky" if n <= _AUTO_CHOLESKY_MAX_N else "cg"
+        noise = self.noise
+        try:
+            ok = math.isfinite(float(noise)) and float(noise) >= 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"noise must be a finite float >= 0, got {noise!r}")
+        if method == "cg" and float(noise) == 0:
+            raise ValueError("noise must be > 0 with method='cg'")
+        if not (isinstance(self.tol, (int, float)) and self.tol > 0):
+            raise ValueError(f"tol must be a positive float, got {self.tol!r}")
+        return method
+
+    def fit(self, X, y, optimize: bool = False, n_iter: int = 100, lr: float = 0.05):
+        r"""Condition the GP on (X, y); with ``optimize=True`` first learn the kernel's
+        hyperparameters and the noise by maximizing log p(y).
+
+        Learning runs ``n_iter`` Adam steps (learning rate ``lr``) on −log p(y)/n, with
+        σ² = softplus(ρ) for an unconstrained ρ and the kernel's hyperparameters in their
+        own softplus parameterization. Gradients come from autograd through the float64
+        Cholesky factor (``"cholesky"``), or from the CG and SLQ surrogates of
+        :func:`torchkern.linalg.inv_quad_logdet` (``"cg"``: one batched CG solve of width
+        r + num_probes per step, O(n²) kernel evaluations per product).
+
+        Returns ``self``.
+        """
+        kernel = resolve_kernel(self.kernel)
+        if isinstance(kernel, str):
+            raise ValueError("GaussianProcessRegressor needs a Kernel; 'precomputed' is not supported")
+        # Data are constants here: a graph hanging on X or y must not be backpropagated.
+        Xt = as_tensor(X, "X").detach()
+        n = Xt.shape[0]
+        method = self._check_params(n)
+        Y = as_vector(y, "y", n=n).detach()
+        Y = Y.to(dtype=Xt.dtype if Y.is_floating_point() else Xt.dtype, device=Xt.device)
+        ravel = Y.dim() == 1
+        Y2 = Y.reshape(n, -1)
+        if self.normalize_y:
+            y_mean = Y2.mean(0)
+            y_std = Y2.std(0, unbiased=False)
+            y_std = torch.where(y_std > 10 * torch.finfo(y_std.dtype).eps, y_std, torch.ones_like(y_std))
+            Y2 = (Y2 - y_mean) / y_std
+        else:
+            y_mean = torch.zeros(Y2.shape[1], dtype=Xt.dtype, device=Xt.device)
+            y_std = torch.ones_like(y_mean)
+        Xf = Xt.to(_F64) if method == "cholesky" else Xt
+        Yf = Y2.to(Xf.dtype)
+
+        noise = float(self.noise)
+        self.loss_history_ = []
+        if optimize:
+            if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 0:
+                raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
+            if not (isinstance(lr, (int, float)) and lr > 0):
+                raise ValueError(f"lr must be a positive float, got {lr!r}")
+            if noise <= 0:
+                raise ValueError("noise must be > 0 to be learned (it is softplus-parameterized)")
+            noise = self._optimize(kernel, Xf, Yf, method, noise, n_iter, float(lr))
+
+        self.kernel_ = kernel
+        self.noise_ = noise
+        self.method_ = method
+        self.X_train_ = Xt
+        self.y_train_ = Y2.reshape(-1) if ravel else Y2
+        self._y_mean, self._y_std, self._ravel = y_mean, y_std, ravel
+        with torch.no_grad():
+            self._condition(Xf, Yf)
+        self.n_features_in_ = Xt.shape[1]
+        return self
+
+    # -- the marginal likelihood -------------------------------------------------------
+    def _lml(self, kernel, X, Y, noise, method, generator):
+        """log p(Y) summed over targets, differentiable in the kernel and ``noise``.
+
+        Also returns what conditioning needs: (μ, A⁻¹(Y − μ), L or preconditioner).
+        The constant mean μ is profiled out (its ML value); by the envelope theorem its
+        gradient contribution vanishes, so it is computed without gradient.
+        """
+        n, r = Y.shape
+        const = self.mean == "constant"
+        if method == "cholesky":
+            K = kernel(X, backend="dense").to_dense()
+            A = K + noise * torch.eye(n, dtype=K.dtype, device=K.device)
+            L, info = torch.linalg.cholesky_ex(A)
+            if int(info) != 0:
+                raise ValueError("K + noise*I is not positive definite; increase noise")
+            mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
+            if const:
+                with torch.no_grad():
+                    ones = torch.ones(n, 1, dtype=Y.dtype, device=Y.device)
+                    S = torch.cholesky_solve(torch.cat([Y, ones], 1), L.detach())
+                    mu = S[:, :r].sum(0) / S[:, r].sum()
+            Yc = Y - mu
+            a = torch.cholesky_solve(Yc, L)
+            lml = (-0.5 * (Yc * a).sum() - r * L.diagonal().log().sum()
+                   - 0.5 * n * r * _LOG_2PI)
+            return lml, (mu, a, L)
+        Kop = kernel(X, backend=self.backend)
+        A = Kop.add_diag(noise)
+        with torch.no_grad():
+            P = PivotedCholesky(Kop, min(_PRECONDITIONER_RANK, n), float(noise))
+        mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
+        if const:
+            with torch.no_grad():
+                ones = torch.ones(n, 1, dtype=Y.dtype, device=Y.device)
+                S = cg(A, torch.cat([Y, ones], 1), preconditioner=P, tol=self.tol,
+                       max_iter=self.max_iter)
+                mu = S[:, :r].sum(0) / S[:, r].sum()
+        Yc = Y - mu
+        quad, ld = inv_quad_logdet(A, Yc, method="slq", preconditioner=P, tol=self.tol,
+                                   max_iter=self.max_iter, num_probes=self.num_probes,
+                                   random_state=generator)
+        lml = -0.5 * quad.sum() - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
+        return lml, (mu, None, P)
+
+    def _optimize(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
+        raw_noise = torch.nn.Parameter(inv_softplus(torch.tensor(noise, dtype=_F64)))
+        params = [p for p in kernel.parameters() if p.requires_grad] + [raw_noise]
+        opt = torch.optim.Adam(params, lr=lr)
+        gen = _generator(self.random_state)
+        steps = range(n_iter)
+        if self.verbose:
+            from tqdm.auto import tqdm
+            steps = tqdm(steps, desc="GaussianProcessRegressor (log p(y))", leave=False)
+        n = X.shape[0]
+        with torch.enable_grad():
+            for _ in steps:
+                opt.zero_grad()
+                sigma2 = F.softplus(raw_noise)
+                lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
+                                   method, gen)
+                loss = -lml / n
+                loss.backward()
+                opt.step()
+                self.loss_history_.append(float(loss.detach()))
+                if self.verbose:
+                    steps.set_postfix(loss=f"{self.loss_history_[-1]:.4f}")
+        return float(F.softplus(raw_noise.detach()))
+
+    def _condition(self, X, Y):
+        gen = _generator(self.random_state)
+        lml, (mu, a, fac) = self._lml(self.kernel_, X, Y, self.noise_, self.method_, gen)
+        if self.method_ == "cholesky":
+            self.L_, self._precond = fac, None
+        else:
+            self.L_, self._precond = None, fac
+            A = self.kernel_(X, backend=self.backend).add_diag(self.noise_)
+            a = cg(A, Y - mu, preconditioner=fac, tol=self.tol, max_iter=self.max_iter)
+        self.mean_ = mu.reshape(()) if self._ravel else mu
+        self.alpha_ = a.reshape(-1) if self._ravel else a
+        self._alpha2 = a
+        self._mu = mu
+        self.log_marginal_likelihood_value_ = lml.detach().to(_F64)
+
+    def log_marginal_likelihood(self) -> torch.Tensor:
+        """log p(y) of the training targets at the fitted hyperparameters (0-d float64
+        tensor; exact with ``"cholesky"``, an SLQ estimate with ``"cg"``)."""
+        check_fitted(self, "alpha_")
+        return self.log_marginal_likelihood_value_
+
+    # -- prediction --------------------------------------------------------------------
+    def _solve(self, B):
+        """A⁻¹B for dense B of shape (n, b)."""
+        if self.L_ is not None:
+            return torch.cholesky_solve(B.to(_F64), self.L_)
+        A = self.kernel_(self.X_train_, backend=self.backend).add_diag(self.noise_)
+        return cg(A, B, preconditioner=self._precond, tol=self.tol, max_iter=self.max_iter)
+
+    def _posterior(self, X, want_var: bool, want_cov: bool):
+        """Latent mean (normalized units), variance and covariance at X."""
+        check_fitted(self, "alpha_")
+        Xt = as_tensor(X, "X")
+        if Xt.shape[1] != self.X_train_.shape[1]:
+            raise ValueError(f"X has {Xt.shape[1]} features but the model was fitted with "
+                             f"{self.X_train_.shape[1]}")
+        work = _F64 if self.method_ == "cholesky" else self.X_train_.dtype
+        Xw = Xt.to(dtype=work, device=self.X_train_.device)
+        Xtr = self.X_train_.to(work)
+        kernel = self.kernel_
+        with torch.no_grad():
+            Ks = kernel(Xw, Xtr, backend=self.backend)
+            mean = Ks @ self._alpha2.to(work) + self._mu.to(work)
+            var = cov = None
+            if want_var or want_cov:
+                parts, quad_cols = [], []
+                for s in range(0, Xw.shape[0], _PREDICT_CHUNK):
+                    Kc = kernel(Xtr, Xw[s:s + _PREDICT_CHUNK], backend="dense").to_dense()
+                    W = self._solve(Kc).to(Kc.dtype)
+                    if want_cov:
+                        parts.append((Kc, W))
+                    else:
+                        quad_cols.append((Kc * W).sum(0))
+                if want_cov:
+                    Kall = torch.cat([p[0] for p in parts], 1)
+                    Wall = torch.cat([p[1] for p in parts], 1)
+                    cov = kernel(Xw, backend="dense").to_dense() - Kall.T @ Wall
+                    cov = (cov + cov.T) / 2
+                else:
+                    var = kernel.diag(Xw) - torch.cat(quad_cols)
+                    if bool((var < 0).any()):
+                        warnings.warn("Predicted variances smaller than 0. Setting those "
+                                      "variances to 0.", RuntimeWarning, stacklevel=3)
+                        var = var.clamp(min=0)
+        return Xt, mean, var, cov
+
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        r"""Posterior mean (and standard deviation or covariance) of f at X.
+
+        The std/cov is that of the latent f (noise not added), as in scikit-learn, scaled
+        back by the target std when ``normalize_y``. Cost: O(n_test·n) kernel evaluations
+        for the mean; the std needs A⁻¹k_{Dx} for every test point (a triangular solve of
+        O(n²) each with Cholesky, a batched CG solve with ``"cg"``).
+
+        Returns
+        -------
+        mean : Tensor of shape (n_test,) or (n_test, r)
+        std : Tensor of the shape of ``mean``, if ``return_std``
+        cov : Tensor of shape (n_test, n_test) or (n_test, n_test, r), if ``return_cov``
+        """
+        if return_std and return_cov:
+            raise ValueError("At most one of return_std or return_cov can be requested.")
+        Xt, mean, var, cov = self._posterior(X, return_std, return_cov)
+        dtype, device = Xt.dtype, Xt.device
+        ys = self._y_std.to(dtype=mean.dtype, device=mean.device)
+        ym = self._y_mean.to(dtype=mean.dtype, device=mean.device)
+        mean = mean * ys + ym
+        out_mean = (mean[:, 0] if self._ravel else mean).to(dtype=dtype, device=device)
+        if return_std:
+            std = var.sqrt()[:, None] * ys
+            return out_mean, (std[:, 0] if self._ravel else std).to(dtype=dtype, device=device)
+        if return_cov:
+            cov = cov[:, :, None] * ys ** 2
+            return out_mean, (cov[:, :, 0] if self._ravel else cov).to(dtype=dtype, device=device)
+        return out_mean
+
+    def sample_y(self, X, n_samples: int = 1, random_state=None) -> torch.Tensor:
+        r"""Draws of f at X from the posterior GP: mean + L z with L the float64 Cholesky
+        factor of the posterior covariance (a relative jitter added if needed), z ~ N(0, I).
+        O(n_test³) after the covariance.
+
+        Returns
+        -------
+        Tensor of shape (n_test, n_samples), or (n_test, r, n_samples) for several targets.
+        """
+        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        mean, cov = self.predict(X, return_cov=True)
+        gen = _generator(self.random_state if random_state is None else random_state)
+        M = mean.to(_F64).reshape(mean.shape[0], -1)
+        C = cov.to(_F64).reshape(cov.shape[0], cov.shape[1], -1)
+        m, r = M.shape
+        out = torch.empty(m, r, n_samples, dtype=_F64, device=M.device)
+        eye = torch.eye(m, dtype=_F64, device=M.device)
+        for j in range(r):
+            Cj = C[:, :, j]
+            scale = float(Cj.diagonal().abs().max().clamp(min=1e-300))
+            jitter = 0.0
+            for _ in range(10):
+                L, info = torch.linalg.cholesky_ex(Cj + jitter * eye)
+                if int(info) == 0:
+                    break
+                jitter = scale * 1e-12 if jitter == 0 else jitter * 10
+            else:
+                raise ValueError("the posterior covariance is not positive semi-definite")
+            gen_device = gen.device if gen is not None else M.device
+            Z = torch.randn(m, n_samples, generator=gen, dtype=_F64, device=gen_device).to(M.device)
+            out[:, j, :] = M[:, j, None] + L @ Z
+        out = out.to(mean.dtype)
+        return out[:, 0, :] if mean.dim() == 1 else out
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R² of the posterior mean (scikit-learn's ``r2_score``, uniform over targets)."""
+        return _r2_score(y, self.predict(X), sample_weight)
