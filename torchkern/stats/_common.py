@@ -1,0 +1,78 @@
+"""Helpers shared by the statistics in :mod:`torchkern.stats` (private)."""
+from __future__ import annotations
+
+import torch
+
+from .._validation import as_tensor
+from ..gram import DenseKernelMatrix, KernelMatrix
+from ..kernels import Kernel
+
+
+def check_kernel(kernel, name: str = "kernel") -> Kernel:
+    """The kernel itself (not a copy: gradients must reach its hyperparameters)."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{name} must be a torchkern Kernel, got {type(kernel).__name__}")
+    return kernel
+
+
+def check_samples(X, Y, x_name: str = "X", y_name: str = "Y"):
+    """Two samples as 2-D tensors with the same number of features."""
+    X = as_tensor(X, x_name)
+    Y = as_tensor(Y, y_name)
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"{x_name} and {y_name} must have the same number of features, "
+                         f"got {X.shape[1]} and {Y.shape[1]}")
+    if X.dtype != Y.dtype:
+        raise TypeError(f"{x_name} and {y_name} must have the same dtype, got {X.dtype} "
+                        f"and {Y.dtype}")
+    if X.device != Y.device:
+        raise ValueError(f"{x_name} and {y_name} must be on the same device, got {X.device} "
+                         f"and {Y.device}")
+    return X, Y
+
+
+def as_gram(K, name: str, square: bool = False) -> KernelMatrix:
+    """A KernelMatrix from a KernelMatrix or a 2-D tensor."""
+    if isinstance(K, KernelMatrix):
+        out = K
+    elif isinstance(K, torch.Tensor):
+        if K.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D Gram matrix, got shape {tuple(K.shape)}")
+        if not K.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point Gram matrix, got {K.dtype}")
+        out = DenseKernelMatrix(K)
+    else:
+        raise TypeError(f"{name} must be a KernelMatrix or a torch.Tensor, got {type(K).__name__}")
+    if square and out.shape[0] != out.shape[1]:
+        raise ValueError(f"{name} must be square, got shape {tuple(out.shape)}")
+    return out
+
+
+def total(K: KernelMatrix) -> torch.Tensor:
+    """1ᵀK1 (float64): one matrix-vector product, or a plain sum for a dense matrix."""
+    if isinstance(K, DenseKernelMatrix):
+        return K.tensor.sum(dtype=torch.float64)
+    return row_sums(K).sum(dtype=torch.float64)
+
+
+def row_sums(K: KernelMatrix) -> torch.Tensor:
+    """K1 (in K's dtype), by one matrix-vector product."""
+    if isinstance(K, DenseKernelMatrix):
+        return K.tensor.sum(1)
+    return K @ torch.ones(K.shape[1], dtype=K.dtype, device=K.device)
+
+
+def generator(random_state) -> torch.Generator | None:
+    """A torch.Generator from ``random_state`` (None: torch's global generator)."""
+    if random_state is None or isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, bool) or not isinstance(random_state, int):
+        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
+                        f"got {type(random_state).__name__}")
+    return torch.Generator().manual_seed(random_state)
+
+
+def randperm(n: int, gen: torch.Generator | None, device) -> torch.Tensor:
+    """A random permutation of range(n) drawn on the generator's device, moved to ``device``."""
+    gen_device = gen.device if gen is not None else torch.device("cpu")
+    return torch.randperm(n, generator=gen, device=gen_device).to(device)
