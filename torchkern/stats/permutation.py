@@ -178,7 +178,8 @@ class MMDTest(BaseEstimator):
                 member[randperm(N, gen, Z.device)[:n], p] = True
             S = torch.empty(N, P + 2, dtype=Z.dtype, device=Z.device)
             S[:, 0] = 1.0
-            S[:, 1:] = torch.where(member, 1.0 / n, -1.0 / m).to(Z.dtype)
+            S[:, 1:] = -1.0 / m
+            S[:, 1:][member] = 1.0 / n
             del member
             U = K @ S
             stats = _mmd_from_products(U, S, K.diag(), n, m, self.estimator)
@@ -194,9 +195,9 @@ class HSICTest(BaseEstimator):
 
     Pairing is broken by permuting the y-sample: HSIC(K, Π L Πᵀ). Since ΠH = HΠ, the
     centered L̃ = HLH is permuted directly, so each null draw of the biased statistic is
-    Σ_ij K̃_ij L̃_{π(i)π(j)}/n²; the unbiased one (Song et al. 2012) permutes the
-    zero-diagonal L and its row sums likewise. Permutations are evaluated in batches of
-    gathered copies of L̃.
+    Σ_ij K̃_ij L̃_{π(i)π(j)}/n² = Σ_ij K̃[:, π⁻¹]_ij L̃[π, :]_ij/n²; the unbiased one
+    (Song et al. 2012) permutes the zero-diagonal L and its row sums likewise.
+    Permutations are evaluated in batches of gathered copies (≤ 4·10⁶ entries each).
 
     Cost: dense Gram matrices, O(n²) memory and O(n²·(d_x + d_y) + P·n²) time — meant
     for n up to a few thousand (n = 2000, P = 500 is 2·10⁹ multiply-adds).
@@ -277,13 +278,20 @@ def _center(K):
     return K - r[:, None] - r[None, :] + r.mean()
 
 
-def _permuted_frobenius(K, L, perms, max_entries=2**23):
-    """Σ_ij K_ij L_{π(i)π(j)} for every row π of ``perms``, in batches of gathered L."""
+def _permuted_frobenius(K, L, perms, max_entries=2**22):
+    """Σ_ij K_ij L_{π(i)π(j)} for every row π of ``perms``, in batches.
+
+    With σ = π⁻¹ the sum is Σ_ij K[:, σ]_ij L[π, :]_ij: one column gather of K and one row
+    gather of L per permutation, each indexed by n integers (no n² index tensors).
+    """
     n = K.shape[0]
     batch = max(1, max_entries // (n * n))
+    inverse = perms.argsort(1)
     out = []
     for s in range(0, perms.shape[0], batch):
-        p = perms[s:s + batch]
-        Lp = L[p[:, :, None], p[:, None, :]]
-        out.append((Lp * K).sum((1, 2)))
+        p, q = perms[s:s + batch], inverse[s:s + batch]
+        b = p.shape[0]
+        Kq = K.index_select(1, q.reshape(-1)).view(n, b, n)
+        Lp = L.index_select(0, p.reshape(-1)).view(b, n, n)
+        out.append(torch.einsum("ibj,bij->b", Kq, Lp))
     return torch.cat(out)
