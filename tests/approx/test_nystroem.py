@@ -103,16 +103,16 @@ def test_same_features_as_sklearn_up_to_rotation():
 def test_kmeans_matches_sklearn_inertia():
     from sklearn.cluster import KMeans
     X = _clustered(seed=3, spread=0.8)
-    C = kmeans(X, 10, torch.Generator().manual_seed(0))
+    C = kmeans(X, 10, torch.Generator().manual_seed(0), n_init=5, max_iter=300, tol=0.0)
     D = torch.cdist(X, C)
     labels = D.argmin(1)
     # A Lloyd fixed point: every centroid is the mean of its points ...
     for j in range(10):
         torch.testing.assert_close(C[j], X[labels == j].mean(0), rtol=0, atol=1e-6)
-    # ... and a good one: within 10% of scikit-learn's best of 10 runs.
+    # ... and a good one: within 5% of scikit-learn's best of 10 runs.
     ours = float(D.min(1).values.pow(2).sum())
     ref = KMeans(10, n_init=10, random_state=0).fit(X.numpy()).inertia_
-    assert ours <= 1.1 * ref
+    assert ours <= 1.05 * ref
 
 
 def test_float32_sklearn_api_and_kernel_matrix():

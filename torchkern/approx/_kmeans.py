@@ -8,7 +8,8 @@ import torch
 
 def _sqdist(X, C):
     """‖x_i − c_j‖², (n, m), clipped at 0 (the expansion can round below zero)."""
-    return ((X * X).sum(1, keepdim=True) - 2 * X @ C.T + (C * C).sum(1)).clamp_min(0)
+    D = torch.addmm((X * X).sum(1, keepdim=True), X, C.T, alpha=-2.0)
+    return D.add_((C * C).sum(1)).clamp_min_(0)
 
 
 def _rand(n, generator, device, dtype):
@@ -39,33 +40,35 @@ def _seed(Xw, k, generator):
 
 
 def _lloyd(Xw, C, max_iter, tol):
+    """Lloyd iterations; stop when the inertia decreases by less than ``tol`` (relative)."""
     k = C.shape[0]
-    scale = float(Xw.var(0).sum().sqrt()) or 1.0
+    prev = math.inf
     for _ in range(max_iter):
         D = _sqdist(Xw, C)
-        labels = D.argmin(1)
+        dist, labels = D.min(1)
+        inertia = float(dist.sum())
+        if inertia >= prev * (1 - tol):
+            break
+        prev = inertia
         counts = torch.bincount(labels, minlength=k).to(Xw.dtype)
         sums = torch.zeros_like(C).index_add_(0, labels, Xw)
         newC = sums / counts.clamp_min(1)[:, None]
         empty = counts == 0
         if bool(empty.any()):  # re-seed with the points farthest from their centroid
-            far = D.gather(1, labels[:, None]).squeeze(1).argsort(descending=True)
-            newC[empty] = Xw[far[: int(empty.sum())]]
-        shift = float((newC - C).norm(dim=1).max())
+            newC[empty] = Xw[dist.argsort(descending=True)[: int(empty.sum())]]
         C = newC
-        if shift <= tol * scale:
-            break
     return C, float(_sqdist(Xw, C).min(1).values.sum())
 
 
-def kmeans(X: torch.Tensor, k: int, generator=None, *, n_init: int = 3, max_iter: int = 100,
-           tol: float = 1e-6) -> torch.Tensor:
+def kmeans(X: torch.Tensor, k: int, generator=None, *, n_init: int = 1, max_iter: int = 30,
+           tol: float = 1e-4) -> torch.Tensor:
     """Lloyd's algorithm from ``n_init`` greedy k-means++ starts; the (k, d) centroids of
     the run with the lowest inertia Σ_i min_j ‖x_i − c_j‖².
 
     Seeding: Arthur and Vassilvitskii (2007), with the greedy candidate trials scikit-learn
     also uses. An empty cluster is re-seeded with the point farthest from its centroid.
-    Iterations stop when no centroid moves by more than ``tol`` times the data's scale.
+    Iterations stop when the inertia decreases by less than ``tol`` (relative); the default
+    single start is scikit-learn's ``n_init="auto"`` for k-means++ seeding.
     Cost O(n·k·d) per iteration, in float64 on the data's device.
     """
     Xw = X.to(torch.float64)

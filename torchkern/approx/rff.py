@@ -179,12 +179,19 @@ class RandomFourierFeatures(nn.Module):
         W, amp = self.frequencies()
         W = W.to(dtype=X.dtype, device=X.device)
         amp = amp.to(dtype=X.dtype, device=X.device)
-        Z = X @ W.T
+        D = self.n_frequencies
         if self.variant == "paired":
-            scale = torch.sqrt(amp / self.n_frequencies)
-            return scale * torch.cat([torch.cos(Z), torch.sin(Z)], dim=1)
-        scale = torch.sqrt(2.0 * amp / self.n_features)
-        return scale * torch.cos(Z + self.phase.to(dtype=X.dtype, device=X.device))
+            # [cos(Wx), sin(Wx)] = cos([W; W]x − [0, π/2]): one product, one cosine.
+            W = torch.cat([W, W])
+            shift = torch.cat([X.new_zeros(D), X.new_full((D,), -0.5 * math.pi)])
+            scale = torch.sqrt(amp / D)
+        else:
+            shift = self.phase.to(dtype=X.dtype, device=X.device)
+            scale = torch.sqrt(2.0 * amp / self.n_features)
+        Z = torch.addmm(shift, X, W.T)
+        if torch.is_grad_enabled() and (X.requires_grad or W.requires_grad or scale.requires_grad):
+            return scale * torch.cos(Z)
+        return Z.cos_().mul_(scale)  # in place: the (n, p) output is the only large buffer
 
     def transform(self, X) -> torch.Tensor:
         """Same as calling the module: Φ(X)."""
