@@ -60,12 +60,33 @@ def test_nystrom_matches_its_formula(rbf_gram):
     P = NystromPreconditioner(K, 15, 0.01, random_state=4)
     idx = P.centers
     assert idx.numel() == 15 and idx.unique().numel() == 15
-    K_nys = K[:, idx] @ torch.linalg.pinv(K[idx][:, idx], hermitian=True, rtol=15 * 2.2e-16) @ K[idx]
+    jitter = 15 * torch.finfo(f64).eps  # m·eps·max K_ii, K_ii = 1
+    K_nys = K[:, idx] @ torch.linalg.solve(K[idx][:, idx] + jitter * torch.eye(15, dtype=f64), K[idx])
     R = torch.randn(200, 2, generator=g, dtype=f64)
     ref = torch.linalg.solve(K_nys + 0.01 * torch.eye(200, dtype=f64), R)
     torch.testing.assert_close(P(R), ref, rtol=0, atol=1e-7 * ref.abs().max())
     # same seed, same centers
     assert torch.equal(NystromPreconditioner(K, 15, 0.01, random_state=4).centers, idx)
+
+
+def test_nystrom_indefinite_k_uses_its_positive_part():
+    g = torch.Generator().manual_seed(6)
+    Q, _ = torch.linalg.qr(torch.randn(30, 30, generator=g, dtype=f64))
+    d = torch.linspace(-1, 2, 30, dtype=f64)
+    K = (Q * d) @ Q.T
+    P = NystromPreconditioner(K, 30, 0.5, random_state=0)  # every column: Nyström is K itself
+    K_plus = (Q * d.clamp(min=0)) @ Q.T
+    torch.testing.assert_close(P.L @ P.L.T, K_plus, rtol=0, atol=1e-10)
+
+
+def test_with_lam_reuses_the_factor(rbf_gram):
+    K = rbf_gram(torch.randn(80, 2, generator=torch.Generator().manual_seed(7), dtype=f64))
+    P = PivotedCholesky(K, 10, 0.1)
+    Q = P.with_lam(0.01)
+    assert Q.L is P.L and Q.lam == 0.01 and P.lam == 0.1 and torch.equal(Q.pivots, P.pivots)
+    R = torch.ones(80, 1, dtype=f64)
+    ref = torch.linalg.solve(P.L @ P.L.T + 0.01 * torch.eye(80, dtype=f64), R)
+    torch.testing.assert_close(Q(R), ref, rtol=1e-9, atol=0)
 
 
 def test_float32_input_gives_float32_output(rbf_gram):

@@ -57,6 +57,16 @@ class _WoodburyPreconditioner:
         """Number of columns of the low-rank factor L."""
         return self.L.shape[1]
 
+    def with_lam(self, lam):
+        """The same factor L with another ridge λ: (L Lᵀ + λI)⁻¹, O(n k²) to build.
+
+        For a path of regularizations (cross-validation over λ) without new columns of K.
+        """
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam))
+        return new
+
     def __call__(self, R):
         R64 = R.to(_FLOAT64)
         vector = R64.ndim == 1
@@ -155,10 +165,11 @@ class NystromPreconditioner(_WoodburyPreconditioner):
 
     Draws m distinct indices uniformly (the Falkon choice), takes the columns
     :math:`K_{nm} = K_{:,\mathrm{idx}}` and :math:`K_{mm} = K_{\mathrm{idx},\mathrm{idx}}`,
-    and approximates :math:`K \approx K_{nm} K_{mm}^{+} K_{mn} = L L^\top` with
-    :math:`L = K_{nm} Q \Theta^{-1/2}`, :math:`K_{mm} = Q \Theta Q^\top` in float64
-    (eigenvalues below m·eps(dtype)·θ_max are dropped, a pseudo-inverse that is robust
-    to a K computed in float32, where a Cholesky with jitter is not). It then applies
+    and approximates :math:`K \approx K_{nm} (K_{mm} + jI)^{-1} K_{mn} = L L^\top` with
+    :math:`L = K_{nm} C^{-\top}`, :math:`C C^\top = K_{mm} + jI` a float64 Cholesky
+    factor and jitter :math:`j = m\,\varepsilon_{\mathrm{dtype}} \max_i (K_{mm})_{ii}`
+    (the rounding level of K's entries). Should that fail (K indefinite at that level),
+    the pseudo-inverse of the positive part of K_mm (eigenvalues above j) is used. It then applies
     :math:`(L L^\top + \lambda I)^{-1}` by Woodbury in float64 (seed 000, "Nyström
     approximations"; Rudi et al. 2017).
 
@@ -212,12 +223,18 @@ class NystromPreconditioner(_WoodburyPreconditioner):
                 raise ValueError(f"K.cols(idx) must have shape ({n}, {m}), got {tuple(Knm.shape)}")
             Kmm = Knm[idx]
             Kmm = (Kmm + Kmm.T) / 2
-            theta, Q = torch.linalg.eigh(Kmm)
-            eps = torch.finfo(K.dtype).eps
-            keep = theta > m * eps * theta[-1].clamp(min=0)
-            if not bool(keep.any()):
-                raise ValueError("K restricted to the centers is zero: cannot build a Nyström preconditioner")
-            L = Knm @ (Q[:, keep] / theta[keep].sqrt())
+            jitter = m * torch.finfo(K.dtype).eps * float(Kmm.diagonal().max().clamp(min=0))
+            C, info = torch.linalg.cholesky_ex(Kmm + jitter * torch.eye(m, dtype=_FLOAT64, device=device))
+            if int(info) == 0:
+                L = torch.linalg.solve_triangular(C, Knm.T, upper=False).T
+            else:
+                # K_mm + jitter is indefinite (K not p.s.d. in this precision): keep the
+                # eigenvalues above the jitter, a pseudo-inverse of the positive part
+                theta, Q = torch.linalg.eigh(Kmm)
+                keep = theta > jitter
+                if not bool(keep.any()):
+                    raise ValueError("K restricted to the centers has no positive eigenvalue")
+                L = Knm @ (Q[:, keep] / theta[keep].sqrt())
         self.centers = idx
         super().__init__(L, lam)
 
