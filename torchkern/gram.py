@@ -210,8 +210,10 @@ def _block_rows(formula: Formula, r: int) -> int:
     n, m = formula.shape
     item = formula.dtype.itemsize if hasattr(formula.dtype, "itemsize") else 8
     # The broadcast (b, m, d) differences of the widest variable dominate; a few
-    # intermediates of that size live at once.
-    per_row = m * item * (3 * max(formula.width, 1) + 4 + r)
+    # intermediates of that size live at once. The output block is only (b, r): counting
+    # r per *entry* made blocks of a handful of rows for wide V (r ~ 200 permutations),
+    # i.e. one pass over V per few rows.
+    per_row = item * (m * (3 * max(formula.width, 1) + 4) + r)
     return int(max(1, min(n, config.block_memory_mb * 2**20 // per_row)))
 
 
