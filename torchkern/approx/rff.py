@@ -157,7 +157,8 @@ class RandomFourierFeatures(nn.Module):
         if self.omega_0 is None:
             raise RuntimeError("the frequencies are not drawn yet: call the map on data "
                                "(or pass in_features) first")
-        if self._alphas() != self._alpha_at_draw:
+        now, then = self._alphas(), self._alpha_at_draw
+        if any(abs(a - b) > 1e-6 * abs(b) for a, b in zip(now, then)):
             raise RuntimeError("RationalQuadratic.alpha changed since the frequencies were "
                                "drawn; α is not learnable through random features — call "
                                "resample() (or keep α fixed)")
