@@ -6,7 +6,7 @@ and, through the lazy backends, O(n + m) memory.
 """
 import math
 
-from ._ops import fsum, safe_sqrt, sqdist
+from ._ops import fsum, safe_sqrt, sqdist, sqdist_exact
 from .base import Kernel, StationaryKernel, _Lengthscale
 
 __all__ = ["RBF", "Laplacian", "Matern", "RationalQuadratic", "InverseMultiquadric", "Periodic"]
@@ -46,7 +46,7 @@ class Laplacian(StationaryKernel):
     """
 
     def _k(self, x, y):
-        return (-safe_sqrt(sqdist(x, y))).exp()
+        return (-safe_sqrt(sqdist_exact(x, y))).exp()
 
 
 class Matern(StationaryKernel):
@@ -69,7 +69,7 @@ class Matern(StationaryKernel):
         return f"nu={self.nu}, " + super().extra_repr()
 
     def _k(self, x, y):
-        r2 = sqdist(x, y)
+        r2 = sqdist_exact(x, y)  # under a square root: the fast form loses accuracy at r ≈ 0
         r = safe_sqrt(r2)
         if self.nu == 0.5:
             return (-r).exp()
