@@ -24,6 +24,21 @@ def _orth_against(W, B):
     return torch.linalg.qr(W).Q
 
 
+def _small_eigh(T):
+    """eigh of a small (≤ a few hundred) symmetric matrix, descending. On the CPU it runs
+    single-threaded: multithreaded LAPACK is 5-20× slower at this size on busy machines."""
+    if T.device.type != "cpu":
+        w, V = torch.linalg.eigh(T)
+        return w.flip(0), V.flip(1)
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        w, V = torch.linalg.eigh(T)
+    finally:
+        torch.set_num_threads(prev)
+    return w.flip(0), V.flip(1)
+
+
 def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
                       random_state=None, max_depth=8):
     r"""Top-k eigenpairs of a symmetric p.s.d. operator by randomized block Krylov
@@ -31,13 +46,14 @@ def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     Musco 2015, "Randomized block Krylov methods").
 
     Starts from the randomized range finder :math:`Q_0 = \mathrm{orth}(\Omega)`,
-    Ω Gaussian with b = k + p columns, and grows an orthonormal basis of the block
+    Ω Gaussian with b = k + p columns, and grows an orthonormal basis B of the block
     Krylov space :math:`[Q_0, AQ_0, A^2Q_0, \dots]` one block product ``A @ Q_j``
     (n × b) per step, with full reorthogonalization. After each step the Ritz pairs of
-    :math:`B^\top AB` (B the basis, AB the stored products) are checked:
-    done when every wanted residual :math:`\lVert Au_j - \theta_j u_j\rVert \le
-    \mathrm{tol}\cdot\theta_1`. When the basis reaches ``max_depth`` blocks it
-    restarts from its top b Ritz vectors (thick restart: their products are known).
+    :math:`T = B^\top AB` (AB the stored products, T grown by one block row per step)
+    are checked: done when every wanted residual :math:`\lVert Au_j - \theta_j
+    u_j\rVert \le \mathrm{tol}\cdot\theta_1`. When the basis reaches ``max_depth``
+    blocks it restarts from its top b Ritz vectors (thick restart: their products are
+    known, AB·S).
 
     Each step is *one* block product: on a lazy kernel matrix the kernel is evaluated
     once per step for all b columns, and the Krylov space converges in far fewer
@@ -56,32 +72,39 @@ def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
         tol = 1e-8 if dtype == f64 else 1e-5
     if max_iter is None:
         max_iter = 200
-    max_basis = min(n, max(2, max_depth) * b)
-    Q = torch.linalg.qr(randn((n, b), f64, device, generator(random_state))).Q
-    blocks, images = [Q], []
+    cap = min(n, max(2, max_depth) * b)
+    # Basis and products stored as rows (cap × n): every leading slice is contiguous.
+    Bt = torch.empty(cap, n, dtype=f64, device=device)
+    ABt = torch.empty(cap, n, dtype=f64, device=device)
+    T = torch.zeros(cap, cap, dtype=f64, device=device)
+    Bt[:b] = torch.linalg.qr(randn((n, b), f64, device, generator(random_state))).Q.T
+    lo, hi = 0, b  # rows [lo, hi) of Bt still need their products
     converged, steps = False, 0
     while True:
-        images.append((A @ blocks[-1].to(dtype)).to(f64))
+        ABt[lo:hi] = (A @ Bt[lo:hi].T.to(dtype)).to(f64).T
         steps += 1
-        B, AB = torch.cat(blocks, 1), torch.cat(images, 1)
-        T = B.T @ AB
-        theta, S = torch.linalg.eigh((T + T.T) / 2)
-        theta, S = theta.flip(0), S.flip(1)
-        U, AU = B @ S[:, :k], AB @ S[:, :k]
+        T[:hi, lo:hi] = Bt[:hi] @ ABt[lo:hi].T
+        T[lo:hi, :lo] = T[:lo, lo:hi].T
+        theta, S = _small_eigh((T[:hi, :hi] + T[:hi, :hi].T) / 2)
+        Sk = S[:, :k].T.contiguous()
+        U, AU = (Sk @ Bt[:hi]).T, (Sk @ ABt[:hi]).T
         res = (AU - U * theta[:k]).norm(dim=0)
         scale = theta.abs().max().clamp_min(torch.finfo(f64).tiny)
-        if bool((res <= tol * scale).all()) or B.shape[1] >= n:
-            converged = bool((res <= tol * scale).all()) or B.shape[1] >= n
+        converged = bool((res <= tol * scale).all())
+        if converged or hi >= n or steps >= max_iter:
+            converged = converged or hi >= n
             break
-        if steps >= max_iter:
-            break
-        if B.shape[1] + b > max_basis:
+        if hi + b > cap:
             # thick restart: keep the top b Ritz vectors, whose products are AB S
-            blocks, images = [B @ S[:, :b]], [AB @ S[:, :b]]
-            B = blocks[0]
-        nxt = _orth_against(images[-1], B)
-        width = min(b, n - B.shape[1])
-        blocks.append(nxt[:, :width])
+            Sb = S[:, :b].T.contiguous()
+            Bt[:b], ABt[:b] = Sb @ Bt[:hi], Sb @ ABt[:hi]
+            T.zero_()
+            T[:b, :b] = torch.diag(theta[:b])
+            hi = b
+        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T)
+        width = min(b, n - hi)
+        Bt[hi:hi + width] = nxt[:, :width].T
+        lo, hi = hi, hi + width
     return theta[:k], U, converged, steps
 
 
@@ -237,6 +260,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                 D = Kc.to_dense().to(torch.float64)
                 evals, evecs = torch.linalg.eigh((D + D.T) / 2)
                 evals, evecs = evals[-k:].flip(0), evecs[:, -k:].flip(1)
+                del D
             elif solver == "lanczos":
                 evals, evecs = eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
                                      random_state=self.random_state)
