@@ -147,6 +147,7 @@ class KernelCCA(BaseEstimator):
         self.backend = backend
         self.random_state = random_state
 
+    @torch.no_grad()
     def fit(self, X, Y):
         """Fit on paired views X (n, p) and Y (n, q) (or their Gram matrices)."""
         kx, ky = resolve_kernel(self.kernel_x, "kernel_x"), resolve_kernel(self.kernel_y, "kernel_y")
@@ -182,6 +183,7 @@ class KernelCCA(BaseEstimator):
         self._dtype = X.dtype
         return self
 
+    @torch.no_grad()
     def transform(self, X, Y=None):
         r"""Canonical variates :math:`f_{a,j}(x) = \tilde\varphi_a(x)^\top u_j` (and
         :math:`f_{b,j}(y)`); returns U (m, k), or (U, V) when Y is given."""

@@ -224,6 +224,7 @@ class NadarayaWatson(RegressorMixin, BaseEstimator):
             self.n_features_in_ = X.shape[1]
         return self
 
+    @torch.no_grad()
     def predict(self, X):
         """ŷ(x) for each row of X, shape (m,) or (m, r) like y."""
         check_fitted(self, "X_fit_")

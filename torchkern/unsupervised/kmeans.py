@@ -244,6 +244,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    @torch.no_grad()
     def fit(self, X, y=None):
         """Cluster X (n, d) (or the Gram matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
@@ -276,6 +277,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
             self.n_features_in_ = X.shape[1]
         return self
 
+    @torch.no_grad()
     def _cross_products(self, X):
         X = input_matrix(self.kernel_, X, "X")
         K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)

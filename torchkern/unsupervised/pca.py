@@ -243,6 +243,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         self._fit(X)
         return self
 
+    @torch.no_grad()
     def _fit(self, X):
         kernel = resolve_kernel(self.kernel)
         if isinstance(kernel, str) and self.fit_inverse_transform:
@@ -298,6 +299,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         alphas[:, nz] = self.eigenvectors_[:, nz] / self.eigenvalues_[nz].sqrt()
         return alphas
 
+    @torch.no_grad()
     def transform(self, X):
         r"""Project new points: :math:`\tilde k(X, X_{fit})\,U\Lambda^{-1/2}`, shape (m, k).
 
@@ -331,6 +333,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         self.dual_coef_ = dual
         self.X_transformed_fit_ = X_t
 
+    @torch.no_grad()
     def inverse_transform(self, X):
         r"""Approximate pre-images: :math:`k(Z, Z_{fit})\,(k(Z_{fit}, Z_{fit}) + \alpha
         I)^{-1} X_{fit}` — kernel ridge regression learned at fit time from the training

@@ -98,6 +98,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend = backend
         self.random_state = random_state
 
+    @torch.no_grad()
     def fit(self, X, y=None):
         """Cluster X (n, d) (or the affinity matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
