@@ -55,6 +55,7 @@ class KernelMeanEmbedding:
 
     @property
     def n_points(self) -> int:
+        """Number of kernel sections in the combination."""
         return self.points.shape[0]
 
     def __call__(self, Z) -> torch.Tensor:
