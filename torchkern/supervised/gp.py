@@ -145,6 +145,15 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         log p(y) at the fitted hyperparameters (summed over targets).
     loss_history_ : list of float
         −log p(y)/n along the hyperparameter-learning steps (empty without).
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> X = torch.linspace(0, 5, 40, dtype=torch.float64)[:, None]; y = X[:, 0].sin()
+    >>> gp = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), noise=1e-2).fit(X, y)
+    >>> mean, std = gp.predict(X[:3], return_std=True)
+    >>> mean.shape, std.shape
+    (torch.Size([3]), torch.Size([3]))
     """
 
     def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",

@@ -1,0 +1,206 @@
+"""Benchmark: torchkern KernelRidge and GaussianProcessRegressor against their peers.
+
+Each configuration runs in its own subprocess on the same data (seeded), so the reported
+peak memory is that run's growth of the resident set (ru_maxrss after − before the fit,
+imports and data excluded). Times exclude imports and data generation.
+
+    python bench/supervised.py              # default sizes (a few minutes on 2 CPU cores)
+    python bench/supervised.py --large      # + exact solvers and scikit-learn at n = 20k
+    python bench/supervised.py --no-200k    # skip the n = 200k Nyström run
+
+Sections
+--------
+KRR   n ∈ {5k, 20k}: scikit-learn ``KernelRidge`` vs torchkern ``solver="cholesky" | "cg" |
+      "nystrom"`` — fit + predict time, test MSE, peak memory; ratio = time / sklearn's.
+KRR   n = 200k: torchkern ``solver="nystrom"`` only (the dense Gram matrix would be 320 GB).
+GPR   n = 5k: one log-marginal-likelihood evaluation *with its gradient* — scikit-learn
+      ``log_marginal_likelihood(theta, eval_gradient=True)``, GPyTorch ``ExactGP`` +
+      ``ExactMarginalLogLikelihood`` backward (its default: CG/Lanczos above 800 points),
+      torchkern ``method="cholesky"`` and ``"cg"`` (autograd / CG surrogates).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+
+D = 8
+LS = 1.0
+ALPHA = 1e-2
+N_TEST = 2000
+
+_COMMON = textwrap.dedent("""
+    import json, math, os, resource, time, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np, torch
+    def data(n, seed=0):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(-1, 1, size=(n + {n_test}, {d}))
+        f = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
+        y = f + 0.1 * rng.normal(size=len(X))
+        return X[:n], y[:n], X[n:], f[n:]
+    def rss_mb():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+""").format(n_test=N_TEST, d=D)
+
+_KRR = {
+    "sklearn": """
+        from sklearn.kernel_ridge import KernelRidge
+        Xtr, ytr, Xte, fte = data({n})
+        base = rss_mb(); t = time.perf_counter()
+        m = KernelRidge(alpha={alpha}, kernel="rbf", gamma={gamma}).fit(Xtr, ytr)
+        pred = m.predict(Xte)
+    """,
+    "torchkern": """
+        import torchkern as tk
+        Xtr, ytr, Xte, fte = data({n})
+        Xtr, ytr, Xte = (torch.as_tensor(a, dtype=torch.{dtype}) for a in (Xtr, ytr, Xte))
+        base = rss_mb(); t = time.perf_counter()
+        m = tk.KernelRidge(tk.RBF({ls}), alpha={alpha}, solver="{solver}", n_centers={m},
+                           tol={tol}, random_state=0).fit(Xtr, ytr)
+        pred = m.predict(Xte).double().numpy()
+    """,
+}
+_KRR_END = """
+    seconds = time.perf_counter() - t
+    print(json.dumps(dict(seconds=seconds, mse=float(np.mean((pred - fte) ** 2)),
+                          peak_mb=rss_mb() - base)))
+"""
+
+_GPR = {
+    "sklearn": """
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import RBF
+        Xtr, ytr, _, _ = data({n})
+        gp = GaussianProcessRegressor(RBF({ls}), alpha={noise}, optimizer=None).fit(Xtr[:10], ytr[:10])
+        gp.X_train_, gp.y_train_ = Xtr, ytr  # evaluate on all n points without a first fit
+        theta = gp.kernel_.theta
+        base = rss_mb(); t = time.perf_counter()
+        for _ in range({reps}):
+            value, grad = gp.log_marginal_likelihood(theta, eval_gradient=True)
+    """,
+    "gpytorch": """
+        import gpytorch
+        Xtr, ytr, _, _ = data({n})
+        X, y = torch.as_tensor(Xtr), torch.as_tensor(ytr)
+        class M(gpytorch.models.ExactGP):
+            def __init__(self, X, y, lik):
+                super().__init__(X, y, lik)
+                self.mean_module = gpytorch.means.ZeroMean()
+                self.covar_module = gpytorch.kernels.RBFKernel()
+            def forward(self, x):
+                return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+        lik = gpytorch.likelihoods.GaussianLikelihood().double()
+        model = M(X, y, lik).double()
+        model.covar_module.lengthscale = {ls}; lik.noise = {noise}
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+        model.train(); lik.train()
+        base = rss_mb(); t = time.perf_counter()
+        for _ in range({reps}):
+            model.zero_grad()
+            value = mll(model(X), y) * len(X)
+            value.backward()
+    """,
+    "torchkern": """
+        import torchkern as tk
+        Xtr, ytr, _, _ = data({n})
+        X, y = torch.as_tensor(Xtr), torch.as_tensor(ytr)[:, None]
+        gp = tk.GaussianProcessRegressor(tk.RBF({ls}), noise={noise}, method="{method}",
+                                         random_state=0, tol=1e-4)
+        kernel = tk.RBF({ls})
+        noise = torch.tensor({noise}, dtype=torch.float64, requires_grad=True)
+        gen = torch.Generator().manual_seed(0)
+        base = rss_mb(); t = time.perf_counter()
+        for _ in range({reps}):
+            kernel.zero_grad()
+            value, _ = gp._lml(kernel, X, y, noise, "{method}", gen)
+            value.backward()
+    """,
+}
+_GPR_END = """
+    seconds = (time.perf_counter() - t) / {reps}
+    print(json.dumps(dict(seconds=seconds, value=float(value), peak_mb=rss_mb() - base)))
+"""
+
+
+def _run(body: str, end: str, timeout: int = 1800) -> dict:
+    code = _COMMON + textwrap.dedent(body) + textwrap.dedent(end)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=timeout)
+    if res.returncode != 0:
+        return dict(error=res.stderr.strip().splitlines()[-1][:120])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _krr(peer, n, **kw):
+    params = dict(n=n, alpha=ALPHA, gamma=1 / (2 * LS**2), ls=LS, dtype="float64",
+                  solver="cholesky", m=None, tol=1e-6)
+    params.update(kw)
+    return _run(_KRR[peer].format(**params), _KRR_END)
+
+
+def _gpr(peer, n, reps=1, **kw):
+    params = dict(n=n, ls=LS, noise=ALPHA, reps=reps, method="cholesky")
+    params.update(kw)
+    return _run(_GPR[peer].format(**params), _GPR_END.format(reps=reps))
+
+
+def _fmt_row(rows, name, r, ref):
+    if "error" in r:
+        rows.append(f"| {name} | failed: {r['error']} | | | |")
+        return
+    ratio = r["seconds"] / ref["seconds"] if ref and "seconds" in ref else float("nan")
+    extra = f"{r['mse']:.4g}" if "mse" in r else f"{r['value']:.6g}"
+    rows.append(f"| {name} | {r['seconds']:.2f} | {ratio:.2f} | {extra} | {r['peak_mb']:.0f} |")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--large", action="store_true",
+                    help="also run scikit-learn and the exact torchkern solvers at n = 20k")
+    ap.add_argument("--no-200k", action="store_true", help="skip the n = 200k Nyström run")
+    ap.add_argument("--centers", type=int, default=1000, help="Nyström centers m")
+    args = ap.parse_args(argv)
+
+    rows = ["| run | seconds | ratio to sklearn | test MSE / log p(y) | peak MB |",
+            "|---|---|---|---|---|"]
+    m = args.centers
+    # -- KRR n = 5k ------------------------------------------------------------------
+    n = 5000
+    ref = _krr("sklearn", n)
+    _fmt_row(rows, f"KRR n={n} sklearn KernelRidge", ref, ref)
+    _fmt_row(rows, f"KRR n={n} torchkern cholesky (f64)", _krr("torchkern", n), ref)
+    _fmt_row(rows, f"KRR n={n} torchkern cg (f32, tol 1e-3)",
+             _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3), ref)
+    _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32)",
+             _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), ref)
+    # -- KRR n = 20k -----------------------------------------------------------------
+    n = 20000
+    ref = _krr("sklearn", n) if args.large else None
+    if ref:
+        _fmt_row(rows, f"KRR n={n} sklearn KernelRidge", ref, ref)
+        _fmt_row(rows, f"KRR n={n} torchkern cholesky (f64)", _krr("torchkern", n), ref)
+        _fmt_row(rows, f"KRR n={n} torchkern cg (f32, tol 1e-3)",
+                 _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3), ref)
+    _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32)",
+             _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), ref)
+    # -- KRR n = 200k ----------------------------------------------------------------
+    if not args.no_200k:
+        n = 200_000
+        _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32; sklearn: 320 GB Gram)",
+                 _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), None)
+    # -- GPR n = 5k: one log p(y) + gradient ------------------------------------------
+    n = 5000
+    ref = _gpr("sklearn", n)
+    _fmt_row(rows, f"GPR n={n} log p(y)+grad sklearn", ref, ref)
+    _fmt_row(rows, f"GPR n={n} log p(y)+grad GPyTorch ExactGP (CG/Lanczos)", _gpr("gpytorch", n), ref)
+    _fmt_row(rows, f"GPR n={n} log p(y)+grad torchkern cholesky", _gpr("torchkern", n), ref)
+    _fmt_row(rows, f"GPR n={n} log p(y)+grad torchkern cg+SLQ",
+             _gpr("torchkern", n, method="cg"), ref)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
