@@ -98,8 +98,7 @@ def _check_alpha(alpha, r: int, strict: bool, solver: str) -> torch.Tensor:
 def _check_sample_weight(sample_weight, n, dtype, device):
     if sample_weight is None:
         return None
-    w = torch.as_tensor(sample_weight.detach().cpu().numpy() if isinstance(sample_weight, torch.Tensor)
-                        else sample_weight, dtype=dtype).to(device)
+    w = torch.as_tensor(sample_weight).detach().to(dtype=dtype, device=device)
     if w.dim() == 0:
         w = w.expand(n).clone()
     if w.dim() != 1 or w.shape[0] != n:
@@ -400,9 +399,7 @@ class KernelRidge(RegressorMixin, BaseEstimator):
             raise ValueError(f"X must be a square Gram matrix when kernel='precomputed', "
                              f"got shape {tuple(Xt.shape)}")
         dtype, device = Xt.dtype, Xt.device
-        Y = as_vector(y, "y", n=n).to(dtype=dtype, device=device)
-        if not Y.is_floating_point():
-            Y = Y.to(dtype)
+        Y = as_vector(y, "y", n=n).detach().to(dtype=dtype, device=device)
         ravel = Y.dim() == 1
         Y2 = Y.reshape(n, -1)
         solver = self._choose_solver(n)
