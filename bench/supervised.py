@@ -150,10 +150,11 @@ def _gpr(peer, n, reps=1, **kw):
 def _fmt_row(rows, name, r, ref):
     if "error" in r:
         rows.append(f"| {name} | failed: {r['error']} | | | |")
-        return
-    ratio = r["seconds"] / ref["seconds"] if ref and "seconds" in ref else float("nan")
-    extra = f"{r['mse']:.4g}" if "mse" in r else f"{r['value']:.6g}"
-    rows.append(f"| {name} | {r['seconds']:.2f} | {ratio:.2f} | {extra} | {r['peak_mb']:.0f} |")
+    else:
+        ratio = r["seconds"] / ref["seconds"] if ref and "seconds" in ref else float("nan")
+        extra = f"{r['mse']:.4g}" if "mse" in r else f"{r['value']:.6g}"
+        rows.append(f"| {name} | {r['seconds']:.2f} | {ratio:.2f} | {extra} | {r['peak_mb']:.0f} |")
+    print(rows[-1], file=sys.stderr, flush=True)  # progress; the table goes to stdout
 
 
 def main(argv=None):
@@ -199,7 +200,7 @@ def main(argv=None):
     _fmt_row(rows, f"GPR n={n} log p(y)+grad torchkern cholesky", _gpr("torchkern", n), ref)
     _fmt_row(rows, f"GPR n={n} log p(y)+grad torchkern cg+SLQ",
              _gpr("torchkern", n, method="cg"), ref)
-    print("\n".join(rows))
+    print("\n".join(rows), flush=True)
 
 
 if __name__ == "__main__":
