@@ -159,8 +159,9 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         Krylov iteration with Rayleigh–Ritz (Halko et al. 2011; Musco and Musco 2015),
         one *block* product K Q (n × (k + max(10, k))) per step — the kernel is
         evaluated once per step for all columns, so it needs several times fewer kernel
-        evaluations than Lanczos on lazy Gram matrices. ``"auto"``: dense when n ≤ 1000 or k > n/4 or
-        ``n_components=None``, randomized otherwise.
+        evaluations than Lanczos on lazy Gram matrices. ``"auto"``: dense when n ≤ 1000, k > n/4 or
+        ``n_components=None``; otherwise Lanczos on a materialized (dense-backend)
+        Gram, where a matrix-vector product is cheap, and randomized on a lazy one.
     tol : float or None
         Relative residual ‖K̃u − θu‖ ≤ tol·θ₁ of the iterative solvers; default 1e-8
         (float64) / 1e-5 (float32).
@@ -234,8 +235,6 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             if solver not in ("auto", "dense"):
                 raise ValueError("n_components=None needs eigen_solver='dense' or 'auto'")
             return n, "dense"
-        if solver == "auto":
-            solver = "dense" if (n <= 1000 or k > n // 4) else "randomized"
         return k, solver
 
     def fit(self, X, y=None):
@@ -255,6 +254,14 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                              f"got shape {tuple(K.shape)}")
         n = K.shape[0]
         k, solver = self._check_params(n)
+        if solver == "auto":
+            # A materialized Gram makes a matrix-vector product cheap (memory-bound) and a
+            # block product k+p times dearer: Lanczos. A lazy Gram costs one kernel
+            # evaluation per product whatever its width: block Krylov.
+            if n <= 1000 or k > n // 4:
+                solver = "dense"
+            else:
+                solver = "lanczos" if isinstance(K, DenseKernelMatrix) else "randomized"
         with torch.no_grad():
             Kc = K.centered()
             if solver == "dense":
