@@ -84,7 +84,8 @@ def run(method, n, threads, timeout):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000])
     p.add_argument("--methods", nargs="+", default=None, choices=METHODS)
     p.add_argument("--threads", type=int, default=2)
@@ -109,7 +110,8 @@ def main():
             if "error" in r:
                 rows.append((n, m, r["error"], "", "", "", ""))
                 continue
-            err = (max(abs(a - b) / abs(b) for a, b in zip(r["evals"], ref)) if ref else float("nan"))
+            err = (max(abs(a - b) / abs(b) for a, b in zip(r["evals"], ref)) if ref
+                   else float("nan"))
             ra = sk_times.get("sk-arpack", float("nan")) / r["time"]
             rr = sk_times.get("sk-randomized", float("nan")) / r["time"]
             rows.append((n, m, f"{r['time']:.2f}", f"{ra:.1f}x", f"{rr:.1f}x", f"{err:.1e}",

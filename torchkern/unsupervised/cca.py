@@ -150,7 +150,8 @@ class KernelCCA(BaseEstimator):
     @torch.no_grad()
     def fit(self, X, Y):
         """Fit on paired views X (n, p) and Y (n, q) (or their Gram matrices)."""
-        kx, ky = resolve_kernel(self.kernel_x, "kernel_x"), resolve_kernel(self.kernel_y, "kernel_y")
+        kx = resolve_kernel(self.kernel_x, "kernel_x")
+        ky = resolve_kernel(self.kernel_y, "kernel_y")
         X, Y = input_matrix(kx, X, "X"), input_matrix(ky, Y, "Y")
         n = X.shape[0]
         if Y.shape[0] != n:
