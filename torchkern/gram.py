@@ -101,8 +101,24 @@ class Formula:
         return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn)
 
     def evaluate(self) -> torch.Tensor:
-        """Dense (n, m) evaluation with plain torch (differentiable)."""
-        return _eval_torch(self.fn, self.xs, self.ys, self.ps)
+        """Dense (n, m) evaluation with plain torch (differentiable).
+
+        Without autograd the matrix is filled row block by row block into one buffer, so
+        the formula's temporaries stay within ``config.block_memory_mb`` instead of being
+        n × m each.
+        """
+        tensors = (*self.xs, *self.ys, *self.ps)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return _eval_torch(self.fn, self.xs, self.ys, self.ps)
+        n, m = self.shape
+        block = _block_rows(self, 0)
+        if block >= n:
+            return _eval_torch(self.fn, self.xs, self.ys, self.ps)
+        out = self.xs[0].new_empty(n, m)
+        for s in range(0, n, block):
+            out[s:s + block] = _eval_torch(self.fn, [x[s:s + block] for x in self.xs],
+                                           self.ys, self.ps)
+        return out
 
     def evaluate_pairs(self) -> torch.Tensor:
         """k(x_i, y_i) for i < n, as a tensor of shape (n,) (n must equal m)."""
