@@ -13,7 +13,7 @@ from .._validation import as_tensor, as_vector
 from ..kernels.base import inv_softplus
 from ..linalg import PivotedCholesky, cg, logdet
 from ..linalg._common import _generator
-from .ridge import _r2_score
+from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]
 
@@ -22,7 +22,6 @@ _METHODS = ("auto", "cholesky", "cg")
 _MEANS = ("zero", "constant")
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
-_PRECONDITIONER_RANK = 100
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -107,8 +106,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         standardized targets (as in scikit-learn).
     method : {"auto", "cholesky", "cg"}
         ``"cholesky"``: a float64 Cholesky factor of A, O(n³) time, O(n²) memory.
-        ``"cg"``: A⁻¹ by :func:`torchkern.linalg.cg` preconditioned by a rank-100 pivoted
-        Cholesky factor M, log det A = log det M + log det(M^{-1/2}AM^{-1/2}) with the second
+        ``"cg"``: A⁻¹ by :func:`torchkern.linalg.cg` preconditioned by a pivoted Cholesky
+        factor M (rank as in :class:`KernelRidge`'s ``"cg"``), log det A = log det M + log det(M^{-1/2}AM^{-1/2}) with the second
         term by stochastic Lanczos quadrature (:func:`torchkern.linalg.logdet`), all on
         the lazy Gram matrix: O(n²)
         kernel evaluations per product, O(n) memory; the log marginal likelihood is then
@@ -199,8 +198,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
 
         Learning runs ``n_iter`` Adam steps (learning rate ``lr``) on −log p(y)/n, with
         σ² = softplus(ρ) for an unconstrained ρ and the kernel's hyperparameters in their
-        own softplus parameterization. Gradients come from autograd through the float64
-        Cholesky factor (``"cholesky"``), or (``"cg"``) from the surrogate 2yᵀx − xᵀAx of the
+        own softplus parameterization. Gradients are ½ tr((ααᵀ − A⁻¹)∂A) from the float64
+        Cholesky factor, autograd reaching only the kernel entries (``"cholesky"``), or (``"cg"``) from the surrogate 2yᵀx − xᵀAx of the
         quadratic term (x = A⁻¹y by preconditioned CG) and the Hutchinson gradient of the
         preconditioned SLQ log-determinant: CG solves of width r (+ num_probes), O(n²)
         kernel evaluations per product.
@@ -263,25 +262,33 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         const = self.mean == "constant"
         if method == "cholesky":
             K = kernel(X, backend="dense").to_dense()
-            A = K + noise * torch.eye(n, dtype=K.dtype, device=K.device)
-            L, info = torch.linalg.cholesky_ex(A)
-            if int(info) != 0:
-                raise ValueError("K + noise*I is not positive definite; increase noise")
-            mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
-            if const:
-                with torch.no_grad():
+            eye = torch.eye(n, dtype=K.dtype, device=K.device)
+            A = K + noise * eye
+            with torch.no_grad():
+                L, info = torch.linalg.cholesky_ex(A.detach())
+                if int(info) != 0:
+                    raise ValueError("K + noise*I is not positive definite; increase noise")
+                mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
+                if const:
                     ones = torch.ones(n, 1, dtype=Y.dtype, device=Y.device)
-                    S = torch.cholesky_solve(torch.cat([Y, ones], 1), L.detach())
+                    S = torch.cholesky_solve(torch.cat([Y, ones], 1), L)
                     mu = S[:, :r].sum(0) / S[:, r].sum()
-            Yc = Y - mu
-            a = torch.cholesky_solve(Yc, L)
-            lml = (-0.5 * (Yc * a).sum() - r * L.diagonal().log().sum()
-                   - 0.5 * n * r * _LOG_2PI)
+                Yc = Y - mu
+                a = torch.cholesky_solve(Yc, L)
+                lml = (-0.5 * (Yc * a).sum() - r * L.diagonal().log().sum()
+                       - 0.5 * n * r * _LOG_2PI)
+            if A.requires_grad:
+                # ∂ log p / ∂θ = ½ tr((aaᵀ − r A⁻¹) ∂A/∂θ) (Rasmussen & Williams, eq. 5.9):
+                # a surrogate with that gradient, so autograd differentiates only the
+                # kernel entries, not the O(n³) Cholesky factorization.
+                W = a @ a.T - r * torch.cholesky_inverse(L)
+                sur = 0.5 * (W * A).sum()
+                lml = lml + (sur - sur.detach())
             return lml, (mu, a, L)
         Kop = kernel(X, backend=self.backend)
         A = Kop.add_diag(noise)
         with torch.no_grad():
-            P = PivotedCholesky(Kop, min(_PRECONDITIONER_RANK, n), float(noise))
+            P = PivotedCholesky(Kop, _default_rank(n), float(noise))
             rhs = Y if not const else torch.cat(
                 [Y, torch.ones(n, 1, dtype=Y.dtype, device=Y.device)], 1)
             S = cg(A, rhs, preconditioner=P, tol=self.tol, max_iter=self.max_iter)
