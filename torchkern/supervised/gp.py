@@ -261,9 +261,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         n, r = Y.shape
         const = self.mean == "constant"
         if method == "cholesky":
-            K = kernel(X, backend="dense").to_dense()
-            eye = torch.eye(n, dtype=K.dtype, device=K.device)
-            A = K + noise * eye
+            A = kernel(X, backend="dense").to_dense().clone()
+            A.diagonal().add_(noise)
             with torch.no_grad():
                 L, info = torch.linalg.cholesky_ex(A.detach())
                 if int(info) != 0:

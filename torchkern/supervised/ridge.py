@@ -135,20 +135,25 @@ def _solve_cholesky(K: KernelMatrix, Y: torch.Tensor, alpha: torch.Tensor) -> to
     K64 = K.to_dense().to(_F64)
     Y64 = Y.to(_F64)
     C = torch.empty_like(Y64)
-    n = K64.shape[0]
-    eye = torch.eye(n, dtype=_F64, device=K64.device)
-    for a, cols in _alpha_groups(alpha):
-        A = K64 + a * eye
-        L, info = torch.linalg.cholesky_ex(A)
+    groups = list(_alpha_groups(alpha))
+    # Memory: K (once, in float64) and one n × n work array that becomes the factor.
+    A = torch.empty_like(K64)
+    info = torch.empty((), dtype=torch.int32, device=K64.device)
+    for a, cols in groups:
+        A.copy_(K64)
+        A.diagonal().add_(a)
+        if a == 0:
+            A0 = A.clone()
+        torch.linalg.cholesky_ex(A, out=(A, info))
         if int(info) == 0:
-            C[:, cols] = torch.cholesky_solve(Y64[:, cols], L)
+            C[:, cols] = torch.cholesky_solve(Y64[:, cols], A)
         elif a > 0:
             raise ValueError("K + alpha*I is not positive definite: the kernel matrix is "
                              "not positive semi-definite")
         else:
             warnings.warn("Singular matrix in solving the dual problem (alpha=0); using "
                           "the least-squares solution instead.", RuntimeWarning, stacklevel=3)
-            C[:, cols] = torch.linalg.lstsq(A, Y64[:, cols], driver="gelsd").solution
+            C[:, cols] = torch.linalg.lstsq(A0, Y64[:, cols], driver="gelsd").solution
     return C
 
 
