@@ -307,3 +307,26 @@ def test_lazy_solvers_at_100k_points_stay_far_below_n_squared_bytes():
         assert "ConvergenceWarning" not in r["warnings"], r
         assert r["growth_mb"] < 400, (name, r)
         assert r["growth_mb"] * 2**20 < n * n / 25, (name, r)
+
+
+def test_nystrom_with_numerically_singular_center_gram_matches_sklearn_features():
+    # A smooth kernel on many close centers: K_mm has eigenvalues down to round-off, so
+    # the β-form normal equations are only semi-definite. The fit must still equal ridge
+    # regression on scikit-learn's Nystroem features built from the same centers.
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+    from sklearn.linear_model import Ridge
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(800, 2, generator=g, dtype=torch.float64) * 4 - 2
+    y = torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1])
+    Xt = torch.rand(200, 2, generator=g, dtype=torch.float64) * 4 - 2
+    ls = 1.2
+    est = KernelRidge(RBF(lengthscale=ls), alpha=1e-2, solver="nystrom", n_centers=400,
+                      tol=1e-10, random_state=0).fit(X, y)
+    Z = X[est.center_indices_].numpy()
+    assert np.linalg.eigvalsh(rbf_kernel(Z, gamma=1 / (2 * ls ** 2))).min() < 1e-12
+    feats = SkNystroem(gamma=1 / (2 * ls ** 2), n_components=len(Z)).fit(Z)
+    ridge = Ridge(alpha=1e-2, fit_intercept=False, solver="svd")
+    ridge.fit(feats.transform(X.numpy()), y.numpy())
+    ref = ridge.predict(feats.transform(Xt.numpy()))
+    np.testing.assert_allclose(est.predict(Xt).numpy(), ref, rtol=1e-6, atol=1e-6)

@@ -234,56 +234,47 @@ class _CrossGram:
         return out
 
 
-def _falkon_preconditioner(Kmm64: torch.Tensor, alpha: float, c: float):
-    r"""Falkon's preconditioner M ≈ H⁻¹ for H = K_mn W K_nm + α K_mm (Rudi et al. 2017).
-
-    With K_mm + εI = TᵀT and K_mn W K_nm ≈ c K_mm² (c = Σw/m for uniform centers),
-    H ≈ Tᵀ(c TTᵀ + αI)T = TᵀAᵀAT, so M = T⁻¹A⁻¹A⁻ᵀT⁻ᵀ: four m × m triangular solves
-    per application, all in float64.
-    """
+def _nystrom_basis(Kmm64: torch.Tensor):
+    r"""K_mm = U Λ Uᵀ restricted to its numerically non-zero eigenvalues (λ > m·ε·λ_max):
+    returns (M = U Λ^{-1/2}, Λ), so that Ψ = K_nm M are the Nyström features."""
     m = Kmm64.shape[0]
-    jitter = m * torch.finfo(_F64).eps * float(Kmm64.diagonal().abs().max().clamp(min=1e-300))
-    eye = torch.eye(m, dtype=_F64, device=Kmm64.device)
-    Kj = (Kmm64 + Kmm64.T) / 2
-    for _ in range(8):
-        T, info = torch.linalg.cholesky_ex(Kj + jitter * eye, upper=True)
-        if int(info) == 0:
-            break
-        jitter *= 100
-    else:
-        raise ValueError("the kernel matrix of the Nyström centers is not positive semi-definite")
-    A = torch.linalg.cholesky(c * (T @ T.T) + alpha * eye, upper=True)
-
-    def apply(R):
-        x = torch.linalg.solve_triangular(T.T, R, upper=False)
-        x = torch.linalg.solve_triangular(A.T, x, upper=False)
-        x = torch.linalg.solve_triangular(A, x, upper=True)
-        return torch.linalg.solve_triangular(T, x, upper=True)
-
-    return apply
+    evals, U = torch.linalg.eigh((Kmm64 + Kmm64.T) / 2)
+    keep = evals > m * torch.finfo(_F64).eps * float(evals.max().clamp(min=1e-300))
+    if not bool(keep.any()):
+        raise ValueError("the kernel matrix of the Nyström centers is zero")
+    return U[:, keep] / evals[keep].sqrt(), evals[keep]
 
 
 def _solve_nystrom(cross: _CrossGram, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
                    verbose) -> torch.Tensor:
-    r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β, by PCG on the normal equations
-    (K_mn W K_nm + α K_mm) β = K_mn W y with Falkon's preconditioner. Returns β (m, r) in
-    float64. Cost per iteration: one pass over K_nm (O(n·m·d)), O(m²) memory."""
-    m = Kmm.shape[0]
-    Kmm64 = Kmm.to(_F64)
+    r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β. Returns β (m, r) in float64.
+
+    Solved in the eigenbasis of K_mm (Falkon's preconditioning, Rudi et al. 2017, written
+    with K_mm = UΛUᵀ instead of its Cholesky factor): with β = M θ, M = UΛ^{-1/2}, the
+    normal equations become (Mᵀ K_mn W K_nm M + αI) θ = Mᵀ K_mn W y — symmetric positive
+    definite with eigenvalues ≥ α even when K_mm is numerically singular (smooth kernels,
+    close centers), where the β-form is only semi-definite. For uniform centers
+    K_mn W K_nm ≈ c K_mm² (c = Σw/m), so the system is ≈ cΛ + αI: its inverse is a
+    diagonal preconditioner. Cost per iteration: one pass over K_nm (O(n·m·d)), O(m²)
+    memory.
+    """
+    M, evals = _nystrom_basis(Kmm.to(_F64))
     Yw = Y if w is None else Y * w[:, None]
-    rhs = cross.rmatvec(Yw)
-    c = (cross.n if w is None else float(w.sum())) / m
-    B = torch.empty_like(rhs)
+    rhs = M.T @ cross.rmatvec(Yw)
+    c = (cross.n if w is None else float(w.sum())) / M.shape[0]
+    Theta = torch.empty_like(rhs)
     bar = _progress_bar(verbose, max_iter, "KernelRidge (nystrom)")
+    r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
-        H = OperatorKernelMatrix(lambda V, a=a: cross.gram_products(V, w) + a * (Kmm64 @ V),
-                                 (m, m), _F64, Kmm64.device)
-        P = _falkon_preconditioner(Kmm64, a, c)
-        B[:, cols] = cg(_Progress(H, bar), rhs[:, cols].contiguous(), preconditioner=P,
-                        tol=tol, max_iter=max_iter)
+        H = OperatorKernelMatrix(lambda V, a=a: M.T @ cross.gram_products(M @ V, w) + a * V,
+                                 (r, r), _F64, M.device)
+        diag = c * evals + a
+        Theta[:, cols] = cg(_Progress(H, bar), rhs[:, cols].contiguous(),
+                            preconditioner=lambda R, d=diag: R / d[:, None],
+                            tol=tol, max_iter=max_iter)
     if bar is not None:
         bar.close()
-    return B
+    return M @ Theta
 
 
 # --------------------------------------------------------------------------------------
@@ -356,10 +347,10 @@ class KernelRidge(RegressorMixin, BaseEstimator):
     Nyström KRR (Rudi, Carratino, Rosasco, "FALKON", NeurIPS 2017) restricts f to the span
     of m centers z_j drawn uniformly (``random_state``): f(x) = Σ_j β_j k(z_j, x) with β
     minimizing :math:`\lVert K_{nm}\beta - y\rVert^2 + \alpha\,\beta^\top K_{mm}\beta`,
-    i.e. solving :math:`(K_{mn}K_{nm} + \alpha K_{mm})\beta = K_{mn}y` by PCG with the
-    preconditioner built from the Cholesky factors of K_mm and of
-    :math:`(n/m)\,TT^\top + \alpha I` (float64). Each iteration passes over K_nm once in row
-    blocks: O(n·m) kernel evaluations, O(m²) memory (K_nm is kept only when
+    i.e. solving :math:`(K_{mn}K_{nm} + \alpha K_{mm})\beta = K_{mn}y` by PCG in the
+    eigenbasis of K_mm (β = UΛ^{-1/2}θ, float64), where Falkon's preconditioner
+    (n/m)Λ + αI is diagonal and the system stays positive definite when K_mm is
+    numerically singular. Each iteration passes over K_nm once in row blocks: O(n·m) kernel evaluations, O(m²) memory (K_nm is kept only when
     n·m ≤ ``torchkern.config.dense_max_entries``). With m = n it is exact KRR.
 
     Examples
