@@ -63,3 +63,14 @@ def check_positive(value, name: str, *, allow_zero: bool = False) -> None:
     if not bool(torch.isfinite(t).all()) or not bool(ok.all()):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+
+
+def as_generator(random_state) -> torch.Generator | None:
+    """A ``torch.Generator`` from ``random_state``: None (torch's global generator), an
+    int seed, or a Generator passed through."""
+    if random_state is None or isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
+        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
+                        f"got {type(random_state).__name__}")
+    return torch.Generator().manual_seed(int(random_state))

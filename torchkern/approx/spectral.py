@@ -49,16 +49,7 @@ __all__ = ["sample_frequencies", "decompose", "draw", "assemble", "as_generator"
 
 _SUPPORTED = (RBF, Laplacian, Matern, RationalQuadratic, InverseMultiquadric)
 
-
-def as_generator(random_state) -> torch.Generator | None:
-    """A ``torch.Generator`` from ``random_state`` (None → torch's global generator)."""
-    if random_state is None or isinstance(random_state, torch.Generator):
-        return random_state
-    if isinstance(random_state, bool) or not isinstance(random_state, int):
-        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
-                        f"got {type(random_state).__name__}")
-    return torch.Generator().manual_seed(random_state)
-
+from .._validation import as_generator  # noqa: E402,F401
 
 @dataclass
 class Spectrum:
@@ -76,7 +67,6 @@ class Spectrum:
         if len(dims) > 1:
             raise ValueError(f"the factors of the kernel have different ard_dims {sorted(dims)}")
         return dims.pop() if dims else None
-
 
 def decompose(kernel) -> Spectrum:
     """Split ``kernel`` into scales and supported factors, or raise ``TypeError``."""
@@ -99,7 +89,6 @@ def decompose(kernel) -> Spectrum:
                     f"(RBF, Laplacian, Matern, RationalQuadratic, InverseMultiquadric, their "
                     f"products and c * k)")
 
-
 def _gaussian_block(n, d, generator, orthogonal):
     """n rows distributed as N(0, I_d); with ``orthogonal`` the rows of each block of d
     are orthogonal (Yu et al. 2016): Q from the QR of a Gaussian matrix, rows rescaled by
@@ -113,7 +102,6 @@ def _gaussian_block(n, d, generator, orthogonal):
     Q = Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))[:, None, :]  # Haar-distributed
     norms = torch.randn(b, d, d, **kw).norm(dim=-1)
     return (Q.transpose(-2, -1) * norms[..., None]).reshape(b * d, d)[:n]
-
 
 def _gamma(shape_param: float, n: int, generator) -> torch.Tensor:
     """n draws of Gamma(shape, rate 1), float64, with ``generator``.
@@ -143,7 +131,6 @@ def _gamma(shape_param: float, n: int, generator) -> torch.Tensor:
         out = out * torch.rand(n, **kw) ** (1.0 / a)
     return out
 
-
 def _standardized(factor, n, d, generator, orthogonal) -> torch.Tensor:
     """Frequencies of ``factor`` at lengthscale 1 (and c = 1 for the IMQ), float64 (n, d)."""
     g = _gaussian_block(n, d, generator, orthogonal)
@@ -159,11 +146,9 @@ def _standardized(factor, n, d, generator, orthogonal) -> torch.Tensor:
         return g * torch.sqrt(2.0 * _gamma(0.5, n, generator))[:, None]
     raise TypeError(f"unsupported factor {type(factor).__name__}")  # decompose() guards this
 
-
 def draw(spectrum: Spectrum, n: int, d: int, generator=None, orthogonal: bool = False) -> list:
     """Standardized draws, one float64 (n, d) tensor per factor of ``spectrum``."""
     return [_standardized(f, n, d, generator, orthogonal) for f in spectrum.factors]
-
 
 def assemble(spectrum: Spectrum, draws: list, like: torch.Tensor | None = None):
     """Frequencies W (n, d) and amplitude a at the kernel's *current* hyperparameters.
@@ -184,7 +169,6 @@ def assemble(spectrum: Spectrum, draws: list, like: torch.Tensor | None = None):
     for s in spectrum.scales:
         amp = amp * s.outputscale.to(device=amp.device, dtype=torch.float64).reshape(())
     return W, amp
-
 
 def sample_frequencies(kernel, n: int, d: int, generator=None, dtype=torch.float64, *,
                        orthogonal: bool = False):

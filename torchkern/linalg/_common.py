@@ -8,13 +8,11 @@ import torch
 
 _FLOAT64 = torch.float64
 
-
 class ConvergenceWarning(UserWarning):
     """An iterative solver stopped before reaching its tolerance.
 
     The message states the tolerance asked for and the residual reached.
     """
-
 
 def _check_operator(A, name="A"):
     """Return n for a square (n, n) operator with ``@``, else raise."""
@@ -33,7 +31,6 @@ def _check_operator(A, name="A"):
         raise TypeError(f"{name} must have dtype float32 or float64, got {getattr(A, 'dtype', None)}")
     return shape[0]
 
-
 def _check_rhs(B, n, A, name="B"):
     """Validate a right-hand side of shape (n,) or (n, r) against operator A."""
     if not isinstance(B, torch.Tensor):
@@ -50,7 +47,6 @@ def _check_rhs(B, n, A, name="B"):
     if not bool(torch.isfinite(B).all()):
         raise ValueError(f"{name} contains NaN or inf")
 
-
 def _dense(A):
     """A as a dense tensor when it is one or offers ``to_dense()``; else None."""
     if isinstance(A, torch.Tensor):
@@ -58,10 +54,8 @@ def _dense(A):
     to_dense = getattr(A, "to_dense", None)
     return to_dense() if callable(to_dense) else None
 
-
 def _has_dense(A):
     return isinstance(A, torch.Tensor) or callable(getattr(A, "to_dense", None))
-
 
 def _maybe_requires_grad(A):
     """False when A's products certainly carry no gradient; None when unknown."""
@@ -70,29 +64,17 @@ def _maybe_requires_grad(A):
         return flag
     return None
 
-
-def _generator(random_state):
-    """A torch.Generator (or None for torch's global RNG) from ``random_state``."""
-    if random_state is None or isinstance(random_state, torch.Generator):
-        return random_state
-    if isinstance(random_state, bool) or not isinstance(random_state, int):
-        raise TypeError(
-            f"random_state must be None, an int or a torch.Generator, got {type(random_state).__name__}"
-        )
-    return torch.Generator().manual_seed(random_state)
-
+from .._validation import as_generator as _generator  # noqa: E402
 
 def _randn(shape, dtype, device, generator):
     gen_device = generator.device if generator is not None else device
     return torch.randn(shape, generator=generator, device=gen_device, dtype=dtype).to(device)
-
 
 def _rademacher(shape, dtype, device, generator):
     """Entries ±1 with probability 1/2 each."""
     gen_device = generator.device if generator is not None else device
     bits = torch.randint(0, 2, shape, generator=generator, device=gen_device)
     return (2 * bits - 1).to(device=device, dtype=dtype)
-
 
 def _dot(U, V):
     """Column-wise inner products in float64: (U * V).sum(0)."""

@@ -7,13 +7,11 @@ from .._validation import as_tensor
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels import Kernel
 
-
 def check_kernel(kernel, name: str = "kernel") -> Kernel:
     """The kernel itself (not a copy: gradients must reach its hyperparameters)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{name} must be a torchkern Kernel, got {type(kernel).__name__}")
     return kernel
-
 
 def check_samples(X, Y, x_name: str = "X", y_name: str = "Y"):
     """Two samples as 2-D tensors with the same number of features."""
@@ -29,7 +27,6 @@ def check_samples(X, Y, x_name: str = "X", y_name: str = "Y"):
         raise ValueError(f"{x_name} and {y_name} must be on the same device, got {X.device} "
                          f"and {Y.device}")
     return X, Y
-
 
 def as_gram(K, name: str, square: bool = False) -> KernelMatrix:
     """A KernelMatrix from a KernelMatrix or a 2-D tensor."""
@@ -47,13 +44,11 @@ def as_gram(K, name: str, square: bool = False) -> KernelMatrix:
         raise ValueError(f"{name} must be square, got shape {tuple(out.shape)}")
     return out
 
-
 def total(K: KernelMatrix) -> torch.Tensor:
     """1ᵀK1 (float64): one matrix-vector product, or a plain sum for a dense matrix."""
     if isinstance(K, DenseKernelMatrix):
         return K.tensor.sum(dtype=torch.float64)
     return row_sums(K).sum(dtype=torch.float64)
-
 
 def row_sums(K: KernelMatrix) -> torch.Tensor:
     """K1 (in K's dtype), by one matrix-vector product."""
@@ -61,16 +56,7 @@ def row_sums(K: KernelMatrix) -> torch.Tensor:
         return K.tensor.sum(1)
     return K @ torch.ones(K.shape[1], dtype=K.dtype, device=K.device)
 
-
-def generator(random_state) -> torch.Generator | None:
-    """A torch.Generator from ``random_state`` (None: torch's global generator)."""
-    if random_state is None or isinstance(random_state, torch.Generator):
-        return random_state
-    if isinstance(random_state, bool) or not isinstance(random_state, int):
-        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
-                        f"got {type(random_state).__name__}")
-    return torch.Generator().manual_seed(random_state)
-
+from .._validation import as_generator as generator  # noqa: E402
 
 def randperm(n: int, gen: torch.Generator | None, device) -> torch.Tensor:
     """A random permutation of range(n) drawn on the generator's device, moved to ``device``."""
