@@ -12,10 +12,12 @@ Methods, all on the same data and right-hand side:
 
 Reported: wall time, iterations, true relative residual ‖b − (K+λI)x‖/‖b‖ (with the
 KeOps/blocked product in the benchmark dtype), and the peak increase of the process RSS
-over the call (psutil, sampled every 5 ms). Ratios are against ``pcg-nystrom``.
+over the call (psutil, sampled every 5 ms; on CUDA the allocator's peak growth instead).
+Ratios are against ``pcg-nystrom``.
 
     python bench/solvers.py                       # n = 2000, 5000 (a few minutes on 2 cores)
     python bench/solvers.py --sizes 10000 50000 200000 --skip-plain-above 20000
+    python bench/solvers.py --device cuda --sizes 10000 50000 200000 --skip-plain-above 200000
 
 λ = lam_rel · n (kernel ridge regression with regularization lam_rel).
 """
@@ -37,13 +39,20 @@ from torchkern.linalg import NystromPreconditioner, cg  # noqa: E402
 
 
 class PeakRSS:
-    """Peak increase of the resident set size during a ``with`` block, in MB."""
+    """Peak increase of the resident set size during a ``with`` block, in MB (on CUDA:
+    of the allocator's memory)."""
 
-    def __init__(self, interval=0.005):
+    def __init__(self, device="cpu", interval=0.005):
         self.proc = psutil.Process()
         self.interval = interval
+        self.cuda = torch.device(device).type == "cuda"
 
     def __enter__(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+            return self
         self.base = self.peak = self.proc.memory_info().rss
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -56,14 +65,18 @@ class PeakRSS:
             time.sleep(self.interval)
 
     def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.mb = (torch.cuda.max_memory_allocated() - self.base) / 2**20
+            return
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self.proc.memory_info().rss)
         self.mb = (self.peak - self.base) / 2**20
 
 
-def run(name, fn):
-    with PeakRSS() as mem:
+def run(name, fn, device="cpu"):
+    with PeakRSS(device) as mem:
         t0 = time.perf_counter()
         x, iters, note = fn()
         seconds = time.perf_counter() - t0
@@ -74,9 +87,10 @@ def bench_size(n, args, dtype):
     g = torch.Generator().manual_seed(n)
     X = torch.randn(n, 3, generator=g, dtype=dtype)
     b = (torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1]) + 0.1 * torch.randn(n, generator=g, dtype=dtype))
+    X, b = X.to(args.device), b.to(args.device)
     lam = args.lam_rel * n
     ell = 1.0
-    kernel = RBF(lengthscale=ell).to(dtype)
+    kernel = RBF(lengthscale=ell).to(dtype=dtype, device=args.device)
     K = kernel(X, backend=args.backend)
     A = K.add_diag(lam)
     results = []
@@ -102,16 +116,16 @@ def bench_size(n, args, dtype):
         return x.reshape(n), None, ""
 
     def dense():
-        D = K.to_dense()
+        D = kernel(X, backend="dense").to_dense()
         D.diagonal().add_(lam)
         L = torch.linalg.cholesky(D)
         x = torch.cholesky_solve(b[:, None], L)[:, 0]
         return x, None, ""
 
     with torch.no_grad():
-        results.append(run("pcg-nystrom", pcg))
+        results.append(run("pcg-nystrom", pcg, args.device))
         if n <= args.skip_plain_above:
-            results.append(run("cg", plain))
+            results.append(run("cg", plain, args.device))
         else:
             results.append({"method": "cg", "skipped": f"n > --skip-plain-above={args.skip_plain_above}"})
         if dtype != torch.float64:
@@ -119,11 +133,14 @@ def bench_size(n, args, dtype):
         elif n > args.skip_plain_above:
             results.append({"method": "keops-solve", "skipped": f"n > --skip-plain-above={args.skip_plain_above}"})
         else:
-            results.append(run("keops-solve", keops_solve))
+            results.append(run("keops-solve", keops_solve, args.device))
         need = n * n * torch.finfo(dtype).bits // 8 * 2  # K and its factor
-        avail = psutil.virtual_memory().available
+        if torch.device(args.device).type == "cuda":
+            avail = torch.cuda.mem_get_info()[0]
+        else:
+            avail = psutil.virtual_memory().available
         if need < avail / 4 and n <= args.dense_max_n:
-            results.append(run("dense-chol", dense))
+            results.append(run("dense-chol", dense, args.device))
         else:
             results.append({"method": "dense-chol", "skipped": f"needs {need / 2**30:.1f} GiB (or n > --dense-max-n)"})
 
@@ -146,13 +163,15 @@ def main():
     p.add_argument("--skip-plain-above", type=int, default=50000,
                    help="skip unpreconditioned CG and KeOps solve above this n")
     p.add_argument("--dense-max-n", type=int, default=20000)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
 
     print(f"# RBF (ℓ=1) Gram, d=3, backend={args.backend}, {args.dtype}, tol={args.tol:g}, "
           f"λ={args.lam_rel:g}·n, torch threads={torch.get_num_threads()}, "
-          f"cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}")
-    header = f"{'n':>7} {'method':<12} {'time s':>9} {'×pcg':>7} {'iters':>6} {'rel.res':>9} {'ΔRSS MB':>9}  note"
+          f"cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}, device={args.device}"
+          + (f" ({torch.cuda.get_device_name()})" if torch.device(args.device).type == "cuda" else ""))
+    header = f"{'n':>7} {'method':<12} {'time s':>9} {'×pcg':>7} {'iters':>6} {'rel.res':>9} {'Δmem MB':>9}  note"
     print(header)
     print("-" * len(header))
     # warm-up: compile the KeOps formulas (product, solve) outside the timings

@@ -7,6 +7,10 @@ imports and data excluded). Times exclude imports and data generation.
     python bench/supervised.py              # default sizes (a few minutes on 2 CPU cores)
     python bench/supervised.py --large      # + exact solvers and scikit-learn at n = 20k
     python bench/supervised.py --no-200k    # skip the n = 200k Nyström run
+    python bench/supervised.py --device cuda --large   # torchkern and GPyTorch on the GPU
+
+With ``--device cuda`` torchkern and GPyTorch run on the GPU (scikit-learn on the CPU, as
+it must) and their peak memory is the CUDA allocator's peak, not the process RSS.
 
 Sections
 --------
@@ -43,11 +47,18 @@ _COMMON = textwrap.dedent("""
         return X[:n], y[:n], X[n:], f[n:]
     def rss_mb():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-""").format(n_test=N_TEST, d=D)
+    DEV = torch.device("{device}")
+    def sync():
+        if DEV.type == "cuda":
+            torch.cuda.synchronize()
+    def mem_mb():  # peak memory of the device torch computes on
+        return torch.cuda.max_memory_allocated() / 2**20 if DEV.type == "cuda" else rss_mb()
+""").format(n_test=N_TEST, d=D, device="{device}")
 
 _KRR = {
     "sklearn": """
         from sklearn.kernel_ridge import KernelRidge
+        DEV = torch.device("cpu")
         Xtr, ytr, Xte, fte = data({n})
         base = rss_mb(); t = time.perf_counter()
         m = KernelRidge(alpha={alpha}, kernel="rbf", gamma={gamma}).fit(Xtr, ytr)
@@ -56,23 +67,25 @@ _KRR = {
     "torchkern": """
         import torchkern as tk
         Xtr, ytr, Xte, fte = data({n})
-        Xtr, ytr, Xte = (torch.as_tensor(a, dtype=torch.{dtype}) for a in (Xtr, ytr, Xte))
-        base = rss_mb(); t = time.perf_counter()
+        Xtr, ytr, Xte = (torch.as_tensor(a, dtype=torch.{dtype}, device=DEV) for a in (Xtr, ytr, Xte))
+        tk.RBF(1.0)(Xtr[:2]); sync()  # CUDA context and handles outside the timing
+        base = mem_mb(); t = time.perf_counter()
         m = tk.KernelRidge(tk.RBF({ls}), alpha={alpha}, solver="{solver}", n_centers={m},
                            tol={tol}, random_state=0, backend={backend!r}).fit(Xtr, ytr)
-        pred = m.predict(Xte).double().numpy()
+        pred = m.predict(Xte).double().cpu().numpy()
     """,
 }
 _KRR_END = """
-    seconds = time.perf_counter() - t
+    sync(); seconds = time.perf_counter() - t
     print(json.dumps(dict(seconds=seconds, mse=float(np.mean((pred - fte) ** 2)),
-                          peak_mb=rss_mb() - base)))
+                          peak_mb=mem_mb() - base)))
 """
 
 _GPR = {
     "sklearn": """
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import RBF
+        DEV = torch.device("cpu")
         Xtr, ytr, _, _ = data({n})
         gp = GaussianProcessRegressor(RBF({ls}), alpha={noise}, optimizer=None).fit(Xtr[:10], ytr[:10])
         gp.X_train_, gp.y_train_ = Xtr, ytr  # evaluate on all n points without a first fit
@@ -84,7 +97,7 @@ _GPR = {
     "gpytorch": """
         import gpytorch
         Xtr, ytr, _, _ = data({n})
-        X, y = torch.as_tensor(Xtr), torch.as_tensor(ytr)
+        X, y = torch.as_tensor(Xtr, device=DEV), torch.as_tensor(ytr, device=DEV)
         class M(gpytorch.models.ExactGP):
             def __init__(self, X, y, lik):
                 super().__init__(X, y, lik)
@@ -93,11 +106,11 @@ _GPR = {
             def forward(self, x):
                 return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
         lik = gpytorch.likelihoods.GaussianLikelihood().double()
-        model = M(X, y, lik).double()
+        model = M(X, y, lik).double().to(DEV); lik = lik.to(DEV)
         model.covar_module.lengthscale = {ls}; lik.noise = {noise}
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-        model.train(); lik.train()
-        base = rss_mb(); t = time.perf_counter()
+        model.train(); lik.train(); sync()
+        base = mem_mb(); t = time.perf_counter()
         for _ in range({reps}):
             model.zero_grad()
             value = mll(model(X), y) * len(X)
@@ -106,13 +119,14 @@ _GPR = {
     "torchkern": """
         import torchkern as tk
         Xtr, ytr, _, _ = data({n})
-        X, y = torch.as_tensor(Xtr), torch.as_tensor(ytr)[:, None]
+        X, y = torch.as_tensor(Xtr, device=DEV), torch.as_tensor(ytr, device=DEV)[:, None]
         gp = tk.GaussianProcessRegressor(tk.RBF({ls}), noise={noise}, method="{method}",
                                          random_state=0, tol=1e-4)
-        kernel = tk.RBF({ls})
-        noise = torch.tensor({noise}, dtype=torch.float64, requires_grad=True)
+        kernel = tk.RBF({ls}).to(DEV)
+        noise = torch.tensor({noise}, dtype=torch.float64, device=DEV, requires_grad=True)
         gen = torch.Generator().manual_seed(0)
-        base = rss_mb(); t = time.perf_counter()
+        tk.RBF(1.0)(X[:2]); sync()
+        base = mem_mb(); t = time.perf_counter()
         for _ in range({reps}):
             kernel.zero_grad()
             value, _ = gp._lml(kernel, X, y, noise, "{method}", gen)
@@ -120,13 +134,16 @@ _GPR = {
     """,
 }
 _GPR_END = """
-    seconds = (time.perf_counter() - t) / {reps}
-    print(json.dumps(dict(seconds=seconds, value=float(value), peak_mb=rss_mb() - base)))
+    sync(); seconds = (time.perf_counter() - t) / {reps}
+    print(json.dumps(dict(seconds=seconds, value=float(value), peak_mb=mem_mb() - base)))
 """
 
 
+DEVICE = "cpu"
+
+
 def _run(body: str, end: str, timeout: int = 1800) -> dict:
-    code = _COMMON + textwrap.dedent(body) + textwrap.dedent(end)
+    code = _COMMON.replace("{device}", DEVICE) + textwrap.dedent(body) + textwrap.dedent(end)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=timeout)
     if res.returncode != 0:
@@ -163,7 +180,10 @@ def main(argv=None):
                     help="also run scikit-learn and the exact torchkern solvers at n = 20k")
     ap.add_argument("--no-200k", action="store_true", help="skip the n = 200k Nyström run")
     ap.add_argument("--centers", type=int, default=1000, help="Nyström centers m")
+    ap.add_argument("--device", default="cpu", help="where torchkern and GPyTorch run")
     args = ap.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
 
     rows = ["| run | seconds | ratio to sklearn | test MSE / log p(y) | peak MB |",
             "|---|---|---|---|---|"]

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks in one go (a lent CUDA machine whose python3 has torch,
+# scikit-learn and gpytorch). pykeops/keopscore wheels, if the machine lacks them, are
+# taken from .whl/. Everything is logged to ${OUT:-.}/device.log; each step has its own
+# time cap so one slow step cannot starve the others.
+#
+#     bash bench/device_run.sh [steps...]     # default: every step, in this order
+set -u
+LOG=${OUT:-.}/device.log
+export PYTHONUNBUFFERED=1 PYKEOPS_VERBOSE=0 KEOPS_VERBOSE=0
+if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c "import pykeops" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+START=$SECONDS
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 cap=$2; shift 2
+  echo "=== $name (cap ${cap}s, t=$((SECONDS - START))s): $*" | tee -a "$LOG"
+  timeout -k 5 "$cap" "$@" 2>&1 | tee -a "$LOG"
+  echo "=== $name rc=${PIPESTATUS[0]} after $((SECONDS - START))s" | tee -a "$LOG"
+}
+steps=${*:-"info tests matvec solvers supervised mmd classifiers"}
+for s in $steps; do case $s in
+  info) step info 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv;
+        python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
+  tests) step tests 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
+  matvec) step matvec 70 python3 bench/gram_matvec.py --sizes 10000 100000 1000000 --budget 20 ;;
+  solvers) step solvers 80 python3 bench/solvers.py --device cuda --sizes 10000 50000 200000 \
+           --skip-plain-above 50000 --dense-max-n 50000 ;;
+  supervised) step supervised 120 python3 bench/supervised.py --device cuda --large ;;
+  mmd) step mmd 50 python3 bench/mmd.py --device cuda --sizes 2000 10000 50000 ;;
+  classifiers) step classifiers 90 python3 bench/supervised_classifiers.py --device cuda \
+               --svc-sizes 5000 20000 --threads 16 ;;
+esac; done
+echo "=== total $((SECONDS - START))s" | tee -a "$LOG"
