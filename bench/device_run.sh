@@ -21,10 +21,12 @@ step() {  # step NAME SECONDS COMMAND...
   timeout -k 5 "$cap" "$@" 2>&1 | tee -a "$LOG"
   echo "=== $name rc=${PIPESTATUS[0]} after $((SECONDS - START))s" | tee -a "$LOG"
 }
-steps=${*:-"info tests matvec solvers supervised mmd classifiers"}
+steps=${*:-"info keops tests matvec solvers supervised mmd kpca classifiers"}
 for s in $steps; do case $s in
   info) step info 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv;
         python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
+  keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
+  kpca) step kpca 90 python3 bench/kpca_device.py ;;
   tests) step tests 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
   matvec) step matvec 70 python3 bench/gram_matvec.py --sizes 10000 100000 1000000 --budget 20 ;;
   solvers) step solvers 80 python3 bench/solvers.py --device cuda --sizes 10000 50000 200000 \

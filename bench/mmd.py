@@ -66,7 +66,12 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
-    backend = "keops" if torch.device(args.device).type == "cuda" else "blocked"
+    backend = "blocked"
+    if torch.device(args.device).type == "cuda":
+        why = torchkern.gram.keops_unavailable_reason(args.device)
+        backend = "keops" if why is None else "blocked"
+        if why:
+            print(f"# KeOps unusable on {args.device}: {why}")
     print(f"MMD permutation test, d = {args.dim}, P = {args.permutations}, {args.dtype}, "
           f"{device_name(args.device)}, torchkern backend = {backend!r}\n")
 

@@ -128,7 +128,9 @@ def bench_size(n, args, dtype):
             results.append(run("cg", plain, args.device))
         else:
             results.append({"method": "cg", "skipped": f"n > --skip-plain-above={args.skip_plain_above}"})
-        if dtype != torch.float64:
+        if args.keops_error:
+            results.append({"method": "keops-solve", "skipped": "KeOps unusable on this device"})
+        elif dtype != torch.float64:
             results.append({"method": "keops-solve", "skipped": "float32: KeOps CG has no iteration cap"})
         elif n > args.skip_plain_above:
             results.append({"method": "keops-solve", "skipped": f"n > --skip-plain-above={args.skip_plain_above}"})
@@ -166,6 +168,12 @@ def main():
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
+    from torchkern.gram import keops_unavailable_reason
+
+    args.keops_error = keops_unavailable_reason(args.device)
+    if args.keops_error:
+        print(f"# KeOps unusable on {args.device} ({args.keops_error}): blocked backend, no keops-solve")
+        args.backend = "blocked"
 
     print(f"# RBF (ℓ=1) Gram, d=3, backend={args.backend}, {args.dtype}, tol={args.tol:g}, "
           f"λ={args.lam_rel:g}·n, torch threads={torch.get_num_threads()}, "

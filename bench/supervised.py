@@ -147,7 +147,8 @@ def _run(body: str, end: str, timeout: int = 1800) -> dict:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=timeout)
     if res.returncode != 0:
-        return dict(error=res.stderr.strip().splitlines()[-1][:120])
+        lines = res.stderr.strip().splitlines() or [f"exit code {res.returncode}"]
+        return dict(error=lines[-1][:120])
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 

@@ -105,8 +105,15 @@ def run_case(case, n, args):
     parent, child = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_run, args=(case, n, args, child))
     p.start()
-    res = parent.recv()
+    child.close()  # so that recv() sees EOF if the child dies
+    try:
+        res = parent.recv()
+    except EOFError:
+        res = None
     p.join()
+    if res is None:
+        nan = float("nan")
+        res = {"fit_s": nan, "err": nan, "peak_mb": nan, "n_sv": f"died({p.exitcode})"}
     return res
 
 

@@ -12,10 +12,11 @@ top-10 eigenvalues from scikit-learn's ARPACK solution (tol=0: machine precision
 Methods:
     sk-arpack       sklearn KernelPCA(eigen_solver="arpack")
     sk-randomized   sklearn KernelPCA(eigen_solver="randomized")
-    tk-dense        torchkern KernelPCA(backend="dense"), eigen_solver="auto" (= Lanczos here):
-                    the Gram matrix materialized once, lazy centering
+    tk-dense        torchkern KernelPCA(backend="dense"), eigen_solver="auto" (= randomized
+                    block Krylov): the Gram matrix materialized once, lazy centering
     tk-dense32      the same in float32
-    tk-dense-rand   backend="dense", eigen_solver="randomized" (block Krylov)
+    tk-dense-lanczos  backend="dense", eigen_solver="lanczos" (thick-restart Lanczos)
+    tk-dense32-lanczos  the same in float32
     tk-blocked      torchkern KernelPCA(backend="blocked"), eigen_solver="auto" (= randomized
                     block Krylov): never stores the Gram matrix (O(n) memory), recomputes
                     it once per block step
@@ -54,8 +55,8 @@ if method.startswith("sk-"):
 else:
     import torchkern
     backend = "blocked" if method == "tk-blocked" else "dense"
-    solver = "randomized" if method == "tk-dense-rand" else "auto"
-    dtype = torch.float32 if method == "tk-dense32" else torch.float64
+    solver = "lanczos" if method.endswith("-lanczos") else "auto"
+    dtype = torch.float32 if method.startswith("tk-dense32") else torch.float64
     Xt = torch.tensor(X, dtype=dtype)
     t = time.perf_counter()
     m = torchkern.KernelPCA(torchkern.RBF({ls}), {k}, eigen_solver=solver, backend=backend,
@@ -66,7 +67,8 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps(dict(time=elapsed, evals=evals, mem_mb=(peak - base) / 1024)))
 """
 
-METHODS = ["sk-arpack", "sk-randomized", "tk-dense", "tk-dense32", "tk-dense-rand", "tk-blocked"]
+METHODS = ["sk-arpack", "sk-randomized", "tk-dense", "tk-dense32", "tk-dense-lanczos",
+           "tk-dense32-lanczos", "tk-blocked"]
 
 
 def run(method, n, threads, timeout):

@@ -167,3 +167,18 @@ def test_keops_backend_rows_and_diag_are_plain_torch():
     A = tk.RBF(0.8)(X, backend="dense").to_dense().detach()
     torch.testing.assert_close(K.rows([0, 5]).detach(), A[[0, 5]])
     torch.testing.assert_close(K.diag().detach(), torch.diagonal(A))
+
+
+def test_keops_cuda_probe_reports_a_failing_child_process(monkeypatch):
+    # The probe runs a KeOps CUDA reduction in a child process; where that fails (here:
+    # no GPU, or a KeOps build that crashes) it returns the reason instead of crashing us.
+    import torchkern.gram as gram
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA; the failure path needs a machine without it")
+    reason = gram._probe_keops_cuda()
+    assert reason is not None and "child process" in reason and "exit code 1" in reason
+    monkeypatch.setattr(gram, "_KEOPS_STATE", {"checked": True, "error": None, "warned": False})
+    assert not gram.keops_available("cuda")
+    assert gram.keops_unavailable_reason("cuda") == reason
+    assert gram.keops_available("cpu")

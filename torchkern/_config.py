@@ -23,12 +23,17 @@ class Config:
         Whether ``"auto"`` uses KeOps for large CPU inputs. On the 2-core CPU machines this
         project measures on, the blocked torch matvec is as fast as warm KeOps and pays no
         compile time, so the default is ``False``; on CUDA ``"auto"`` always prefers KeOps.
+    keops_cuda_probe : bool
+        Before the first KeOps use on CUDA, compile and run one small reduction in a child
+        process, and fall back to ``"blocked"`` if that crashes (a broken KeOps/CUDA
+        pairing can segfault the calling process, where no exception can be caught).
     """
 
     backend: str = "auto"
     dense_max_entries: int = 4_000_000
     block_memory_mb: float = 128.0
     keops_on_cpu: bool = False
+    keops_cuda_probe: bool = True
 
 
 config = Config()

@@ -23,6 +23,8 @@ centering by rank-one corrections), ``K.T``, ``K1 + K2`` and ``c * K``.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -44,6 +46,7 @@ __all__ = [
     "ScaledKernelMatrix",
     "KeOpsFallbackWarning",
     "keops_available",
+    "keops_unavailable_reason",
 ]
 
 
@@ -190,15 +193,64 @@ def _import_keops():
     return LazyTensor
 
 
-def keops_available() -> bool:
-    """Whether pykeops imports (compilation problems surface on first use)."""
+def keops_available(device=None) -> bool:
+    """Whether KeOps can be used for tensors on ``device`` (default: the CPU).
+
+    On the CPU this checks that pykeops imports (compilation problems surface on first
+    use and are caught there). On CUDA a failing KeOps build can crash the process
+    (seen: pykeops 2.3 segfaults in its NVRTC compile on CUDA 13), which no ``except``
+    catches; so the first CUDA check compiles and runs one small reduction in a child
+    process, once per process, and KeOps is used only if that worked. The child's
+    compile also warms KeOps' cache. ``config.keops_cuda_probe = False`` skips it.
+    """
     if not _KEOPS_STATE["checked"]:
         _KEOPS_STATE["checked"] = True
         try:
             _import_keops()
         except Exception as exc:  # ImportError, missing compiler, broken CUDA setup...
             _KEOPS_STATE["error"] = f"pykeops could not be imported ({exc})"
-    return _KEOPS_STATE["error"] is None
+    if _KEOPS_STATE["error"] is not None:
+        return False
+    if device is not None and torch.device(device).type == "cuda":
+        if "cuda_error" not in _KEOPS_STATE:
+            _KEOPS_STATE["cuda_error"] = _probe_keops_cuda() if config.keops_cuda_probe else None
+        return _KEOPS_STATE["cuda_error"] is None
+    return True
+
+
+def keops_unavailable_reason(device=None) -> str | None:
+    """Why :func:`keops_available` is False for ``device`` (None when it is True)."""
+    if keops_available(device):
+        return None
+    return _KEOPS_STATE["error"] or _KEOPS_STATE.get("cuda_error")
+
+
+_CUDA_PROBE = """
+import torch
+from pykeops.torch import LazyTensor
+x = torch.randn(64, 3, device="cuda")
+v = torch.randn(64, 2, device="cuda")
+k = (-((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)).exp()
+ref = torch.exp(-torch.cdist(x, x) ** 2) @ v
+assert torch.allclose(k @ v, ref, atol=1e-4), "wrong result"
+"""
+
+
+def _probe_keops_cuda() -> str | None:
+    """Run a tiny KeOps CUDA reduction in a child process; the failure reason or None."""
+    env = dict(os.environ, PYKEOPS_VERBOSE="0", KEOPS_VERBOSE="0",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    try:
+        res = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True,
+                             text=True, timeout=600, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the KeOps CUDA check could not run ({type(exc).__name__}: {exc})"
+    if res.returncode == 0:
+        return None
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    why = "killed by a signal (crash)" if res.returncode < 0 else f"exit code {res.returncode}"
+    tail = f": {lines[-1][:300]}" if lines else ""
+    return f"a test KeOps CUDA reduction failed in a child process, {why}{tail}"
 
 
 def _keops_failed(reason: str) -> None:
@@ -472,6 +524,12 @@ class FormulaKernelMatrix(KernelMatrix):
         self.device = formula.device
 
     def _matmul(self, V):
+        if self.backend == "keops" and self.device.type == "cuda" and not keops_available(self.device):
+            reason = keops_unavailable_reason(self.device)
+            if not self.fallback:
+                raise RuntimeError(f"backend='keops' is unusable on {self.device}: {reason}")
+            _keops_failed(reason)
+            self.backend = "blocked"
         if self.backend == "keops":
             try:
                 return _keops_lazy(self.formula) @ V.contiguous()

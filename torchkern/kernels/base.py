@@ -196,7 +196,7 @@ class Kernel(nn.Module):
         if name == "auto":
             if n * m <= config.dense_max_entries:
                 name = "dense"
-            elif (X.is_cuda or config.keops_on_cpu) and keops_available():
+            elif (X.is_cuda or config.keops_on_cpu) and keops_available(X.device):
                 name, fallback = "keops", True
             else:
                 name = "blocked"
