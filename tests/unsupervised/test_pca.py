@@ -63,6 +63,32 @@ def test_lazy_iterative_equals_dense(solver):
     np.testing.assert_allclose(_match_signs(a, b), b, atol=1e-6)
 
 
+def test_auto_on_materialized_gram_equals_dense(monkeypatch):
+    # n > 1000: "auto" takes the randomized block Krylov solver on the materialized Gram,
+    # whose products run in row blocks (made small here so that there are several).
+    from torchkern.unsupervised import pca
+    monkeypatch.setattr(pca._RowBlockDense, "_BLOCK_ENTRIES", 1100 * 128)
+    X, Xt = _data(n=1100, d=3, seed=7)
+    kern = torchkern.RBF(1.2)
+    dense = KernelPCA(kern, n_components=6, eigen_solver="dense", backend="dense").fit(X)
+    auto = KernelPCA(kern, n_components=6, backend="dense", random_state=0).fit(X)
+    np.testing.assert_allclose(auto.eigenvalues_.numpy(), dense.eigenvalues_.numpy(),
+                               rtol=1e-9)
+    a, b = auto.transform(Xt).numpy(), dense.transform(Xt).numpy()
+    np.testing.assert_allclose(_match_signs(a, b), b, atol=1e-6)
+
+
+def test_row_blocked_products_equal_one_product():
+    from torchkern.unsupervised.pca import _RowBlockDense
+    g = torch.Generator().manual_seed(0)
+    T = torch.randn(300, 300, generator=g, dtype=torch.float64)
+    K = _RowBlockDense(T)
+    K._BLOCK_ENTRIES = 300 * 70  # blocks of 70 rows, the last one shorter
+    for r in (1, 8, 24):
+        V = torch.randn(300, r, generator=g, dtype=torch.float64)
+        torch.testing.assert_close(K @ V, T @ V, rtol=1e-12, atol=1e-12)
+
+
 def test_randomized_helper_on_dense_matrix():
     from torchkern.unsupervised.pca import _randomized_eigsh
     g = torch.Generator().manual_seed(0)
