@@ -27,12 +27,15 @@ for s in $steps; do case $s in
         python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
   keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
   kpca) step kpca 90 python3 bench/kpca_device.py ;;
-  tests) step tests 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
+  tests) step tests 70 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
   matvec) step matvec 70 python3 bench/gram_matvec.py --sizes 10000 100000 1000000 --budget 20 ;;
   solvers) step solvers 80 python3 bench/solvers.py --device cuda --sizes 10000 50000 200000 \
            --skip-plain-above 50000 --dense-max-n 50000 ;;
   supervised) step supervised 120 python3 bench/supervised.py --device cuda --large ;;
-  mmd) step mmd 50 python3 bench/mmd.py --device cuda --sizes 2000 10000 50000 ;;
+  gpr) step gpr 50 python3 bench/supervised.py --device cuda --sections gpr ;;
+  solvers200k) step solvers200k 45 python3 bench/solvers.py --device cuda --sizes 200000 \
+               --skip-plain-above 50000 ;;
+  mmd) step mmd 40 python3 bench/mmd.py --device cuda --sizes 2000 10000 50000 ;;
   classifiers) step classifiers 90 python3 bench/supervised_classifiers.py --device cuda \
                --svc-sizes 5000 20000 --threads 16 ;;
 esac; done

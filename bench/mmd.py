@@ -34,7 +34,7 @@ def dense_mmd_test(X, Y, lengthscale, n_permutations, seed):
     N = n + m
     K = torch.cdist(Z, Z).pow_(2).mul_(-0.5 / lengthscale**2).exp_()
     gen = generator(seed)
-    A = torch.zeros(N, n_permutations + 1, dtype=Z.dtype)
+    A = torch.zeros(N, n_permutations + 1, dtype=Z.dtype, device=Z.device)
     A[:n, 0] = 1
     for p in range(1, n_permutations + 1):
         A[randperm(N, gen, Z.device)[:n], p] = 1

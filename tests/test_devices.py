@@ -48,7 +48,7 @@ def test_matvec_and_gradients_match_cpu(dev, backend):
 
     def run(device, backend):
         k = (1.3 * tk.RBF([0.6, 1.1, 1.7]) + tk.Matern(1.5, 0.9)).double().to(device)
-        Xd = X.to(device).requires_grad_(True)
+        Xd = X.to(device, copy=True).requires_grad_(True)
         out = k(Xd, backend=backend) @ V.to(device)
         out.pow(2).sum().backward()
         return out, Xd.grad, [p.grad for p in k.parameters()]
@@ -66,7 +66,8 @@ def test_auto_backend_on_large_device_input_is_lazy(dev):
     X = torch.randn(5000, 3, device=dev)
     K = tk.RBF(0.5)(X, backend="auto")
     assert not isinstance(K, tk.gram.DenseKernelMatrix)
-    assert K.backend == ("keops" if tk.gram.keops_available(dev) else "blocked")
+    use_keops = (dev.type == "cuda" or tk.config.keops_on_cpu) and tk.gram.keops_available(dev)
+    assert K.backend == ("keops" if use_keops else "blocked")
     v = torch.randn(5000, device=dev)
     ref = tk.RBF(0.5)(X.cpu().double(), backend="blocked") @ v.cpu().double()
     assert _rel(K @ v, ref) < 1e-5
@@ -160,7 +161,13 @@ def test_svc_and_svr_match_cpu(dev):
     ref = tk.SVC(tk.RBF(1.0), C=1.0).fit(X, lab)
     got = tk.SVC(tk.RBF(1.0), C=1.0).fit(X.to(dev), lab.to(dev))
     assert _rel(got.decision_function(X[:80].to(dev)), ref.decision_function(X[:80])) < 1e-3
-    assert set(got.support_.cpu().tolist()) == set(ref.support_.cpu().tolist())
+    # The same support set, up to points whose dual coefficient is at the solver's
+    # tolerance (kernel rows differ in the last bits between devices).
+    sv, sv_ref = got.support_.cpu().tolist(), ref.support_.cpu().tolist()
+    coef = dict(zip(sv, got.dual_coef_.cpu().reshape(-1).tolist()))
+    coef.update(zip(sv_ref, ref.dual_coef_.cpu().reshape(-1).tolist()))
+    assert all(abs(coef[i]) < 1e-3 for i in set(sv) ^ set(sv_ref))
+    assert len(set(sv) ^ set(sv_ref)) <= 2
     r_ref = tk.SVR(tk.RBF(1.0), C=1.0, epsilon=0.1).fit(X, y).predict(X[:80])
     r_got = tk.SVR(tk.RBF(1.0), C=1.0, epsilon=0.1).fit(X.to(dev), y.to(dev)).predict(X[:80].to(dev))
     assert _rel(r_got, r_ref) < 1e-3
@@ -249,5 +256,5 @@ def test_lazy_device_matvec_needs_no_quadratic_memory(dev):
     out = tk.RBF(0.5)(X) @ v
     torch.cuda.synchronize()
     grown = torch.cuda.max_memory_allocated() - base
-    assert np.isfinite(out.cpu().numpy()).all()
+    assert np.isfinite(out.detach().cpu().numpy()).all()
     assert grown < 0.01 * n * n * 4, f"{grown / 2**20:.0f} MB for a lazy matvec"
