@@ -161,13 +161,17 @@ def test_svc_and_svr_match_cpu(dev):
     ref = tk.SVC(tk.RBF(1.0), C=1.0).fit(X, lab)
     got = tk.SVC(tk.RBF(1.0), C=1.0).fit(X.to(dev), lab.to(dev))
     assert _rel(got.decision_function(X[:80].to(dev)), ref.decision_function(X[:80])) < 1e-3
-    # The same support set, up to points whose dual coefficient is at the solver's
-    # tolerance (kernel rows differ in the last bits between devices).
+    # At tol=1e-3 the two devices stopped at different points of the tolerance region (seen
+    # on an H200: one support vector more on the CPU). Solved tightly, the dual optimum is
+    # unique (the RBF Gram is positive definite): the support sets must then agree, up to
+    # duals at the solver's tolerance.
+    ref = tk.SVC(tk.RBF(1.0), C=1.0, tol=1e-7).fit(X, lab)
+    got = tk.SVC(tk.RBF(1.0), C=1.0, tol=1e-7).fit(X.to(dev), lab.to(dev))
+    assert _rel(got.decision_function(X[:80].to(dev)), ref.decision_function(X[:80])) < 1e-5
     sv, sv_ref = got.support_.cpu().tolist(), ref.support_.cpu().tolist()
     coef = dict(zip(sv, got.dual_coef_.cpu().reshape(-1).tolist()))
     coef.update(zip(sv_ref, ref.dual_coef_.cpu().reshape(-1).tolist()))
-    assert all(abs(coef[i]) < 1e-3 for i in set(sv) ^ set(sv_ref))
-    assert len(set(sv) ^ set(sv_ref)) <= 2
+    assert all(abs(coef[i]) < 1e-5 for i in set(sv) ^ set(sv_ref))
     r_ref = tk.SVR(tk.RBF(1.0), C=1.0, epsilon=0.1).fit(X, y).predict(X[:80])
     r_got = tk.SVR(tk.RBF(1.0), C=1.0, epsilon=0.1).fit(X.to(dev), y.to(dev)).predict(X[:80].to(dev))
     assert _rel(r_got, r_ref) < 1e-3
