@@ -116,3 +116,21 @@ class _NoColumns:
 
     def __matmul__(self, V):
         return V
+
+
+@pytest.mark.parametrize("make", [lambda K: PivotedCholesky(K, 40, 0.3),
+                                  lambda K: NystromPreconditioner(K, 40, 0.3, random_state=0)])
+def test_logdet_and_inverse_square_root_match_dense(rbf_gram, make):
+    X = torch.randn(150, 3, generator=torch.Generator().manual_seed(3), dtype=f64)
+    P = make(rbf_gram(X))
+    M = P.L @ P.L.T + 0.3 * torch.eye(150, dtype=f64)
+    torch.testing.assert_close(P.logdet(), torch.linalg.slogdet(M)[1], rtol=1e-12, atol=0)
+    S = P.inv_sqrt(torch.eye(150, dtype=f64))
+    torch.testing.assert_close(S, S.T, rtol=0, atol=1e-12)
+    torch.testing.assert_close(S @ M @ S, torch.eye(150, dtype=f64), rtol=0, atol=1e-10)
+    v = torch.randn(150, dtype=f64)
+    torch.testing.assert_close(P.inv_sqrt(v), S @ v, rtol=1e-12, atol=1e-12)
+    Q = P.with_lam(1.0)  # a new ridge gets its own square root
+    M1 = P.L @ P.L.T + torch.eye(150, dtype=f64)
+    S1 = Q.inv_sqrt(torch.eye(150, dtype=f64))
+    torch.testing.assert_close(S1 @ M1 @ S1, torch.eye(150, dtype=f64), rtol=0, atol=1e-10)

@@ -92,7 +92,29 @@ def _lanczos_quadrature(A, Q0, AQ0, steps):
     return (Y[:, 0, :] ** 2 * theta.clamp(min=torch.finfo(_FLOAT64).tiny).log()).sum(dim=1)
 
 
+class _Whitened:
+    """B = M^{-1/2} A M^{-1/2} for a preconditioner M that offers ``inv_sqrt``."""
+
+    def __init__(self, A, M):
+        self.A, self.M = A, M
+        self.shape, self.dtype, self.device = A.shape, A.dtype, A.device
+
+    def __matmul__(self, V):
+        return self.M.inv_sqrt(self.A @ self.M.inv_sqrt(V))
+
+
+def _whitens(preconditioner):
+    return callable(getattr(preconditioner, "inv_sqrt", None)) and \
+        callable(getattr(preconditioner, "logdet", None))
+
+
 def _slq_logdet(A, n, num_probes, lanczos_steps, generator, preconditioner, cg_tol, cg_max_iter):
+    if _whitens(preconditioner):
+        # log det A = log det M + log det(M^{-1/2} A M^{-1/2}); M is held fixed, so the
+        # gradient is the SLQ surrogate's on the whitened operator, tr(A⁻¹ ∂A).
+        B = _Whitened(A, preconditioner)
+        ld = _slq_logdet(B, n, num_probes, lanczos_steps, generator, None, cg_tol, cg_max_iter)
+        return ld + preconditioner.logdet().to(ld.dtype)
     Z = _rademacher((n, num_probes), A.dtype, torch.device(A.device), generator)
     grad_possible = torch.is_grad_enabled() and _maybe_requires_grad(A) is not False
     AZ = A @ Z if grad_possible else None
@@ -150,8 +172,13 @@ def logdet(
         p, the number of Rademacher probes (SLQ). The standard error decreases as 1/√p.
     lanczos_steps : int
         m, Lanczos steps per probe (SLQ).
-    preconditioner : callable, optional
-        Passed to the CG solves of the SLQ gradient.
+    preconditioner : optional
+        A low-rank-plus-ridge preconditioner M ≈ A (:class:`PivotedCholesky`,
+        :class:`NystromPreconditioner`, or anything with ``inv_sqrt(V)`` and
+        ``logdet()``): SLQ then runs on the whitened M^{-1/2} A M^{-1/2}, whose spectrum is
+        clustered near 1, and adds log det M exactly — the Hutchinson variance drops by
+        orders of magnitude (the preconditioned log-determinant of Gardner et al. 2018).
+        Any other callable (R ↦ M⁻¹R) only preconditions the CG solves of the gradient.
     cg_tol : float
         Relative residual of those solves.
     cg_max_iter : int, optional

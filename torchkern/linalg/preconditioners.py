@@ -1,7 +1,9 @@
 """Low-rank-plus-ridge preconditioners for A = K + λI, K a kernel matrix.
 
 Both build a factor L (n × k, float64) with K ≈ L Lᵀ from the diagonal and a few
-columns of K, and apply (L Lᵀ + λI)⁻¹ by the Woodbury identity.
+columns of K, and apply (L Lᵀ + λI)⁻¹ by the Woodbury identity. They also give
+log det(L Lᵀ + λI) and (L Lᵀ + λI)^{-1/2}, which :func:`torchkern.linalg.logdet` uses to
+whiten the operator before stochastic Lanczos quadrature.
 
 Column protocol: K is a dense tensor, or an object with ``K.diag()`` (the diagonal,
 shape (n,)) and ``K.cols(idx)`` (the dense columns K[:, idx], shape (n, len(idx)),
@@ -64,8 +66,32 @@ class _WoodburyPreconditioner:
         """
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        new._sqrt = None
         _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam))
         return new
+
+    def logdet(self) -> torch.Tensor:
+        """log det(L Lᵀ + λI) = log det(λI_k + LᵀL) + (n − k)·log λ, float64, O(k)."""
+        n, k = self.L.shape
+        return 2 * self._core_chol.diagonal().log().sum() + (n - k) * math.log(self.lam)
+
+    def inv_sqrt(self, R):
+        r"""(L Lᵀ + λI)^{-1/2} R in O(n·k) per column (float64 inside, R's dtype out).
+
+        With L = QR and R Rᵀ = WΣWᵀ, L Lᵀ = UΣUᵀ for orthonormal U = QW, so the inverse
+        square root is :math:`U\,\mathrm{diag}((\Sigma + \lambda)^{-1/2} - \lambda^{-1/2})\,U^\top
+        + \lambda^{-1/2} I` (U and the diagonal are computed once, on first use).
+        """
+        if getattr(self, "_sqrt", None) is None:
+            Q, Rf = torch.linalg.qr(self.L)
+            sig, W = torch.linalg.eigh(Rf @ Rf.T)
+            c = self.lam ** -0.5
+            self._sqrt = (Q @ W, (sig.clamp(min=0) + self.lam).rsqrt() - c, c)
+        U, d, c = self._sqrt
+        R64 = R.to(_FLOAT64)
+        out = c * R64 + U @ (d[:, None] * (U.T @ R64)) if R64.ndim == 2 else \
+            c * R64 + U @ (d * (U.T @ R64))
+        return out.to(R.dtype)
 
     def __call__(self, R):
         R64 = R.to(_FLOAT64)

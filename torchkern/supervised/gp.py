@@ -26,46 +26,6 @@ _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
 
-class _Whitened:
-    """B = M^{-1/2} A M^{-1/2} for the preconditioner M = LLᵀ + σ²I, L of shape (n, k).
-
-    With L = QR and RRᵀ = WΣWᵀ, LLᵀ = UΣUᵀ for orthonormal U = QW, so
-    M^{-1/2} = U diag((Σ + σ²)^{-1/2} − σ⁻¹) Uᵀ + σ⁻¹I: O(n·k) per application, float64.
-    """
-
-    def __init__(self, A, L, lam):
-        n, k = L.shape
-        Q, R = torch.linalg.qr(L)
-        s, W = torch.linalg.eigh(R @ R.T)
-        s = s.clamp(min=0)
-        self.A, self.U = A, Q @ W
-        self.c = lam ** -0.5
-        self.d = (s + lam).rsqrt() - self.c
-        self.logdet_M = torch.log(s + lam).sum() + (n - k) * math.log(lam)
-        self.shape, self.dtype, self.device = A.shape, A.dtype, A.device
-
-    def _half(self, V):
-        V64 = V.to(_F64)
-        return (self.c * V64 + self.U @ (self.d[:, None] * (self.U.T @ V64))).to(V.dtype)
-
-    def __matmul__(self, V):
-        return self._half(self.A @ self._half(V))
-
-
-def _preconditioned_logdet(A, P, num_probes, generator):
-    r"""log det A = log det M + log det(M^{-1/2} A M^{-1/2}) for the pivoted-Cholesky
-    preconditioner M = LLᵀ + σ²I: the first term exactly (O(n·k²)), the second by SLQ
-    (:func:`torchkern.linalg.logdet`). The whitened matrix is close to I, so its log has a
-    small Frobenius norm and the Hutchinson variance of SLQ drops by orders of magnitude
-    (the preconditioned log-det of Gardner et al., GPyTorch, NeurIPS 2018). M is held
-    fixed, so the gradient is the Hutchinson estimate of tr(A⁻¹ ∂A).
-    """
-    B = _Whitened(A, P.L, P.lam)
-    ld = logdet(B, method="slq", num_probes=num_probes, lanczos_steps=30,
-                random_state=generator)
-    return ld + B.logdet_M.to(ld.dtype)
-
-
 class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
     r"""Gaussian-process regression with a torchkern kernel, exact or matrix-free.
 
@@ -303,7 +263,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         if torch.is_grad_enabled():
             sur = 2 * (Yc * a).sum() - (a * (A @ a)).sum()
             quad = quad + (sur - sur.detach())
-        ld = _preconditioned_logdet(A, P, self.num_probes, generator)
+        ld = logdet(A, method="slq", num_probes=self.num_probes, lanczos_steps=30,
+                    preconditioner=P, random_state=generator)
         lml = -0.5 * quad - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
         return lml, (mu, a.detach(), P)
 

@@ -12,7 +12,6 @@ from .._validation import as_tensor, as_vector
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..linalg import PivotedCholesky, cg
 from ..linalg._common import _generator
-from ..linalg.preconditioners import _WoodburyPreconditioner
 
 __all__ = ["KernelRidge"]
 
@@ -170,7 +169,7 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose) -> tor
     base = PivotedCholesky(K, min(rank, K.shape[0]), groups[0][0]) if rank > 0 else None
     for a, cols in groups:
         # One factor L serves every α: only the Woodbury core depends on it.
-        pc = base if base is None or base.lam == a else _WoodburyPreconditioner(base.L, a)
+        pc = base if base is None or base.lam == a else base.with_lam(a)
         A = _Progress(K.add_diag(a), bar)
         C[:, cols] = cg(A, Y[:, cols].contiguous(), preconditioner=pc, tol=tol, max_iter=max_iter)
     if bar is not None:
