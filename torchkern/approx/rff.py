@@ -8,7 +8,7 @@ from torch import nn
 
 from .._validation import as_tensor
 from ..gram import FeatureKernelMatrix
-from .spectral import as_generator, assemble, decompose, draw
+from .spectral import Draws, as_generator, assemble, decompose, draw, law_params
 
 __all__ = ["RandomFourierFeatures"]
 
@@ -33,16 +33,29 @@ class RandomFourierFeatures(nn.Module):
     Gaussian among them — and it is exact on the diagonal, Φ(x)ᵀΦ(x) = a = k(x, x)
     (Sutherland and Schneider, 2015).
 
+    For a sum k = Σ_i k_i the measure is the mixture of the terms' measures with weights
+    π_i = k_i(0)/k(0): each term gets one frequency, and each other frequency belongs to
+    term i with probability π_i. The D_i features of term i are scaled by √(a_i/D_i), with
+    a_i = k_i(0) at the current hyperparameters (≈ √(k(0)/D) right after the draw): the
+    estimate stays unbiased and exactly linear in each term's output scale when the scales
+    are learned, and paired features stay exact on the diagonal. Needs D ≥ the number of
+    terms.
+
     Frequencies are stored standardized (for lengthscale 1) as buffers and divided by the
-    kernel's *current* lengthscale(s) in every forward pass, so the map stays differentiable
-    in the kernel's hyperparameters (lengthscale, ARD lengthscales, outputscale, IMQ c):
-    the kernel is a sub-module and its parameters are this module's parameters.
+    kernel's *current* lengthscale(s) (period, for Periodic) in every forward pass, so the
+    map stays differentiable in the kernel's hyperparameters (lengthscale, ARD
+    lengthscales, outputscale, IMQ c, period): the kernel is a sub-module and its parameters
+    are this module's parameters. The RationalQuadratic α and the Periodic lengthscale shape
+    the law of the draws and are fixed at their values at the draw (changing them raises
+    RuntimeError until :meth:`resample`).
 
     Parameters
     ----------
     kernel : Kernel
-        RBF (ARD or not), Laplacian, Matern (ν = 1/2, 3/2, 5/2), RationalQuadratic,
-        InverseMultiquadric, products of these and ``c * k``. Other kernels raise TypeError.
+        Any shift-invariant kernel of :mod:`torchkern.kernels`: RBF (ARD or not), Laplacian,
+        Matern (ν = 1/2, 3/2, 5/2), RationalQuadratic, InverseMultiquadric, Periodic (ARD
+        or not; lengthscale >= 1e-4), and sums, products and ``c * k`` of these (products
+        of sums are multiplied out). Other kernels raise TypeError.
         The module holds this kernel object itself (no copy), so gradients reach it.
     n_features : int
         p, the dimension of the features (even for ``variant="paired"``).
@@ -53,7 +66,8 @@ class RandomFourierFeatures(nn.Module):
         Orthogonal random features (Yu et al., 2016): within each block of d frequencies
         the standardized directions are orthogonal and their norms independent χ_d, so every
         frequency keeps its law and the estimate stays unbiased, with lower variance. Works for
-        every supported kernel (all their standardized measures are radial); the variance
+        every supported radial factor (the standardized measures of all but Periodic are
+        radial); Periodic factors are drawn independently per axis regardless. The variance
         reduction is proven for the Gaussian.
     variant : {"paired", "offset"}
     random_state : None, int or torch.Generator
@@ -62,7 +76,11 @@ class RandomFourierFeatures(nn.Module):
     Attributes
     ----------
     omega : list of Tensor
-        Standardized frequencies, one (D, d) float64 buffer per kernel factor.
+        Standardized frequencies, one (D, d) float64 buffer per kernel factor; for a sum,
+        one (D_i, d) buffer per factor of each term i, the terms' frequencies stacked in
+        term order.
+    term_counts : Tensor
+        Sums only: the D_i (long), the number of frequencies of each term.
     phase : Tensor or None
         The phases b (offset variant).
 
@@ -119,8 +137,15 @@ class RandomFourierFeatures(nn.Module):
         self._n_factors = len(self._spectrum.factors)
         for q in range(self._n_factors):
             self.register_buffer(f"omega_{q}", None)
+        self._mixture = len(self._spectrum.terms) > 1
+        if self._mixture:  # a sum: how many frequencies each term has
+            m = len(self._spectrum.terms)
+            if self.n_frequencies < m:
+                raise ValueError(f"n_features={n_features} gives {self.n_frequencies} "
+                                 f"frequencies, fewer than the {m} terms of the kernel")
+            self.register_buffer("term_counts", None)
         self.register_buffer("phase", None)
-        self._alpha_at_draw = None
+        self._law_at_draw = None
         if self.in_features is not None:
             self.resample()
 
@@ -131,21 +156,24 @@ class RandomFourierFeatures(nn.Module):
         if d is None:
             raise ValueError("in_features is unknown: pass it or call the map on data first")
         gen = self._generator
-        draws = draw(self._spectrum, self.n_frequencies, d, gen, self.orthogonal)
+        draws = draw(self._spectrum, self.n_frequencies, d, gen, self.orthogonal, min_per_term=1)
         device = next((b.device for b in self.buffers() if b is not None), None)
-        for q, omega in enumerate(draws):
+        for q, omega in enumerate(draws.omega):
             setattr(self, f"omega_{q}", omega if device is None else omega.to(device))
+        if self._mixture:
+            counts = torch.tensor(draws.counts, dtype=torch.long, device=draws.omega[0].device)
+            self.term_counts = counts if device is None else counts.to(device)
         if self.variant == "offset":
             dev = gen.device if gen is not None else torch.device("cpu")
             b = torch.rand(self.n_frequencies, generator=gen, dtype=torch.float64, device=dev)
             self.phase = (2 * math.pi) * (b if device is None else b.to(device))
         self.in_features = d
-        self._alpha_at_draw = self._alphas()
+        self._law_at_draw = law_params(self._spectrum)
         return self
 
-    def _alphas(self):
-        # The RationalQuadratic α shapes the law of the draws (not a rescaling of them).
-        return [float(f.alpha.detach()) for f in self._spectrum.factors if hasattr(f, "alpha")]
+    def _buffer_names(self) -> list:
+        extra = ["term_counts"] if self._mixture else []
+        return [f"omega_{q}" for q in range(self._n_factors)] + extra + ["phase"]
 
     @property
     def omega(self) -> list:
@@ -153,16 +181,21 @@ class RandomFourierFeatures(nn.Module):
 
     def frequencies(self):
         """``(W, a)``: the frequencies (D, d) at the kernel's current hyperparameters and
-        the amplitude a = k(x, x), both float64 and differentiable."""
+        the amplitude, both float64 and differentiable: a = k(x, x) (a scalar) for a
+        product, and for a sum the per-frequency weights a_i·D/D_i (D,) of each frequency's
+        term i (see :func:`torchkern.approx.spectral.assemble`)."""
         if self.omega_0 is None:
             raise RuntimeError("the frequencies are not drawn yet: call the map on data "
                                "(or pass in_features) first")
-        now, then = self._alphas(), self._alpha_at_draw
-        if any(abs(a - b) > 1e-6 * abs(b) for a, b in zip(now, then)):
-            raise RuntimeError("RationalQuadratic.alpha changed since the frequencies were "
-                               "drawn; α is not learnable through random features — call "
-                               "resample() (or keep α fixed)")
-        return assemble(self._spectrum, self.omega)
+        for (name, now), (_, then) in zip(law_params(self._spectrum), self._law_at_draw):
+            if any(abs(a - b) > 1e-6 * abs(b) for a, b in zip(now, then)):
+                raise RuntimeError(f"{name} changed since the frequencies were drawn ({then} "
+                                   f"-> {now}); it shapes the law of the frequencies and is "
+                                   f"not learnable through random features — call resample() "
+                                   f"(or keep it fixed)")
+        counts = self.term_counts.tolist() if self._mixture else [self.n_frequencies]
+        draws = Draws(self.omega, counts)
+        return assemble(self._spectrum, draws)
 
     # -- the map -----------------------------------------------------------------------
     def forward(self, X) -> torch.Tensor:
@@ -170,10 +203,9 @@ class RandomFourierFeatures(nn.Module):
         X = as_tensor(X, "X")
         if self.in_features is None or self.omega_0 is None:
             self.resample(X.shape[1])
-            for q in range(self._n_factors):
-                setattr(self, f"omega_{q}", getattr(self, f"omega_{q}").to(X.device))
-            if self.phase is not None:
-                self.phase = self.phase.to(X.device)
+            for name in self._buffer_names():
+                if getattr(self, name) is not None:
+                    setattr(self, name, getattr(self, name).to(X.device))
         if X.shape[1] != self.in_features:
             raise ValueError(f"X has {X.shape[1]} features but the random features were "
                              f"drawn for {self.in_features}")
@@ -186,6 +218,8 @@ class RandomFourierFeatures(nn.Module):
             W = torch.cat([W, W])
             shift = torch.cat([X.new_zeros(D), X.new_full((D,), -0.5 * math.pi)])
             scale = torch.sqrt(amp / D)
+            if scale.dim():  # a sum: one weight per frequency, for its cos and its sin
+                scale = torch.cat([scale, scale])
         else:
             shift = self.phase.to(dtype=X.dtype, device=X.device)
             scale = torch.sqrt(2.0 * amp / self.n_features)
@@ -215,13 +249,13 @@ class RandomFourierFeatures(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Buffers drawn lazily are None until the first call; a saved map restores them.
-        for name in [f"omega_{q}" for q in range(self._n_factors)] + ["phase"]:
+        for name in self._buffer_names():
             key = prefix + name
             if key in state_dict and getattr(self, name) is None:
                 setattr(self, name, torch.empty_like(state_dict[key]))
                 if name == "omega_0":
                     self.in_features = state_dict[key].shape[1]
-                    self._alpha_at_draw = self._alphas()
+                    self._law_at_draw = law_params(self._spectrum)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,7 @@ Fourier features"): a continuous shift-invariant p.d. kernel k(x, y) = κ(x − 
 .. math:: \kappa(z) = a\,\mathbb{E}_{w\sim q}\left[\cos(w^\top z)\right],\qquad a = \kappa(0),
 
 for a symmetric probability measure q, its normalized Fourier transform. This module
-draws w ~ q for every kernel whose q is known in closed form:
+draws w ~ q for every shift-invariant kernel of :mod:`torchkern.kernels`:
 
 ======================  ===========================================================
 kernel                  w = Ω / ℓ, Ω standardized (lengthscale 1)
@@ -19,83 +19,186 @@ RationalQuadratic α     Ω = g·√(G/α), G ~ Gamma(α, 1): a Gamma scale mixt
                         Gaussians, since (1 + r²/2α)^(−α) = E_τ[exp(−τr²/2)]
 InverseMultiquadric c   Ω = g·√(2G)/c, G ~ Gamma(1/2, 1), amplitude a = 1/c, since
                         (r² + c²)^(−1/2) = (1/c)·E_t[exp(−t r²)], t ~ Gamma(1/2, c²)
+Periodic ℓ, p           discrete: w_j = 2π k_j / p_j independently on every axis j, with
+                        P(k_j = k) = e^{−z} I_|k|(z), z = 1/ℓ_j², k ∈ ℤ (see below)
 c · k                   the measure of k, amplitude multiplied by c
 k₁ · k₂ · …             the convolution of the measures: w = w₁ + w₂ + …
+k₁ + k₂ + …             the mixture Σ_i (a_i / Σ_j a_j)·q_i, amplitude a = Σ_j a_j
 ======================  ===========================================================
 
-With ARD lengthscales ℓ ∈ ℝ^d the division is coordinate-wise. Lengthscales, output
-scales and the IMQ constant c enter only through :func:`assemble`, so the standardized
-draws can be stored once and the hyperparameters stay learnable: gradients of anything
-computed from w reach them. The RationalQuadratic α shapes the Gamma law itself and is
-fixed at the value it had when the draws were made.
+**Periodic.** In one dimension (seed 000 L3765, shift-invariant kernels on [0, 1] have a
+Fourier *series*), with θ = 2πr/p and z = 1/ℓ², exp(−2 sin²(πr/p)/ℓ²) =
+e^{−z}·e^{z cos θ} = Σ_{k∈ℤ} e^{−z} I_|k|(z) cos(kθ) (the generating function of the modified
+Bessel functions I_k), and Σ_k e^{−z} I_|k|(z) = e^{−z}e^{z} = 1: the spectrum is the Skellam
+law of k = N₁ − N₂, N₁, N₂ ~ Poisson(z/2) (mean 0, variance z), on the frequencies 2πk/p.
+The kernel is a product over axes, so the axes are drawn independently. The weights are
+tabulated with ``scipy.special.ive`` (e^{−z}I_k(z), stable for large z) and sampled by
+inverse CDF. The table stops where the mass left beyond it is below 1e-16: float64
+uniforms have a resolution of 2^-53 ≈ 1.1e-16, so the inverse CDF could not reach those
+values anyway. The table has O(√z) = O(1/ℓ) entries; lengthscales below
+``PERIODIC_MIN_LENGTHSCALE`` = 1e-4 (z > 1e8, a kernel that is a spike of width ~ℓ·p/π
+per period) raise ``ValueError``.
 
-Sums of kernels have a mixture measure and are not handled here (concatenate one feature
-map per term instead); kernels that are not shift-invariant (Linear, Polynomial, ArcCosine,
-Min, Chi2, ...) and Periodic (a discrete spectrum) raise ``TypeError``.
+**Sums.** A sum is expanded into a sum of products of the factors above (products of sums
+are multiplied out, at most ``MAX_TERMS`` terms). With term amplitudes a_i = k_i(0), the
+spectral measure is the mixture with weights π_i = a_i/Σa_j: each frequency belongs to
+term i with probability π_i (π at the hyperparameters of the draw), and
+:func:`sample_frequencies` returns such an i.i.d. sample with a = Σa_j. For feature maps,
+:func:`assemble` weights the n_i frequencies of term i by a_i/n_i (at the *current*
+hyperparameters) instead of a/n: the estimate Σ_i a_i·mean_{j∈i} cos(w_jᵀz) is unbiased
+given every n_i ≥ 1 (``draw(min_per_term=1)`` guarantees it), exact at z = 0 (Σa_i), linear
+in every output scale (exact gradients, as for ``c * k``) and unbiased after the scales
+move; it has no more variance than the plain mixture average, whose weights are a/n.
 
-Cost: O(n d) to draw n frequencies (O(n d²) with ``orthogonal=True``).
+With ARD lengthscales ℓ ∈ ℝ^d the division is coordinate-wise. Lengthscales, periods,
+output scales and the IMQ constant c enter only through :func:`assemble`, so the
+standardized draws can be stored once and the hyperparameters stay learnable: gradients of
+anything computed from w reach them. Two hyperparameters shape the law itself and are fixed
+at the value they had when the draws were made (:func:`law_params`): the
+RationalQuadratic α and the Periodic lengthscale (it sets the Bessel weights of a discrete
+law; its period stays learnable).
+
+Kernels that are not shift-invariant (Linear, Polynomial, ArcCosine, Min, Chi2, ...) raise
+``TypeError``, also as a term or factor of a sum or product.
+
+Cost: O(n d) to draw n frequencies (O(n d²) with ``orthogonal=True``; O(n d log(1/ℓ)) for
+Periodic factors, plus O(1/ℓ) for their weight table).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+from scipy.special import ive
 
-from ..kernels import (RBF, InverseMultiquadric, Kernel, Laplacian, Matern, ProductKernel,
-                       RationalQuadratic, ScaleKernel, SumKernel)
+from ..kernels import (RBF, InverseMultiquadric, Kernel, Laplacian, Matern, Periodic,
+                       ProductKernel, RationalQuadratic, ScaleKernel, SumKernel)
 
-__all__ = ["sample_frequencies", "decompose", "draw", "assemble", "as_generator"]
+__all__ = ["sample_frequencies", "decompose", "draw", "assemble", "as_generator",
+           "periodic_spectrum", "law_params", "Spectrum", "Term", "Draws"]
 
-_SUPPORTED = (RBF, Laplacian, Matern, RationalQuadratic, InverseMultiquadric)
+_RADIAL = (RBF, Laplacian, Matern, RationalQuadratic, InverseMultiquadric)
+_SUPPORTED = _RADIAL + (Periodic,)
+MAX_TERMS = 256
+PERIODIC_MIN_LENGTHSCALE = 1e-4
+_TAIL = 1e-16  # mass of the Periodic spectrum left out of its table
 
 from .._validation import as_generator  # noqa: E402,F401
 
-@dataclass
-class Spectrum:
-    """A kernel split into output scales and shift-invariant factors.
 
-    k = (Π scales) · (Π factors); each factor is one of the supported stationary kernels.
-    """
+def _ard(factors):
+    dims = {f.ard_dims for f in factors if f.ard_dims is not None}
+    if len(dims) > 1:
+        raise ValueError(f"the factors of the kernel have different ard_dims {sorted(dims)}")
+    return dims.pop() if dims else None
+
+
+@dataclass
+class Term:
+    """One product term: k_i = (Π scales) · (Π factors), each factor a supported kernel."""
 
     scales: list
     factors: list
 
     @property
     def ard_dims(self) -> int | None:
-        dims = {f.ard_dims for f in self.factors if f.ard_dims is not None}
-        if len(dims) > 1:
-            raise ValueError(f"the factors of the kernel have different ard_dims {sorted(dims)}")
-        return dims.pop() if dims else None
+        return _ard(self.factors)
 
-def decompose(kernel) -> Spectrum:
-    """Split ``kernel`` into scales and supported factors, or raise ``TypeError``."""
+
+@dataclass
+class Spectrum:
+    """A kernel as a sum of product terms, k = Σ_i k_i; its measure is their mixture."""
+
+    terms: list
+
+    @property
+    def factors(self) -> list:
+        """Every factor of every term, in order (one draw per entry)."""
+        return [f for t in self.terms for f in t.factors]
+
+    @property
+    def scales(self) -> list:
+        return [s for t in self.terms for s in t.scales]
+
+    @property
+    def ard_dims(self) -> int | None:
+        return _ard(self.factors)
+
+
+@dataclass
+class Draws:
+    """Standardized draws: ``omega`` has one float64 (n_i, d) tensor per factor of each term
+    (in :attr:`Spectrum.factors` order), ``counts`` the n_i (frequencies of term i, stored
+    contiguously in term order), ``prob`` the mixture weights π_i used (float64, (m,))."""
+
+    omega: list
+    counts: list
+    prob: torch.Tensor | None = None
+
+
+def _unsupported(kernel) -> TypeError:
+    return TypeError(f"{type(kernel).__name__} has no spectral measure torchkern can sample: "
+                     f"random Fourier features need a shift-invariant kernel (RBF, Laplacian, "
+                     f"Matern, RationalQuadratic, InverseMultiquadric, Periodic, and sums, "
+                     f"products and c * k of these)")
+
+
+def _terms(kernel) -> list:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a torchkern Kernel, got {type(kernel).__name__}")
     if isinstance(kernel, ScaleKernel):
-        inner = decompose(kernel.base)
-        return Spectrum([kernel] + inner.scales, inner.factors)
-    if isinstance(kernel, ProductKernel):
-        parts = [decompose(k) for k in kernel.kernels]
-        return Spectrum([s for p in parts for s in p.scales], [f for p in parts for f in p.factors])
+        return [Term([kernel] + t.scales, t.factors) for t in _terms(kernel.base)]
     if isinstance(kernel, SumKernel):
-        raise TypeError("random Fourier features of a sum of kernels are not supported (its "
-                        "spectral measure is a mixture): build one RandomFourierFeatures per "
-                        "term and concatenate their features")
+        return [t for k in kernel.kernels for t in _terms(k)]
+    if isinstance(kernel, ProductKernel):
+        # (Σ_i a_i)(Σ_j b_j) = Σ_ij a_i b_j: multiply out, then each term is a product.
+        parts = [_terms(k) for k in kernel.kernels]
+        if math.prod(len(p) for p in parts) > MAX_TERMS:
+            raise ValueError(f"the kernel expands into more than {MAX_TERMS} product terms "
+                             f"(a product of sums): random Fourier features are not supported")
+        return [Term([s for t in combo for s in t.scales], [f for t in combo for f in t.factors])
+                for combo in itertools.product(*parts)]
     if isinstance(kernel, _SUPPORTED):
-        return Spectrum([], [kernel])
-    raise TypeError(f"{type(kernel).__name__} has no spectral measure torchkern can sample: "
-                    f"random Fourier features need a shift-invariant kernel "
-                    f"(RBF, Laplacian, Matern, RationalQuadratic, InverseMultiquadric, their "
-                    f"products and c * k)")
+        return [Term([], [kernel])]
+    raise _unsupported(kernel)
+
+
+def decompose(kernel) -> Spectrum:
+    """Split ``kernel`` into a sum of products of scales and supported factors, or raise
+    ``TypeError``."""
+    terms = _terms(kernel)
+    if len(terms) > MAX_TERMS:
+        raise ValueError(f"the kernel has more than {MAX_TERMS} terms")
+    return Spectrum(terms)
+
+
+def law_params(spectrum: Spectrum) -> list:
+    """The hyperparameters that shape the laws of the draws (not rescalings of them), as
+    ``(name, values)`` pairs: RationalQuadratic α and Periodic lengthscales. Frequencies
+    drawn at one value are wrong at another; :class:`RandomFourierFeatures` checks them."""
+    out = []
+    for f in spectrum.factors:
+        if isinstance(f, RationalQuadratic):
+            out.append(("RationalQuadratic.alpha", [float(f.alpha.detach())]))
+        elif isinstance(f, Periodic):
+            out.append(("Periodic.lengthscale", f.lengthscale.detach().reshape(-1).tolist()))
+    return out
+
+
+def _kw(generator):
+    dev = generator.device if generator is not None else torch.device("cpu")
+    return dict(generator=generator, dtype=torch.float64, device=dev)
+
 
 def _gaussian_block(n, d, generator, orthogonal):
     """n rows distributed as N(0, I_d); with ``orthogonal`` the rows of each block of d
     are orthogonal (Yu et al. 2016): Q from the QR of a Gaussian matrix, rows rescaled by
     independent χ_d norms, so that every row keeps the law N(0, I_d)."""
-    dev = generator.device if generator is not None else torch.device("cpu")
-    kw = dict(generator=generator, dtype=torch.float64, device=dev)
-    if not orthogonal or d == 1:
+    kw = _kw(generator)
+    if not orthogonal or d == 1 or n == 0:
         return torch.randn(n, d, **kw)
     b = -(-n // d)
     Q, R = torch.linalg.qr(torch.randn(b, d, d, **kw))  # one batched QR for all blocks
@@ -103,14 +206,15 @@ def _gaussian_block(n, d, generator, orthogonal):
     norms = torch.randn(b, d, d, **kw).norm(dim=-1)
     return (Q.transpose(-2, -1) * norms[..., None]).reshape(b * d, d)[:n]
 
+
 def _gamma(shape_param: float, n: int, generator) -> torch.Tensor:
     """n draws of Gamma(shape, rate 1), float64, with ``generator``.
 
     ``torch._standard_gamma`` has no generator argument; Marsaglia–Tsang (with the
     shape < 1 boost) is written here on top of ``randn``/``rand`` so draws are reproducible.
     """
-    dev = generator.device if generator is not None else torch.device("cpu")
-    kw = dict(generator=generator, dtype=torch.float64, device=dev)
+    kw = _kw(generator)
+    dev = kw["device"]
     a = float(shape_param)
     boost = a < 1.0
     a_eff = a + 1.0 if boost else a
@@ -131,8 +235,55 @@ def _gamma(shape_param: float, n: int, generator) -> torch.Tensor:
         out = out * torch.rand(n, **kw) ** (1.0 / a)
     return out
 
+
+def periodic_spectrum(lengthscale: float) -> torch.Tensor:
+    r"""Spectral weights q_k = e^{−z} I_k(z), z = 1/ℓ², k = 0, 1, …, K, float64.
+
+    The 1-D periodic kernel is exp(−2 sin²(πr/p)/ℓ²) = Σ_{k∈ℤ} q_|k| cos(2πkr/p), and
+    q_0 + 2Σ_{k≥1} q_k = 1. K is the smallest order with 2·Σ_{k>K} q_k < 1e-16 (the
+    mass left out; the returned weights are renormalized to sum to 1 over ℤ). O(1/ℓ) entries.
+    Raises ``ValueError`` for ℓ < ``PERIODIC_MIN_LENGTHSCALE`` (1e-4).
+    """
+    ell = float(lengthscale)
+    if not math.isfinite(ell) or ell < PERIODIC_MIN_LENGTHSCALE:
+        raise ValueError(f"Periodic lengthscale {ell!r} is below {PERIODIC_MIN_LENGTHSCALE}: "
+                         f"its spectrum needs O(1/lengthscale) Bessel weights; random Fourier "
+                         f"features support lengthscale >= {PERIODIC_MIN_LENGTHSCALE}")
+    z = 1.0 / (ell * ell)
+    n = int(math.ceil(10.0 + 12.0 * math.sqrt(z)))  # ~12 standard deviations (variance z)
+    while True:
+        q = ive(np.arange(n + 1), z)
+        tail = 2.0 * np.cumsum(q[::-1])[::-1]  # tail[j] = 2 Σ_{k≥j} q_k, summed small-first
+        if tail[-1] < _TAIL * 1e-6:  # the mass beyond the table is negligible
+            break
+        n *= 2
+    K = int(np.argmax(tail < _TAIL)) - 1  # tail[K+1] < 1e-16 ≤ tail[K]
+    q = q[:max(K, 0) + 1]
+    return torch.from_numpy(q / (q[0] + 2.0 * q[1:].sum()))
+
+
+def _periodic_draw(factor, n, d, generator) -> torch.Tensor:
+    """n × d integers k ~ e^{−z}I_|k|(z) per axis, times 2π (frequencies for period 1)."""
+    kw = _kw(generator)
+    ls = factor.lengthscale.detach().reshape(-1).tolist()
+    # One table for every axis (scalar ℓ) or one per axis (ARD).
+    groups = [(ls[0], list(range(d)))] if len(ls) == 1 else [(ls[j], [j]) for j in range(d)]
+    out = torch.empty(n, d, dtype=torch.float64, device=kw["device"])
+    for ell, cols in groups:
+        q = periodic_spectrum(ell).to(kw["device"])
+        K = q.numel() - 1
+        cdf = torch.cumsum(torch.cat([q.flip(0), q[1:]]), 0)  # P(k ≤ j), j = −K, …, K
+        u = torch.rand(n * len(cols), **kw) * cdf[-1]
+        idx = torch.searchsorted(cdf, u, right=True).clamp_(max=2 * K)
+        out[:, cols] = (idx - K).to(torch.float64).reshape(n, len(cols))
+    return out * (2.0 * math.pi)
+
+
 def _standardized(factor, n, d, generator, orthogonal) -> torch.Tensor:
-    """Frequencies of ``factor`` at lengthscale 1 (and c = 1 for the IMQ), float64 (n, d)."""
+    """Frequencies of ``factor`` at lengthscale 1 (c = 1 for the IMQ, period 1 for
+    Periodic), float64 (n, d)."""
+    if isinstance(factor, Periodic):
+        return _periodic_draw(factor, n, d, generator)  # discrete per axis: no orthogonality
     g = _gaussian_block(n, d, generator, orthogonal)
     if isinstance(factor, RBF):
         return g
@@ -144,43 +295,103 @@ def _standardized(factor, n, d, generator, orthogonal) -> torch.Tensor:
         return g * torch.sqrt(_gamma(alpha, n, generator) / alpha)[:, None]
     if isinstance(factor, InverseMultiquadric):
         return g * torch.sqrt(2.0 * _gamma(0.5, n, generator))[:, None]
-    raise TypeError(f"unsupported factor {type(factor).__name__}")  # decompose() guards this
+    raise _unsupported(factor)  # decompose() guards this
 
-def draw(spectrum: Spectrum, n: int, d: int, generator=None, orthogonal: bool = False) -> list:
-    """Standardized draws, one float64 (n, d) tensor per factor of ``spectrum``."""
-    return [_standardized(f, n, d, generator, orthogonal) for f in spectrum.factors]
 
-def assemble(spectrum: Spectrum, draws: list, like: torch.Tensor | None = None):
-    """Frequencies W (n, d) and amplitude a at the kernel's *current* hyperparameters.
+def term_amplitudes(spectrum: Spectrum, device=None) -> torch.Tensor:
+    """a_i = k_i(0) of every term, float64 (m,), differentiable in the output scales and c."""
+    amps = []
+    for t in spectrum.terms:
+        a = torch.ones((), dtype=torch.float64, device=device)
+        for f in t.factors:
+            if isinstance(f, InverseMultiquadric):
+                a = a / f.c.to(device=device, dtype=torch.float64).reshape(())
+        for s in t.scales:
+            a = a * s.outputscale.to(device=device, dtype=torch.float64).reshape(())
+        amps.append(a)
+    return torch.stack(amps)
 
-    Differentiable with respect to lengthscales, output scales and the IMQ constant c.
-    Computed in float64 on the device of the draws.
+
+def draw(spectrum: Spectrum, n: int, d: int, generator=None, orthogonal: bool = False, *,
+         min_per_term: int = 0) -> Draws:
+    """Standardized draws of n frequencies.
+
+    Beyond ``min_per_term`` frequencies reserved for every term, each frequency belongs to
+    term i with probability π_i = a_i/Σa_j (at the current hyperparameters); term i's n_i
+    frequencies are stored contiguously, in term order. A single product draws no
+    component (the random stream is the same as before sums were supported).
     """
-    W = None
-    amp = torch.ones((), dtype=torch.float64, device=draws[0].device)
-    for f, omega in zip(spectrum.factors, draws):
-        ls = f.lengthscale.to(device=omega.device, dtype=torch.float64)
-        w = omega / ls
-        if isinstance(f, InverseMultiquadric):
-            c = f.c.to(device=omega.device, dtype=torch.float64).reshape(())
-            w = w / c
-            amp = amp / c
-        W = w if W is None else W + w
-    for s in spectrum.scales:
-        amp = amp * s.outputscale.to(device=amp.device, dtype=torch.float64).reshape(())
-    return W, amp
+    m = len(spectrum.terms)
+    dev = _kw(generator)["device"]
+    if m == 1:
+        counts, prob = [n], torch.ones(1, dtype=torch.float64, device=dev)
+    else:
+        free = n - m * min_per_term
+        if free < 0:
+            raise ValueError(f"{n} frequencies cannot give {min_per_term} to each of the "
+                             f"{m} terms of the kernel")
+        a = term_amplitudes(spectrum, dev).detach()
+        prob = a / a.sum()
+        counts = [min_per_term] * m
+        if free:
+            comp = torch.multinomial(prob, free, replacement=True, generator=generator)
+            counts = [c + int(b) for c, b in zip(counts, torch.bincount(comp, minlength=m))]
+    omega = [_standardized(f, n_i, d, generator, orthogonal)
+             for t, n_i in zip(spectrum.terms, counts) for f in t.factors]
+    return Draws(omega, counts, prob)
+
+
+def _divisor(f, device):
+    if isinstance(f, Periodic):
+        return f.period.to(device=device, dtype=torch.float64)
+    ls = f.lengthscale.to(device=device, dtype=torch.float64)
+    if isinstance(f, InverseMultiquadric):
+        ls = ls * f.c.to(device=device, dtype=torch.float64).reshape(())
+    return ls
+
+
+def assemble(spectrum: Spectrum, draws: Draws, like: torch.Tensor | None = None):
+    """Frequencies W (n, d) and amplitudes at the kernel's *current* hyperparameters.
+
+    The amplitude is a scalar a = k(0) for a single product term; for a sum it is the
+    vector (n,) with entry a_i·n/n_i on the frequencies of term i (see the module
+    docstring), so that in both cases (1/n)·Σ_j amp_j cos(w_jᵀz) estimates κ(z) — without
+    bias when every term has a frequency. Differentiable with respect to lengthscales,
+    periods, output scales and the IMQ constant c. Float64 on the device of the draws.
+    """
+    dev = draws.omega[0].device
+    it = iter(draws.omega)
+    blocks = []
+    for t in spectrum.terms:
+        w = None
+        for f in t.factors:
+            wf = next(it) / _divisor(f, dev)
+            w = wf if w is None else w + wf
+        blocks.append(w)
+    W = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+    a = term_amplitudes(spectrum, dev)
+    if len(spectrum.terms) == 1:
+        return W, a[0]
+    counts = torch.as_tensor(draws.counts, device=dev)
+    n = int(counts.sum())
+    per_freq = a * n / counts.clamp_min(1).to(torch.float64)  # terms with n_i = 0 get no rows
+    return W, torch.repeat_interleave(per_freq, counts)
+
 
 def sample_frequencies(kernel, n: int, d: int, generator=None, dtype=torch.float64, *,
                        orthogonal: bool = False):
     r"""Draw n frequencies of ``kernel``'s spectral measure in dimension d.
 
-    Returns ``(W, a)``: W of shape (n, d) and the amplitude a = κ(0) such that
-    :math:`k(x, y) = a\,\mathbb{E}[\cos(w^\top(x - y))]`. Raises ``TypeError`` for kernels
-    that are not shift-invariant. See the module docstring for the laws. Cost O(n d).
+    Returns ``(W, a)``: W of shape (n, d), i.i.d. from the (mixture) measure, and the
+    amplitude a = κ(0) such that :math:`k(x, y) = a\,\mathbb{E}[\cos(w^\top(x - y))]`.
+    Raises ``TypeError`` for kernels that are not shift-invariant. See the module docstring
+    for the laws. Cost O(n d).
     """
     spectrum = decompose(kernel)
     dims = spectrum.ard_dims
     if dims is not None and dims != d:
         raise ValueError(f"d={d} but the kernel has ard_dims={dims}")
-    W, amp = assemble(spectrum, draw(spectrum, n, d, as_generator(generator), orthogonal))
+    draws = draw(spectrum, n, d, as_generator(generator), orthogonal)
+    W, _ = assemble(spectrum, draws)
+    amp = term_amplitudes(spectrum, W.device).sum()
     return W.to(dtype), amp.to(dtype)
