@@ -203,10 +203,10 @@ def _krr_rows(rows, m, args):
     ref = _krr("sklearn", n)
     _fmt_row(rows, f"KRR n={n} sklearn KernelRidge", ref, ref)
     _fmt_row(rows, f"KRR n={n} torchkern cholesky (f64)", _krr("torchkern", n), ref)
-    _fmt_row(rows, f"KRR n={n} torchkern cg (f32, tol 1e-3)",
+    _fmt_row(rows, f"KRR n={n} torchkern cg, auto = materialized f32 Gram (tol 1e-3)",
              _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3), ref)
-    _fmt_row(rows, f"KRR n={n} torchkern cg on materialized f32 Gram (tol 1e-3)",
-             _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3, backend="dense"), ref)
+    _fmt_row(rows, f"KRR n={n} torchkern cg, lazy blocked f32 Gram (tol 1e-3)",
+             _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3, backend="blocked"), ref)
     _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32)",
              _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), ref)
     # -- KRR n = 20k -----------------------------------------------------------------
@@ -215,11 +215,11 @@ def _krr_rows(rows, m, args):
     if ref:
         _fmt_row(rows, f"KRR n={n} sklearn KernelRidge", ref, ref)
         _fmt_row(rows, f"KRR n={n} torchkern cholesky (f64)", _krr("torchkern", n), ref)
-        _fmt_row(rows, f"KRR n={n} torchkern cg (f32, tol 1e-3)",
+        _fmt_row(rows, f"KRR n={n} torchkern cg, auto = materialized f32 Gram (tol 1e-3)",
                  _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3), ref)
-        _fmt_row(rows, f"KRR n={n} torchkern cg on materialized f32 Gram (tol 1e-3)",
+        _fmt_row(rows, f"KRR n={n} torchkern cg, lazy blocked f32 Gram (tol 1e-3)",
                  _krr("torchkern", n, solver="cg", dtype="float32", tol=1e-3,
-                      backend="dense"), ref)
+                      backend="blocked"), ref)
     _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32)",
              _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), ref)
     # -- KRR n = 200k ----------------------------------------------------------------

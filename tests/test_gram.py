@@ -182,3 +182,25 @@ def test_keops_cuda_probe_reports_a_failing_child_process(monkeypatch):
     assert not gram.keops_available("cuda")
     assert gram.keops_unavailable_reason("cuda") == reason
     assert gram.keops_available("cpu")
+
+
+def test_reused_training_gram_is_stored_when_it_fits(monkeypatch):
+    # Estimators that multiply their Gram many times ask kernel_matrix(..., reuse=True):
+    # under "auto" it is materialized within config.materialize_max_bytes, lazy beyond.
+    from torchkern._estimator import kernel_matrix
+    from torchkern.gram import DenseKernelMatrix
+
+    X = torch.randn(300, 3, dtype=torch.float64)
+    monkeypatch.setattr(tk.config, "dense_max_entries", 100)
+    assert kernel_matrix(tk.RBF(), X).backend == "blocked"
+    K = kernel_matrix(tk.RBF(), X, reuse=True)
+    assert isinstance(K, DenseKernelMatrix)
+    torch.testing.assert_close(K.to_dense(), tk.RBF()(X, backend="blocked").to_dense())
+    monkeypatch.setattr(tk.config, "materialize_max_bytes", 300 * 300 * 8 - 1)
+    assert kernel_matrix(tk.RBF(), X, reuse=True).backend == "blocked"
+    monkeypatch.setattr(tk.config, "materialize_max_bytes", 300 * 300 * 8)
+    assert kernel_matrix(tk.RBF(), X, reuse=True).backend == "dense"
+    # an explicit backend, as argument or as the global default, is obeyed
+    assert kernel_matrix(tk.RBF(), X, reuse=True, backend="blocked").backend == "blocked"
+    with tk.use_backend("blocked"):
+        assert kernel_matrix(tk.RBF(), X, reuse=True).backend == "blocked"

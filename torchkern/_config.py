@@ -23,6 +23,12 @@ class Config:
         Whether ``"auto"`` uses KeOps for large CPU inputs. On the 2-core CPU machines this
         project measures on, the blocked torch matvec is as fast as warm KeOps and pays no
         compile time, so the default is ``False``; on CUDA ``"auto"`` always prefers KeOps.
+    materialize_max_bytes : float
+        Estimators that multiply their training Gram matrix many times (iterative
+        solvers, eigensolvers, SMO, k-means) store it densely under ``backend="auto"``
+        when it takes at most this many bytes (default 4 GiB: n = 32,768 in float32,
+        23,170 in float64): one kernel evaluation instead of one per product. Above it
+        they stay lazy (O(n) memory). 0 keeps them lazy whenever ``"auto"`` would.
     keops_cuda_probe : bool
         Before the first KeOps use on CUDA, compile and run one small reduction in a child
         process, and fall back to ``"blocked"`` if that crashes (a broken KeOps/CUDA
@@ -33,6 +39,7 @@ class Config:
     dense_max_entries: int = 4_000_000
     block_memory_mb: float = 128.0
     keops_on_cpu: bool = False
+    materialize_max_bytes: float = 4 * 2**30
     keops_cuda_probe: bool = True
 
 

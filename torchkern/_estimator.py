@@ -10,6 +10,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 
 from ._validation import as_tensor
+from ._config import config
 from .gram import DenseKernelMatrix, KernelMatrix
 from .kernels import RBF, Kernel
 
@@ -31,13 +32,22 @@ def resolve_kernel(kernel, name: str = "kernel"):
     return copy.deepcopy(kernel)
 
 
-def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X") -> KernelMatrix:
+def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X",
+                  reuse: bool = False) -> KernelMatrix:
     """k(X, Y) as a KernelMatrix; with ``kernel="precomputed"``, X *is* the Gram matrix
-    (a tensor, an array or a KernelMatrix) and Y is ignored."""
+    (a tensor, an array or a KernelMatrix) and Y is ignored.
+
+    ``reuse=True`` says the caller will multiply the matrix many times: under the
+    ``"auto"`` backend it is then stored densely if it fits ``config.materialize_max_bytes``.
+    """
     if isinstance(kernel, str):  # "precomputed"
         if isinstance(X, KernelMatrix):
             return X
         return DenseKernelMatrix(as_tensor(X, name, allow_1d=False))
+    if reuse and (config.backend if backend is None else backend) == "auto":
+        m = X.shape[0] if Y is None else Y.shape[0]
+        if X.shape[0] * m * X.element_size() <= config.materialize_max_bytes:
+            backend = "dense"
     return kernel(X, Y, backend=backend)
 
 

@@ -166,7 +166,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         classes, codes = encode_labels(y, n)
         with torch.no_grad():
             if self.n_centers is None:
-                K = kernel_matrix(self.kernel_, X, backend=self.backend)
+                K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
                 points, to_centers = (None if precomputed else X), None
             else:
                 if precomputed:

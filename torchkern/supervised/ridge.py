@@ -419,7 +419,8 @@ class KernelRidge(RegressorMixin, BaseEstimator):
                 C = self._fit_nystrom(kernel, Xt, Y2, alpha, w)
                 X_fit = None if precomputed else Xt[self.center_indices_]
             else:
-                K = kernel_matrix(kernel, Xt, backend="dense" if solver == "cholesky" else self.backend)
+                K = kernel_matrix(kernel, Xt, backend="dense" if solver == "cholesky" else self.backend,
+                                  reuse=True)
                 s = None if w is None else w.sqrt()
                 Ks = K if s is None else _ScaledGram(K, s)
                 Ys = Y2 if s is None else Y2 * s[:, None]

@@ -42,7 +42,7 @@ class _BaseSVM(BaseEstimator):
         if precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"with kernel='precomputed', X must be the square (n, n) Gram "
                              f"matrix of the training data, got shape {tuple(X.shape)}")
-        K = kernel_matrix(self.kernel_, X, backend=self.backend)
+        K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
         self.shape_fit_ = tuple(X.shape)
         return X, K
 

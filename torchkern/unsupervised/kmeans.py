@@ -249,7 +249,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         """Cluster X (n, d) (or the Gram matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
         X = input_matrix(kernel, X, "X")
-        K = kernel_matrix(kernel, X, backend=self.backend)
+        K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
         if not K.is_square:
             raise ValueError(f"X must be a square Gram matrix for kernel='precomputed', "
                              f"got shape {tuple(K.shape)}")

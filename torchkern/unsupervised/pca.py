@@ -279,7 +279,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         if isinstance(kernel, str) and self.fit_inverse_transform:
             raise ValueError("fit_inverse_transform=True cannot be used with kernel='precomputed'")
         X = input_matrix(kernel, X, "X")
-        K = kernel_matrix(kernel, X, backend=self.backend)
+        K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
         if not K.is_square:
             raise ValueError(f"X must be a square Gram matrix for kernel='precomputed', "
                              f"got shape {tuple(K.shape)}")

@@ -103,7 +103,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         """Cluster X (n, d) (or the affinity matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
         X = input_matrix(kernel, X, "X")
-        K = kernel_matrix(kernel, X, backend=self.backend)
+        K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
         if not K.is_square:
             raise ValueError(f"X must be a square affinity matrix for kernel='precomputed', "
                              f"got shape {tuple(K.shape)}")
