@@ -37,8 +37,9 @@ def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X",
     """k(X, Y) as a KernelMatrix; with ``kernel="precomputed"``, X *is* the Gram matrix
     (a tensor, an array or a KernelMatrix) and Y is ignored.
 
-    ``reuse=True`` says the caller will multiply the matrix many times: under the
-    ``"auto"`` backend it is then stored densely if it fits ``config.materialize_max_bytes``.
+    ``reuse=True`` says the caller (a fit, not differentiated) will multiply the matrix
+    many times: under the ``"auto"`` backend it is then stored densely, without autograd
+    state, if it fits ``config.materialize_max_bytes``.
     """
     if isinstance(kernel, str):  # "precomputed"
         if isinstance(X, KernelMatrix):
@@ -47,7 +48,8 @@ def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X",
     if reuse and (config.backend if backend is None else backend) == "auto":
         m = X.shape[0] if Y is None else Y.shape[0]
         if X.shape[0] * m * X.element_size() <= config.materialize_max_bytes:
-            backend = "dense"
+            with torch.no_grad():
+                return kernel(X, Y, backend="dense")
     return kernel(X, Y, backend=backend)
 
 

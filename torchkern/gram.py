@@ -107,7 +107,7 @@ class Formula:
         """Dense (n, m) evaluation with plain torch (differentiable).
 
         Without autograd the matrix is filled row block by row block into one buffer, so
-        the formula's temporaries stay within ``config.block_memory_mb`` instead of being
+        the formula's temporaries stay within ``config.block_bytes(device)`` instead of being
         n × m each.
         """
         tensors = (*self.xs, *self.ys, *self.ps)
@@ -282,7 +282,7 @@ def _block_rows(formula: Formula, r: int) -> int:
     # r per *entry* made blocks of a handful of rows for wide V (r ~ 200 permutations),
     # i.e. one pass over V per few rows.
     per_row = item * (m * (3 * max(formula.width, 1) + 4) + r)
-    return int(max(1, min(n, config.block_memory_mb * 2**20 // per_row)))
+    return int(max(1, min(n, config.block_bytes(formula.device) // per_row)))
 
 
 class _BlockedMatmul(torch.autograd.Function):
@@ -420,11 +420,11 @@ class KernelMatrix:
     def row_blocks(self, block_size: int | None = None):
         """Iterate over ``(start, stop, K[start:stop])`` dense row blocks.
 
-        The default block size keeps one block within ``torchkern.config.block_memory_mb``.
+        The default block size keeps one block within ``torchkern.config.block_bytes(device)``.
         """
         n, m = self.shape
         if block_size is None:
-            block_size = max(1, int(config.block_memory_mb * 2**20 // (8 * max(m, 1))))
+            block_size = max(1, int(config.block_bytes(self.device) // (8 * max(m, 1))))
         for s in range(0, n, block_size):
             e = min(n, s + block_size)
             yield s, e, self.rows(torch.arange(s, e, device=self.device))

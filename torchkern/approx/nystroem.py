@@ -163,7 +163,7 @@ class Nystroem(TransformerMixin, BaseEstimator):
         N = self.normalization_.to(dtype=X.dtype, device=X.device)
         K = self.kernel_(X, Z, backend="blocked")
         m, d = Z.shape
-        rows = max(1, int(config.block_memory_mb * 2**20 // (X.element_size() * m * (d + 3))))
+        rows = max(1, int(config.block_bytes(X.device) // (X.element_size() * m * (d + 3))))
         with torch.set_grad_enabled(torch.is_grad_enabled() and X.requires_grad):
             return torch.cat([B @ N for _, _, B in K.row_blocks(rows)])
 

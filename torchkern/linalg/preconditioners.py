@@ -163,7 +163,8 @@ class PivotedCholesky(_WoodburyPreconditioner):
             if d.shape != (n,):
                 raise ValueError(f"K.diag() must have shape ({n},), got {tuple(d.shape)}")
             stop = tol * float(d.sum())
-            L = torch.zeros(n, rank, dtype=_FLOAT64, device=d.device)
+            # Lᵀ is built row by row: each step reads the contiguous block Lt[:j].
+            Lt = torch.zeros(rank, n, dtype=_FLOAT64, device=d.device)
             pivots = []
             for j in range(rank):
                 i = int(torch.argmax(d))
@@ -172,13 +173,12 @@ class PivotedCholesky(_WoodburyPreconditioner):
                     break
                 idx = torch.tensor([i], device=d.device)
                 col = _columns(K, idx).detach().to(_FLOAT64).reshape(n)
-                ell = (col - L[:, :j] @ L[i, :j]) / math.sqrt(di)
-                L[:, j] = ell
-                d.sub_(ell * ell)
+                ell = torch.addmv(col, Lt[:j].T, Lt[:j, i], alpha=-1.0).div_(math.sqrt(di))
+                Lt[j] = ell
+                d.sub_(ell * ell).clamp_(min=0)
                 pivots.append(i)
-                d[torch.tensor(pivots, device=d.device)] = 0
-                d.clamp_(min=0)
-            L = L[:, : len(pivots)].contiguous()
+                d[pivots] = 0  # chosen pivots are exact; keep round-off from re-picking them
+            L = Lt[: len(pivots)].T.contiguous()
         self.pivots = torch.tensor(pivots, dtype=torch.long, device=d.device)
         super().__init__(L, lam)
 

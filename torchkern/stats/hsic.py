@@ -35,9 +35,9 @@ def _check_pair(K, L):
     return K, L, K.shape[0]
 
 
-def _block_size(n: int) -> int:
+def _block_size(n: int, device=None) -> int:
     # Two row blocks (and a few intermediates of the kernel formula) live at once.
-    return max(1, int(config.block_memory_mb * 2**20 // (8 * max(n, 1) * 8)))
+    return max(1, int(config.block_bytes(device) // (8 * max(n, 1) * 8)))
 
 
 def _frobenius(K: KernelMatrix, L: KernelMatrix, k_shift=None, l_shift=None):
@@ -57,7 +57,7 @@ def _frobenius(K: KernelMatrix, L: KernelMatrix, k_shift=None, l_shift=None):
         A = center(K.tensor, k_shift, 0, n)
         B = center(L.tensor, l_shift, 0, n)
         return (A * B).sum(dtype=torch.float64)
-    b = _block_size(n)
+    b = _block_size(n, K.device)
     acc = torch.zeros((), dtype=torch.float64, device=K.device)
     for (s, e, Kb), (_, _, Lb) in zip(K.row_blocks(b), L.row_blocks(b)):
         acc = acc + (center(Kb, k_shift, s, e) * center(Lb, l_shift, s, e)).sum(dtype=torch.float64)

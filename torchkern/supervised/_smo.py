@@ -124,13 +124,24 @@ class RowCache:
         return self.buf[where]
 
 
+class DirectRows:
+    """``get(idx)`` straight from ``rows_fn``: for a stored Gram, where a row read is a
+    copy and an LRU cache would only add another."""
+
+    def __init__(self, rows_fn, device):
+        self.rows_fn, self.device = rows_fn, device
+
+    def get(self, idx: np.ndarray) -> torch.Tensor:
+        return self.rows_fn(torch.as_tensor(np.asarray(idx, dtype=np.int64), device=self.device))
+
+
 def row_chunk(K, n) -> int:
-    """Rows evaluated per ``K.rows`` call within ``config.block_memory_mb``."""
+    """Rows evaluated per ``K.rows`` call within ``config.block_bytes(K.device)``."""
     item = torch.empty((), dtype=K.dtype).element_size()
     formula = getattr(K, "formula", None)
     width = formula.width if formula is not None else 1
     per_row = n * item * (3 * width + 4)
-    return max(1, int(config.block_memory_mb * 2**20 // per_row))
+    return max(1, int(config.block_bytes(K.device) // per_row))
 
 
 def _inner_smo(Kb, y, s, a, C, eps, max_steps):
@@ -249,7 +260,8 @@ def compute_rho(alpha, grad, y, C) -> float:
 
 
 def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
-               working_set=128, cache_rows=1024, chunk=64, verbose=False, desc="SMO"):
+               working_set=128, cache_rows=1024, chunk=64, cached=True, verbose=False,
+               desc="SMO"):
     """Solve ``min ½αᵀQα + pᵀα, yᵀα = 0, 0 ≤ α ≤ C`` by decomposition (module docstring).
 
     Parameters
@@ -272,6 +284,8 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         Kernel rows kept in the LRU cache (at least q).
     chunk : int
         Rows per ``rows_fn`` call.
+    cached : bool
+        Keep rows in the LRU cache; False when ``rows_fn`` reads a stored matrix.
 
     Returns
     -------
@@ -295,7 +309,8 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
     QD = diag.to(f64)[kidx_t]
     q = int(min(max(2, working_set), N))
     max_iter = 100_000 if max_iter is None else int(max_iter)
-    cache = RowCache(rows_fn, nk, diag.dtype, device, max(cache_rows, q), chunk)
+    cache = (RowCache(rows_fn, nk, diag.dtype, device, max(cache_rows, q), chunk) if cached
+             else DirectRows(rows_fn, device))
     alpha = torch.zeros(N, dtype=f64, device=device)
     grad = p.clone()
     prev = np.empty(0, dtype=np.int64)

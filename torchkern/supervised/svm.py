@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
 from .._validation import as_vector, check_positive
-from ..gram import KernelMatrix
+from ..gram import DenseKernelMatrix, KernelMatrix
 from ._labels import class_weights, decode_labels, encode_labels
 from ._smo import row_chunk, solve_dual
 
@@ -59,6 +59,7 @@ class _BaseSVM(BaseEstimator):
         return solve_dual(rows_fn, diag, y, p, C, kidx=kidx, tol=float(self.tol),
                           max_iter=max_iter, working_set=self.working_set_size,
                           cache_rows=cache_rows, chunk=row_chunk(K, nk),
+                          cached=not isinstance(K, DenseKernelMatrix),
                           verbose=self.verbose, desc=desc)
 
     def _test_gram_times(self, X, coef):
