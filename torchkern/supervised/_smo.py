@@ -125,14 +125,22 @@ class RowCache:
 
 
 class DirectRows:
-    """``get(idx)`` straight from ``rows_fn``: for a stored Gram, where a row read is a
-    copy and an LRU cache would only add another."""
+    """Reads of a stored Gram: ``get(idx)`` rows straight from ``rows_fn`` (an LRU cache
+    would only add a copy) and ``block(idx)`` the square block K[idx][:, idx] from
+    ``block_fn``, so a step reads the q × q subproblem and only the rows whose α moved."""
 
-    def __init__(self, rows_fn, device):
-        self.rows_fn, self.device = rows_fn, device
+    def __init__(self, rows_fn, block_fn, device):
+        self.rows_fn, self.block_fn, self.device = rows_fn, block_fn, device
+
+    def _index(self, idx):
+        return torch.as_tensor(np.asarray(idx, dtype=np.int64), device=self.device)
 
     def get(self, idx: np.ndarray) -> torch.Tensor:
-        return self.rows_fn(torch.as_tensor(np.asarray(idx, dtype=np.int64), device=self.device))
+        return self.rows_fn(self._index(idx))
+
+    def block(self, idx: np.ndarray) -> torch.Tensor:
+        i = self._index(idx)
+        return self.block_fn(i, i)
 
 
 def row_chunk(K, n) -> int:
@@ -260,7 +268,7 @@ def compute_rho(alpha, grad, y, C) -> float:
 
 
 def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
-               working_set=128, cache_rows=1024, chunk=64, cached=True, verbose=False,
+               working_set=128, cache_rows=1024, chunk=64, block_fn=None, verbose=False,
                desc="SMO"):
     """Solve ``min ½αᵀQα + pᵀα, yᵀα = 0, 0 ≤ α ≤ C`` by decomposition (module docstring).
 
@@ -284,8 +292,10 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         Kernel rows kept in the LRU cache (at least q).
     chunk : int
         Rows per ``rows_fn`` call.
-    cached : bool
-        Keep rows in the LRU cache; False when ``rows_fn`` reads a stored matrix.
+    block_fn : callable, optional
+        ``block_fn(rows, cols)`` → K[rows][:, cols] of a stored matrix. Given, rows are
+        read directly (no LRU cache) and a step reads only the q × q block and the rows
+        whose α changed.
 
     Returns
     -------
@@ -309,8 +319,9 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
     QD = diag.to(f64)[kidx_t]
     q = int(min(max(2, working_set), N))
     max_iter = 100_000 if max_iter is None else int(max_iter)
-    cache = (RowCache(rows_fn, nk, diag.dtype, device, max(cache_rows, q), chunk) if cached
-             else DirectRows(rows_fn, device))
+    direct = block_fn is not None and same
+    cache = (DirectRows(rows_fn, block_fn, device) if direct
+             else RowCache(rows_fn, nk, diag.dtype, device, max(cache_rows, q), chunk))
     alpha = torch.zeros(N, dtype=f64, device=device)
     grad = p.clone()
     prev = np.empty(0, dtype=np.int64)
@@ -338,14 +349,18 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
         else:
             ws = _select(s, up, low, alpha, C, prev, q)
         ws_t = torch.from_numpy(ws).to(device)
-        # (2) kernel rows of the working set, from the cache.
-        if same:
-            R = cache.get(ws)  # (|ws|, nk)
+        # (2) kernel rows of the working set, from the cache (a stored Gram: its block).
+        if direct:
+            R = None
+            KBB = cache.block(ws).to(f64).cpu().numpy()
         else:
-            krows_unique, inverse = np.unique(kidx_np[ws], return_inverse=True)
-            R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]
+            if same:
+                R = cache.get(ws)  # (|ws|, nk)
+            else:
+                krows_unique, inverse = np.unique(kidx_np[ws], return_inverse=True)
+                R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]
+            KBB = R[:, kidx_t[ws_t]].to(f64).cpu().numpy()
         yB = y[ws_t]
-        KBB = R[:, kidx_t[ws_t]].to(f64).cpu().numpy()
         # (3) the subproblem, to a tolerance relative to the current gap.
         aB = alpha[ws_t].cpu().numpy().copy()
         a0 = aB.copy()
@@ -359,8 +374,9 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
             nz_t = torch.from_numpy(nz).to(device)
             coef = torch.from_numpy(delta[nz]).to(device) * yB[nz_t]
             v = torch.zeros(nk, dtype=f64, device=device)
+            Rnz = cache.get(ws[nz]) if direct else R[nz_t]
             for c in range(0, nz.size, 64):  # float64 products, 64 rows at a time
-                v += R[nz_t[c:c + 64]].to(f64).T @ coef[c:c + 64]
+                v += Rnz[c:c + 64].to(f64).T @ coef[c:c + 64]
             grad += y * (v if same else v[kidx_t])
             alpha[ws_t] = torch.from_numpy(aB).to(device)
         prev = ws

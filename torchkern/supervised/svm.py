@@ -52,14 +52,15 @@ class _BaseSVM(BaseEstimator):
         item = torch.empty((), dtype=K.dtype).element_size()
         cache_rows = max(int(self.cache_size * 2**20 // (nk * item)), 1)
         if sub is None:
-            rows_fn, diag = K.rows, K.diag()
+            rows_fn, diag, block_fn = K.rows, K.diag(), K.submatrix
         else:
             rows_fn, diag = (lambda r: K.submatrix(sub[r], sub)), K.diag()[sub]
+            block_fn = lambda r, c: K.submatrix(sub[r], sub[c])  # noqa: E731
         max_iter = None if self.max_iter in (None, -1) else self.max_iter
         return solve_dual(rows_fn, diag, y, p, C, kidx=kidx, tol=float(self.tol),
                           max_iter=max_iter, working_set=self.working_set_size,
                           cache_rows=cache_rows, chunk=row_chunk(K, nk),
-                          cached=not isinstance(K, DenseKernelMatrix),
+                          block_fn=block_fn if isinstance(K, DenseKernelMatrix) else None,
                           verbose=self.verbose, desc=desc)
 
     def _test_gram_times(self, X, coef):
