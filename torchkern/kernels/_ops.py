@@ -37,6 +37,12 @@ def fmin(a, b):
     return (a + b - (a - b).abs()) * 0.5
 
 
+def inplace_ok(t) -> bool:
+    """Whether ``t`` is a plain tensor outside autograd, whose fresh buffer a formula may
+    overwrite in place (saves full-size temporaries when a Gram block is evaluated)."""
+    return isinstance(t, torch.Tensor) and not (torch.is_grad_enabled() and t.requires_grad)
+
+
 def sqdist(x, y):
     """‖x − y‖² with the feature dimension kept, fast form.
 
@@ -52,7 +58,9 @@ def sqdist(x, y):
         c = y[0].mean(0, keepdim=True).detach()
         a, b = x[:, 0, :] - c, y[0] - c
         d2 = torch.addmm((a * a).sum(-1, keepdim=True), a, b.T, alpha=-2.0)
-        return d2.add_((b * b).sum(-1)[None, :]).clamp_min(0.0).unsqueeze(-1)
+        d2.add_((b * b).sum(-1)[None, :])
+        d2 = d2.clamp_min_(0.0) if inplace_ok(d2) else d2.clamp_min(0.0)
+        return d2.unsqueeze(-1)
     return fsum((x - y) ** 2)
 
 

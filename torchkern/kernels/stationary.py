@@ -6,7 +6,7 @@ and, through the lazy backends, O(n + m) memory.
 """
 import math
 
-from ._ops import fsum, safe_sqrt, sqdist, sqdist_exact
+from ._ops import fsum, inplace_ok, safe_sqrt, sqdist, sqdist_exact
 from .base import Kernel, StationaryKernel, _Lengthscale
 
 __all__ = ["RBF", "Laplacian", "Matern", "RationalQuadratic", "InverseMultiquadric", "Periodic"]
@@ -36,7 +36,10 @@ class RBF(StationaryKernel):
     """
 
     def _k(self, x, y):
-        return (sqdist(x, y) * -0.5).exp()
+        d2 = sqdist(x, y)
+        if inplace_ok(d2):  # a fresh torch block outside autograd: no temporaries
+            return d2.mul_(-0.5).exp_()
+        return (d2 * -0.5).exp()
 
 
 class Laplacian(StationaryKernel):
