@@ -1,6 +1,5 @@
 """linalg on torchkern's lazy KernelMatrix (blocked and KeOps backends) against dense."""
 
-import pytest
 import torch
 
 from torchkern.kernels import RBF

@@ -16,9 +16,8 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, train_
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import torchkern
 from torchkern import RBF, KernelRidge
-from torchkern.gram import FeatureKernelMatrix, KernelMatrix
+from torchkern.gram import KernelMatrix
 from torchkern.linalg import ConvergenceWarning
 from torchkern._estimator import NotFittedError
 

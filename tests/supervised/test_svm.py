@@ -2,7 +2,6 @@
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest

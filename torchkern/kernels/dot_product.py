@@ -1,7 +1,6 @@
 r"""Kernels of inner products: linear, polynomial, exponential, arc-cosine."""
 import math
 
-from .._validation import check_positive
 from ._ops import dot, fsum, safe_sqrt
 from .base import Kernel
 

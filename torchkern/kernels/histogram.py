@@ -1,5 +1,4 @@
 r"""Kernels for non-negative data: histograms and the Brownian-motion (min) kernel."""
-import torch
 
 from ._ops import fdim, felem, fmin, fsum
 from .base import Kernel

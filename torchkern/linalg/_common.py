@@ -64,7 +64,7 @@ def _maybe_requires_grad(A):
         return flag
     return None
 
-from .._validation import as_generator as _generator  # noqa: E402
+from .._validation import as_generator as _generator  # noqa: E402,F401 (re-exported)
 
 def _randn(shape, dtype, device, generator):
     gen_device = generator.device if generator is not None else device

@@ -56,7 +56,7 @@ def row_sums(K: KernelMatrix) -> torch.Tensor:
         return K.tensor.sum(1)
     return K @ torch.ones(K.shape[1], dtype=K.dtype, device=K.device)
 
-from .._validation import as_generator as generator  # noqa: E402
+from .._validation import as_generator as generator  # noqa: E402,F401 (re-exported)
 
 def randperm(n: int, gen: torch.Generator | None, device) -> torch.Tensor:
     """A random permutation of range(n) drawn on the generator's device, moved to ``device``."""

@@ -316,7 +316,6 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
     same = kidx is None
     kidx_t = torch.arange(N, device=device) if same else kidx.to(device)
     kidx_np = kidx_t.cpu().numpy()
-    QD = diag.to(f64)[kidx_t]
     q = int(min(max(2, working_set), N))
     max_iter = 100_000 if max_iter is None else int(max_iter)
     direct = block_fn is not None and same

@@ -1,10 +1,8 @@
 """Kernel logistic regression (binary and multinomial) by Newton's method on the lazy Gram."""
 from __future__ import annotations
 
-import math
 import warnings
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 

@@ -9,10 +9,9 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from .._estimator import check_fitted, resolve_kernel
-from .._validation import as_tensor, as_vector
+from .._validation import as_generator as _generator, as_tensor, as_vector
 from ..kernels.base import inv_softplus
 from ..linalg import PivotedCholesky, cg, logdet
-from ..linalg._common import _generator
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]

@@ -8,10 +8,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from .._config import config
 from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
-from .._validation import as_tensor, as_vector
+from .._validation import as_generator as _generator, as_tensor, as_vector
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..linalg import NystromPreconditioner, cg
-from ..linalg._common import _generator
 
 __all__ = ["KernelRidge"]
 

@@ -2,9 +2,7 @@
 with the duals of LIBSVM solved on the lazy Gram matrix (see :mod:`._smo`)."""
 from __future__ import annotations
 
-import math
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 

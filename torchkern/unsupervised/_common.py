@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import as_generator as generator  # noqa: E402
+from .._validation import as_generator as generator  # noqa: E402,F401 (re-exported)
 
 def randn(shape, dtype, device, gen):
     """Gaussian samples drawn on the generator's device, moved to ``device``."""
