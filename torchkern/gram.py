@@ -44,6 +44,7 @@ __all__ = [
     "CenteredKernelMatrix",
     "SumKernelMatrix",
     "ScaledKernelMatrix",
+    "DiagScaledKernelMatrix",
     "KeOpsFallbackWarning",
     "keops_available",
     "keops_unavailable_reason",
@@ -441,6 +442,10 @@ class KernelMatrix:
         """K + λI as a lazy matrix; ``lam`` a scalar, a 0-d tensor or a (n,) tensor."""
         return ShiftedKernelMatrix(self, lam)
 
+    def scaled(self, left, right=None) -> "DiagScaledKernelMatrix":
+        """diag(left) · K · diag(right) as a lazy matrix (``right`` defaults to ``left``)."""
+        return DiagScaledKernelMatrix(self, left, right)
+
     def centered(self, col_mean=None, mean=None) -> "CenteredKernelMatrix":
         """Centering in feature space, lazily (see :class:`CenteredKernelMatrix`)."""
         return CenteredKernelMatrix(self, col_mean=col_mean, mean=mean)
@@ -788,3 +793,45 @@ class ScaledKernelMatrix(KernelMatrix):
 
     def diag(self):
         return self.c * self.base.diag()
+
+
+class DiagScaledKernelMatrix(KernelMatrix):
+    """diag(a) · K · diag(b), lazily: weighted Gram matrices (a = b = √w in weighted
+    ridge regression) and cosine normalization K(x, y)/√(K(x, x)K(y, y)).
+
+    ``K @ V`` costs one product with K; ``rows``, ``diag`` and ``to_dense`` scale K's own.
+    """
+
+    def __init__(self, base: KernelMatrix, left: torch.Tensor, right: torch.Tensor | None = None):
+        right = left if right is None else right
+        n, m = base.shape
+        if left.shape != (n,) or right.shape != (m,):
+            raise ValueError(f"scaling vectors must have shapes ({n},) and ({m},), got "
+                             f"{tuple(left.shape)} and {tuple(right.shape)}")
+        self.base = base
+        self.left = left.to(dtype=base.dtype, device=base.device)
+        self.right = right.to(dtype=base.dtype, device=base.device)
+        self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
+        self.backend = base.backend
+
+    def _matmul(self, V):
+        return self.left[:, None] * self.base._matmul(self.right[:, None] * V)
+
+    def _transpose(self):
+        return DiagScaledKernelMatrix(self.base.T, self.right, self.left)
+
+    def rows(self, idx):
+        idx = _as_index(idx, self.shape[0], self.device)
+        return self.left[idx, None] * self.base.rows(idx) * self.right[None, :]
+
+    def submatrix(self, rows, cols):
+        rows = _as_index(rows, self.shape[0], self.device)
+        cols = _as_index(cols, self.shape[1], self.device)
+        return self.left[rows, None] * self.base.submatrix(rows, cols) * self.right[None, cols]
+
+    def diag(self):
+        k = min(self.shape)
+        return self.left[:k] * self.base.diag() * self.right[:k]
+
+    def to_dense(self):
+        return self.left[:, None] * self.base.to_dense() * self.right[None, :]

@@ -3,6 +3,7 @@ from .base import Kernel, ProductKernel, ScaleKernel, StationaryKernel, SumKerne
 from .dot_product import ArcCosine, Exponential, Linear, Polynomial
 from .feature import FeatureKernel
 from .histogram import Chi2, HistogramIntersection, Min
+from .structured import StructuredKernel
 from .stationary import (RBF, InverseMultiquadric, Laplacian, Matern, Periodic,
                          RationalQuadratic)
 
@@ -11,5 +12,5 @@ __all__ = [
     "RBF", "Laplacian", "Matern", "RationalQuadratic", "InverseMultiquadric", "Periodic",
     "Linear", "Polynomial", "Exponential", "ArcCosine",
     "Min", "HistogramIntersection", "Chi2",
-    "FeatureKernel",
+    "FeatureKernel", "StructuredKernel",
 ]

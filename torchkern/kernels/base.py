@@ -11,8 +11,9 @@ from torch import nn
 
 from .._config import _check_backend, config
 from .._validation import as_tensor
+from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
-                    combine_formulas, keops_available)
+                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas, keops_available)
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
 
@@ -49,6 +50,10 @@ class Kernel(nn.Module):
     blocked torch matches KeOps' speed without its compile time), falling back to blocked
     with one warning when KeOps cannot be used.
     """
+
+    #: False for kernels on structured inputs (graphs, strings, nodes): they have no
+    #: vector formula (scikit-learn's ``requires_vector_input``).
+    vector_input = True
 
     def __init__(self):
         super().__init__()
@@ -166,6 +171,15 @@ class Kernel(nn.Module):
     def _check_input(self, X: torch.Tensor, name: str) -> None:
         """Kernel-specific input checks (domain, ARD dimension)."""
 
+    def check_input(self, X, name: str = "X", **kw):
+        """``X`` as this kernel takes it (see :mod:`torchkern.inputs`): for vector kernels
+        a floating 2-D tensor of shape (n, d) (a 1-D input is n samples of one feature);
+        keyword arguments go to :func:`torchkern._validation.as_tensor`."""
+        if isinstance(X, KernelInput):
+            raise TypeError(f"{type(self).__name__} is a kernel on vectors; {name} is a "
+                            f"{type(X).__name__}")
+        return as_tensor(X, name, **kw)
+
     # -- evaluation --------------------------------------------------------------------
     def formula(self, X: torch.Tensor, Y: torch.Tensor | None = None) -> Formula:
         """This kernel's :class:`~torchkern.gram.Formula` bound to (X, Y)."""
@@ -181,9 +195,9 @@ class Kernel(nn.Module):
         return Formula((x,), (y,), ps, lambda xs, ys, ps_: k(xs[0], ys[0], *ps_))
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
-        X = as_tensor(X, "X")
+        X = self.check_input(X, "X")
         if Y is not None:
-            Y = as_tensor(Y, "Y")
+            Y = self.check_input(Y, "Y")
             if Y.shape[1] != X.shape[1]:
                 raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
             if Y.dtype != X.dtype:
@@ -207,7 +221,7 @@ class Kernel(nn.Module):
 
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) for every row of X, shape (n,), without forming the matrix."""
-        X = as_tensor(X, "X")
+        X = self.check_input(X, "X")
         return self.formula(X).evaluate_pairs()
 
     # -- algebra -----------------------------------------------------------------------
@@ -238,6 +252,34 @@ class _CompositeKernel(Kernel):
             # (k1 + k2) + k3 is stored flat: one formula either way.
             flat.extend(k.kernels if type(k) is type(self) else [k])
         self.kernels = nn.ModuleList(flat)
+        self.vector_input = all(k.vector_input for k in flat)
+        if not self.vector_input and any(k.vector_input for k in flat):
+            raise TypeError("cannot combine kernels on vectors with kernels on structured "
+                            "inputs: they take different data")
+
+    def check_input(self, X, name: str = "X", **kw):
+        return self.kernels[0].check_input(X, name, **kw)
+
+    def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        if self.vector_input:
+            return super().forward(X, Y, backend=backend)
+        # Structured terms: each keeps its own lazy representation; the sum stays lazy.
+        if self._op is not operator.add:
+            raise TypeError(f"products of structured kernels are not supported lazily; "
+                            f"compute the terms' Gram matrices with backend='dense' and "
+                            f"multiply them")
+        X = self.check_input(X, "X")
+        Y = None if Y is None else self.check_input(Y, "Y")
+        mats = [k(X, Y, backend=backend) for k in self.kernels]
+        if backend == "dense":
+            return DenseKernelMatrix(sum(M.to_dense() for M in mats))
+        return SumKernelMatrix(mats)
+
+    def diag(self, X) -> torch.Tensor:
+        if self.vector_input:
+            return super().diag(X)
+        X = self.check_input(X, "X")
+        return functools.reduce(self._op, [k.diag(X) for k in self.kernels])
 
     def formula(self, X, Y=None):
         return combine_formulas([k.formula(X, Y) for k in self.kernels],
@@ -276,7 +318,26 @@ class ScaleKernel(Kernel):
         if not isinstance(base, Kernel):
             raise TypeError(f"base must be a Kernel, got {type(base).__name__}")
         self.base = base
+        self.vector_input = base.vector_input
         self.register_hyperparameter("outputscale", outputscale)
+
+    def check_input(self, X, name: str = "X", **kw):
+        return self.base.check_input(X, name, **kw)
+
+    def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        if self.vector_input:
+            return super().forward(X, Y, backend=backend)
+        K = self.base(X, Y, backend=backend)
+        c = self.outputscale.to(dtype=K.dtype, device=K.device).reshape(())
+        if isinstance(K, DenseKernelMatrix):
+            return DenseKernelMatrix(c * K.tensor)
+        return ScaledKernelMatrix(K, c)
+
+    def diag(self, X) -> torch.Tensor:
+        if self.vector_input:
+            return super().diag(X)
+        d = self.base.diag(X)
+        return self.outputscale.to(dtype=d.dtype, device=d.device) * d
 
     def formula(self, X, Y=None):
         f = self.base.formula(X, Y)

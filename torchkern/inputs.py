@@ -1,0 +1,191 @@
+"""What a kernel input is — the one place that says it.
+
+A *kernel input* is whatever a kernel knows how to compare: an (n, d) tensor or array for
+the vector kernels of :mod:`torchkern.kernels`, a set of graphs for the graph kernels of
+:mod:`torchkern.graphs`, a set of strings for :mod:`torchkern.sequences`, the nodes of one
+graph for node kernels. Estimators, approximations and tests never assume (n, d); they
+
+- validate data through the kernel: :func:`check_input` (``kernel.check_input``),
+- ask its length (``X.shape[0]``, :func:`n_samples`),
+- index it with an index tensor (CV splits, Nyström centres, SMO rows, permutations):
+  :func:`take`, and concatenate samples: :func:`concat`,
+- check predict-time data against the fitted data: :func:`check_fitted_input`,
+
+and hand it to the kernel, ``kernel(X, Y) -> KernelMatrix``.
+
+Tensors are kernel inputs as they are. Other inputs are :class:`KernelInput` objects,
+which look enough like a tensor for that protocol: ``len``, ``shape == (n,)``, ``dtype``
+(the floating dtype of the Gram matrices computed from them), ``device``, ``X[idx]`` and
+``X.to(device, dtype)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._validation import as_tensor
+
+__all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
+           "n_samples", "n_features", "take", "concat", "as_index"]
+
+
+def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
+    """A 1-D int64 index tensor from an int, a slice, a boolean mask, a list, an array or a
+    tensor, checked against the length ``n``."""
+    if isinstance(idx, slice):
+        return torch.arange(n, device=device)[idx]
+    if isinstance(idx, (int, np.integer)):
+        idx = [int(idx)]
+    t = torch.as_tensor(np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx)
+    if t.dtype == torch.bool:
+        if t.numel() != n:
+            raise IndexError(f"{name}: a boolean mask must have length {n}, got {t.numel()}")
+        t = t.nonzero().reshape(-1)
+    elif t.numel() == 0:
+        t = t.long()
+    elif t.is_floating_point() or t.is_complex():
+        raise IndexError(f"{name} must hold integers, got dtype {t.dtype}")
+    t = t.long().reshape(-1)
+    if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
+        raise IndexError(f"{name} holds indices outside [0, {n})")
+    t = torch.where(t < 0, t + n, t)
+    return t if device is None else t.to(device)
+
+
+class KernelInput:
+    """Base class of non-vector kernel inputs (a set of graphs, of strings, of nodes).
+
+    Subclasses implement ``__len__``, :meth:`take` and :meth:`concat`, and set
+    ``dtype`` / ``device`` (the floating dtype and device of the Gram matrices a kernel
+    builds from them). Everything else an estimator needs follows from those.
+    """
+
+    dtype: torch.dtype = torch.float64
+    device: torch.device = torch.device("cpu")
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def take(self, idx: torch.Tensor) -> "KernelInput":
+        """The sub-collection at the positions ``idx`` (an int64 tensor), in that order."""
+        raise NotImplementedError
+
+    @classmethod
+    def concat(cls, parts) -> "KernelInput":
+        """The collections ``parts`` one after the other."""
+        raise NotImplementedError
+
+    def to(self, device=None, dtype=None) -> "KernelInput":
+        """A view with another device and/or output dtype (the data is moved if needed)."""
+        import copy
+        out = copy.copy(self)
+        if dtype is not None:
+            if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+                raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
+            out.dtype = dtype
+        if device is not None:
+            out.device = torch.device(device)
+            out._move(out.device)
+        return out
+
+    def _move(self, device) -> None:
+        """Move the stored tensors to ``device`` in place (a copy made by :meth:`to`)."""
+
+    def check_compatible(self, other: "KernelInput", name: str = "X") -> None:
+        """Raise ValueError if ``other`` (data met at predict time) cannot be compared with
+        this (fitted) input."""
+        if type(other) is not type(self):
+            raise TypeError(f"{name} is a {type(other).__name__} but the model was fitted on "
+                            f"a {type(self).__name__}")
+
+    @property
+    def shape(self) -> tuple:
+        return (len(self),)
+
+    def __getitem__(self, idx):
+        return self.take(as_index(idx, len(self)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={len(self)}, dtype={self.dtype}, device={self.device})"
+
+
+def _is_precomputed(kernel) -> bool:
+    return isinstance(kernel, str) and kernel == "precomputed"
+
+
+def check_input(kernel, X, name: str = "X", **kw):
+    """``X`` validated as an input of ``kernel``.
+
+    ``kernel="precomputed"``: X is a Gram matrix (a KernelMatrix passes through; a tensor
+    or array must be 2-D). Otherwise the kernel says what it takes
+    (``kernel.check_input``): vector kernels return a 2-D float tensor (keyword arguments
+    go to :func:`torchkern._validation.as_tensor`), structured kernels a
+    :class:`KernelInput`.
+    """
+    from .gram import KernelMatrix
+    if _is_precomputed(kernel):
+        if isinstance(X, KernelMatrix):
+            return X
+        kw.pop("allow_1d", None)
+        return as_tensor(X, name, allow_1d=False, **kw)
+    if kernel is None:
+        return as_tensor(X, name, **kw)
+    return kernel.check_input(X, name, **kw)
+
+
+def check_fitted_input(kernel, X, X_fit, name: str = "X"):
+    """Predict-time data validated against the fitted data ``X_fit``: same kind, same
+    number of features, cast to the fitted dtype and device."""
+    X = check_input(kernel, X, name)
+    if isinstance(X_fit, KernelInput):
+        X_fit.check_compatible(X, name)
+        return X.to(device=X_fit.device, dtype=X_fit.dtype)
+    if isinstance(X, KernelInput):
+        raise TypeError(f"{name} is a {type(X).__name__} but the model was fitted on a tensor")
+    if X.shape[1] != X_fit.shape[1]:
+        raise ValueError(f"{name} has {X.shape[1]} features but the model was fitted on "
+                         f"{X_fit.shape[1]}")
+    return X.to(dtype=X_fit.dtype, device=X_fit.device)
+
+
+def check_precomputed(X, n_fit: int | None = None, name: str = "X", square: bool = False):
+    """A precomputed Gram matrix: square at fit time, (m, n_fit) against the training
+    samples at predict time."""
+    X = check_input("precomputed", X, name)
+    if square and X.shape[0] != X.shape[1]:
+        raise ValueError(f"with kernel='precomputed', {name} must be the square (n, n) Gram "
+                         f"matrix of the training data, got shape {tuple(X.shape)}")
+    if n_fit is not None and X.shape[1] != n_fit:
+        raise ValueError(f"with kernel='precomputed', {name} must have one column per "
+                         f"training sample ({n_fit}), got shape {tuple(X.shape)}")
+    return X
+
+
+def n_samples(X) -> int:
+    """The number of samples of a kernel input (or rows of a Gram matrix)."""
+    return int(X.shape[0])
+
+
+def n_features(X) -> int | None:
+    """The width of a vector input; ``None`` for structured inputs."""
+    return None if isinstance(X, KernelInput) else int(X.shape[1])
+
+
+def take(X, idx):
+    """The samples ``idx`` of a kernel input (rows of a tensor, items of a KernelInput)."""
+    if isinstance(X, KernelInput):
+        return X.take(as_index(idx, len(X)))
+    if isinstance(idx, torch.Tensor):
+        idx = idx.to(X.device)
+    return X[idx]
+
+
+def concat(parts):
+    """Kernel inputs of one kind, one after the other (``torch.cat`` for tensors)."""
+    parts = list(parts)
+    if isinstance(parts[0], KernelInput):
+        kinds = {type(p) for p in parts}
+        if len(kinds) > 1:
+            raise TypeError(f"cannot concatenate inputs of kinds {sorted(k.__name__ for k in kinds)}")
+        return type(parts[0]).concat(parts)
+    return torch.cat(parts)

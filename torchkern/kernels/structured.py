@@ -1,0 +1,76 @@
+"""The base of kernels on structured inputs: graphs, strings, the nodes of a graph."""
+from __future__ import annotations
+
+import torch
+
+from .._config import _check_backend
+from ..gram import DenseKernelMatrix, KernelMatrix
+from ..inputs import KernelInput
+from .base import Kernel
+
+__all__ = ["StructuredKernel"]
+
+
+class StructuredKernel(Kernel):
+    r"""Base class of kernels whose inputs are not (n, d) vectors.
+
+    A subclass says what it takes and how it compares:
+
+    - :meth:`check_input` turns user data (a list of graphs, of strings, node indices...)
+      into its :class:`~torchkern.inputs.KernelInput`, raising a clear error otherwise;
+    - :meth:`_gram` returns the :class:`~torchkern.gram.KernelMatrix` between two such
+      inputs (features, operator or dense representation, as suits the kernel);
+    - :meth:`_diag` returns k(x_i, x_i) (the default reads the diagonal of the Gram).
+
+    The base class then offers what every torchkern kernel does: ``k(X, Y=None,
+    backend=None)`` (``backend="dense"`` materializes; other backends keep the kernel's
+    own lazy representation), ``k.diag(X)``, and cosine normalization
+    k(x, y)/√(k(x, x) k(y, y)) applied lazily when ``self.normalize`` is true (a sample
+    with k(x, x) = 0 gets a zero row). Such kernels have no vector formula: they add and
+    scale with other structured kernels on the same inputs, not with vector kernels.
+    """
+
+    normalize: bool = False
+    vector_input = False
+
+    def check_input(self, X, name: str = "X", **kw) -> KernelInput:
+        raise NotImplementedError
+
+    def _gram(self, X: KernelInput, Y: KernelInput | None) -> KernelMatrix:
+        raise NotImplementedError
+
+    def _diag(self, X: KernelInput) -> torch.Tensor:
+        return self._gram(X, None).diag()
+
+    def formula(self, X, Y=None):
+        raise TypeError(f"{type(self).__name__} compares structured inputs; it has no vector "
+                        f"formula and cannot be combined with vector kernels")
+
+    def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        name = _check_backend(backend) if backend is not None else None
+        X = self.check_input(X, "X")
+        if Y is not None:
+            Y = self.check_input(Y, "Y")
+            if Y.device != X.device:
+                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+            if Y.dtype != X.dtype:
+                Y = Y.to(dtype=X.dtype)
+        K = self._gram(X, Y)
+        if self.normalize:
+            dx = self._diag(X)
+            dy = dx if Y is None else self._diag(Y)
+            K = K.scaled(_inv_sqrt(dx), _inv_sqrt(dy))
+        if name == "dense":
+            return DenseKernelMatrix(K.to_dense())
+        return K
+
+    def diag(self, X) -> torch.Tensor:
+        X = self.check_input(X, "X")
+        d = self._diag(X)
+        if self.normalize:
+            return (d > 0).to(d.dtype)
+        return d
+
+
+def _inv_sqrt(d: torch.Tensor) -> torch.Tensor:
+    return torch.where(d > 0, d.clamp_min(torch.finfo(d.dtype).tiny).rsqrt(), torch.zeros_like(d))
