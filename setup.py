@@ -19,7 +19,7 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5"],
+        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "grakel>=0.1.10"],
         "bench": ["scikit-learn>=1.3", "psutil>=5"],
     },
 )
