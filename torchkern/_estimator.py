@@ -9,12 +9,17 @@ import copy
 import torch
 from sklearn.exceptions import NotFittedError
 
-from ._validation import as_tensor
 from ._config import config
 from .gram import DenseKernelMatrix, KernelMatrix
+from .inputs import check_input
 from .kernels import RBF, Kernel
 
-__all__ = ["resolve_kernel", "kernel_matrix", "check_fitted", "NotFittedError"]
+__all__ = ["resolve_kernel", "kernel_matrix", "check_fitted", "is_precomputed", "NotFittedError"]
+
+
+def is_precomputed(kernel) -> bool:
+    """Whether an estimator's (resolved) kernel is the string ``"precomputed"``."""
+    return isinstance(kernel, str) and kernel == "precomputed"
 
 
 def resolve_kernel(kernel, name: str = "kernel"):
@@ -41,23 +46,22 @@ def kernel_matrix(kernel, X, Y=None, *, backend=None, name: str = "X",
     many times: under the ``"auto"`` backend it is then stored densely, without autograd
     state, if it fits ``config.materialize_max_bytes``.
     """
-    if isinstance(kernel, str):  # "precomputed"
-        if isinstance(X, KernelMatrix):
-            return X
-        return DenseKernelMatrix(as_tensor(X, name, allow_1d=False))
+    if is_precomputed(kernel):
+        X = check_input(kernel, X, name)
+        return X if isinstance(X, KernelMatrix) else DenseKernelMatrix(X)
     if reuse and (config.backend if backend is None else backend) == "auto":
         m = X.shape[0] if Y is None else Y.shape[0]
-        if X.shape[0] * m * X.element_size() <= config.materialize_max_bytes:
+        item = torch.empty((), dtype=X.dtype).element_size()
+        if X.shape[0] * m * item <= config.materialize_max_bytes:
             with torch.no_grad():
                 return kernel(X, Y, backend="dense")
     return kernel(X, Y, backend=backend)
 
 
 def input_matrix(kernel, X, name: str = "X", **kw):
-    """Validated data: a KernelMatrix passes through when the kernel is precomputed."""
-    if isinstance(kernel, str) and isinstance(X, KernelMatrix):
-        return X
-    return as_tensor(X, name, **kw)
+    """Validated data (:func:`torchkern.inputs.check_input`): a Gram matrix when the kernel
+    is precomputed, otherwise what the kernel takes."""
+    return check_input(kernel, X, name, **kw)
 
 
 def check_fitted(estimator, attribute: str) -> None:
@@ -66,11 +70,3 @@ def check_fitted(estimator, attribute: str) -> None:
         raise NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet; "
                              f"call 'fit' before using it.")
 
-
-def n_rows(X) -> int:
-    return X.shape[0]
-
-
-def same_device(t: torch.Tensor, like) -> torch.Tensor:
-    device = like.device if hasattr(like, "device") else torch.device("cpu")
-    return t.to(device)
