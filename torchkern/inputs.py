@@ -130,6 +130,8 @@ def check_input(kernel, X, name: str = "X", **kw):
         return as_tensor(X, name, allow_1d=False, **kw)
     if kernel is None:
         return as_tensor(X, name, **kw)
+    if not hasattr(kernel, "check_input"):
+        raise TypeError(f"kernel must be a torchkern Kernel or 'precomputed', got {kernel!r}")
     return kernel.check_input(X, name, **kw)
 
 

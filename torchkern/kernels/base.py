@@ -224,6 +224,14 @@ class Kernel(nn.Module):
         X = self.check_input(X, "X")
         return self.formula(X).evaluate_pairs()
 
+    def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples (X and Y of equal length), shape (n,)."""
+        X, Y = self.check_input(X, "X"), self.check_input(Y, "Y")
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X and Y must have the same number of samples, got "
+                             f"{X.shape[0]} and {Y.shape[0]}")
+        return self.formula(X, Y).evaluate_pairs()
+
     # -- algebra -----------------------------------------------------------------------
     def __add__(self, other):
         if not isinstance(other, Kernel):

@@ -64,6 +64,14 @@ class StructuredKernel(Kernel):
             return DenseKernelMatrix(K.to_dense())
         return K
 
+    def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples, from the diagonal of k(X, Y)."""
+        X, Y = self.check_input(X, "X"), self.check_input(Y, "Y")
+        if len(X) != len(Y):
+            raise ValueError(f"X and Y must have the same number of samples, got "
+                             f"{len(X)} and {len(Y)}")
+        return self(X, Y).diag()
+
     def diag(self, X) -> torch.Tensor:
         X = self.check_input(X, "X")
         d = self._diag(X)

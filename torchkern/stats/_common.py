@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import as_tensor
+from ..inputs import KernelInput, check_input
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels import Kernel
 
@@ -13,10 +13,17 @@ def check_kernel(kernel, name: str = "kernel") -> Kernel:
         raise TypeError(f"{name} must be a torchkern Kernel, got {type(kernel).__name__}")
     return kernel
 
-def check_samples(X, Y, x_name: str = "X", y_name: str = "Y"):
-    """Two samples as 2-D tensors with the same number of features."""
-    X = as_tensor(X, x_name)
-    Y = as_tensor(Y, y_name)
+def check_samples(X, Y, x_name: str = "X", y_name: str = "Y", kernel=None):
+    """Two samples as the kernel takes them (2-D tensors with the same number of features
+    for vector kernels and ``kernel=None``; see :mod:`torchkern.inputs`)."""
+    X = check_input(kernel, X, x_name)
+    Y = check_input(kernel, Y, y_name)
+    if isinstance(X, KernelInput) or isinstance(Y, KernelInput):
+        X.check_compatible(Y, y_name)
+        if X.device != Y.device:
+            raise ValueError(f"{x_name} and {y_name} must be on the same device, got "
+                             f"{X.device} and {Y.device}")
+        return X, Y.to(dtype=X.dtype)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"{x_name} and {y_name} must have the same number of features, "
                          f"got {X.shape[1]} and {Y.shape[1]}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from .._config import config
-from .._validation import as_tensor
+from ..inputs import check_input
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ._common import as_gram, check_kernel, row_sums
 
@@ -158,12 +158,13 @@ def hsic(X, Y, kernel_x, kernel_y, estimator: str = "biased", *, backend=None) -
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    X, Y = as_tensor(X, "X"), as_tensor(Y, "Y")
+    kernel_x, kernel_y = check_kernel(kernel_x, "kernel_x"), check_kernel(kernel_y, "kernel_y")
+    X, Y = check_input(kernel_x, X, "X"), check_input(kernel_y, Y, "Y")
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must hold the same number of (paired) samples, got "
                          f"{X.shape[0]} and {Y.shape[0]}")
-    K = check_kernel(kernel_x, "kernel_x")(X, backend=backend)
-    L = check_kernel(kernel_y, "kernel_y")(Y, backend=backend)
+    K = kernel_x(X, backend=backend)
+    L = kernel_y(Y, backend=backend)
     if estimator == "unbiased":
         return hsic_unbiased(K, L)
     return hsic_biased(K, L)

@@ -120,8 +120,8 @@ def mmd2_linear(X, Y, kernel) -> torch.Tensor:
     Tensor
         0-d, in the dtype of X; differentiable.
     """
-    X, Y = check_samples(X, Y)
     kernel = check_kernel(kernel)
+    X, Y = check_samples(X, Y, kernel=kernel)
     n = X.shape[0]
     if Y.shape[0] != n:
         raise ValueError(f"the linear-time MMD estimator pairs x_i with y_i and needs as many "
@@ -132,7 +132,7 @@ def mmd2_linear(X, Y, kernel) -> torch.Tensor:
     x1, x2, y1, y2 = X[0:2 * h:2], X[1:2 * h:2], Y[0:2 * h:2], Y[1:2 * h:2]
 
     def pairs(a, b):
-        return kernel.formula(a, b).evaluate_pairs()
+        return kernel.pairs(a, b)
 
     terms = pairs(x1, x2) + pairs(y1, y2) - pairs(x1, y2) - pairs(x2, y1)
     return terms.mean()
@@ -181,8 +181,8 @@ def mmd2(X, Y, kernel, estimator: str = "unbiased", *, backend=None) -> torch.Te
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    X, Y = check_samples(X, Y)
     kernel = check_kernel(kernel)
+    X, Y = check_samples(X, Y, kernel=kernel)
     if estimator == "linear":
         return mmd2_linear(X, Y, kernel)
     n, m = X.shape[0], Y.shape[0]

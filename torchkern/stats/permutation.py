@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 from sklearn.base import BaseEstimator
 
-from .._validation import as_tensor
+from ..inputs import check_input, concat
 from ..approx import Nystroem
 from ..kernels import RBF
 from ._common import check_kernel, check_samples, generator, randperm
@@ -158,21 +158,20 @@ class MMDTest(BaseEstimator):
             ``null_distribution``.
         """
         _check_test_params(self, ("unbiased", "biased"))
-        X, Y = check_samples(X, Y)
+        kernel = None if self.kernel is None else check_kernel(self.kernel)
+        X, Y = check_samples(X, Y, kernel=kernel)
         n, m = X.shape[0], Y.shape[0]
         if self.estimator == "unbiased" and (n < 2 or m < 2):
             raise ValueError(f"the unbiased MMD estimator needs at least 2 samples in X and "
                              f"in Y, got {n} and {m}")
         gen = generator(self.random_state)
-        if self.kernel is None:
+        if kernel is None:
             kernel = RBF(lengthscale=median_heuristic(X, Y, random_state=gen))
-        else:
-            kernel = check_kernel(self.kernel)
         self.kernel_ = kernel
         N, P = n + m, self.n_permutations
         with torch.no_grad():
-            Z = torch.cat([X, Y]).detach()
-            K = kernel(Z, backend=self.backend)
+            Z = concat([X, Y])
+            K = kernel(Z.detach() if isinstance(Z, torch.Tensor) else Z, backend=self.backend)
             member = torch.zeros(N, P + 1, dtype=torch.bool, device=Z.device)
             member[:n, 0] = True
             for p in range(1, P + 1):
@@ -322,12 +321,14 @@ class HSICTest(BaseEstimator):
         m = self.n_features
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ValueError(f"n_features must be None or a positive int, got {m!r}")
-        X, Y = as_tensor(X, "X"), as_tensor(Y, "Y")
+        kx = None if self.kernel_x is None else check_kernel(self.kernel_x, "kernel_x")
+        ky = None if self.kernel_y is None else check_kernel(self.kernel_y, "kernel_y")
+        X, Y = check_input(kx, X, "X"), check_input(ky, Y, "Y")
         n = X.shape[0]
         if Y.shape[0] != n:
             raise ValueError(f"X and Y must hold the same number of (paired) samples, got "
                              f"{n} and {Y.shape[0]}")
-        if Y.dtype != X.dtype:
+        if isinstance(X, torch.Tensor) and isinstance(Y, torch.Tensor) and Y.dtype != X.dtype:
             raise TypeError(f"X and Y must have the same dtype, got {X.dtype} and {Y.dtype}")
         need = 4 if self.estimator == "unbiased" else 2
         if n < need:
@@ -341,15 +342,15 @@ class HSICTest(BaseEstimator):
             # The permutations are replayed from a copy of the generator (see below),
             # so the global one is only used to seed a private one.
             gen = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
-        kx = (RBF(lengthscale=median_heuristic(X, random_state=gen)) if self.kernel_x is None
-              else check_kernel(self.kernel_x, "kernel_x"))
-        ky = (RBF(lengthscale=median_heuristic(Y, random_state=gen)) if self.kernel_y is None
-              else check_kernel(self.kernel_y, "kernel_y"))
+        if kx is None:
+            kx = RBF(lengthscale=median_heuristic(X, random_state=gen))
+        if ky is None:
+            ky = RBF(lengthscale=median_heuristic(Y, random_state=gen))
         self.kernel_x_, self.kernel_y_ = kx, ky
         self.method_ = method
         self.n_features_ = None
         with torch.no_grad():
-            X, Y = X.detach(), Y.detach()
+            X, Y = _detach(X), _detach(Y)
             if method == "exact":
                 stats = _exact_hsic_stats(X, Y, kx, ky, self.n_permutations, self.estimator, gen)
             else:
@@ -357,6 +358,10 @@ class HSICTest(BaseEstimator):
                 stats = _nystrom_hsic_stats(X, Y, kx, ky, self.n_permutations, self.estimator,
                                             gen, self.n_features_)
         return _result(stats, self.alpha, X.dtype)
+
+
+def _detach(X):
+    return X.detach() if isinstance(X, torch.Tensor) else X
 
 
 def _exact_hsic_stats(X, Y, kx, ky, P, estimator, gen):

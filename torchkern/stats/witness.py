@@ -33,8 +33,7 @@ def witness(X, Y, kernel, *, normalize: bool = False, backend=None) -> KernelMea
     KernelMeanEmbedding
         Callable on a (k, d) tensor; also offers ``norm()`` and ``inner()``.
     """
-    X, Y = check_samples(X, Y)
-    check_kernel(kernel)
+    X, Y = check_samples(X, Y, kernel=check_kernel(kernel))
     f = mean_embedding(X, kernel, backend=backend) - mean_embedding(Y, kernel, backend=backend)
     if normalize:
         f = f / f.norm()

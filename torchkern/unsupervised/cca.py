@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 from sklearn.base import BaseEstimator
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from ..inputs import check_fitted_input, check_input, check_precomputed
 from ._common import check_int, generator
 
 __all__ = ["KernelCCA"]
@@ -37,10 +38,9 @@ class _View:
         n = X.shape[0]
         with torch.no_grad():
             if n_centers is None:
+                if is_precomputed(kernel):
+                    X = check_precomputed(X, name=name, square=True)
                 K = kernel_matrix(kernel, X, backend=backend, name=name)
-                if not K.is_square:
-                    raise ValueError(f"{name} must be a square Gram matrix for a precomputed "
-                                     f"kernel, got shape {tuple(K.shape)}")
                 Kc = K.centered()
                 w, U = torch.linalg.eigh(Kc.to_dense().to(_F64))
                 keep = w > 1e-10 * w.abs().max()
@@ -50,7 +50,7 @@ class _View:
                 self.X, self.centers = X, None
                 self.phi = U * w.sqrt()
             else:
-                if isinstance(kernel, str):
+                if is_precomputed(kernel):
                     raise ValueError("n_centers needs a kernel, not 'precomputed'")
                 idx = torch.randperm(n, generator=gen)[:n_centers].to(X.device)
                 self.centers = X[idx]
@@ -65,14 +65,16 @@ class _View:
         return (C @ self.proj.to(C.dtype)).to(_F64)
 
     def features(self, X):
+        """Centered features of new data (validated against the fitted view)."""
         with torch.no_grad():
             if self.centers is not None:
+                X = check_fitted_input(self.kernel, X, self.centers, self.name)
                 return self._raw(X).to(_F64) - self.feat_mean
+            if is_precomputed(self.kernel):
+                X = check_precomputed(X, self.X.shape[0], self.name)
+            else:
+                X = check_fitted_input(self.kernel, X, self.X, self.name)
             K = kernel_matrix(self.kernel, X, self.X, backend=self.backend, name=self.name)
-            if K.shape[1] != self.X.shape[0]:
-                raise ValueError(f"{self.name} must have {self.X.shape[0]} columns (one per "
-                                 f"training point) for a precomputed kernel, got shape "
-                                 f"{tuple(K.shape)}")
             Kc = K.centered(col_mean=self.col_mean, mean=self.mean)
             return (Kc @ self.proj.to(K.dtype)).to(_F64)
 
@@ -152,7 +154,7 @@ class KernelCCA(BaseEstimator):
         """Fit on paired views X (n, p) and Y (n, q) (or their Gram matrices)."""
         kx = resolve_kernel(self.kernel_x, "kernel_x")
         ky = resolve_kernel(self.kernel_y, "kernel_y")
-        X, Y = input_matrix(kx, X, "X"), input_matrix(ky, Y, "Y")
+        X, Y = check_input(kx, X, "X"), check_input(ky, Y, "Y")
         n = X.shape[0]
         if Y.shape[0] != n:
             raise ValueError(f"X and Y must have the same number of samples, got {n} and "
@@ -189,15 +191,13 @@ class KernelCCA(BaseEstimator):
         r"""Canonical variates :math:`f_{a,j}(x) = \tilde\varphi_a(x)^\top u_j` (and
         :math:`f_{b,j}(y)`); returns U (m, k), or (U, V) when Y is given."""
         check_fitted(self, "x_weights_")
-        X = input_matrix(self.kernel_x_, X, "X")
         U = (self._vx.features(X) @ self.x_weights_).to(self._dtype)
         if Y is None:
             return U
-        Y = input_matrix(self.kernel_y_, Y, "Y")
-        if Y.shape[0] != X.shape[0]:
-            raise ValueError(f"X and Y must have the same number of samples, got "
-                             f"{X.shape[0]} and {Y.shape[0]}")
         V = (self._vy.features(Y) @ self.y_weights_).to(self._dtype)
+        if V.shape[0] != U.shape[0]:
+            raise ValueError(f"X and Y must have the same number of samples, got "
+                             f"{U.shape[0]} and {V.shape[0]}")
         return U, V
 
     def score(self, X, Y):

@@ -7,7 +7,8 @@ import warnings
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import as_tensor, as_vector, check_positive
 from ..kernels import RBF, Laplacian
 from ._common import check_int, generator, randn
@@ -213,26 +214,26 @@ class NadarayaWatson(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         """Store the training pairs (X (n, d), y (n,) or (n, r))."""
         kernel = resolve_kernel(self.kernel)
-        X = input_matrix(kernel, X, "X")
+        X = check_input(kernel, X)
         n = X.shape[0]
         y = as_vector(y, "y", n=n, device=X.device)
-        y = y.to(X.dtype if X.is_floating_point() else torch.get_default_dtype())
+        y = y.to(X.dtype if X.dtype.is_floating_point else torch.get_default_dtype())
         self.kernel_ = kernel
         self.X_fit_ = X
         self.y_fit_ = y
-        if not isinstance(kernel, str):
-            self.n_features_in_ = X.shape[1]
+        if not is_precomputed(kernel) and n_features(X) is not None:
+            self.n_features_in_ = n_features(X)
         return self
 
     @torch.no_grad()
     def predict(self, X):
         """ŷ(x) for each row of X, shape (m,) or (m, r) like y."""
         check_fitted(self, "X_fit_")
-        X = input_matrix(self.kernel_, X, "X")
-        K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
-        if K.shape[1] != self.y_fit_.shape[0]:
-            raise ValueError(f"X must have {self.y_fit_.shape[0]} columns (one per training "
-                             f"point) for kernel='precomputed', got shape {tuple(K.shape)}")
+        if is_precomputed(self.kernel_):
+            K = kernel_matrix(self.kernel_, check_precomputed(X, self.y_fit_.shape[0]))
+        else:
+            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         Y = self.y_fit_.reshape(self.y_fit_.shape[0], -1).to(K.dtype)
         with torch.no_grad():
             S = K @ torch.cat([Y, torch.ones_like(Y[:, :1])], 1)

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import check_positive
 from ._common import check_int, generator
 
@@ -248,11 +249,8 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Cluster X (n, d) (or the Gram matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
-        X = input_matrix(kernel, X, "X")
+        X = check_precomputed(X, square=True) if is_precomputed(kernel) else check_input(kernel, X)
         K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
-        if not K.is_square:
-            raise ValueError(f"X must be a square Gram matrix for kernel='precomputed', "
-                             f"got shape {tuple(K.shape)}")
         n = K.shape[0]
         check_int(self.n_clusters, "n_clusters", 1, n)
         check_int(self.n_init, "n_init")
@@ -273,17 +271,17 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         self.n_iter_ = n_iter
         self._center_weights = Z
         self._center_sqnorms = s
-        if not isinstance(kernel, str):
-            self.n_features_in_ = X.shape[1]
+        if not is_precomputed(kernel) and n_features(X) is not None:
+            self.n_features_in_ = n_features(X)
         return self
 
     @torch.no_grad()
     def _cross_products(self, X):
-        X = input_matrix(self.kernel_, X, "X")
-        K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
-        if K.shape[1] != self.labels_.shape[0]:
-            raise ValueError(f"X must have {self.labels_.shape[0]} columns (one per training "
-                             f"point) for kernel='precomputed', got shape {tuple(K.shape)}")
+        if is_precomputed(self.kernel_):
+            K = kernel_matrix(self.kernel_, check_precomputed(X, self.labels_.shape[0]))
+        else:
+            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         with torch.no_grad():
             return -2 * (K @ self._center_weights.to(K.dtype)) + self._center_sqnorms.to(K.dtype)
 

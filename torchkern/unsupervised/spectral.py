@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from .._estimator import input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import is_precomputed, kernel_matrix, resolve_kernel
+from ..inputs import check_input, check_precomputed, n_features
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import eigsh
 from ._common import check_int
@@ -102,11 +103,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Cluster X (n, d) (or the affinity matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
-        X = input_matrix(kernel, X, "X")
+        X = check_precomputed(X, square=True) if is_precomputed(kernel) else check_input(kernel, X)
         K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
-        if not K.is_square:
-            raise ValueError(f"X must be a square affinity matrix for kernel='precomputed', "
-                             f"got shape {tuple(K.shape)}")
         n = K.shape[0]
         k = check_int(self.n_clusters, "n_clusters", 1, n)
         check_int(self.n_init, "n_init")
@@ -124,8 +122,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.kernel_ = kernel
         self.embedding_ = U.to(K.dtype)
         self.labels_ = labels
-        if not isinstance(kernel, str):
-            self.n_features_in_ = X.shape[1]
+        if not is_precomputed(kernel) and n_features(X) is not None:
+            self.n_features_in_ = n_features(X)
         return self
 
     def fit_predict(self, X, y=None):
