@@ -37,6 +37,8 @@ class ApproximateKernel(Kernel):
             raise TypeError(f"feature_map must be an nn.Module or have a transform method, "
                             f"got {type(feature_map).__name__}")
         self.feature_map = feature_map
+        base = getattr(feature_map, "kernel", None)
+        self.vector_input = getattr(base, "vector_input", True)
 
     def features(self, X) -> torch.Tensor:
         """ψ(X), shape (n, p)."""
@@ -51,19 +53,26 @@ class ApproximateKernel(Kernel):
         zy = zx if (Y is None or Y is X) else self.features(Y)
         return Formula((zx,), (zy,), (), lambda xs, ys, ps: dot(xs[0], ys[0]))
 
+    def check_input(self, X, name: str = "X", **kw):
+        """What the approximated kernel takes (a Nyström map of a graph kernel takes graphs)."""
+        base = getattr(self.feature_map, "kernel", None)
+        if base is not None and hasattr(base, "check_input") and not isinstance(base, str):
+            return base.check_input(X, name, **kw)
+        return as_tensor(X, name, **kw)
+
     def forward(self, X, Y=None, *, backend: str | None = None) -> FeatureKernelMatrix:
-        X = as_tensor(X, "X")
+        X = self.check_input(X, "X")
         zx = self.features(X)
         if Y is None:
             return FeatureKernelMatrix(zx)
-        Y = as_tensor(Y, "Y")
-        if Y.shape[1] != X.shape[1]:
+        Y = self.check_input(Y, "Y")
+        if isinstance(X, torch.Tensor) and Y.shape[1] != X.shape[1]:
             raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
         return FeatureKernelMatrix(zx, self.features(Y))
 
     def diag(self, X) -> torch.Tensor:
         """k̃(x_i, x_i) = ‖ψ(x_i)‖², shape (n,)."""
-        Z = self.features(as_tensor(X, "X"))
+        Z = self.features(self.check_input(X, "X"))
         return (Z * Z).sum(1)
 
     def extra_repr(self) -> str:

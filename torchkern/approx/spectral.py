@@ -169,6 +169,10 @@ def _terms(kernel) -> list:
 def decompose(kernel) -> Spectrum:
     """Split ``kernel`` into a sum of products of scales and supported factors, or raise
     ``TypeError``."""
+    if not getattr(kernel, "vector_input", True):
+        raise TypeError(f"random Fourier features need a shift-invariant kernel on vectors "
+                        f"(Bochner's theorem); {type(kernel).__name__} compares structured "
+                        f"inputs — use Nystroem features instead")
     terms = _terms(kernel)
     if len(terms) > MAX_TERMS:
         raise ValueError(f"the kernel has more than {MAX_TERMS} terms")
