@@ -48,6 +48,7 @@ __all__ = [
     "KeOpsFallbackWarning",
     "keops_available",
     "keops_unavailable_reason",
+    "block_rows",
 ]
 
 
@@ -275,14 +276,29 @@ def _keops_lazy(formula: Formula):
 # The blocked backend: row blocks, recomputed in backward
 # --------------------------------------------------------------------------------------
 
+def _row_bytes(n_cols: int, dtype: torch.dtype, width: int = 1, extra: int = 0) -> int:
+    # The broadcast (b, n_cols, width) differences of the widest variable dominate; a few
+    # intermediates of b·n_cols entries live at once: (3·width + 4) entries per column.
+    # An output of `extra` entries per row (a (b, r) product block) comes on top; counting
+    # r per *entry* made blocks of a handful of rows for wide V (r ~ 200 permutations).
+    return dtype.itemsize * (max(n_cols, 1) * (3 * max(width, 1) + 4) + extra)
+
+
+def block_rows(n_cols: int, dtype: torch.dtype, device=None, *, width: int = 1) -> int:
+    """How many rows of a dense (·, n_cols) block of kernel values fit the row-block budget.
+
+    The one memory model of torchkern's row blocks — blocked products, SMO's kernel rows,
+    Nyström cross Gram matrices, row-block iteration: evaluating b rows of a kernel whose
+    inputs have ``width`` columns in all holds about b·n_cols·(3·width + 4) entries of
+    ``dtype`` at once, which must stay within ``config.block_bytes(device)``. At least 1.
+    """
+    return int(max(1, config.block_bytes(device) // _row_bytes(n_cols, dtype, width)))
+
+
 def _block_rows(formula: Formula, r: int) -> int:
+    """Rows per block of the blocked product K V (V with r columns)."""
     n, m = formula.shape
-    item = formula.dtype.itemsize if hasattr(formula.dtype, "itemsize") else 8
-    # The broadcast (b, m, d) differences of the widest variable dominate; a few
-    # intermediates of that size live at once. The output block is only (b, r): counting
-    # r per *entry* made blocks of a handful of rows for wide V (r ~ 200 permutations),
-    # i.e. one pass over V per few rows.
-    per_row = item * (m * (3 * max(formula.width, 1) + 4) + r)
+    per_row = _row_bytes(m, formula.dtype, formula.width, extra=r)
     budget = config.block_bytes(formula.device)
     # At least 32 rows (within 16 budgets): thinner blocks pay per-block overhead (on 2
     # CPU cores blocks of 24-50 rows were fastest at n = 20,000 to 50,000).
@@ -422,14 +438,24 @@ class KernelMatrix:
         cols = _as_index(cols, self.shape[1], self.device)
         return self.rows(rows)[:, cols]
 
+    def block_rows(self, n_cols: int | None = None) -> int:
+        """Rows of a dense row block of this matrix (restricted to ``n_cols`` columns,
+        default all) whose evaluation fits ``config.block_bytes(device)``
+        (:func:`block_rows`, with the input width of a formula matrix)."""
+        formula = getattr(self, "formula", None)
+        width = formula.width if isinstance(formula, Formula) else 1
+        return block_rows(self.shape[1] if n_cols is None else n_cols, self.dtype,
+                          self.device, width=width)
+
     def row_blocks(self, block_size: int | None = None):
         """Iterate over ``(start, stop, K[start:stop])`` dense row blocks.
 
-        The default block size keeps one block within ``torchkern.config.block_bytes(device)``.
+        The default block size is :meth:`block_rows`: one block's evaluation stays within
+        ``torchkern.config.block_bytes(device)``.
         """
         n, m = self.shape
         if block_size is None:
-            block_size = max(1, int(config.block_bytes(self.device) // (8 * max(m, 1))))
+            block_size = self.block_rows()
         for s in range(0, n, block_size):
             e = min(n, s + block_size)
             yield s, e, self.rows(torch.arange(s, e, device=self.device))

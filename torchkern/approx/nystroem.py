@@ -4,17 +4,70 @@ from __future__ import annotations
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .._config import config
-from .._estimator import check_fitted, resolve_kernel
-from .._validation import as_tensor
+from typing import NamedTuple
+
+from .._estimator import check_fitted, input_matrix, is_precomputed, resolve_kernel
+from .._validation import as_generator
 from ..gram import FeatureKernelMatrix
+from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
 from ._kmeans import kmeans
-from .spectral import as_generator
 
-__all__ = ["Nystroem"]
+__all__ = ["Nystroem", "NystromBasis", "nystrom_basis", "uniform_centers"]
 
 _SELECTIONS = ("uniform", "kmeans", "greedy")
+_F64 = torch.float64
+
+
+class NystromBasis(NamedTuple):
+    """The eigenbasis of K_mm = UΛUᵀ kept by :func:`nystrom_basis`.
+
+    vectors : (m, r) float64, U restricted to the kept eigenvalues
+    values : (r,) float64, those eigenvalues (ascending)
+    spectrum : (m,) float64, every eigenvalue of K_mm (ascending)
+    """
+
+    vectors: torch.Tensor
+    values: torch.Tensor
+    spectrum: torch.Tensor
+
+    @property
+    def whitening(self) -> torch.Tensor:
+        """M = U Λ^{-1/2}, (m, r): the Nyström features of x are k_m(x)ᵀ M, and
+        M Mᵀ = K_mm⁺."""
+        return self.vectors / self.values.sqrt()
+
+    @property
+    def inv_sqrt(self) -> torch.Tensor:
+        """K_mm^{+1/2} = U Λ^{-1/2} Uᵀ, (m, m): the symmetric pseudo-inverse square root."""
+        return self.whitening @ self.vectors.T
+
+
+def nystrom_basis(Kmm: torch.Tensor, rcond: float) -> NystromBasis:
+    r"""The Nyström eigenbasis of the centers' Gram matrix, in float64.
+
+    :math:`K_{mm} = U\Lambda U^	op` (symmetrized) restricted to the eigenvalues
+    λ > ``rcond``·λ_max, so that duplicate or nearly duplicate centers (a numerically
+    singular K_mm) give a pseudo-inverse instead of round-off blown up. With M = UΛ^{-1/2}
+    the Nyström features ψ(x) = k_m(x)ᵀM satisfy ψ(x)ᵀψ(y) = k_m(x)ᵀK_mm⁺k_m(y)
+    (Williams and Seeger, "Using the Nyström method to speed up kernel machines",
+    NeurIPS 2001). Cost O(m³).
+    """
+    K = Kmm.to(_F64)
+    evals, U = torch.linalg.eigh((K + K.T) / 2)
+    keep = evals > rcond * evals[-1].clamp_min(0)
+    if not bool(keep.any()):
+        raise ValueError("the kernel matrix of the Nyström centers is zero: no Nyström features")
+    return NystromBasis(U[:, keep], evals[keep], evals)
+
+
+def uniform_centers(n: int, m: int, random_state=None, device=None) -> torch.Tensor:
+    """m distinct indices of range(n) drawn uniformly (``random_state``: None, an int or a
+    torch.Generator), sorted, on ``device``."""
+    gen = as_generator(random_state)
+    gen_device = gen.device if gen is not None else device
+    idx = torch.randperm(n, generator=gen, device=gen_device)[:m]
+    return idx.sort().values.to(device)
 
 
 class Nystroem(TransformerMixin, BaseEstimator):
@@ -116,56 +169,52 @@ class Nystroem(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None) -> "Nystroem":
         """Choose the anchors among / from X and factor K_ZZ. Returns self."""
         kernel = resolve_kernel(self.kernel)
-        if isinstance(kernel, str):
+        if is_precomputed(kernel):
             raise ValueError("kernel='precomputed' is not supported: Nystroem evaluates the "
                              "kernel between new points and the anchors")
-        X = as_tensor(X, "X")
+        X = input_matrix(kernel, X, "X")
         n, m = X.shape[0], self.n_components
         self._check_params(n)
-        gen = as_generator(self.random_state)
+        if self.center_selection == "kmeans" and n_features(X) is None:
+            raise ValueError(f"center_selection='kmeans' needs vector inputs (centroids are "
+                             f"points of R^d), got a {type(X).__name__}; use 'uniform' or "
+                             f"'greedy'")
         idx = None
         with torch.no_grad():
             if self.center_selection == "uniform":
-                dev = gen.device if gen is not None else X.device
-                idx = torch.randperm(n, generator=gen, device=dev)[:m].to(X.device)
+                idx = uniform_centers(n, m, self.random_state, X.device)
             elif self.center_selection == "greedy":
                 K = kernel(X, backend="blocked")  # only its diagonal and m columns are used
                 idx = PivotedCholesky(K, m, 1.0, tol=0.0).pivots.to(X.device)
             if idx is not None:
-                Z = X[idx]
+                Z = take(X, idx)
             else:
-                Z = kmeans(X, m, gen)
-            Kzz = kernel(Z.to(torch.float64), backend="dense").to_dense()
-            lam, U = torch.linalg.eigh((Kzz + Kzz.T) / 2)
+                Z = kmeans(X, m, as_generator(self.random_state))
+            Kzz = kernel(Z.to(dtype=_F64), backend="dense").to_dense()
         rcond = self.rcond if self.rcond is not None else Z.shape[0] * torch.finfo(X.dtype).eps
-        keep = lam > rcond * lam[-1].clamp_min(0)
-        if not bool(keep.any()):
-            raise ValueError("the kernel matrix of the anchors is zero: no Nyström features")
-        Uk = U[:, keep]
+        basis = nystrom_basis(Kzz, rcond)
         self.kernel_ = kernel
         self.components_ = Z
         self.component_indices_ = idx
-        self.normalization_ = (Uk / lam[keep].sqrt()) @ Uk.T
-        self.eigenvalues_ = lam
-        self.rank_ = int(keep.sum())
+        self.normalization_ = basis.inv_sqrt
+        self.eigenvalues_ = basis.spectrum
+        self.rank_ = basis.values.numel()
         self.n_components_ = Z.shape[0]
-        self.n_features_in_ = X.shape[1]
+        d = n_features(X)
+        if d is not None:
+            self.n_features_in_ = d
         return self
 
     def transform(self, X) -> torch.Tensor:
         """ψ(X) = k(X, Z) K_ZZ^{−1/2}, shape (n, n_components_), in X's dtype and device."""
         check_fitted(self, "normalization_")
-        X = as_tensor(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but Nystroem was fitted on "
-                             f"{self.n_features_in_}")
+        X = input_matrix(self.kernel_, X, "X")
         Z = self.components_.to(dtype=X.dtype, device=X.device)
+        X = check_fitted_input(self.kernel_, X, Z)
         N = self.normalization_.to(dtype=X.dtype, device=X.device)
         K = self.kernel_(X, Z, backend="blocked")
-        m, d = Z.shape
-        rows = max(1, int(config.block_bytes(X.device) // (X.element_size() * m * (d + 3))))
-        with torch.set_grad_enabled(torch.is_grad_enabled() and X.requires_grad):
-            return torch.cat([B @ N for _, _, B in K.row_blocks(rows)])
+        with torch.set_grad_enabled(torch.is_grad_enabled() and getattr(X, "requires_grad", False)):
+            return torch.cat([B @ N for _, _, B in K.row_blocks()])
 
     def kernel_matrix(self, X, Y=None) -> FeatureKernelMatrix:
         """The approximate Gram matrix ψ(X)ψ(Y)ᵀ, lazy (``Y=None`` means Y = X)."""

@@ -7,10 +7,13 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from .._config import config
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
-from .._validation import as_generator as _generator, as_tensor, as_vector
+from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
+from .._validation import as_generator as _generator, as_vector
+from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
+from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import NystromPreconditioner, cg
+from ..linalg.operators import RowBlockOperator
 
 __all__ = ["KernelRidge"]
 
@@ -43,35 +46,6 @@ def _default_rank(n: int) -> int:
 # --------------------------------------------------------------------------------------
 # Helpers shared by the solvers
 # --------------------------------------------------------------------------------------
-
-class _ScaledGram(KernelMatrix):
-    """S K S for S = diag(s): the Gram matrix of weighted KRR (s = √w), still lazy.
-
-    Offers what CG and the column-based preconditioners use: ``@``, ``diag()``,
-    ``rows``/``cols``, ``to_dense()``.
-    """
-
-    def __init__(self, base: KernelMatrix, s: torch.Tensor):
-        self.base, self.s = base, s
-        self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
-        self.backend = base.backend
-
-    def _matmul(self, V):
-        return self.s[:, None] * self.base._matmul(self.s[:, None] * V)
-
-    def _transpose(self):
-        return self
-
-    def rows(self, idx):
-        idx = torch.as_tensor(idx, device=self.device).long().reshape(-1)
-        return self.s[idx, None] * self.base.rows(idx) * self.s[None, :]
-
-    def diag(self):
-        return self.s * self.base.diag() * self.s
-
-    def to_dense(self):
-        return self.s[:, None] * self.base.to_dense() * self.s[None, :]
-
 
 class _Progress:
     """Wraps an operator to advance a tqdm bar at every product (``verbose=True``)."""
@@ -189,74 +163,7 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose,
     return C
 
 
-def _row_block_size(n_cols: int, width: int, itemsize: int, device=None) -> int:
-    # One block's broadcast (b, m, d) differences and a few intermediates stay within the
-    # blocked backend's memory budget.
-    per_row = max(n_cols, 1) * itemsize * (3 * max(width, 1) + 4)
-    return int(max(1, config.block_bytes(device) // per_row))
-
-
-class _CrossGram:
-    """The (n, m) matrix K_nm = k(X, Z) for m centers, applied by row blocks.
-
-    ``gram_products(V, w)`` returns K_mn diag(w) K_nm V in one pass over the blocks (each
-    block evaluated once per call), accumulated in float64; ``rmatvec(U)`` gives K_mn U.
-    When n·m ≤ ``config.dense_max_entries`` the blocks are computed once and kept;
-    otherwise they are recomputed at each call, so memory stays O(b·m + m²).
-    """
-
-    def __init__(self, kernel, X, Z, *, precomputed_cols=None):
-        self.kernel, self.X, self.Z = kernel, X, Z
-        self.dtype = X.dtype if precomputed_cols is None else precomputed_cols.dtype
-        if precomputed_cols is not None:
-            self.blocks = [(0, precomputed_cols.shape[0], precomputed_cols)]
-            self.n = precomputed_cols.shape[0]
-            return
-        n, m = X.shape[0], Z.shape[0]
-        self.n = n
-        self.block = _row_block_size(m, X.shape[1], X.element_size(), X.device)
-        self.blocks = None
-        if n * m <= config.dense_max_entries:
-            self.blocks = list(self._iter_blocks())
-
-    def _iter_blocks(self):
-        if self.blocks is not None:
-            yield from self.blocks
-            return
-        for s in range(0, self.n, self.block):
-            e = min(self.n, s + self.block)
-            yield s, e, self.kernel(self.X[s:e], self.Z, backend="dense").to_dense()
-
-    def gram_products(self, V64, w=None):
-        out = torch.zeros_like(V64)
-        V = V64.to(self.dtype)
-        for s, e, Kb in self._iter_blocks():
-            U = Kb @ V
-            if w is not None:
-                U = U * w[s:e, None]
-            out += (Kb.T @ U).to(_F64)
-        return out
-
-    def rmatvec(self, U):
-        out = None
-        for s, e, Kb in self._iter_blocks():
-            part = (Kb.T @ U[s:e]).to(_F64)
-            out = part if out is None else out + part
-        return out
-
-
-def _nystrom_basis(Kmm64: torch.Tensor):
-    r"""K_mm = U Λ Uᵀ restricted to its numerically non-zero eigenvalues (λ > m·ε·λ_max):
-    returns (M = U Λ^{-1/2}, Λ), so that Ψ = K_nm M are the Nyström features."""
-    m = Kmm64.shape[0]
-    evals, U = torch.linalg.eigh((Kmm64 + Kmm64.T) / 2)
-    keep = evals > m * torch.finfo(_F64).eps * float(evals.max().clamp(min=1e-300))
-    if not bool(keep.any()):
-        raise ValueError("the kernel matrix of the Nyström centers is zero")
-    return U[:, keep] / evals[keep].sqrt(), evals[keep]
-
-
-def _solve_nystrom(cross: _CrossGram, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
+def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
                    verbose) -> torch.Tensor:
     r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β. Returns β (m, r) in float64.
 
@@ -269,15 +176,16 @@ def _solve_nystrom(cross: _CrossGram, Kmm: torch.Tensor, Y, alpha, w, *, tol, ma
     diagonal preconditioner. Cost per iteration: one pass over K_nm (O(n·m·d)), O(m²)
     memory.
     """
-    M, evals = _nystrom_basis(Kmm.to(_F64))
+    basis = nystrom_basis(Kmm, Kmm.shape[0] * torch.finfo(_F64).eps)
+    M, evals = basis.whitening, basis.values
     Yw = Y if w is None else Y * w[:, None]
-    rhs = M.T @ cross.rmatvec(Yw)
-    c = (cross.n if w is None else float(w.sum())) / M.shape[0]
+    rhs = M.T @ Knm.rmatmul(Yw)
+    c = (Knm.shape[0] if w is None else float(w.sum())) / M.shape[0]
     Theta = torch.empty_like(rhs)
     bar = _progress_bar(verbose, max_iter, "KernelRidge (nystrom)")
     r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
-        H = OperatorKernelMatrix(lambda V, a=a: M.T @ cross.gram_products(M @ V, w) + a * V,
+        H = OperatorKernelMatrix(lambda V, a=a: M.T @ Knm.normal_matmul(M @ V, w) + a * V,
                                  (r, r), _F64, M.device)
         diag = c * evals + a
         Theta[:, cols] = cg(_Progress(H, bar), rhs[:, cols].contiguous(),
@@ -408,19 +316,35 @@ class KernelRidge(RegressorMixin, BaseEstimator):
             Non-negative weights of the squared errors.
         """
         kernel = resolve_kernel(self.kernel)
-        precomputed = isinstance(kernel, str)
-        Xt = input_matrix(kernel, X, "X", allow_1d=not precomputed)
-        n = Xt.shape[0]
-        if precomputed and Xt.shape[0] != Xt.shape[1]:
-            raise ValueError(f"X must be a square Gram matrix when kernel='precomputed', "
-                             f"got shape {tuple(Xt.shape)}")
-        dtype, device = Xt.dtype, Xt.device
+        precomputed = is_precomputed(kernel)
+        X = check_precomputed(X, square=True) if precomputed else input_matrix(kernel, X, "X")
+        n = X.shape[0]
+        dtype, device = X.dtype, X.device
         Y = as_vector(y, "y", n=n).detach().to(dtype=dtype, device=device)
         ravel = Y.dim() == 1
         Y2 = Y.reshape(n, -1)
         solver = self._choose_solver(n)
         alpha = _check_alpha(self.alpha, Y2.shape[1], solver in ("cg", "nystrom"), solver)
         w = _check_sample_weight(sample_weight, n, dtype, device)
+        self._check_params(solver)
+
+        with torch.no_grad():
+            if solver == "nystrom":
+                C, X_fit = self._fit_nystrom(kernel, X, Y2, alpha, w)
+            else:
+                C = self._fit_exact(kernel, X, Y2, alpha, w, solver)
+                X_fit = None if precomputed else X
+        self.kernel_ = kernel
+        self.solver_ = solver
+        self.dual_coef_ = C.reshape(-1) if ravel else C
+        self.X_fit_ = X_fit
+        d = n if precomputed else n_features(X)
+        if d is not None:
+            self.n_features_in_ = d
+        self._n_fit = n
+        return self
+
+    def _check_params(self, solver):
         if not (isinstance(self.tol, (int, float)) and self.tol > 0):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
         if self.n_centers is not None and (isinstance(self.n_centers, bool)
@@ -428,51 +352,38 @@ class KernelRidge(RegressorMixin, BaseEstimator):
                                            or self.n_centers < (1 if solver == "nystrom" else 0)):
             raise ValueError(f"n_centers must be a positive int, got {self.n_centers!r}")
 
-        with torch.no_grad():
-            if solver == "nystrom":
-                C = self._fit_nystrom(kernel, Xt, Y2, alpha, w)
-                X_fit = None if precomputed else Xt[self.center_indices_]
-            else:
-                K = kernel_matrix(kernel, Xt, backend="dense" if solver == "cholesky" else self.backend,
-                                  reuse=True)
-                s = None if w is None else w.sqrt()
-                Ks = K if s is None else _ScaledGram(K, s)
-                Ys = Y2 if s is None else Y2 * s[:, None]
-                if solver == "cholesky":
-                    C = _solve_cholesky(Ks, Ys, alpha).to(dtype)
-                else:
-                    rank = _cg_centers(n) if self.n_centers is None else self.n_centers
-                    C = _solve_cg(Ks, Ys, alpha, rank=rank, tol=float(self.tol),
-                                  max_iter=self.max_iter, verbose=self.verbose,
-                                  generator=_generator(self.random_state))
-                if s is not None:
-                    C = C * s[:, None]
-                X_fit = None if precomputed else Xt
-        self.kernel_ = kernel
-        self.solver_ = solver
-        self.dual_coef_ = C.reshape(-1) if ravel else C
-        self.X_fit_ = X_fit
-        self.n_features_in_ = n if precomputed else Xt.shape[1]
-        return self
+    def _fit_exact(self, kernel, X, Y, alpha, w, solver):
+        """c = S (S K S + αI)⁻¹ S y (S = diag(√w), or I) by Cholesky or CG."""
+        K = kernel_matrix(kernel, X, backend="dense" if solver == "cholesky" else self.backend,
+                          reuse=True)
+        s = None if w is None else w.sqrt()
+        if s is not None:
+            K, Y = K.scaled(s), Y * s[:, None]
+        if solver == "cholesky":
+            C = _solve_cholesky(K, Y, alpha).to(Y.dtype)
+        else:
+            n_centers = _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers
+            C = _solve_cg(K, Y, alpha, rank=n_centers, tol=float(self.tol), max_iter=self.max_iter,
+                          verbose=self.verbose, generator=_generator(self.random_state))
+        return C if s is None else C * s[:, None]
 
     def _fit_nystrom(self, kernel, X, Y, alpha, w):
+        """β on m uniform centers (:func:`_solve_nystrom`); returns β and the centers."""
         n = X.shape[0]
         m = min(n, _NYSTROM_DEFAULT_CENTERS if self.n_centers is None else self.n_centers)
-        gen = _generator(self.random_state)
-        gen_device = gen.device if gen is not None else X.device
-        idx = torch.randperm(n, generator=gen, device=gen_device)[:m].sort().values.to(X.device)
+        idx = uniform_centers(n, m, self.random_state, X.device)
         self.center_indices_ = idx
-        if isinstance(kernel, str):
-            K = X if isinstance(X, KernelMatrix) else kernel_matrix(kernel, X)
-            cross = _CrossGram(None, None, None, precomputed_cols=K.cols(idx))
-            Kmm = K.submatrix(idx, idx)
+        if is_precomputed(kernel):
+            K = kernel_matrix(kernel, X)
+            Knm, Kmm, Z = RowBlockOperator(K.cols(idx), n), K.submatrix(idx, idx), None
         else:
-            Z = X[idx]
-            cross = _CrossGram(kernel, X, Z)
+            Z = take(X, idx)
+            K = kernel(X, Z, backend="blocked")
+            Knm = RowBlockOperator(K, K.block_rows(), keep=n * m <= config.dense_max_entries)
             Kmm = kernel(Z, backend="dense").to_dense()
-        B = _solve_nystrom(cross, Kmm, Y, alpha, w, tol=float(self.tol),
-                           max_iter=self.max_iter, verbose=self.verbose)
-        return B.to(Y.dtype)
+        B = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol), max_iter=self.max_iter,
+                           verbose=self.verbose)
+        return B.to(Y.dtype), Z
 
     def predict(self, X) -> torch.Tensor:
         """f(x) = Σ_i c_i k(x_i, x) for each row of X; O(n_test·n) kernel evaluations.
@@ -482,22 +393,14 @@ class KernelRidge(RegressorMixin, BaseEstimator):
         check_fitted(self, "dual_coef_")
         kernel = self.kernel_
         with torch.no_grad():
-            if isinstance(kernel, str):
-                K = kernel_matrix(kernel, input_matrix(kernel, X, "X", allow_1d=False))
-                expected = self.n_features_in_
-                if K.shape[1] != expected:
-                    raise ValueError(f"X must have {expected} columns (the training samples) "
-                                     f"when kernel='precomputed', got shape {tuple(K.shape)}")
+            if is_precomputed(kernel):
+                K = kernel_matrix(kernel, check_precomputed(X, self._n_fit))
                 if self.solver_ == "nystrom":
                     K = DenseKernelMatrix(K.cols(self.center_indices_))
             else:
-                Xt = as_tensor(X, "X")
-                if Xt.shape[1] != self.X_fit_.shape[1]:
-                    raise ValueError(f"X has {Xt.shape[1]} features but the model was fitted "
-                                     f"with {self.X_fit_.shape[1]}")
-                K = kernel_matrix(kernel, Xt.to(self.X_fit_.dtype), self.X_fit_, backend=self.backend)
-            C = self.dual_coef_
-            return K @ C.to(K.dtype)
+                X = check_fitted_input(kernel, X, self.X_fit_)
+                K = kernel_matrix(kernel, X, self.X_fit_, backend=self.backend)
+            return K @ self.dual_coef_.to(K.dtype)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Coefficient of determination R² of ``predict(X)`` (as scikit-learn's

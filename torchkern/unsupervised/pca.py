@@ -6,137 +6,29 @@ import warnings
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
-from .._validation import as_tensor, check_positive
+from .._estimator import (check_fitted, input_matrix, is_precomputed, kernel_matrix,
+                          resolve_kernel)
+from .._validation import check_positive
 from ..gram import DenseKernelMatrix
+from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
-from ._common import generator, randn
+from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
+from ..linalg.operators import row_blocked_mm
 
 __all__ = ["KernelPCA"]
 
 _SOLVERS = ("auto", "dense", "lanczos", "randomized")
 
 
-def _orth_against(W, B):
-    """Orthonormal basis of W's component orthogonal to span(B) (Gram–Schmidt twice)."""
-    for _ in range(2):
-        W = W - B @ (B.T @ W)
-    return torch.linalg.qr(W).Q
-
-
-def _small_eigh(T):
-    """eigh of a small (≤ a few hundred) symmetric matrix, descending. On the CPU it runs
-    single-threaded: multithreaded LAPACK is 5-20× slower at this size on busy machines."""
-    if T.device.type != "cpu":
-        w, V = torch.linalg.eigh(T)
-        return w.flip(0), V.flip(1)
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        w, V = torch.linalg.eigh(T)
-    finally:
-        torch.set_num_threads(prev)
-    return w.flip(0), V.flip(1)
-
-
 class _RowBlockDense(DenseKernelMatrix):
-    """A materialized CPU Gram matrix whose block products K V run in row blocks.
-
-    One MKL GEMM of a large square matrix by a few tens of columns runs 1.5–2× slower
-    than the same product cut into row blocks of ~1000 rows (measured with 2 threads on
-    an AMD EPYC, n = 20 000, 16–48 columns, float32 and float64); a matrix-vector
-    product is memory-bound either way and stays one call. Candidate for
-    ``DenseKernelMatrix._matmul``.
-    """
+    """A materialized CPU Gram matrix whose block products K V run in row blocks
+    (:func:`torchkern.linalg.operators.row_blocked_mm`: 1.5–2× faster than one GEMM by a
+    few tens of columns)."""
 
     _BLOCK_ENTRIES = 2**24
 
     def _matmul(self, V):
-        T = self.tensor
-        n = T.shape[0]
-        rows = max(1, self._BLOCK_ENTRIES // max(T.shape[1], 1))
-        if V.shape[1] < 8 or rows >= n:
-            return T @ V
-        out = V.new_empty(n, V.shape[1])
-        for s in range(0, n, rows):
-            torch.mm(T[s:s + rows], V, out=out[s:s + rows])
-        return out
-
-
-def _block_width(n, k, n_oversamples):
-    """b = k + p rounded up to a multiple of 12 (at most n): the CPU GEMM kernels run at
-    full speed on such widths — on the 2-core benchmark machine a float64 product with
-    24 columns takes half the time of one with 20 or 32."""
-    return min(n, -(-(k + n_oversamples) // 12) * 12)
-
-
-def _randomized_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
-                      random_state=None, max_depth=8):
-    r"""Top-k eigenpairs of a symmetric p.s.d. operator by randomized block Krylov
-    iteration with Rayleigh–Ritz (Halko, Martinsson and Tropp 2011, §4; Musco and
-    Musco 2015, "Randomized block Krylov methods").
-
-    Starts from the randomized range finder :math:`Q_0 = \mathrm{orth}(\Omega)`,
-    Ω Gaussian with b = k + p columns (rounded up to a multiple of 12), and grows an orthonormal basis B of the block
-    Krylov space :math:`[Q_0, AQ_0, A^2Q_0, \dots]` one block product ``A @ Q_j``
-    (n × b) per step, with full reorthogonalization. After each step the Ritz pairs of
-    :math:`T = B^\top AB` (AB the stored products, T grown by one block row per step)
-    are checked: done when every wanted residual :math:`\lVert Au_j - \theta_j
-    u_j\rVert \le \mathrm{tol}\cdot\theta_1`. When the basis reaches ``max_depth``
-    blocks it restarts from its top b Ritz vectors (thick restart: their products are
-    known, AB·S).
-
-    Each step is *one* block product: on a lazy kernel matrix the kernel is evaluated
-    once per step for all b columns, and the Krylov space converges in far fewer
-    steps than subspace (power) iteration. O(n b · max_depth) memory.
-
-    Returns (eigenvalues descending, eigenvectors (n, k), converged: bool, steps).
-    Private; a candidate for ``torchkern.linalg``.
-    """
-    n = A.shape[0]
-    dtype, device = A.dtype, torch.device(A.device)
-    f64 = torch.float64
-    if n_oversamples is None:
-        n_oversamples = max(10, k)
-    b = _block_width(n, k, n_oversamples)
-    if tol is None:
-        tol = 1e-8 if dtype == f64 else 1e-5
-    if max_iter is None:
-        max_iter = 200
-    cap = min(n, max(2, max_depth) * b)
-    # Basis and products stored as rows (cap × n): every leading slice is contiguous.
-    Bt = torch.empty(cap, n, dtype=f64, device=device)
-    ABt = torch.empty(cap, n, dtype=f64, device=device)
-    T = torch.zeros(cap, cap, dtype=f64, device=device)
-    Bt[:b] = torch.linalg.qr(randn((n, b), f64, device, generator(random_state))).Q.T
-    lo, hi = 0, b  # rows [lo, hi) of Bt still need their products
-    converged, steps = False, 0
-    while True:
-        ABt[lo:hi] = (A @ Bt[lo:hi].T.to(dtype)).to(f64).T
-        steps += 1
-        T[:hi, lo:hi] = Bt[:hi] @ ABt[lo:hi].T
-        T[lo:hi, :lo] = T[:lo, lo:hi].T
-        theta, S = _small_eigh((T[:hi, :hi] + T[:hi, :hi].T) / 2)
-        Sk = S[:, :k].T.contiguous()
-        U, AU = (Sk @ Bt[:hi]).T, (Sk @ ABt[:hi]).T
-        res = (AU - U * theta[:k]).norm(dim=0)
-        scale = theta.abs().max().clamp_min(torch.finfo(f64).tiny)
-        converged = bool((res <= tol * scale).all())
-        if converged or hi >= n or steps >= max_iter:
-            converged = converged or hi >= n
-            break
-        if hi + b > cap:
-            # thick restart: keep the top b Ritz vectors, whose products are AB S
-            Sb = S[:, :b].T.contiguous()
-            Bt[:b], ABt[:b] = Sb @ Bt[:hi], Sb @ ABt[:hi]
-            T.zero_()
-            T[:b, :b] = torch.diag(theta[:b])
-            hi = b
-        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T)
-        width = min(b, n - hi)
-        Bt[hi:hi + width] = nxt[:, :width].T
-        lo, hi = hi, hi + width
-    return theta[:k], U, converged, steps
+        return row_blocked_mm(self.tensor, V, self._BLOCK_ENTRIES)
 
 
 def _psd_clip(evals, dtype):
@@ -276,13 +168,18 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     @torch.no_grad()
     def _fit(self, X):
         kernel = resolve_kernel(self.kernel)
-        if isinstance(kernel, str) and self.fit_inverse_transform:
-            raise ValueError("fit_inverse_transform=True cannot be used with kernel='precomputed'")
-        X = input_matrix(kernel, X, "X")
+        if is_precomputed(kernel):
+            if self.fit_inverse_transform:
+                raise ValueError("fit_inverse_transform=True cannot be used with "
+                                 "kernel='precomputed'")
+            X = check_precomputed(X, square=True)
+        else:
+            X = input_matrix(kernel, X, "X")
+            if self.fit_inverse_transform and n_features(X) is None:
+                raise ValueError(f"fit_inverse_transform=True needs vector inputs: the "
+                                 f"pre-image map regresses onto points of R^d, and X is a "
+                                 f"{type(X).__name__}")
         K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
-        if not K.is_square:
-            raise ValueError(f"X must be a square Gram matrix for kernel='precomputed', "
-                             f"got shape {tuple(K.shape)}")
         n = K.shape[0]
         k, solver = self._check_params(n)
         if solver == "auto":
@@ -293,39 +190,42 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             solver = "dense" if n <= 1000 or k > n // 4 else "randomized"
         if solver != "dense" and type(K) is DenseKernelMatrix and K.device.type == "cpu":
             K = _RowBlockDense(K.tensor)
-        with torch.no_grad():
-            Kc = K.centered()
-            if solver == "dense":
-                D = Kc.to_dense().to(torch.float64)
-                evals, evecs = torch.linalg.eigh((D + D.T) / 2)
-                evals, evecs = evals[-k:].flip(0), evecs[:, -k:].flip(1)
-                del D
-            elif solver == "lanczos":
-                evals, evecs = eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
-                                     random_state=self.random_state)
-            else:
-                evals, evecs, ok, steps = _randomized_eigsh(
-                    Kc, k, tol=self.tol, max_iter=self.max_iter, random_state=self.random_state)
-                if not ok:
-                    warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in "
-                                  f"{steps} steps; raise max_iter", ConvergenceWarning,
-                                  stacklevel=3)
-            evals = _psd_clip(evals, K.dtype)
-            evecs = _flip_signs(evecs)
-            if self.n_components is None:
-                keep = evals > 0
-                evals, evecs = evals[keep], evecs[:, keep]
+        Kc = K.centered()
+        evals, evecs = self._top_eigenpairs(Kc, k, solver)
+        evals = _psd_clip(evals, K.dtype)
+        evecs = _flip_signs(evecs)
+        if self.n_components is None:
+            keep = evals > 0
+            evals, evecs = evals[keep], evecs[:, keep]
         self.kernel_ = kernel
         self.X_fit_ = X
         self._col_mean = Kc.col_mean.detach()
         self._mean = Kc.mean.detach()
         self.eigenvalues_ = evals.to(K.dtype)
         self.eigenvectors_ = evecs.to(K.dtype)
-        self.n_features_in_ = X.shape[1]
+        d = n if is_precomputed(kernel) else n_features(X)
+        if d is not None:
+            self.n_features_in_ = d
         X_t = self.eigenvectors_ * self.eigenvalues_.sqrt()
         if self.fit_inverse_transform:
             self._fit_preimage(X_t, X)
         return X_t
+
+    def _top_eigenpairs(self, Kc, k, solver):
+        """The k largest eigenpairs of the centered Gram, descending, by ``solver``."""
+        if solver == "dense":
+            D = Kc.to_dense().to(torch.float64)
+            evals, evecs = torch.linalg.eigh((D + D.T) / 2)
+            return evals[-k:].flip(0), evecs[:, -k:].flip(1)
+        if solver == "lanczos":
+            return eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
+                         random_state=self.random_state)
+        evals, evecs, ok, steps = _randomized_eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
+                                                    random_state=self.random_state)
+        if not ok:
+            warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in {steps} "
+                          f"steps; raise max_iter", ConvergenceWarning, stacklevel=4)
+        return evals, evecs
 
     def fit_transform(self, X, y=None, **params):
         """Fit and return the training projections u_j √λ_j, shape (n, k)."""
@@ -345,11 +245,11 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         Cost: one (m × n) kernel product.
         """
         check_fitted(self, "eigenvalues_")
-        X = input_matrix(self.kernel_, X, "X")
-        K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
-        if K.shape[1] != self.X_fit_.shape[0]:
-            raise ValueError(f"X must have {self.X_fit_.shape[0]} columns (one per training "
-                             f"point) for kernel='precomputed', got shape {tuple(K.shape)}")
+        if is_precomputed(self.kernel_):
+            K = kernel_matrix("precomputed", check_precomputed(X, self.X_fit_.shape[0]))
+        else:
+            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         with torch.no_grad():
             Kc = K.centered(col_mean=self._col_mean, mean=self._mean)
             return Kc @ self._scaled_alphas().to(K.dtype)
@@ -381,11 +281,6 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         if not self.fit_inverse_transform:
             raise ValueError("inverse_transform needs fit_inverse_transform=True at fit time")
         check_fitted(self, "dual_coef_")
-        Z = as_tensor(X, "X")
-        if Z.shape[1] != self.X_transformed_fit_.shape[1]:
-            raise ValueError(f"X must have {self.X_transformed_fit_.shape[1]} columns "
-                             f"(components), got {Z.shape[1]}")
-        with torch.no_grad():
-            K = kernel_matrix(self.kernel_, Z.to(self.X_transformed_fit_.dtype),
-                              self.X_transformed_fit_, backend=self.backend)
-            return K @ self.dual_coef_
+        Z = check_fitted_input(self.kernel_, X, self.X_transformed_fit_)
+        K = kernel_matrix(self.kernel_, Z, self.X_transformed_fit_, backend=self.backend)
+        return K @ self.dual_coef_

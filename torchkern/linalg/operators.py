@@ -1,0 +1,97 @@
+"""Products of tall or large matrices taken a row block at a time.
+
+:func:`row_blocked_mm` multiplies a stored matrix by a few columns in row blocks (faster
+than one GEMM on the CPU); :class:`RowBlockOperator` reads a tall (n, m) matrix — a
+tensor or any object with ``rows(idx)``, such as a lazy cross Gram matrix K_nm — in row
+blocks for the products of least-squares normal equations, Aᵀ W A V and Aᵀ U, in one pass.
+"""
+from __future__ import annotations
+
+import torch
+
+_FLOAT64 = torch.float64
+
+__all__ = ["row_blocked_mm", "RowBlockOperator"]
+
+
+def row_blocked_mm(T: torch.Tensor, V: torch.Tensor, block_entries: int = 2**24) -> torch.Tensor:
+    """T @ V computed in row blocks of about ``block_entries`` entries of T.
+
+    One MKL GEMM of a large square matrix by a few tens of columns runs 1.5–2× slower
+    than the same product cut into row blocks of ~1000 rows (measured with 2 threads on an
+    AMD EPYC, n = 20 000, 16–48 columns, float32 and float64). A product with fewer than 8
+    columns is memory-bound either way and stays one call. Same cost as T @ V: O(n·m·r).
+    """
+    n = T.shape[0]
+    rows = max(1, block_entries // max(T.shape[1], 1))
+    if V.shape[1] < 8 or rows >= n:
+        return T @ V
+    out = V.new_empty(n, V.shape[1])
+    for s in range(0, n, rows):
+        torch.mm(T[s:s + rows], V, out=out[s:s + rows])
+    return out
+
+
+class RowBlockOperator:
+    r"""A tall (n, m) matrix A applied in dense row blocks A[s:e].
+
+    Serves least squares with m ≪ n unknowns (Nyström kernel ridge regression, Falkon):
+    :meth:`normal_matmul` gives :math:`A^\top W A V` and :meth:`rmatmul` :math:`A^\top U`,
+    each in one pass over the blocks, accumulated in float64.
+
+    Parameters
+    ----------
+    A : torch.Tensor or matrix
+        A tensor, or an object with ``shape``, ``dtype``, ``device`` and ``rows(idx)``
+        (the dense rows A[idx], e.g. a lazy kernel matrix).
+    block_rows : int
+        Rows evaluated per block.
+    keep : bool
+        Evaluate the blocks once and keep them (O(n·m) memory); otherwise they are
+        recomputed at every product (O(block_rows·m) memory).
+
+    Notes
+    -----
+    Cost per product: one evaluation of A (n·m entries, unless kept) and O(n·m·r) flops.
+    """
+
+    def __init__(self, A, block_rows: int, keep: bool = False):
+        self.A = A
+        self.shape = tuple(A.shape)
+        self.dtype, self.device = A.dtype, A.device
+        self.block_rows = max(1, int(block_rows))
+        self._kept = None
+        if isinstance(A, torch.Tensor):
+            self._kept = [(0, self.shape[0], A)]
+        elif keep:
+            self._kept = list(self.blocks())
+
+    def blocks(self):
+        """Iterate over ``(start, stop, A[start:stop])``."""
+        if self._kept is not None:
+            yield from self._kept
+            return
+        n = self.shape[0]
+        for s in range(0, n, self.block_rows):
+            e = min(n, s + self.block_rows)
+            yield s, e, self.A.rows(torch.arange(s, e, device=self.device))
+
+    def normal_matmul(self, V64: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+        """Aᵀ diag(w) A V for V of shape (m, r) (float64 in and out; the blocks are
+        multiplied in A's dtype). ``w=None`` means W = I."""
+        out = torch.zeros_like(V64)
+        V = V64.to(self.dtype)
+        for s, e, B in self.blocks():
+            U = B @ V
+            if w is not None:
+                U = U * w[s:e, None]
+            out += (B.T @ U).to(_FLOAT64)
+        return out
+
+    def rmatmul(self, U: torch.Tensor) -> torch.Tensor:
+        """Aᵀ U for U of shape (n, r) in A's dtype; float64 result."""
+        out = None
+        for s, e, B in self.blocks():
+            part = (B.T @ U[s:e]).to(_FLOAT64)
+            out = part if out is None else out + part
+        return out
