@@ -1,4 +1,4 @@
-r"""Nyström features: projection onto the span of a few anchor points (seed 000 L9860–10065)."""
+r"""Nyström features: projection onto the span of a few anchor points."""
 from __future__ import annotations
 
 import torch
@@ -74,9 +74,8 @@ class Nystroem(TransformerMixin, BaseEstimator):
     r"""Nyström feature map ψ(x) = K_ZZ^{−1/2} k_Z(x) from m anchor points Z.
 
     ψ(x)ᵀψ(y) = k_Z(x)ᵀ K_ZZ⁺ k_Z(y) is the inner product of the orthogonal projections of
-    φ(x) and φ(y) onto span{φ(z₁), …, φ(z_m)} in the RKHS (seed 000, "Nyström
-    approximations: principle" and "via random sampling"), so on training data
-    ΨΨᵀ = K_XZ K_ZZ⁺ K_ZX ⪯ K, the best approximation of K whose column space is that of
+    φ(x) and φ(y) onto span{φ(z₁), …, φ(z_m)} in the RKHS (Williams and Seeger 2001), so
+    on training data ΨΨᵀ = K_XZ K_ZZ⁺ K_ZX ⪯ K, the best approximation of K whose column space is that of
     K_XZ. The anchors are chosen by ``center_selection``:
 
     ``"uniform"``
@@ -88,7 +87,7 @@ class Nystroem(TransformerMixin, BaseEstimator):
     ``"greedy"``
         the pivots of a greedy incomplete (pivoted) Cholesky factorization of K: each step
         takes the point whose residual k(x, x) − k_Z(x)ᵀK_ZZ⁻¹k_Z(x) is largest (Bach and
-        Jordan, 2002; seed 000 "Nyström approximation via greedy approach"). Uses only the
+        Jordan, 2002). Uses only the
         diagonal and m columns of the lazy Gram matrix
         (:class:`torchkern.linalg.PivotedCholesky`); stops early when the residual is zero.
 

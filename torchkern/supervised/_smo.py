@@ -8,7 +8,7 @@ Every C-SVM and ε-SVR dual is one instance of
     \\quad\\text{s.t.}\\quad y^\\top \\alpha = 0,\\ 0 \\le \\alpha_t \\le C_t,
     \\qquad Q_{ts} = y_t y_s K_{\\kappa(t)\\kappa(s)},\\ y_t = \\pm 1,
 
-(Chang and Lin, "LIBSVM", §2–4; seed 000 L2294–2478, seed 003 L1354–1498 with the bias):
+(Chang and Lin, "LIBSVM", ACM TIST 2011, §2–4):
 C-SVC takes p = −1 and κ(t) = t; ε-SVR takes 2n variables (α, α*), y = (1, −1),
 p = (ε − z, ε + z) and κ(t) = t mod n.
 

@@ -6,10 +6,13 @@ import warnings
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import check_positive
-from ..gram import FeatureKernelMatrix, KernelMatrix
-from ..linalg import ConvergenceWarning, PivotedCholesky, cg
+from ..approx.nystroem import nystrom_basis, uniform_centers
+from ..gram import FeatureKernelMatrix
+from ..inputs import check_fitted_input, check_precomputed, n_features, take
+from ..linalg import ConvergenceWarning, PivotedCholesky
+from ..linalg.newton import newton_direction
 from ._labels import decode_labels, encode_labels
 
 __all__ = ["KernelLogisticRegression"]
@@ -31,12 +34,12 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
 
     the objective of scikit-learn's ``LogisticRegression(C)`` (its linear-kernel special
     case), with an unpenalized intercept. Mind the sign: the logistic loss is
-    log(1 + e^{−y f}) (seed 003 prints +y f; seed 000 L1639–1764 is right).
+    log(1 + e^{−y f}).
     More classes: the multinomial (softmax) loss over one function per class,
     C Σ_i −log softmax(F_i)_{y_i} + ½ Σ_c ‖f_c‖², not one-vs-rest.
 
     **Solver.** Newton's method, each step a weighted kernel ridge regression (the IRLS of
-    seed 000 L1639–1764). With per-sample loss Hessians H_i (p(1−p) for two classes,
+    Zhu and Hastie 2005). With per-sample loss Hessians H_i (p(1−p) for two classes,
     diag(p) − ppᵀ for softmax), S_i = H_i^{1/2} and gradients G_i, the step solves the
     symmetric positive definite system
 
@@ -115,7 +118,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
     References
     ----------
     J. Zhu and T. Hastie, "Kernel logistic regression and the import vector machine",
-    JCGS 2005. Seed 000 L1639–1764 (KLR by IRLS as weighted KRR). A. Rudi et al.,
+    JCGS 2005 (KLR by IRLS as weighted KRR). A. Rudi et al.,
     "FALKON", NeurIPS 2017 (Nyström + preconditioned CG).
 
     Examples
@@ -155,24 +158,22 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         self.kernel_ = resolve_kernel(self.kernel)
-        precomputed = isinstance(self.kernel_, str)
-        X = input_matrix(self.kernel_, X, "X")
-        if precomputed and X.shape[0] != X.shape[1]:
-            raise ValueError(f"with kernel='precomputed', X must be the square (n, n) Gram "
-                             f"matrix of the training data, got shape {tuple(X.shape)}")
+        precomputed = is_precomputed(self.kernel_)
+        X = check_precomputed(X, square=True) if precomputed else input_matrix(self.kernel_, X, "X")
         n = X.shape[0]
         classes, codes = encode_labels(y, n)
         with torch.no_grad():
             if self.n_centers is None:
                 K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
-                points, to_centers = (None if precomputed else X), None
+                points, to_centers, L = (None if precomputed else X), None, None
             else:
                 if precomputed:
                     raise ValueError("n_centers needs a kernel, not kernel='precomputed'")
                 K, points, to_centers = self._nystrom(X)
+                L = K.phi_x.to(_F64)
             A, b, n_iter = _newton(K, torch.as_tensor(codes, device=K.device), classes.size,
                                    float(self.C), self.fit_intercept, float(self.tol),
-                                   self.max_iter, self.verbose)
+                                   self.max_iter, self.verbose, factor=L)
             if to_centers is not None:  # α on the n points → coefficients on the m centers
                 A = to_centers @ (K.phi_x.T @ A.to(K.dtype)).to(_F64)
         self.classes_ = classes
@@ -180,54 +181,43 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
         self.intercept_ = b
         self.expansion_points_ = points
         self.n_iter_ = n_iter
-        self.n_features_in_ = X.shape[1]
+        d = n if precomputed else n_features(X)
+        if d is not None:
+            self.n_features_in_ = d
         self.shape_fit_ = tuple(X.shape)
         return self
 
     def _nystrom(self, X):
-        """Nyström features Φ = K_nm Q Θ^{−1/2} (K_mm = QΘQᵀ, tiny θ dropped) and the map
-        Q Θ^{−1/2} from feature weights to center coefficients."""
+        """Nyström features Φ = K_nm M (M = UΛ^{−1/2} from K_mm = UΛUᵀ, tiny λ dropped:
+        :func:`~torchkern.approx.nystroem.nystrom_basis`) and the map M from feature
+        weights to center coefficients."""
         m = self.n_centers
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"n_centers must be None or a positive int, got {m!r}")
         n = X.shape[0]
         m = min(m, n)
-        gen = self.random_state
-        if gen is not None and not isinstance(gen, torch.Generator):
-            gen = torch.Generator().manual_seed(int(gen))
-        idx = torch.randperm(n, generator=gen)[:m].sort().values.to(X.device)
-        centers = X[idx]
+        idx = uniform_centers(n, m, self.random_state, X.device)
+        centers = take(X, idx)
         Knm = kernel_matrix(self.kernel_, X, centers, backend=self.backend).to_dense()
-        Kmm = Knm[idx].to(_F64)
-        theta, Q = torch.linalg.eigh((Kmm + Kmm.T) / 2)
-        keep = theta > m * torch.finfo(X.dtype).eps * theta[-1].clamp(min=0)
-        T = Q[:, keep] / theta[keep].sqrt()
-        phi = (Knm.to(_F64) @ T).to(X.dtype)
+        M = nystrom_basis(Knm[idx], m * torch.finfo(X.dtype).eps).whitening
+        phi = (Knm.to(_F64) @ M).to(X.dtype)
         self.centers_ = idx
-        return FeatureKernelMatrix(phi), centers, T
+        return FeatureKernelMatrix(phi), centers, M
 
     # -- predict -----------------------------------------------------------------------
     def decision_function(self, X):
         """f(x): (m,) for two classes (positive → ``classes_[1]``), else (m, n_classes)."""
         check_fitted(self, "dual_coef_")
         with torch.no_grad():
-            if isinstance(self.kernel_, str):
-                X = input_matrix(self.kernel_, X, "X")
-                if X.shape[1] != self.shape_fit_[0]:
-                    raise ValueError(f"with kernel='precomputed', X must have one column per "
-                                     f"training sample ({self.shape_fit_[0]}), got {tuple(X.shape)}")
-                Kx = X if isinstance(X, KernelMatrix) else kernel_matrix("precomputed", X)
-                dtype = X.dtype
+            if is_precomputed(self.kernel_):
+                Kx = kernel_matrix("precomputed", check_precomputed(X, self.shape_fit_[0]))
             else:
                 X = input_matrix(self.kernel_, X, "X")
-                if X.shape[1] != self.n_features_in_:
-                    raise ValueError(f"X has {X.shape[1]} features but the model was fitted "
-                                     f"on {self.n_features_in_}")
                 P = self.expansion_points_.to(dtype=X.dtype, device=X.device)
+                X = check_fitted_input(self.kernel_, X, P)
                 Kx = kernel_matrix(self.kernel_, X, P, backend=self.backend)
-                dtype = X.dtype
-            coef = self.dual_coef_.to(dtype=dtype, device=Kx.device)
-            return Kx @ coef + self.intercept_.to(dtype=dtype, device=Kx.device)
+            coef = self.dual_coef_.to(dtype=Kx.dtype, device=Kx.device)
+            return Kx @ coef + self.intercept_.to(dtype=Kx.dtype, device=Kx.device)
 
     def predict_proba(self, X):
         """Class probabilities, (m, n_classes): [1 − σ(f), σ(f)] or softmax(F)."""
@@ -276,145 +266,78 @@ def _loss_terms(F, codes, binary):
     return value, G, S
 
 
-def _apply_S(S, V):
-    """Per-sample S_i V_i for V of shape (n, c, r)."""
-    if S.dim() == 2:  # binary: S is (n, 1)
-        return S[:, :, None] * V
-    return S @ V
-
-
-class _NewtonSystem:
-    """M = I + C S K S on vectors of length n·c (float64; K used in its own dtype)."""
-
-    def __init__(self, K, S, C, c):
-        self.K, self.S, self.C, self.c = K, S, C, c
-        n = K.shape[0]
-        self.shape = (n * c, n * c)
-        self.dtype = _F64
-        self.device = K.device
-
-    def __matmul__(self, V):
-        n, c = self.K.shape[0], self.c
-        vec = V.dim() == 1
-        V3 = V.reshape(n, c, -1)
-        r = V3.shape[2]
-        SV = _apply_S(self.S, V3).reshape(n, c * r).to(self.K.dtype)
-        KSV = (self.K @ SV).to(_F64).reshape(n, c, r)
-        out = V3 + self.C * _apply_S(self.S, KSV)
-        return out.reshape(n * c) if vec else out.reshape(n * c, r)
-
-
-class _NewtonPreconditioner:
-    """(I + C S L Lᵀ S)⁻¹ by Woodbury, K ≈ L Lᵀ (L: n × k): the core
-    I/C + Σ_i (L_i L_iᵀ) ⊗ H_i is (k c) × (k c)."""
-
-    def __init__(self, L, S, C, c):
-        self.L, self.S, self.c = L, S, c
-        n, k = L.shape
-        if S.dim() == 2:
-            H = (S[:, 0] ** 2)
-            core = L.T @ (H[:, None] * L)
-        else:
-            H = S @ S
-            core = torch.einsum("na,nb,njl->ajbl", L, L, H).reshape(k * c, k * c)
-        core.diagonal().add_(1.0 / C)
-        self.chol = torch.linalg.cholesky(core)
-
-    def __call__(self, R):
-        n, k = self.L.shape
-        c = self.c
-        R3 = R.reshape(n, c, -1)
-        r = R3.shape[2]
-        SR = _apply_S(self.S, R3)  # (n, c, r)
-        UtR = torch.einsum("na,ncr->acr", self.L, SR).reshape(k * c, r)
-        Z = torch.cholesky_solve(UtR, self.chol).reshape(k, c, r)
-        UZ = _apply_S(self.S, torch.einsum("na,acr->ncr", self.L, Z))
-        return (R3 - UZ).reshape(R.shape)
-
-
 def _low_rank_factor(K, c):
-    """K ≈ L Lᵀ with at most _PRECOND_WIDTH / c columns: the features themselves for a
-    Nyström (feature) Gram, else a pivoted Cholesky."""
+    """K ≈ L Lᵀ for the Newton preconditioner: a pivoted Cholesky with at most
+    _PRECOND_WIDTH / c columns."""
     k = max(4, _PRECOND_WIDTH // c)
-    if isinstance(K, FeatureKernelMatrix) and K.phi_x.shape[1] <= k and K.phi_x is K.phi_y:
-        return K.phi_x.to(_F64)
     return PivotedCholesky(K, min(k, K.shape[0]), 1.0).L
 
 
-def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose):
-    """Minimize C Σ loss(F_i) + ½ Σ_c α_cᵀ K α_c, F = Kα + 1bᵀ; returns α (n, c), b, steps."""
+def _initial_intercept(codes, n_classes, fit_intercept, device):
+    """b at the start: the log class frequencies (centered for softmax), or 0."""
+    c = 1 if n_classes == 2 else n_classes
+    if not fit_intercept:
+        return torch.zeros(c, dtype=_F64, device=device)
+    counts = torch.bincount(codes, minlength=n_classes).to(_F64)
+    if n_classes == 2:
+        return torch.log(counts[1:] / counts[:1])
+    return counts.log() - counts.log().mean()
+
+
+def _armijo(objective, J0, slope):
+    """Backtracking line search from t = 1: the first t = 2^{-j} with
+    objective(t) ≤ J0 + 10⁻⁴·t·slope (Armijo's sufficient decrease). Returns (t, objective(t))."""
+    t = 1.0
+    while True:
+        J_t = objective(t)
+        if J_t <= J0 + 1e-4 * t * min(slope, 0.0) + 1e-12 * abs(J0) or t < 1e-10:
+            return t, J_t
+        t *= 0.5
+
+
+def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, factor=None):
+    """Minimize C Σ loss(F_i) + ½ Σ_c α_cᵀ K α_c, F = Kα + 1bᵀ by damped Newton steps
+    (:func:`torchkern.linalg.newton.newton_direction` and an Armijo line search on the
+    exact objective); returns α (n, c), b, steps. ``factor``: K ≈ L Lᵀ for the
+    preconditioner (default a pivoted Cholesky of K)."""
     n = K.shape[0]
     binary = n_classes == 2
     c = 1 if binary else n_classes
-    device = K.device
     if K.dtype == torch.float32:
         tol, cg_tol = max(tol, 1e-4), 1e-5
     else:
         cg_tol = 1e-12
     cg_tol = max(cg_tol, min(1e-2, tol))
-    L = _low_rank_factor(K, c)
+    if factor is None or factor.shape[1] > max(4, _PRECOND_WIDTH // c):
+        factor = _low_rank_factor(K, c)
 
-    counts = torch.bincount(codes, minlength=n_classes).to(_F64)
-    if not fit_intercept:
-        b = torch.zeros(c, dtype=_F64, device=device)
-    elif binary:
-        b = torch.log(counts[1:] / counts[:1])
-    else:
-        b = counts.log() - counts.log().mean()
-    A = torch.zeros(n, c, dtype=_F64, device=device)
+    b = _initial_intercept(codes, n_classes, fit_intercept, K.device)
+    A = torch.zeros(n, c, dtype=_F64, device=K.device)
     KA = torch.zeros_like(A)
     F = KA + b
-
-    def objective(F_, reg):
-        return C * _loss_terms(F_, codes, binary)[0] + 0.5 * reg
-
-    reg = 0.0
-    J = objective(F, reg)
-    converged = False
+    reg = 0.0  # Σ_c α_cᵀ K α_c
+    J = C * _loss_terms(F, codes, binary)[0]
     bar = None
     if verbose:
         from tqdm.auto import tqdm
         bar = tqdm(total=max_iter, desc="KernelLogisticRegression", leave=False)
-    it = 0
+    converged, it, step = False, 0, float("inf")
     for it in range(1, max_iter + 1):
         _, G, S = _loss_terms(F, codes, binary)
-        M = _NewtonSystem(K, S, C, c)
-        KG = (K @ G.to(K.dtype)).to(_F64)
-        S3 = S[:, :, None] if binary else S
-        cols = [(C * _apply_S(S, (F + C * KG)[:, :, None])).reshape(n * c, 1)]
-        if fit_intercept:  # C S e_k, one column per class (the Schur complement of b)
-            cols.append((C * S3).reshape(n * c, c))
-        B = torch.cat(cols, dim=1)
-        X = cg(M, B, preconditioner=_NewtonPreconditioner(L, S, C, c), tol=cg_tol)
-        SX = _apply_S(S, X.reshape(n, c, -1))  # (n, c, 1 + c)
-        if fit_intercept:
-            # Σ_i α_i = 0 with α = −C G + S(β_F − Σ_k b_k β_k): a c × c system for b.
-            lhs = SX[:, :, 1:].sum(0)
-            rhs = SX[:, :, 0].sum(0) - C * G.sum(0)
-            b_new = torch.linalg.pinv(lhs, rtol=1e-10, hermitian=True) @ rhs if not binary \
-                else rhs / lhs[0]
-            beta_S = SX[:, :, 0] - SX[:, :, 1:] @ b_new
-        else:
-            b_new = b
-            beta_S = SX[:, :, 0]
-        A_new = -C * G + beta_S
+        A_new, b_new = newton_direction(K, F, G, S, C, factor, b=b,
+                                        fit_intercept=fit_intercept, tol=cg_tol)
         KA_new = (K @ A_new.to(K.dtype)).to(_F64)
         dA, dKA, db = A_new - A, KA_new - KA, b_new - b
         dF = dKA + db
-        # Line search on J(t) = C·loss(F + t dF) + ½⟨A + t dA, K(A + t dA)⟩.
+        # J(t) = C·loss(F + t dF) + ½⟨A + t dA, K(A + t dA)⟩ = … + ½(reg + 2t·cross + t²·quad)
         cross = float((dA * KA).sum() + (A * dKA).sum()) / 2
         quad = float((dA * dKA).sum())
         slope = C * float((G * dF).sum()) + cross  # dJ/dt at t = 0
-        t = 1.0
-        while True:
-            J_t = objective(F + t * dF, reg + 2 * t * cross + t * t * quad)
-            if J_t <= J + 1e-4 * t * min(slope, 0.0) + 1e-12 * abs(J) or t < 1e-10:
-                break
-            t *= 0.5
+        t, J = _armijo(lambda t: C * _loss_terms(F + t * dF, codes, binary)[0]
+                       + 0.5 * (reg + 2 * t * cross + t * t * quad), J, slope)
         A, KA, b = A + t * dA, KA + t * dKA, b + t * db
         reg = reg + 2 * t * cross + t * t * quad
         F = KA + b
-        J = J_t
         step = t * float(dF.abs().max())
         if bar is not None:
             bar.update(1)
@@ -429,6 +352,5 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose):
                       f"last step changed f by {step:.3e} > tol={tol:.1e}; raise max_iter",
                       ConvergenceWarning, stacklevel=3)
     if fit_intercept and not binary:
-        shift = b.mean()
-        b = b - shift
+        b = b - b.mean()
     return A, b, it

@@ -210,10 +210,10 @@ class KernelRidge(RegressorMixin, BaseEstimator):
     the minimizer of :math:`\lVert y - Kc\rVert^2 + \alpha\, c^\top K c`, i.e. of
     :math:`\sum_i (f(x_i) - y_i)^2 + \alpha \lVert f\rVert_{\mathcal H}^2` — scikit-learn's
     :class:`sklearn.kernel_ridge.KernelRidge` objective: α is *not* multiplied by n (the
-    seeds' (1/n)-normalized loss with parameter λ is α = nλ; seed 000 "Kernel ridge
-    regression", seed 002 Thm 2.0.2 with the typo fixed, see DESIGN.md). With
+    (1/n)-normalized loss with parameter λ is α = nλ; Shawe-Taylor and Cristianini,
+    "Kernel Methods for Pattern Analysis", 2004, §7.3). With
     ``sample_weight`` w the squared errors are weighted and, as in scikit-learn,
-    c = S (S K S + αI)⁻¹ S y with S = diag(√w) (seed 000, "weighted regression"). Several
+    c = S (S K S + αI)⁻¹ S y with S = diag(√w). Several
     targets (y of shape (n, r)) share one factorization or one batched CG.
 
     Parameters

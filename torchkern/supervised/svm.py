@@ -85,8 +85,8 @@ class _BaseSVM(BaseEstimator):
 class SVC(ClassifierMixin, _BaseSVM):
     r"""C-support vector classification with an intercept, solved on the lazy Gram matrix.
 
-    For labels y_i ∈ {−1, +1} it solves the dual of LIBSVM (seed 000 L2294–2478,
-    seed 004 L2733–3219, seed 003 L1354–1498 with the bias)
+    For labels y_i ∈ {−1, +1} it solves the dual of LIBSVM (Chang and Lin 2011;
+    Schölkopf and Smola, "Learning with Kernels", 2002, §7)
 
     .. math::
 
@@ -308,8 +308,7 @@ def _ovr_scores(dec, k):
 class SVR(RegressorMixin, _BaseSVM):
     r"""ε-support vector regression, solved on the lazy Gram matrix.
 
-    Solves LIBSVM's ε-SVR dual in 2n variables (α, α*) (seed 000 L2294–2478 for the
-    SVM duality; Smola & Schölkopf 2004)
+    Solves LIBSVM's ε-SVR dual in 2n variables (α, α*) (Smola & Schölkopf 2004)
 
     .. math::
 

@@ -54,9 +54,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     The principal directions in feature space are :math:`f_j = \sum_i \alpha_{ij}
     \tilde\varphi(x_i)` with :math:`\alpha_j = u_j/\sqrt{\lambda_j}`, where
     :math:`(\lambda_j, u_j)` are the top eigenpairs of the centered Gram matrix
-    :math:`\tilde K = (I - U)K(I - U)`, :math:`U = \mathbf 1\mathbf 1^\top/n` (seed 000,
-    "Kernel PCA", L2570–3040; seed 002 L962–1003; seed 001's recipe is garbled — the
-    normalization is α = u/√λ). The projection of a point is
+    :math:`\tilde K = (I - U)K(I - U)`, :math:`U = \mathbf 1\mathbf 1^\top/n` (Schölkopf
+    et al. 1998, §2; the normalization α = u/√λ gives ‖f_j‖ = 1). The projection of a point is
     :math:`\langle f_j, \tilde\varphi(x)\rangle = \tilde k(x, X)\,\alpha_j`; on the
     training points it equals :math:`u_j\sqrt{\lambda_j}`.
 
