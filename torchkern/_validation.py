@@ -7,35 +7,67 @@ import torch
 
 def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = True,
               finite: bool = True, min_rows: int = 1) -> torch.Tensor:
-    """Convert ``X`` (tensor, array or nested list) to a floating 2-D tensor and check it.
+    """Convert ``X`` (tensor, array, nested list or array-like such as a pandas DataFrame) to
+    a floating 2-D tensor and check it.
 
-    A 1-D input is read as n samples of dimension one. Integer and boolean data become the
-    default floating dtype; NumPy float64 stays float64.
+    A 1-D input is read as n samples of dimension one when ``allow_1d`` (kernels do);
+    estimators pass ``allow_1d=False`` and get scikit-learn's "Reshape your data" error.
+    Integer and boolean data become float64 (scikit-learn's convention: 2**40 + 1 stays
+    exact); float32 stays float32. Sparse and complex inputs are refused with a clear error.
     """
     if isinstance(X, torch.Tensor):
+        if X.layout != torch.strided:
+            raise TypeError(f"{name}: sparse input is not supported; pass a dense tensor "
+                            f"(X.to_dense())")
         T = X
-    elif isinstance(X, np.ndarray) or isinstance(X, (list, tuple)):
-        T = torch.as_tensor(np.asarray(X))
+    elif isinstance(X, (str, bytes)) or X is None:
+        raise TypeError(f"{name} must be a torch.Tensor or a NumPy array, got {type(X).__name__}")
+    elif _is_scipy_sparse(X):
+        raise TypeError(f"{name}: sparse input is not supported; pass a dense array "
+                        f"(X.toarray())")
+    elif isinstance(X, (np.ndarray, list, tuple)) or hasattr(X, "__array__"):
+        A = np.asarray(X)
+        if A.dtype == object:
+            A = A.astype(np.float64)  # TypeError naming the offending element if not numeric
+        elif A.dtype.kind in "US":
+            raise TypeError(f"{name} must hold numbers, got an array of strings")
+        T = torch.as_tensor(A)
     else:
         raise TypeError(f"{name} must be a torch.Tensor or a NumPy array, got {type(X).__name__}")
     if T.is_complex():
-        raise TypeError(f"{name} must be real, got dtype {T.dtype}")
+        raise ValueError(f"{name} must be real: Complex data not supported, got dtype {T.dtype}")
     if not T.is_floating_point():
-        T = T.to(torch.get_default_dtype())
+        T = T.to(torch.float64)
     if dtype is not None or device is not None:
         T = T.to(dtype=dtype or T.dtype, device=device or T.device)
     if T.dim() == 1 and allow_1d:
         T = T.unsqueeze(-1)
+    if T.dim() == 1 or T.dim() == 0:
+        raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_features), got "
+                         f"shape {tuple(T.shape)}. Reshape your data either using "
+                         f"X.reshape(-1, 1) if your data has a single feature or "
+                         f"X.reshape(1, -1) if it contains a single sample.")
     if T.dim() != 2:
         raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_features), "
                          f"got shape {tuple(T.shape)}")
     if T.shape[0] < min_rows:
-        raise ValueError(f"{name} must have at least {min_rows} sample(s), got shape {tuple(T.shape)}")
+        raise ValueError(f"{name} must have at least {min_rows} sample(s): found "
+                         f"{T.shape[0]} sample(s) (shape={tuple(T.shape)}) while a minimum "
+                         f"of {min_rows} is required.")
     if T.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one feature, got shape {tuple(T.shape)}")
+        raise ValueError(f"{name} must have at least one feature: found 0 feature(s) "
+                         f"(shape={tuple(T.shape)}) while a minimum of 1 is required.")
     if finite and not bool(torch.isfinite(T).all()):
         raise ValueError(f"{name} contains NaN or infinity")
     return T
+
+
+def _is_scipy_sparse(X) -> bool:
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        return False
+    return sp.issparse(X)
 
 
 def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=None,

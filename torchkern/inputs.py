@@ -119,8 +119,8 @@ def check_input(kernel, X, name: str = "X", **kw):
     ``kernel="precomputed"``: X is a Gram matrix (a KernelMatrix passes through; a tensor
     or array must be 2-D). Otherwise the kernel says what it takes
     (``kernel.check_input``): vector kernels return a 2-D float tensor (keyword arguments
-    go to :func:`torchkern._validation.as_tensor`), structured kernels a
-    :class:`KernelInput`.
+    go to :func:`torchkern._validation.as_tensor`; a 1-D array is an error unless
+    ``allow_1d=True``), structured kernels a :class:`KernelInput`.
     """
     from .gram import KernelMatrix
     if _is_precomputed(kernel):
@@ -128,10 +128,13 @@ def check_input(kernel, X, name: str = "X", **kw):
             return X
         kw.pop("allow_1d", None)
         return as_tensor(X, name, allow_1d=False, **kw)
+    kw.setdefault("allow_1d", False)  # estimators: scikit-learn's "Reshape your data"
     if kernel is None:
         return as_tensor(X, name, **kw)
     if not hasattr(kernel, "check_input"):
         raise TypeError(f"kernel must be a torchkern Kernel or 'precomputed', got {kernel!r}")
+    if not getattr(kernel, "vector_input", True):
+        return kernel.check_input(X, name)  # structured inputs: the kernel decides alone
     return kernel.check_input(X, name, **kw)
 
 

@@ -16,8 +16,8 @@ def check_kernel(kernel, name: str = "kernel") -> Kernel:
 def check_samples(X, Y, x_name: str = "X", y_name: str = "Y", kernel=None):
     """Two samples as the kernel takes them (2-D tensors with the same number of features
     for vector kernels and ``kernel=None``; see :mod:`torchkern.inputs`)."""
-    X = check_input(kernel, X, x_name)
-    Y = check_input(kernel, Y, y_name)
+    X = check_input(kernel, X, x_name, allow_1d=True)
+    Y = check_input(kernel, Y, y_name, allow_1d=True)
     if isinstance(X, KernelInput) or isinstance(Y, KernelInput):
         X.check_compatible(Y, y_name)
         if X.device != Y.device:

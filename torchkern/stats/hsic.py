@@ -159,7 +159,7 @@ def hsic(X, Y, kernel_x, kernel_y, estimator: str = "biased", *, backend=None) -
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     kernel_x, kernel_y = check_kernel(kernel_x, "kernel_x"), check_kernel(kernel_y, "kernel_y")
-    X, Y = check_input(kernel_x, X, "X"), check_input(kernel_y, Y, "Y")
+    X, Y = check_input(kernel_x, X, "X", allow_1d=True), check_input(kernel_y, Y, "Y", allow_1d=True)
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must hold the same number of (paired) samples, got "
                          f"{X.shape[0]} and {Y.shape[0]}")

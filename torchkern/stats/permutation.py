@@ -323,7 +323,7 @@ class HSICTest(BaseEstimator):
             raise ValueError(f"n_features must be None or a positive int, got {m!r}")
         kx = None if self.kernel_x is None else check_kernel(self.kernel_x, "kernel_x")
         ky = None if self.kernel_y is None else check_kernel(self.kernel_y, "kernel_y")
-        X, Y = check_input(kx, X, "X"), check_input(ky, Y, "Y")
+        X, Y = check_input(kx, X, "X", allow_1d=True), check_input(ky, Y, "Y", allow_1d=True)
         n = X.shape[0]
         if Y.shape[0] != n:
             raise ValueError(f"X and Y must hold the same number of (paired) samples, got "
