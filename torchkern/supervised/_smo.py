@@ -46,7 +46,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._config import config
 from ..linalg import ConvergenceWarning
 
 _TAU = 1e-12  # LIBSVM's TAU: curvature used when K_ii + K_jj − 2K_ij ≤ 0.
@@ -141,15 +140,6 @@ class DirectRows:
     def block(self, idx: np.ndarray) -> torch.Tensor:
         i = self._index(idx)
         return self.block_fn(i, i)
-
-
-def row_chunk(K, n) -> int:
-    """Rows evaluated per ``K.rows`` call within ``config.block_bytes(K.device)``."""
-    item = torch.empty((), dtype=K.dtype).element_size()
-    formula = getattr(K, "formula", None)
-    width = formula.width if formula is not None else 1
-    per_row = n * item * (3 * width + 4)
-    return max(1, int(config.block_bytes(K.device) // per_row))
 
 
 def _inner_smo(Kb, y, s, a, C, eps, max_steps):
@@ -267,6 +257,77 @@ def compute_rho(alpha, grad, y, C) -> float:
     return (ub + lb) / 2
 
 
+class _KernelReads:
+    """What an outer iteration reads from K: the q × q block of the working set and the
+    rows of the variables whose α moved. Variable t reads kernel row κ(t) (``kidx``).
+
+    A stored Gram (``block_fn`` given, κ the identity) is read directly — the block
+    straight from ``block_fn``, rows only for the moved variables; otherwise whole rows of
+    the working set come through an LRU :class:`RowCache`."""
+
+    def __init__(self, rows_fn, block_fn, diag, kidx, n_vars, cache_rows, chunk, q):
+        device = diag.device
+        self.same = kidx is None
+        self.kidx_t = torch.arange(n_vars, device=device) if self.same else kidx.to(device)
+        self.kidx_np = self.kidx_t.cpu().numpy()
+        self.direct = block_fn is not None and self.same
+        self.cache = (DirectRows(rows_fn, block_fn, device) if self.direct
+                      else RowCache(rows_fn, diag.shape[0], diag.dtype, device,
+                                    max(cache_rows, q), chunk))
+
+    def working_block(self, ws: np.ndarray, ws_t: torch.Tensor):
+        """K[κ(ws)][:, κ(ws)] as a NumPy float64 array, and the rows read (None if direct)."""
+        if self.direct:
+            return self.cache.block(ws).to(torch.float64).cpu().numpy(), None
+        if self.same:
+            R = self.cache.get(ws)  # (|ws|, nk)
+        else:
+            krows, inverse = np.unique(self.kidx_np[ws], return_inverse=True)
+            R = self.cache.get(krows)[torch.from_numpy(inverse).to(ws_t.device)]
+        return R[:, self.kidx_t[ws_t]].to(torch.float64).cpu().numpy(), R
+
+    def moved_rows(self, ws: np.ndarray, nz: np.ndarray, R):
+        """Kernel rows of the working-set members ``ws[nz]``."""
+        if self.direct:
+            return self.cache.get(ws[nz])
+        return R[torch.from_numpy(nz).to(R.device)]
+
+
+def _kkt_gap(s, up, low) -> float:
+    """m(α) − M(α): largest score in I_up minus smallest in I_low (−inf if one is empty)."""
+    if s.numel() == 0:
+        return -math.inf
+    m = float(torch.where(up, s, -math.inf).max())
+    M = float(torch.where(low, s, math.inf).min())
+    return m - M
+
+
+def _solve_subproblem(KBB, ws_t, y, s, alpha, C, eps):
+    """LIBSVM's SMO on the working set (NumPy float64). Returns the new α_B, its change
+    and the SMO steps taken."""
+    aB = alpha[ws_t].cpu().numpy().copy()
+    a0 = aB.copy()
+    sB = s[ws_t].cpu().numpy().copy()
+    steps = _inner_smo(KBB, y[ws_t].cpu().numpy(), sB, aB, C[ws_t].cpu().numpy(), eps,
+                       50 * ws_t.numel())
+    return aB, aB - a0, steps
+
+
+def _apply_step(alpha, grad, y, ws, ws_t, aB, delta, reads, R, nk):
+    """α_B ← aB and ∇f += Q[:, B] Δα_B, in place: one (n × moved) product."""
+    nz = np.nonzero(delta)[0]
+    if not nz.size:
+        return
+    device = grad.device
+    coef = torch.from_numpy(delta[nz]).to(device) * y[ws_t][torch.from_numpy(nz).to(device)]
+    v = torch.zeros(nk, dtype=torch.float64, device=device)
+    Rnz = reads.moved_rows(ws, nz, R)
+    for c in range(0, nz.size, 64):  # float64 products, 64 rows at a time
+        v += Rnz[c:c + 64].to(torch.float64).T @ coef[c:c + 64]
+    grad += y * (v if reads.same else v[reads.kidx_t])
+    alpha[ws_t] = torch.from_numpy(aB).to(device)
+
+
 def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
                working_set=128, cache_rows=1024, chunk=64, block_fn=None, verbose=False,
                desc="SMO"):
@@ -312,20 +373,13 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
     p = p.to(device=device, dtype=f64)
     C = C.to(device=device, dtype=f64)
     N = y.shape[0]
-    nk = diag.shape[0]
-    same = kidx is None
-    kidx_t = torch.arange(N, device=device) if same else kidx.to(device)
-    kidx_np = kidx_t.cpu().numpy()
     q = int(min(max(2, working_set), N))
     max_iter = 100_000 if max_iter is None else int(max_iter)
-    direct = block_fn is not None and same
-    cache = (DirectRows(rows_fn, block_fn, device) if direct
-             else RowCache(rows_fn, nk, diag.dtype, device, max(cache_rows, q), chunk))
+    reads = _KernelReads(rows_fn, block_fn, diag, kidx, N, cache_rows, chunk, q)
     alpha = torch.zeros(N, dtype=f64, device=device)
     grad = p.clone()
     prev = np.empty(0, dtype=np.int64)
     n_iter = n_inner = 0
-    gap = math.inf
     converged = False
     bar = None
     if verbose:
@@ -334,50 +388,23 @@ def solve_dual(rows_fn, diag, y, p, C, *, kidx=None, tol=1e-3, max_iter=None,
     while True:
         up, low = _masks(alpha, y, C)
         s = -y * grad
-        m = float(torch.where(up, s, -math.inf).max()) if N else -math.inf
-        M = float(torch.where(low, s, math.inf).min()) if N else math.inf
-        gap = m - M
+        gap = _kkt_gap(s, up, low)
         if not gap >= tol:  # also stops on an empty I_up or I_low (gap = −inf)
             converged = True
             break
         if n_iter >= max_iter:
             break
-        # (1) working set: fresh violators, then kept members of the last set.
-        if q == N:  # the whole problem fits in one working set: plain LIBSVM SMO
-            ws = np.arange(N)
-        else:
-            ws = _select(s, up, low, alpha, C, prev, q)
+        # (1) working set: fresh violators, then kept members of the last set (the whole
+        # problem when it fits one set: plain LIBSVM SMO).
+        ws = np.arange(N) if q == N else _select(s, up, low, alpha, C, prev, q)
         ws_t = torch.from_numpy(ws).to(device)
-        # (2) kernel rows of the working set, from the cache (a stored Gram: its block).
-        if direct:
-            R = None
-            KBB = cache.block(ws).to(f64).cpu().numpy()
-        else:
-            if same:
-                R = cache.get(ws)  # (|ws|, nk)
-            else:
-                krows_unique, inverse = np.unique(kidx_np[ws], return_inverse=True)
-                R = cache.get(krows_unique)[torch.from_numpy(inverse).to(device)]
-            KBB = R[:, kidx_t[ws_t]].to(f64).cpu().numpy()
-        yB = y[ws_t]
-        # (3) the subproblem, to a tolerance relative to the current gap.
-        aB = alpha[ws_t].cpu().numpy().copy()
-        a0 = aB.copy()
-        sB = s[ws_t].cpu().numpy().copy()
-        n_inner += _inner_smo(KBB, yB.cpu().numpy(), sB, aB, C[ws_t].cpu().numpy(),
-                              tol if ws.size == N else max(tol, 0.1 * gap), 50 * ws.size)
-        # (4) full gradient update: ∇f += Q[:, B] Δα_B.
-        delta = aB - a0
-        nz = np.nonzero(delta)[0]
-        if nz.size:
-            nz_t = torch.from_numpy(nz).to(device)
-            coef = torch.from_numpy(delta[nz]).to(device) * yB[nz_t]
-            v = torch.zeros(nk, dtype=f64, device=device)
-            Rnz = cache.get(ws[nz]) if direct else R[nz_t]
-            for c in range(0, nz.size, 64):  # float64 products, 64 rows at a time
-                v += Rnz[c:c + 64].to(f64).T @ coef[c:c + 64]
-            grad += y * (v if same else v[kidx_t])
-            alpha[ws_t] = torch.from_numpy(aB).to(device)
+        # (2) its kernel block; (3) the subproblem, to a tolerance relative to the gap;
+        # (4) α_B and the full gradient.
+        KBB, R = reads.working_block(ws, ws_t)
+        aB, delta, steps = _solve_subproblem(KBB, ws_t, y, s, alpha, C,
+                                             tol if ws.size == N else max(tol, 0.1 * gap))
+        n_inner += steps
+        _apply_step(alpha, grad, y, ws, ws_t, aB, delta, reads, R, diag.shape[0])
         prev = ws
         n_iter += 1
         if bar is not None:

@@ -145,7 +145,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
         return tags
 
     # -- fit ---------------------------------------------------------------------------

@@ -295,6 +295,11 @@ class KernelRidge(RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.backend = backend
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
+        return tags
+
     # ---------------------------------------------------------------------------------
     def _choose_solver(self, n: int) -> str:
         if self.solver not in _SOLVERS:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-from .._estimator import check_fitted, input_matrix, kernel_matrix, resolve_kernel
+from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_vector, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
+from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ._labels import class_weights, decode_labels, encode_labels
-from ._smo import row_chunk, solve_dual
+from ._smo import solve_dual
 
 __all__ = ["SVC", "SVR"]
 
@@ -20,7 +21,7 @@ class _BaseSVM(BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
         return tags
 
     def _check_params(self):
@@ -34,21 +35,27 @@ class _BaseSVM(BaseEstimator):
             raise ValueError(f"max_iter must be None, -1 or a positive int, got {self.max_iter!r}")
 
     def _train_gram(self, X):
+        """The validated training data and its Gram matrix (stored when it fits)."""
         self.kernel_ = resolve_kernel(self.kernel)
-        precomputed = isinstance(self.kernel_, str)
-        X = input_matrix(self.kernel_, X, "X")
-        if precomputed and X.shape[0] != X.shape[1]:
-            raise ValueError(f"with kernel='precomputed', X must be the square (n, n) Gram "
-                             f"matrix of the training data, got shape {tuple(X.shape)}")
+        if is_precomputed(self.kernel_):
+            X = check_precomputed(X, square=True)
+        else:
+            X = input_matrix(self.kernel_, X, "X")
+            d = n_features(X)
+            if d is not None:
+                self.n_features_in_ = d
         K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
         self.shape_fit_ = tuple(X.shape)
         return X, K
 
+    def _support_vectors(self, X, support):
+        """The inputs of the support vectors (None for a precomputed kernel)."""
+        return None if is_precomputed(self.kernel_) else take(X, support)
+
     def _solve(self, K, sub, y, p, C, kidx=None, desc="SMO"):
         """Run the decomposition solver on the rows ``sub`` of K (None: all of K)."""
         nk = K.shape[0] if sub is None else sub.numel()
-        item = torch.empty((), dtype=K.dtype).element_size()
-        cache_rows = max(int(self.cache_size * 2**20 // (nk * item)), 1)
+        cache_rows = max(int(self.cache_size * 2**20 // (nk * K.dtype.itemsize)), 1)
         if sub is None:
             rows_fn, diag, block_fn = K.rows, K.diag(), K.submatrix
         else:
@@ -57,29 +64,24 @@ class _BaseSVM(BaseEstimator):
         max_iter = None if self.max_iter in (None, -1) else self.max_iter
         return solve_dual(rows_fn, diag, y, p, C, kidx=kidx, tol=float(self.tol),
                           max_iter=max_iter, working_set=self.working_set_size,
-                          cache_rows=cache_rows, chunk=row_chunk(K, nk),
+                          cache_rows=cache_rows, chunk=K.block_rows(nk),
                           block_fn=block_fn if isinstance(K, DenseKernelMatrix) else None,
                           verbose=self.verbose, desc=desc)
 
     def _test_gram_times(self, X, coef):
         """k(X, support vectors) @ coef, lazily; for a precomputed kernel X holds
         k(x_test, x_train) and only its support columns are read."""
-        if isinstance(self.kernel_, str):
-            X = input_matrix(self.kernel_, X, "X")
-            if X.shape[1] != self.shape_fit_[0]:
-                raise ValueError(f"with kernel='precomputed', X must have one column per "
-                                 f"training sample ({self.shape_fit_[0]}), got shape {tuple(X.shape)}")
+        if is_precomputed(self.kernel_):
+            X = check_precomputed(X, self.shape_fit_[0])
             Ks = X.cols(self.support_) if isinstance(X, KernelMatrix) else X[:, self.support_.to(X.device)]
             return Ks @ coef.to(dtype=Ks.dtype, device=Ks.device)
         X = input_matrix(self.kernel_, X, "X")
-        if X.shape[1] != self.shape_fit_[1]:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted on "
-                             f"{self.shape_fit_[1]}")
         SV = self.support_vectors_.to(dtype=X.dtype, device=X.device)
+        X = check_fitted_input(self.kernel_, X, SV)
         if SV.shape[0] == 0:
             return torch.zeros(X.shape[0], *coef.shape[1:], dtype=X.dtype, device=X.device)
         Ks = kernel_matrix(self.kernel_, X, SV, backend=self.backend)
-        return Ks @ coef.to(dtype=X.dtype, device=X.device)
+        return Ks @ coef.to(dtype=Ks.dtype, device=X.device)
 
 
 class SVC(ClassifierMixin, _BaseSVM):
@@ -233,7 +235,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         self.class_weight_ = torch.as_tensor(weights, dtype=f64)
         self.support_ = order
         self.n_support_ = torch.stack([(is_sv & (codes_t == c)).sum() for c in range(k)]).to(torch.int32)
-        self.support_vectors_ = None if isinstance(self.kernel_, str) else X[order]
+        self.support_vectors_ = self._support_vectors(X, order)
         self._pair_coef = coef_full[order]  # (n_SV, n_pairs)
         self._rho = torch.tensor(rhos, dtype=f64, device=device)
         sv_codes = codes_t[order]
@@ -399,7 +401,7 @@ class SVR(RegressorMixin, _BaseSVM):
         coef = sol.alpha[:n] - sol.alpha[n:]
         support = torch.nonzero(coef).squeeze(1)
         self.support_ = support
-        self.support_vectors_ = None if isinstance(self.kernel_, str) else X[support]
+        self.support_vectors_ = self._support_vectors(X, support)
         self.dual_coef_ = coef[support][None, :]
         self.intercept_ = torch.tensor([-sol.rho], dtype=f64, device=device)
         self.n_support_ = torch.tensor([support.numel()], dtype=torch.int32)

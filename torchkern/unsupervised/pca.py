@@ -139,6 +139,11 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         self.backend = backend
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
+        return tags
+
     # ---------------------------------------------------------------------------------
     def _check_params(self, n):
         if self.eigen_solver not in _SOLVERS:
