@@ -5,8 +5,11 @@ and ``cross_val_score`` work unchanged."""
 from __future__ import annotations
 
 import copy
+import functools
 
+import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from ._config import config
@@ -14,7 +17,8 @@ from .gram import DenseKernelMatrix, KernelMatrix
 from .inputs import check_input
 from .kernels import RBF, Kernel
 
-__all__ = ["resolve_kernel", "kernel_matrix", "check_fitted", "is_precomputed", "NotFittedError"]
+__all__ = ["Estimator", "resolve_kernel", "kernel_matrix", "check_fitted", "is_precomputed",
+           "wants_numpy", "NotFittedError"]
 
 
 def is_precomputed(kernel) -> bool:
@@ -70,3 +74,129 @@ def check_fitted(estimator, attribute: str) -> None:
         raise NotFittedError(f"This {type(estimator).__name__} instance is not fitted yet; "
                              f"call 'fit' before using it.")
 
+
+
+# --------------------------------------------------------------------------------------
+# Output types: NumPy in -> NumPy out, torch in -> torch out (as cuML does)
+# --------------------------------------------------------------------------------------
+
+_OUTPUT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function",
+                   "transform", "inverse_transform", "fit_transform", "fit_predict",
+                   "score_samples", "sample", "score")
+
+
+def wants_numpy(X) -> bool:
+    """Whether results for the input ``X`` are returned as NumPy arrays: yes for NumPy
+    arrays, lists of numbers or strings and array-likes (pandas); no for torch tensors,
+    KernelMatrix objects, kernel inputs and torch-geometric data."""
+    from .inputs import KernelInput
+    if isinstance(X, (torch.Tensor, KernelMatrix, KernelInput)):
+        return False
+    module = type(X).__module__ or ""
+    if module.split(".")[0] in ("torch", "torch_geometric", "torchkern"):
+        return False
+    if isinstance(X, (list, tuple)) and len(X) and (
+            (type(X[0]).__module__ or "").split(".")[0] in ("torch", "torch_geometric")):
+        return False
+    return True
+
+
+def _to_numpy(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().cpu().numpy()
+    if isinstance(out, tuple):
+        return tuple(_to_numpy(o) for o in out)
+    return out
+
+
+class Estimator(BaseEstimator):
+    """Base of torchkern estimators: scikit-learn's ``BaseEstimator`` whose results follow
+    the type of the data.
+
+    ``fit`` on NumPy (or pandas, or lists) stores the public fitted tensors (``dual_coef_``,
+    ``labels_``, ...) as NumPy arrays — zero-copy views of CPU tensors; ``predict``,
+    ``transform``, ``decision_function`` and the like return NumPy arrays for NumPy input
+    and torch tensors (on the input's device) for torch input. Inside its methods an
+    estimator always sees tensors.
+    """
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "fit" in cls.__dict__:
+            cls.fit = _wrap_fit(cls.__dict__["fit"])
+        for name in _OUTPUT_METHODS:
+            if name in cls.__dict__ and not getattr(cls.__dict__[name], "_follows_input", False):
+                setattr(cls, name, _wrap_output(cls.__dict__[name]))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = is_precomputed(getattr(self, "kernel", None))
+        return tags
+
+    def _fitted_to_numpy(self) -> None:
+        """Store the public fitted tensors as NumPy views (after a fit on NumPy data)."""
+        for name in self.__dict__.get("_tensor_attrs", ()):
+            v = self.__dict__.get(name)
+            if isinstance(v, torch.Tensor):
+                self.__dict__[name] = v.detach().cpu().numpy()
+
+    def _fitted_to_torch(self) -> dict:
+        """Tensors again for the length of a method call; returns the NumPy arrays to put
+        back (the same objects, so the estimator's ``__dict__`` is unchanged afterwards)."""
+        stash = {}
+        for name in self.__dict__.get("_tensor_attrs", ()):
+            v = self.__dict__.get(name)
+            if isinstance(v, np.ndarray):
+                t = torch.from_numpy(v)
+                stash[name] = (v, t)
+                self.__dict__[name] = t
+        return stash
+
+    def _fitted_restore(self, stash: dict) -> None:
+        for name, (arr, t) in stash.items():
+            if self.__dict__.get(name) is t:
+                self.__dict__[name] = arr
+        if self.__dict__.get("_numpy_out", False):
+            self._fitted_to_numpy()
+
+
+def _wrap_fit(fit):
+    @functools.wraps(fit)
+    def wrapper(self, X, *args, **kwargs):
+        depth = self.__dict__.get("_call_depth", 0)
+        self.__dict__["_call_depth"] = depth + 1
+        try:
+            out = fit(self, X, *args, **kwargs)
+        finally:
+            self.__dict__["_call_depth"] = depth
+        names = [k for k, v in self.__dict__.items()
+                 if k.endswith("_") and not k.startswith("_") and isinstance(v, torch.Tensor)
+                 and not isinstance(v, torch.nn.Parameter)]
+        self.__dict__["_tensor_attrs"] = tuple(names)
+        self.__dict__["_numpy_out"] = wants_numpy(X)
+        if depth == 0 and self._numpy_out:
+            self._fitted_to_numpy()
+        return out
+    return wrapper
+
+
+def _wrap_output(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        depth = self.__dict__.get("_call_depth", 0)
+        self.__dict__["_call_depth"] = depth + 1
+        stash = self._fitted_to_torch() if depth == 0 else None
+        try:
+            out = method(self, *args, **kwargs)
+        finally:
+            self.__dict__["_call_depth"] = depth
+            if stash is not None:
+                self._fitted_restore(stash)
+        if depth > 0:
+            return out
+        X = args[0] if args else kwargs.get("X", None)
+        numpy = wants_numpy(X) if X is not None and not isinstance(X, int) else \
+            self.__dict__.get("_numpy_out", False)
+        return _to_numpy(out) if numpy else out
+    wrapper._follows_input = True
+    return wrapper

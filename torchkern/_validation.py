@@ -73,10 +73,20 @@ def _is_scipy_sparse(X) -> bool:
 def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=None,
               finite: bool = True) -> torch.Tensor:
     """Convert ``y`` to a tensor of shape (n,) or (n, r), checking its length against ``n``."""
+    if y is None:
+        raise ValueError(f"this estimator requires {name} to be passed, but the target {name} "
+                         f"is None")
     if isinstance(y, torch.Tensor):
         T = y
     else:
-        T = torch.as_tensor(np.asarray(y))
+        A = np.asarray(y)
+        if A.dtype == object or A.dtype.kind in "USV":
+            try:
+                A = A.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"Unknown label type: {name} must hold numbers, got "
+                                 f"dtype {A.dtype}") from None
+        T = torch.as_tensor(A)
     if dtype is not None or device is not None:
         T = T.to(dtype=dtype or T.dtype, device=device or T.device)
     if T.dim() not in (1, 2):

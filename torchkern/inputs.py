@@ -138,18 +138,21 @@ def check_input(kernel, X, name: str = "X", **kw):
     return kernel.check_input(X, name, **kw)
 
 
-def check_fitted_input(kernel, X, X_fit, name: str = "X"):
+def check_fitted_input(kernel, X, X_fit, name: str = "X", estimator=None, **kw):
     """Predict-time data validated against the fitted data ``X_fit``: same kind, same
-    number of features, cast to the fitted dtype and device."""
-    X = check_input(kernel, X, name)
+    number of features, cast to the fitted dtype and device. ``estimator`` (an estimator
+    or its name) makes the messages scikit-learn's; ``kw`` go to :func:`check_input`."""
+    X = check_input(kernel, X, name, **kw)
     if isinstance(X_fit, KernelInput):
         X_fit.check_compatible(X, name)
         return X.to(device=X_fit.device, dtype=X_fit.dtype)
     if isinstance(X, KernelInput):
         raise TypeError(f"{name} is a {type(X).__name__} but the model was fitted on a tensor")
     if X.shape[1] != X_fit.shape[1]:
-        raise ValueError(f"{name} has {X.shape[1]} features but the model was fitted on "
-                         f"{X_fit.shape[1]}")
+        who = estimator if isinstance(estimator, str) or estimator is None else \
+            type(estimator).__name__
+        raise ValueError(f"{name} has {X.shape[1]} features, but {who or 'the model'} is "
+                         f"expecting {X_fit.shape[1]} features as input")
     return X.to(dtype=X_fit.dtype, device=X_fit.device)
 
 

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import TransformerMixin
 
-from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
-from ..inputs import check_fitted_input, check_input, check_precomputed
+from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from ._common import check_int, generator
 
 __all__ = ["KernelCCA"]
@@ -68,18 +68,20 @@ class _View:
         """Centered features of new data (validated against the fitted view)."""
         with torch.no_grad():
             if self.centers is not None:
-                X = check_fitted_input(self.kernel, X, self.centers, self.name)
+                X = check_fitted_input(self.kernel, X, self.centers, self.name, "KernelCCA",
+                                       allow_1d=self.name == "Y")
                 return self._raw(X).to(_F64) - self.feat_mean
             if is_precomputed(self.kernel):
                 X = check_precomputed(X, self.X.shape[0], self.name)
             else:
-                X = check_fitted_input(self.kernel, X, self.X, self.name)
+                X = check_fitted_input(self.kernel, X, self.X, self.name, "KernelCCA",
+                                       allow_1d=self.name == "Y")
             K = kernel_matrix(self.kernel, X, self.X, backend=self.backend, name=self.name)
             Kc = K.centered(col_mean=self.col_mean, mean=self.mean)
             return (Kc @ self.proj.to(K.dtype)).to(_F64)
 
 
-class KernelCCA(BaseEstimator):
+class KernelCCA(TransformerMixin, Estimator):
     r"""Kernel canonical correlation analysis, τ-regularized (seed 000, "Kernel Canonical
     Correlation Analysis", L3115–3247; Hardoon, Szedmak and Shawe-Taylor 2004).
 
@@ -150,12 +152,16 @@ class KernelCCA(BaseEstimator):
         self.random_state = random_state
 
     @torch.no_grad()
-    def fit(self, X, Y):
-        """Fit on paired views X (n, p) and Y (n, q) (or their Gram matrices)."""
+    def fit(self, X, y):
+        """Fit on paired views X (n, p) and y (n, q) — the second view, named ``y`` as
+        scikit-learn's CCA names it (or their Gram matrices)."""
+        Y = y
         kx = resolve_kernel(self.kernel_x, "kernel_x")
         ky = resolve_kernel(self.kernel_y, "kernel_y")
-        X, Y = check_input(kx, X, "X"), check_input(ky, Y, "Y")
+        X, Y = check_input(kx, X, "X"), check_input(ky, Y, "Y", allow_1d=True)
         n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"KernelCCA needs at least 2 samples, got n_samples = {n}")
         if Y.shape[0] != n:
             raise ValueError(f"X and Y must have the same number of samples, got {n} and "
                              f"{Y.shape[0]}")
@@ -183,13 +189,16 @@ class KernelCCA(BaseEstimator):
         self.y_weights_ = Mb @ Qh.T[:, :k]
         self.canonical_correlations_ = S[:k].to(X.dtype)
         self.kernel_x_, self.kernel_y_ = kx, ky
+        if not is_precomputed(kx) and n_features(X) is not None:
+            self.n_features_in_ = n_features(X)
         self._dtype = X.dtype
         return self
 
     @torch.no_grad()
-    def transform(self, X, Y=None):
+    def transform(self, X, y=None):
         r"""Canonical variates :math:`f_{a,j}(x) = \tilde\varphi_a(x)^\top u_j` (and
-        :math:`f_{b,j}(y)`); returns U (m, k), or (U, V) when Y is given."""
+        :math:`f_{b,j}(y)`); returns U (m, k), or (U, V) when the second view y is given."""
+        Y = y
         check_fitted(self, "x_weights_")
         U = (self._vx.features(X) @ self.x_weights_).to(self._dtype)
         if Y is None:
@@ -200,10 +209,10 @@ class KernelCCA(BaseEstimator):
                              f"{U.shape[0]} and {V.shape[0]}")
         return U, V
 
-    def score(self, X, Y):
+    def score(self, X, y):
         """Mean over components of the Pearson correlation of the canonical variates of
         (X, Y) — e.g. on held-out pairs."""
-        U, V = self.transform(X, Y)
+        U, V = self.transform(X, y)
         U, V = U - U.mean(0), V - V.mean(0)
         corr = (U * V).sum(0) / (U.norm(dim=0) * V.norm(dim=0))
         return float(corr.mean())

@@ -5,9 +5,9 @@ import math
 import warnings
 
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 
-from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import as_tensor, as_vector, check_positive
 from ..kernels import RBF, Laplacian
@@ -56,7 +56,7 @@ def _log_kernel_sum(Q, T, logw, kind):
     return out
 
 
-class KernelDensity(BaseEstimator):
+class KernelDensity(Estimator):
     r"""Kernel density estimate with a Gaussian or Laplacian kernel.
 
     .. math:: \hat p(x) = \frac{1}{\sum_i w_i}\sum_{i=1}^n w_i\,
@@ -123,7 +123,7 @@ class KernelDensity(BaseEstimator):
 
     def fit(self, X, y=None, sample_weight=None):
         """Store the training points and their (normalized) weights."""
-        X = as_tensor(X, "X")
+        X = as_tensor(X, "X", allow_1d=False)
         kind, h = self._resolve(X.shape[1], X)
         if sample_weight is None:
             w = torch.full((X.shape[0],), 1.0 / X.shape[0], dtype=X.dtype, device=X.device)
@@ -132,7 +132,7 @@ class KernelDensity(BaseEstimator):
                           device=X.device)
             if w.dim() != 1 or bool((w < 0).any()) or not float(w.sum()) > 0:
                 raise ValueError("sample_weight must be a nonnegative (n,) vector with a "
-                                 "positive sum")
+                                 "positive sum; these weights sum to zero or are negative")
             w = w / w.sum()
         self.X_fit_ = X
         self.sample_weight_ = w
@@ -144,10 +144,7 @@ class KernelDensity(BaseEstimator):
     def score_samples(self, X):
         """Log density log p̂(x) of each row of X, shape (m,)."""
         check_fitted(self, "X_fit_")
-        X = as_tensor(X, "X", dtype=self.X_fit_.dtype, device=self.X_fit_.device)
-        if X.shape[1] != self.X_fit_.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with "
-                             f"{self.X_fit_.shape[1]}")
+        X = check_fitted_input(None, X, self.X_fit_, estimator=self)
         with torch.no_grad():
             logw = self.sample_weight_.log()
             s = _log_kernel_sum(X / self._h, self.X_fit_ / self._h, logw, self._kind)
@@ -176,7 +173,7 @@ class KernelDensity(BaseEstimator):
         return X[idx] + self._h * noise
 
 
-class NadarayaWatson(RegressorMixin, BaseEstimator):
+class NadarayaWatson(RegressorMixin, Estimator):
     r"""Nadaraya–Watson kernel regression (local constant smoother).
 
     .. math:: \hat y(x) = \frac{\sum_i k(x, x_i)\,y_i}{\sum_i k(x, x_i)}
@@ -211,6 +208,11 @@ class NadarayaWatson(RegressorMixin, BaseEstimator):
         self.kernel = kernel
         self.backend = backend
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X, y):
         """Store the training pairs (X (n, d), y (n,) or (n, r))."""
         kernel = resolve_kernel(self.kernel)
@@ -232,7 +234,7 @@ class NadarayaWatson(RegressorMixin, BaseEstimator):
         if is_precomputed(self.kernel_):
             K = kernel_matrix(self.kernel_, check_precomputed(X, self.y_fit_.shape[0]))
         else:
-            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            X = check_fitted_input(self.kernel_, X, self.X_fit_, estimator=self)
             K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         Y = self.y_fit_.reshape(self.y_fit_.shape[0], -1).to(K.dtype)
         with torch.no_grad():

@@ -6,9 +6,9 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import ClusterMixin
 
-from .._estimator import check_fitted, is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import check_positive
 from ._common import check_int, generator
@@ -169,7 +169,7 @@ def _explicit_init(K, diag, init, k):
 # The estimator
 # --------------------------------------------------------------------------------------
 
-class KernelKMeans(ClusterMixin, BaseEstimator):
+class KernelKMeans(ClusterMixin, Estimator):
     r"""Kernel k-means: k-means in the feature space of a kernel (Dhillon et al. 2004).
 
     Minimizes the inertia :math:`\sum_c\sum_{i\in C_c}\lVert\varphi(x_i) -
@@ -280,7 +280,7 @@ class KernelKMeans(ClusterMixin, BaseEstimator):
         if is_precomputed(self.kernel_):
             K = kernel_matrix(self.kernel_, check_precomputed(X, self.labels_.shape[0]))
         else:
-            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            X = check_fitted_input(self.kernel_, X, self.X_fit_, estimator=self)
             K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         with torch.no_grad():
             return -2 * (K @ self._center_weights.to(K.dtype)) + self._center_sqnorms.to(K.dtype)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import ClusterMixin
 
-from .._estimator import is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_input, check_precomputed, n_features
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import eigsh
@@ -38,7 +38,7 @@ def _spectral_operator(K, normalized):
                                 K.device)
 
 
-class SpectralClustering(ClusterMixin, BaseEstimator):
+class SpectralClustering(ClusterMixin, Estimator):
     r"""Spectral clustering with a kernel affinity (Ng, Jordan and Weiss, 2002).
 
     With ``normalized=True``: the top-k eigenvectors :math:`U \in \mathbb R^{n\times k}`
