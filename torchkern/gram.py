@@ -731,8 +731,10 @@ class CenteredKernelMatrix(KernelMatrix):
     """Centering in feature space, as rank-one corrections of K.
 
     K̃_ij = K_ij − r_i − c_j + μ, where r_i is the mean of row i of K, c_j the mean of
-    column j of the *reference* Gram matrix and μ its overall mean (seed 000, "centering in
-    the feature space"; for a square training Gram, K̃ = (I − U)K(I − U) with U = 11ᵀ/n).
+    column j of the *reference* Gram matrix and μ its overall mean (Schölkopf, Smola and
+    Müller 1998, "Nonlinear component analysis as a kernel eigenvalue problem", Neural
+    Computation 10(5), appendix; for a square training Gram, K̃ = (I − U)K(I − U) with
+    U = 11ᵀ/n).
     For new points against training points pass the training ``col_mean`` and ``mean``
     so that their features are centered with the training mean.
     Cost: two matrix-vector products once, then one per product.

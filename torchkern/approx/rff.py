@@ -1,4 +1,4 @@
-r"""Random Fourier features (Rahimi and Recht, 2007; seed 000 L10070–10154)."""
+r"""Random Fourier features (Rahimi and Recht, 2007)."""
 from __future__ import annotations
 
 import math
@@ -25,7 +25,7 @@ class RandomFourierFeatures(nn.Module):
     ``variant="paired"`` (default; D = p/2)
         .. math:: \Phi(x) = \sqrt{a/D}\,[\cos(Wx),\ \sin(Wx)] \in \mathbb{R}^{p}
 
-    ``variant="offset"`` (D = p; seed 000's recipe with the √(2/p) normalization)
+    ``variant="offset"`` (D = p; the map z_w of Rahimi and Recht 2007, §3)
         .. math:: \Phi(x) = \sqrt{2a/p}\,\cos(Wx + b),\qquad b_j \sim U[0, 2\pi]
 
     Both are unbiased: E[Φ(x)ᵀΦ(y)] = k(x, y). The paired variant is the default
@@ -88,7 +88,8 @@ class RandomFourierFeatures(nn.Module):
     -----
     Cost: O(n·p·d) time and O(n·p) memory for n points; the approximate Gram matrix
     ΦΦᵀ is returned lazily by :meth:`kernel_matrix` (products cost O(n·p) per column).
-    The approximation error of one entry is O(1/√p) (Hoeffding; seed 000 L10130).
+    The approximation error of one entry is O(1/√p) (Hoeffding's inequality; Rahimi and
+    Recht 2007, Claim 1, for the uniform bound).
 
     References
     ----------

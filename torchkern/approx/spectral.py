@@ -1,17 +1,18 @@
 r"""Spectral measures of the shift-invariant kernels of :mod:`torchkern.kernels`.
 
-Bochner's theorem (seed 000, L4570 "Fourier-Stieltjes transform on ℝ^d"; L10070 "Random
-Fourier features"): a continuous shift-invariant p.d. kernel k(x, y) = κ(x − y) is
+Bochner's theorem (Rudin 1962, "Fourier Analysis on Groups"; Rahimi and Recht 2007,
+"Random features for large-scale kernel machines", NIPS): a continuous shift-invariant p.d. kernel k(x, y) = κ(x − y) is
 
 .. math:: \kappa(z) = a\,\mathbb{E}_{w\sim q}\left[\cos(w^\top z)\right],\qquad a = \kappa(0),
 
-for a symmetric probability measure q, its normalized Fourier transform. This module
+for a symmetric probability measure q, its normalized Fourier transform (the spectral
+densities of the RBF and Matérn kernels: Rasmussen and Williams 2006, §4.2.1). This module
 draws w ~ q for every shift-invariant kernel of :mod:`torchkern.kernels`:
 
 ======================  ===========================================================
 kernel                  w = Ω / ℓ, Ω standardized (lengthscale 1)
 ======================  ===========================================================
-RBF                     Ω ~ N(0, I)  (Gaussian spectrum, seed 000 L4700)
+RBF                     Ω ~ N(0, I)  (Gaussian spectrum)
 Matern ν                Ω = g·√(ν/G), g ~ N(0, I), G ~ Gamma(ν, 1): the multivariate
                         Student t with 2ν degrees of freedom
 Laplacian               Matérn ν = 1/2: the multivariate Cauchy distribution
@@ -26,8 +27,9 @@ k₁ · k₂ · …             the convolution of the measures: w = w₁ + w₂
 k₁ + k₂ + …             the mixture Σ_i (a_i / Σ_j a_j)·q_i, amplitude a = Σ_j a_j
 ======================  ===========================================================
 
-**Periodic.** In one dimension (seed 000 L3765, shift-invariant kernels on [0, 1] have a
-Fourier *series*), with θ = 2πr/p and z = 1/ℓ², exp(−2 sin²(πr/p)/ℓ²) =
+**Periodic.** In one dimension (a shift-invariant kernel of period p has a Fourier
+*series*; Solin and Särkkä 2014, "Explicit link between periodic covariance functions and
+state space models", AISTATS), with θ = 2πr/p and z = 1/ℓ², exp(−2 sin²(πr/p)/ℓ²) =
 e^{−z}·e^{z cos θ} = Σ_{k∈ℤ} e^{−z} I_|k|(z) cos(kθ) (the generating function of the modified
 Bessel functions I_k), and Σ_k e^{−z} I_|k|(z) = e^{−z}e^{z} = 1: the spectrum is the Skellam
 law of k = N₁ − N₂, N₁, N₂ ~ Poisson(z/2) (mean 0, variance z), on the frequencies 2πk/p.

@@ -295,7 +295,8 @@ class _CompositeKernel(Kernel):
 
 
 class SumKernel(_CompositeKernel):
-    r"""k(x, y) = Σ_q k_q(x, y) — p.d. as a sum of p.d. kernels (seed 000, closure rules).
+    r"""k(x, y) = Σ_q k_q(x, y) — p.d. as a sum of p.d. kernels (Shawe-Taylor and
+    Cristianini 2004, "Kernel Methods for Pattern Analysis", §3.4).
 
     One formula: with the KeOps backend the whole sum is a single reduction.
     """
@@ -307,7 +308,8 @@ class SumKernel(_CompositeKernel):
 
 
 class ProductKernel(_CompositeKernel):
-    r"""k(x, y) = Π_q k_q(x, y) — p.d. by the Schur product theorem (seed 000)."""
+    r"""k(x, y) = Π_q k_q(x, y) — p.d. by the Schur product theorem (Shawe-Taylor and
+    Cristianini 2004, §3.4)."""
 
     _op = staticmethod(operator.mul)
 

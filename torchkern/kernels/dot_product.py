@@ -50,7 +50,8 @@ class Polynomial(Kernel):
 class Exponential(Kernel):
     r"""Exponential kernel :math:`k(x, y) = \exp(s\,\langle x, y\rangle)`, s > 0.
 
-    p.d. as the limit of polynomials with positive coefficients (seed 000, closure rules).
+    p.d. as the limit of polynomials with positive coefficients (Shawe-Taylor and Cristianini
+    2004, "Kernel Methods for Pattern Analysis", §3.4).
     """
 
     def __init__(self, scale=1.0):
@@ -74,7 +75,8 @@ class ArcCosine(Kernel):
         J_1 = \sin\theta + (\pi - \theta)\cos\theta,\;
         J_2 = 3\sin\theta\cos\theta + (\pi - \theta)(1 + 2\cos^2\theta)
 
-    with θ the angle between x and y (seed 000, "dot-product and arc-cosine kernels").
+    with θ the angle between x and y (Cho and Saul 2009, "Kernel methods for deep learning",
+    NIPS).
     θ is computed as atan2(√(‖x‖²‖y‖² − ⟨x,y⟩²), ⟨x,y⟩), which keeps gradients finite at
     θ = 0.
     """

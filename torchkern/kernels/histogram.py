@@ -16,7 +16,8 @@ class Min(_NonNegative):
     r"""Min kernel :math:`k(x, y) = \prod_k \min(x_k, y_k)` on ℝ₊^d.
 
     In one dimension, the covariance of Brownian motion and the Green kernel of the
-    Sobolev space H¹₀ on ℝ₊ (seed 000, "Green kernel"); a tensor product of those in d > 1.
+    Sobolev space H¹₀ on ℝ₊ (Berlinet and Thomas-Agnan 2004, "Reproducing Kernel Hilbert
+    Spaces in Probability and Statistics"); a tensor product of those in d > 1.
     """
 
     def _k(self, x, y):

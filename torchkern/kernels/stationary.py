@@ -18,7 +18,8 @@ class RBF(StationaryKernel):
     .. math:: k(x, y) = \exp\!\left(-\frac{\lVert x - y\rVert^2}{2\ell^2}\right)
 
     scikit-learn's ``rbf_kernel(gamma)`` is the same kernel with γ = 1/(2ℓ²). Its
-    spectral density is Gaussian (Bochner; seed 000, "Bochner's theorem").
+    spectral density is Gaussian (Bochner's theorem; Rasmussen and Williams 2006, "Gaussian
+    Processes for Machine Learning", §4.2.1).
 
     Parameters
     ----------

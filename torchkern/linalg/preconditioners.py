@@ -112,8 +112,7 @@ class PivotedCholesky(_WoodburyPreconditioner):
     diagonal of the residual :math:`K - L L^\top` and appends the column
     :math:`\ell = (K_{:,i} - L L_{i,:}^\top) / \sqrt{d_i}`, then updates the residual
     diagonal :math:`d \leftarrow d - \ell^2`. This is the greedy incomplete Cholesky /
-    Nyström of seed 000 ("Nyström approximation via greedy approach", Bach and Jordan
-    2002; Fine and Scheinberg 2001). It needs only ``K.diag()`` and ``rank`` columns.
+    Nyström approximation (Fine and Scheinberg 2001, JMLR; Bach and Jordan 2002, JMLR). It needs only ``K.diag()`` and ``rank`` columns.
     The preconditioner applies :math:`(LL^\top + \lambda I)^{-1}` through the Woodbury
     identity with a k × k Cholesky factor, all in float64.
 
@@ -196,8 +195,8 @@ class NystromPreconditioner(_WoodburyPreconditioner):
     factor and jitter :math:`j = m\,\varepsilon_{\mathrm{dtype}} \max_i (K_{mm})_{ii}`
     (the rounding level of K's entries). Should that fail (K indefinite at that level),
     the pseudo-inverse of the positive part of K_mm (eigenvalues above j) is used. It then applies
-    :math:`(L L^\top + \lambda I)^{-1}` by Woodbury in float64 (seed 000, "Nyström
-    approximations"; Rudi et al. 2017).
+    :math:`(L L^\top + \lambda I)^{-1}` by Woodbury in float64 (Williams and Seeger
+    2001; Rudi et al. 2017).
 
     Parameters
     ----------

@@ -1,7 +1,9 @@
 r"""Kernel mean embeddings of empirical distributions.
 
-The mean embedding of a distribution P is μ_P = E_{X∼P}[k(X, ·)] ∈ H (seed 000 L8019–8120,
-"Kernel Mean Embedding"; seed 002 §3.4.1). From n samples it is estimated by
+The mean embedding of a distribution P is μ_P = E_{X∼P}[k(X, ·)] ∈ H (Smola,
+Gretton, Song and Schölkopf 2007, "A Hilbert space embedding for distributions", ALT;
+Muandet et al. 2017, "Kernel mean embedding of distributions: a review and beyond",
+Found. Trends Mach. Learn. 10, §3). From n samples it is estimated by
 
 .. math:: \hat\mu_P = \frac1n \sum_{i=1}^n k(x_i, \cdot),
 
@@ -27,7 +29,7 @@ class KernelMeanEmbedding:
     Evaluating it at m points costs one product of the lazy (m, n) Gram matrix with w:
     O(m·n) time and, with a lazy backend, O(m + n) memory. Inner products in H follow from
     the reproducing property, ⟨Σ_i a_i k(x_i, ·), Σ_j b_j k(y_j, ·)⟩_H = aᵀ K(X, Y) b
-    (seed 000, "generalized kernel trick"). Embeddings of the same kernel can be added,
+    (Schölkopf and Smola 2002, "Learning with Kernels", §2.2). Embeddings of the same kernel can be added,
     subtracted and scaled; everything stays differentiable with respect to the points, the
     weights and the kernel's hyperparameters.
 
@@ -132,7 +134,7 @@ def mean_embedding(X, kernel, *, backend=None) -> KernelMeanEmbedding:
     Z as ``kernel(Z, X) @ (1/n)`` (O(m·n) time, lazy); ``mu.inner(nu)`` is
     ⟨μ̂_P, μ̂_Q⟩_H = (1/(n m)) Σ_ij k(x_i, y_j); ``mu.norm()`` is ‖μ̂_P‖_H.
 
-    Seed 000 L8019–8120 ("Kernel Mean Embedding"), seed 002 eq. (3.4.16).
+    Smola et al. 2007 (ALT); Muandet et al. 2017, §3 (the empirical estimator).
 
     Parameters
     ----------

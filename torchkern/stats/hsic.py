@@ -3,8 +3,9 @@ r"""The Hilbert–Schmidt independence criterion (HSIC).
 HSIC(X, Y) is the squared Hilbert–Schmidt norm of the cross-covariance operator between
 the RKHSs of k (on X) and l (on Y); with characteristic kernels it is zero exactly when X
 and Y are independent (Gretton et al., 2005). It is the MMD between the joint law P_XY and
-the product of its marginals P_X ⊗ P_Y, for the product kernel k ⊗ l (seed 000,
-"The Maximum Mean Discrepancy").
+the product of its marginals P_X ⊗ P_Y, for the product kernel k ⊗ l (Smola, Gretton,
+Song and Schölkopf 2007, "A Hilbert space embedding for distributions", ALT; Muandet et
+al. 2017, "Kernel mean embedding of distributions: a review and beyond").
 
 Both estimators need S = Σ_ij K_ij L_ij, an elementwise (Frobenius) product that no
 matrix-vector product gives: on lazy Gram matrices it is accumulated over row blocks of
@@ -73,7 +74,7 @@ def hsic_biased(K, L) -> torch.Tensor:
         \qquad H = I - \tfrac1n \mathbf 1\mathbf 1^\top,
 
     with K̃ = HKH, L̃ = HLH the Gram matrices centered in feature space (Gretton et al.
-    2005; seed 000 "centering in the feature space"). Working with both matrices centered
+    2005; Schölkopf, Smola and Müller 1998 for the centering). Working with both matrices centered
     avoids the cancellation of the expanded form tr(KL) − (2/n)1ᵀKL1 + (1ᵀK1)(1ᵀL1)/n².
     The bias is O(1/n).
 

@@ -1,13 +1,14 @@
 r"""Estimators of the squared maximum mean discrepancy.
 
 MMD²(P, Q) = ‖μ_P − μ_Q‖²_H = E k(X, X') + E k(Y, Y') − 2 E k(X, Y)
-(seed 000 L8150–8260, "The Maximum Mean Discrepancy"; seed 002 Cor. 3.4.1).
+(Gretton, Borgwardt, Rasch, Schölkopf and Smola 2012, "A kernel two-sample test", JMLR
+13, Lemma 6).
 
 The quadratic-time estimators read Gram matrices only through matrix-vector products and
 their diagonals, so they run on lazy (blocked / KeOps) Gram matrices in O(n + m) memory
 and are differentiable with respect to the samples and the kernel's hyperparameters —
-``mmd2`` is a loss for training generative models (seed 000, "Learning generative models
-using MMD").
+``mmd2`` is a loss for training generative models (Li, Swersky and Zemel 2015,
+"Generative moment matching networks", ICML; Dziugaite, Roy and Ghahramani 2015, UAI).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def mmd2_biased(Kxx, Kyy, Kxy) -> torch.Tensor:
         + \frac{1}{m^2}\sum_{i,j} k(y_i, y_j) - \frac{2}{nm}\sum_{i,j} k(x_i, y_j)
         = \lVert \hat\mu_P - \hat\mu_Q \rVert_H^2
 
-    (seed 000 L8262, "biased estimate"). It is ≥ 0 and has a positive bias of order 1/n.
+    (the square of Gretton et al.'s 2012 MMD_b). It is ≥ 0 and has a positive bias of order 1/n.
 
     Cost: three matrix-vector products, O(n² + m² + nm) kernel evaluations, O(n + m)
     memory for lazy inputs. Sums are accumulated in float64.
@@ -67,7 +68,7 @@ def mmd2_unbiased(Kxx, Kyy, Kxy) -> torch.Tensor:
         \widehat{\mathrm{MMD}}{}^2_u = \frac{1}{n(n-1)}\sum_{i\ne j} k(x_i, x_j)
         + \frac{1}{m(m-1)}\sum_{i\ne j} k(y_i, y_j) - \frac{2}{nm}\sum_{i,j} k(x_i, y_j)
 
-    (seed 000 L8275, "Unbiased estimate"; Gretton et al. 2012, eq. 3). The sums over
+    (Gretton et al. 2012, eq. 3). The sums over
     i ≠ j are 1ᵀK1 − tr K. Unbiased, hence negative with positive probability when P = Q.
 
     Cost: three matrix-vector products and two diagonals, O(n² + m² + nm) kernel
@@ -142,7 +143,7 @@ def mmd2(X, Y, kernel, estimator: str = "unbiased", *, backend=None) -> torch.Te
     r"""Squared maximum mean discrepancy between the samples X ∼ P and Y ∼ Q.
 
     MMD²(P, Q) = ‖μ_P − μ_Q‖²_H = E k(X, X') + E k(Y, Y') − 2 E k(X, Y)
-    (seed 000 L8150–8290; seed 002 Cor. 3.4.1), estimated by
+    (Gretton et al. 2012, Lemma 6), estimated by
 
     - ``"unbiased"`` — the U-statistic, :func:`mmd2_unbiased` (n, m ≥ 2);
     - ``"biased"`` — the V-statistic ‖μ̂_P − μ̂_Q‖²_H, :func:`mmd2_biased` (≥ 0);

@@ -2,9 +2,10 @@ r"""Permutation tests: the MMD two-sample test and the HSIC independence test.
 
 Under the null hypothesis the labels (which sample a point came from; which y goes with
 which x) are exchangeable, so the statistic recomputed on relabelled data gives draws of
-its null distribution (seed 000 L8440–8560, "A statistical test using MMD"). The
+its null distribution (Gretton et al. 2012, "A kernel two-sample test", JMLR 13). The
 p-value is (1 + #{null draws ≥ observed}) / (1 + P) for P permutations, which keeps the
-test's level at most α for any P.
+test's level at most α for any P (Phipson and Smyth 2010, "Permutation p-values should
+never be zero", Stat. Appl. Genet. Mol. Biol. 9(1)).
 """
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ class MMDTest(BaseEstimator):
     observed labelling and a column of ones), and the lazy Gram matrix is applied to it
     once: U = K_ZZ S. Each statistic is then a column-wise quadratic form sᵀKs (the
     biased estimate) plus, for the unbiased estimate, diagonal corrections computed from
-    the same product (see seed 000 L8440–8560 and Gretton et al. 2012, §5).
+    the same product (the U-statistic of Gretton et al. 2012, eq. 3).
 
     Cost: one pass over the N² kernel entries and O(N²·P) flops for the product, with
     O(N·P) memory (O(N·(d + P)) with a lazy backend — never N × N); the "auto" backend

@@ -14,8 +14,8 @@ def witness(X, Y, kernel, *, normalize: bool = False, backend=None) -> KernelMea
 
     It is large where P has more mass than Q and negative where Q has more. Its RKHS norm
     ‖f‖_H is the biased MMD estimate, and f/‖f‖_H is the function of the unit ball that
-    attains the supremum in MMD(P, Q) = sup_{‖f‖≤1} E_P f − E_Q f (seed 000,
-    "MMD as an Integral Probability Metric"; seed 002 Prop. 3.4.1).
+    attains the supremum in MMD(P, Q) = sup_{‖f‖≤1} E_P f − E_Q f (Gretton et al. 2012,
+    "A kernel two-sample test", JMLR 13, §2.3 and Lemma 4).
 
     Evaluating it at m points costs O(m·(n + m')) kernel evaluations, lazily.
 
@@ -25,7 +25,7 @@ def witness(X, Y, kernel, *, normalize: bool = False, backend=None) -> KernelMea
     Y : (m, d) samples of Q.
     kernel : Kernel
     normalize : bool, default False
-        Return f/‖f‖_H (the seeds' f*) instead of f; costs one O((n + m)²) product.
+        Return f/‖f‖_H (the maximizer f*) instead of f; costs one O((n + m)²) product.
     backend : str, optional
 
     Returns

@@ -30,7 +30,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
 
     Prior f ~ GP(m, k) with m = 0 (``mean="zero"``) or a constant m = μ
     (``mean="constant"``), observations y_i = f(x_i) + ε_i with ε_i ~ N(0, σ²). With
-    A = K + σ²I the posterior at test points x is (seed 002, Thm 4.3.1, eqs. 4.3.5–4.3.6)
+    A = K + σ²I the posterior at test points x is (Rasmussen and Williams 2006, "Gaussian
+    Processes for Machine Learning", §2.2, eqs. 2.23–2.24; §2.7 for the mean function)
 
     .. math::
         \bar m(x) = m(x) + k_{xD} A^{-1}(y - m_D), \qquad
@@ -40,10 +41,10 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
 
     .. math::
         \log p(y) = -\tfrac12 (y - m_D)^\top A^{-1}(y - m_D) - \tfrac12\log\det A
-                    - \tfrac n2 \log 2\pi .
+                    - \tfrac n2 \log 2\pi
 
-    The posterior mean with m = 0 is kernel ridge regression with α = σ² (seed 002,
-    Thm 4.3.2: σ² = Nλ for the seeds' 1/N-normalized λ). With ``mean="constant"`` the
+    (ibid., eq. 2.30). The posterior mean with m = 0 is kernel ridge regression with α = σ² (ibid.,
+    §6.2; σ² = nλ for a loss (1/n)Σ(f(x_i) − y_i)² + λ‖f‖²). With ``mean="constant"`` the
     constant is its maximum-likelihood value μ = 1ᵀA⁻¹y / 1ᵀA⁻¹1 (generalized least
     squares), recomputed for the current hyperparameters. ``noise`` is scikit-learn's
     ``alpha``: with the same kernel, mean, std and log marginal likelihood equal

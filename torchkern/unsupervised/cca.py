@@ -29,8 +29,8 @@ class _View:
     memory.
 
     Nyström (``n_centers=m``): φ(x) = W^{-1/2} k(Z, x) − mean over the training points,
-    W = k(Z, Z), Z = m random training points (seed 000, "Nyström approximation",
-    L9509–10154). O(n m² + m³) time, O(n m) memory.
+    W = k(Z, Z), Z = m random training points (Williams and Seeger 2001, "Using the
+    Nyström method to speed up kernel machines", NIPS). O(n m² + m³) time, O(n m) memory.
     """
 
     def __init__(self, kernel, X, n_centers, gen, backend, name):
@@ -82,8 +82,8 @@ class _View:
 
 
 class KernelCCA(TransformerMixin, Estimator):
-    r"""Kernel canonical correlation analysis, τ-regularized (seed 000, "Kernel Canonical
-    Correlation Analysis", L3115–3247; Hardoon, Szedmak and Shawe-Taylor 2004).
+    r"""Kernel canonical correlation analysis, τ-regularized (Hardoon, Szedmak and
+    Shawe-Taylor 2004, Neural Computation 16(12); Bach and Jordan 2002, JMLR).
 
     Finds f_a ∈ H_a, f_b ∈ H_b, :math:`f_a = \sum_i\alpha_i k_a(x_i,\cdot)`, maximizing
     :math:`\alpha^\top\tilde K_a\tilde K_b\beta` subject to

@@ -64,8 +64,8 @@ class KernelDensity(Estimator):
 
     with g(r) = r²/2, :math:`Z_d = (2\pi)^{d/2}` (gaussian) or g(r) = r,
     :math:`Z_d = d\,\pi^{d/2}\,\Gamma(d)/\Gamma(d/2+1)` (laplacian, the exponential kernel
-    of scikit-learn: :math:`\int e^{-\lVert u\rVert}du = |S^{d-1}|\,\Gamma(d)`). Seed 003
-    KDE and seed 002 (1.2.5)–(1.2.6) state it with the minus signs missing.
+    of scikit-learn: :math:`\int e^{-\lVert u\rVert}du = |S^{d-1}|\,\Gamma(d)`)
+    (Silverman 1986, "Density Estimation for Statistics and Data Analysis", ch. 4).
 
     ``score_samples`` is evaluated in the log domain: log-kernel values in tiles of at
     most 4M entries, combined by log-sum-exp, so points far from every training point get

@@ -32,7 +32,7 @@ def _normalized_indicator(labels, k, dtype):
 def _distances(K, diag, labels, k):
     r"""Squared feature-space distances of every point to every cluster mean (n × k):
     :math:`K_{ii} - \frac{2}{|C|}\sum_{l\in C}K_{il} + \frac{1}{|C|^2}\sum_{l,l'\in C}K_{ll'}`
-    by one product K Z (seed 001 L206–277, with its typo corrected; seed 000).
+    by one product K Z (Girolami 2002; Dhillon, Guan and Kulis 2004).
     Empty clusters are at distance +inf. Returns (D, Z, s) with s_c the last term."""
     Z, counts = _normalized_indicator(labels, k, K.dtype)
     KZ = K @ Z
@@ -179,8 +179,9 @@ class KernelKMeans(ClusterMixin, Estimator):
     .. math:: K_{ii} - \frac{2}{|C|}\sum_{l\in C}K_{il}
               + \frac{1}{|C|^2}\sum_{l,l'\in C}K_{ll'}
 
-    (seed 000, "kernel k-means" and spectral relaxation, L2570–3247; seed 001 L206–277
-    prints it garbled). All three terms come from one product :math:`KZ` with the n × k
+    (Girolami 2002, "Mercer kernel-based clustering in feature space", IEEE Trans. Neural
+    Netw. 13(3); Dhillon, Guan and Kulis 2004, "Kernel k-means, spectral clustering and
+    normalized cuts", KDD). All three terms come from one product :math:`KZ` with the n × k
     normalized indicator matrix :math:`Z_{ic} = [i\in C_c]/|C_c|`: O(n k) memory on the
     lazy backends. Seeding is greedy k-means++ in feature space (distances from single
     rows ``K.rows``). Empty clusters get the point farthest from its own cluster.

@@ -44,7 +44,8 @@ class SpectralClustering(ClusterMixin, Estimator):
     With ``normalized=True``: the top-k eigenvectors :math:`U \in \mathbb R^{n\times k}`
     of the normalized affinity :math:`D^{-1/2}KD^{-1/2}` (D = diag(K1)), rows normalized
     to unit length, clustered by k-means. This is the relaxation of the normalized cut
-    (seed 000, "spectral relaxation" of kernel k-means, L2570–3247). With
+    (Shi and Malik 2000; Dhillon, Guan and Kulis 2004, "Kernel k-means, spectral
+    clustering and normalized cuts", KDD). With
     ``normalized=False``: the bottom-k eigenvectors of the Laplacian L = D − K (ratio
     cut), without row normalization.
 
