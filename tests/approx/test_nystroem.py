@@ -57,7 +57,7 @@ def test_error_decreases_with_components(selection):
 
 
 def test_greedy_selection_matches_brute_force():
-    # Each pivot maximizes the residual k(x,x) − k_Z(x)ᵀ K_ZZ⁻¹ k_Z(x) (seed 000, greedy Nyström).
+    # Each pivot maximizes the residual k(x,x) − k_Z(x)ᵀ K_ZZ⁻¹ k_Z(x) (Bach & Jordan 2002, greedy Nyström).
     X = _data(60, 2)
     k = tk.Laplacian(lengthscale=1.0) + 0.1 * tk.Linear()  # unequal diagonal: no ties
     K = k(X, backend="dense").to_dense().detach()

@@ -19,7 +19,7 @@ def k_np(a, b, ls=LS):
 
 
 def brute_force(X, Y, estimator):
-    """The seeds' double sums, term by term (seed 000 L8262–8290)."""
+    """The double sums of Gretton et al. 2012 (eq. 3 and MMD_b), term by term."""
     X, Y = X.numpy(), Y.numpy()
     n, m = len(X), len(Y)
     keep = (lambda i, j: True) if estimator == "biased" else (lambda i, j: i != j)

@@ -34,7 +34,7 @@ def test_witness_is_difference_of_empirical_means(samples, backend):
 
 
 def test_witness_norm_and_mean_gap_are_the_biased_mmd(samples):
-    # E_X̂ f − E_Ŷ f = ⟨f, μ̂_P − μ̂_Q⟩ = ‖f‖² = biased MMD² (seed 000, witness function).
+    # E_X̂ f − E_Ŷ f = ⟨f, μ̂_P − μ̂_Q⟩ = ‖f‖² = biased MMD² (Gretton et al. 2012, §2.3).
     X, Y = samples
     k = torchkern.RBF(LS)
     f = witness(X, Y, k)

@@ -78,7 +78,7 @@ def test_constant_mean_is_the_maximum_likelihood_constant():
 
 
 def test_posterior_mean_is_kernel_ridge_with_alpha_equal_noise():
-    # Seed 002, Thm 4.3.2: the GP posterior mean is KRR with α = σ² (= Nλ).
+    # Rasmussen & Williams 2006, §6.2: the GP posterior mean is KRR with α = σ² (= nλ).
     X, y, Xt = _data()
     gp = GaussianProcessRegressor(RBF(LS), noise=0.3).fit(X, y)
     krr = KernelRidge(RBF(LS), alpha=0.3).fit(X, y)

@@ -38,7 +38,7 @@ def test_linear_kernels_recover_classical_cca(n_centers):
 
 
 def test_regularized_correlations_solve_the_seed_eigenproblem():
-    # seed 000: max a'KaKb b s.t. (1-t) a'Ka^2 a + t a'Ka a = 1 (same for b); the values
+    # Hardoon et al. 2004: max a'KaKb b s.t. (1-t) a'Ka^2 a + t a'Ka a = 1 (same for b); the values
     # rho^2 are the eigenvalues of Ra^+ Ka Kb Rb^+ Kb Ka, computed here with numpy pinv.
     rng = np.random.default_rng(1)
     n, tau = 50, 0.3
