@@ -10,11 +10,31 @@ __all__ = ["block_krylov_eigsh"]
 _FLOAT64 = torch.float64
 
 
-def _orth_against(W, B):
-    """Orthonormal basis of W's component orthogonal to span(B) (Gram–Schmidt twice)."""
+def _orth_against(W, B, generator=None):
+    """An orthonormal n × b block orthogonal to span(B) whose span holds the part of span(W)
+    outside span(B) (Gram–Schmidt twice, then QR).
+
+    Where W is numerically rank-deficient outside span(B) — the Krylov space of a low-rank
+    operator is exhausted, or after a thick restart the Ritz residuals (orthogonal to the
+    old search space) span fewer than b directions — a plain QR would return columns made
+    of round-off that are *not* orthogonal to B, and the Ritz values would be garbage.
+    There the block keeps W's significant left singular vectors, fills up with random
+    directions (any orthonormal extension is a valid search space for Rayleigh–Ritz) and
+    orthogonalizes again.
+    """
+    scale = float(W.norm(dim=0).max())
     for _ in range(2):
         W = W - B @ (B.T @ W)
-    return torch.linalg.qr(W).Q
+    sig = torch.linalg.svdvals(W)
+    if scale > 0 and float(sig.min()) > 1e-6 * scale:  # well conditioned: B-leak ≤ 1e-10
+        return torch.linalg.qr(W).Q
+    U, sig, _ = torch.linalg.svd(W, full_matrices=False)
+    keep = U[:, sig > 1e-10 * max(scale, torch.finfo(W.dtype).tiny)]
+    fill = _randn((W.shape[0], W.shape[1] - keep.shape[1]), W.dtype, W.device, generator)
+    Q = torch.cat([keep, fill], dim=1)
+    for _ in range(2):
+        Q = Q - B @ (B.T @ Q)
+    return torch.linalg.qr(Q).Q
 
 
 def _small_eigh(T):
@@ -108,7 +128,8 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     Bt = torch.empty(cap, n, dtype=f64, device=device)
     ABt = torch.empty(cap, n, dtype=f64, device=device)
     T = torch.zeros(cap, cap, dtype=f64, device=device)
-    Bt[:b] = torch.linalg.qr(_randn((n, b), f64, device, _generator(random_state))).Q.T
+    gen = _generator(random_state)
+    Bt[:b] = torch.linalg.qr(_randn((n, b), f64, device, gen)).Q.T
     lo, hi = 0, b  # rows [lo, hi) of Bt still need their products
     converged, steps = False, 0
     while True:
@@ -125,14 +146,14 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
         if converged or hi >= n or steps >= max_iter:
             converged = converged or hi >= n
             break
-        if hi + b > cap:
+        if hi + min(b, n - hi) > cap:
             # thick restart: keep the top b Ritz vectors, whose products are AB S
             Sb = S[:, :b].T.contiguous()
             Bt[:b], ABt[:b] = Sb @ Bt[:hi], Sb @ ABt[:hi]
             T.zero_()
             T[:b, :b] = torch.diag(theta[:b])
             hi = b
-        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T)
+        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T, gen)
         width = min(b, n - hi)
         Bt[hi:hi + width] = nxt[:, :width].T
         lo, hi = hi, hi + width
