@@ -205,7 +205,7 @@ class Nystroem(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X) -> torch.Tensor:
-        """ψ(X) = k(X, Z) K_ZZ^{−1/2}, shape (n, n_components_), in X's dtype and device."""
+        """ψ(X) = k(X, Z) K_ZZ^{−1/2}, shape (n, ``n_components_``), in X's dtype and device."""
         check_fitted(self, "normalization_")
         X = input_matrix(self.kernel_, X, "X")
         Z = self.components_.to(dtype=X.dtype, device=X.device)

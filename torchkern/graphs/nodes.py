@@ -281,7 +281,7 @@ _CALL_DOC = """
     method : {"auto", "dense", "krylov"}
         ``"dense"``: eigendecomposition of the dense Laplacian, O(n³) time and O(n²)
         memory once per graph. ``"krylov"``: an operator KernelMatrix on the sparse
-        Laplacian, O(|E|) memory. ``"auto"``: dense up to ``DENSE_MAX_NODES`` nodes.
+        Laplacian, memory linear in the number of edges. ``"auto"``: dense up to ``DENSE_MAX_NODES`` nodes.
     tol : float
         Accuracy target of the iterative method (``"krylov"``), relative to ‖v‖.
     max_iter : int, optional
@@ -464,8 +464,8 @@ class CommuteTime(_NodeKernel):
     Notes
     -----
     Dense: the zero eigenvalues are the c smallest, c = the number of components (found
-    in O(n + |E|)), so L⁺ needs no rank threshold. ``"krylov"``: K @ V = (L + P)⁻¹V − PV
-    with P = Σ_c 1_c 1_cᵀ/|c| the projector onto ker L (L + P is positive definite and
+    in time linear in nodes and edges), so L⁺ needs no rank threshold. ``"krylov"``: K @ V = (L + P)⁻¹V − PV
+    with P = Σ_c 1_c 1_cᵀ/n_c (n_c nodes in component c) the projector onto ker L (L + P is positive definite and
     commutes with P), solved by Jacobi-preconditioned CG: O(k·nnz(L)·r) with k ≲
     √(λ_max/λ₂)·log(1/tol) for the smallest nonzero eigenvalue λ₂ — slow on graphs with
     long paths or weakly connected clusters.

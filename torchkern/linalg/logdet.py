@@ -201,7 +201,7 @@ def logdet(
     SLQ cost: m products ``A @ Z`` with Z of shape (n, p) (O(n² p m) for a dense or KeOps
     matrix), O(n p m) memory for the reorthogonalized bases, plus a CG solve of width p
     for the gradient. Its error is the Hutchinson error of tr log A (relative error
-    ~ √(2/p)·‖log A − diag‖_F / |log det A|) plus the quadrature error, which decays
+    ~ √(2/p)·‖log A − diag‖_F / abs(log det A)) plus the quadrature error, which decays
     geometrically in m.
 
     References
