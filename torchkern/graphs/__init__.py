@@ -1,5 +1,17 @@
-"""Kernels on graphs (torch_geometric data): between graphs, and on the nodes of one graph."""
+"""Kernels between graphs (torch_geometric ``Data``) and on the nodes of a graph.
 
-from .nodes import CommuteTime, DiffusionKernel, NodeSet, PStepRandomWalk, RegularizedLaplacian
+Kernels between graphs take a list of ``torch_geometric.data.Data``, a ``Batch`` or a
+:class:`GraphSet`, and return a lazy KernelMatrix like every torchkern kernel:
+:class:`WeisfeilerLehman`, :class:`ShortestPath`, :class:`RandomWalk`,
+:class:`GraphletSampling`.
+"""
+from ._batch import GraphSet
+from .graphlet import GraphletSampling
+from .nodes import (CommuteTime, DiffusionKernel, NodeSet, PStepRandomWalk,
+                    RegularizedLaplacian)
+from .random_walk import RandomWalk
+from .shortest_path import ShortestPath
+from .wl import WeisfeilerLehman
 
-__all__ = ["CommuteTime", "DiffusionKernel", "NodeSet", "PStepRandomWalk", "RegularizedLaplacian"]
+__all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
+           "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]

@@ -1,0 +1,333 @@
+"""A set of graphs as one kernel input: every graph's nodes and edges in flat tensors."""
+from __future__ import annotations
+
+import torch
+
+from ..inputs import KernelInput
+from ..kernels.structured import StructuredKernel
+
+__all__ = ["GraphSet"]
+
+
+def segment_ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """The concatenation of ``arange(s, s + c)`` for every (s, c), without a Python loop."""
+    total = int(counts.sum()) if counts.numel() else 0
+    shift = torch.repeat_interleave(starts - (torch.cumsum(counts, 0) - counts), counts,
+                                    output_size=total)
+    return shift + torch.arange(total, device=starts.device)
+
+
+def _offsets(counts: torch.Tensor) -> torch.Tensor:
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+
+
+def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
+    """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
+    means every item has the same label (width 0)."""
+    if rows is None:
+        return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
+    if rows.dim() == 1:
+        rows = rows.unsqueeze(-1)
+    if rows.dim() != 2 or rows.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n}, d) (one row per item), got {tuple(rows.shape)}")
+    if rows.is_complex():
+        raise TypeError(f"{name} must be real, got dtype {rows.dtype}")
+    if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    if rows.shape[1] == 0:
+        return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
+    if n == 0:
+        return torch.zeros(0, dtype=torch.long, device=device), rows.to(device)
+    values, ids = torch.unique(rows, dim=0, return_inverse=True)
+    return ids.to(device), values.to(device)
+
+
+def unify_labels(parts):
+    """Label ids of several (ids, values) pairs mapped into one shared dictionary.
+
+    Returns ``(ids_list, values)``: ``ids_list[i]`` re-expresses ``parts[i]``'s ids as rows
+    of ``values`` (the distinct rows of all parts, sorted). Widths must agree.
+    """
+    widths = {int(v.shape[1]) for _, v in parts}
+    if len(widths) > 1:
+        raise ValueError(f"label rows of different widths {sorted(widths)} cannot be compared")
+    if widths == {0}:
+        return [torch.zeros_like(ids) for ids, _ in parts], parts[0][1][:1]
+    dtype = parts[0][1].dtype
+    for _, v in parts[1:]:
+        dtype = torch.promote_types(dtype, v.dtype)
+    allv = torch.cat([v.to(dtype) for _, v in parts])
+    values, inv = torch.unique(allv, dim=0, return_inverse=True)
+    out, start = [], 0
+    for ids, v in parts:
+        out.append(inv[start:start + v.shape[0]][ids])
+        start += v.shape[0]
+    return out, values
+
+
+class GraphSet(KernelInput):
+    r"""A set of graphs as one kernel input (the input of :mod:`torchkern.graphs` kernels).
+
+    Built from a list of ``torch_geometric.data.Data``, a PyG ``Batch`` or another
+    GraphSet; every graph kernel converts its inputs with it, so users rarely build one.
+
+    Conventions
+    -----------
+    - **Node labels**: each distinct row of ``x`` is one label (the one-hot rows of
+      ``TUDataset``, or an integer column; a 1-D ``x`` is one column). A graph without
+      ``x`` has all its nodes alike — then no graph of the set may have ``x``.
+      Labels are compared across sets by value, so the rows of two sets must have the
+      same width.
+    - **Edges** are read as given: an entry (s, t) of ``edge_index`` is the directed edge
+      s → t (adjacency A[s, t] = 1). PyG stores an undirected graph with both directions,
+      so such graphs are undirected here as well. A graph given with one direction per
+      edge is a *directed* graph: Weisfeiler–Lehman neighbours are out-neighbours, shortest
+      paths and walks follow the edge directions (as GraKeL does with a one-way edge
+      dictionary). Call ``torch_geometric.utils.to_undirected`` first to compare it as
+      undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept.
+    - **Edge labels**: each distinct row of ``edge_attr`` is one label (kept for kernels
+      that use them).
+
+    Attributes
+    ----------
+    ptr : Tensor (G + 1,)
+        Node offsets: graph g owns nodes ``ptr[g]:ptr[g + 1]``.
+    edge_index : Tensor (2, E)
+        Global node indices, sorted by (source, target), grouped by graph.
+    eptr : Tensor (G + 1,)
+        Edge offsets, as ``ptr`` for nodes.
+    node_label : Tensor (N,)
+        Node label ids: rows of ``label_values`` (shape (L, d)).
+    edge_label : Tensor (E,) or None
+        Edge label ids: rows of ``edge_label_values``.
+    dtype, device
+        Floating dtype of the Gram matrices built from the set (float64 by default) and
+        the device of its tensors.
+    """
+
+    def __init__(self, graphs, *, dtype: torch.dtype | None = None, device=None):
+        if isinstance(graphs, GraphSet):
+            self.__dict__.update(graphs.__dict__)
+        else:
+            self._build(graphs)
+        if dtype is not None or device is not None:
+            moved = self.to(device=device, dtype=dtype)
+            self.__dict__.update(moved.__dict__)
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def _from_parts(cls, ptr, edge_index, eptr, node_label, label_values, edge_label,
+                    edge_label_values, dtype=torch.float64):
+        self = cls.__new__(cls)
+        self.ptr, self.edge_index, self.eptr = ptr, edge_index, eptr
+        self.node_label, self.label_values = node_label, label_values
+        self.edge_label, self.edge_label_values = edge_label, edge_label_values
+        self.dtype, self.device = dtype, ptr.device
+        return self
+
+    def _build(self, graphs):
+        from torch_geometric.data import Batch, Data
+        if isinstance(graphs, Batch):
+            data_list, device = None, graphs.edge_index.device
+        elif isinstance(graphs, Data):
+            raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
+                            "Batch or a GraphSet, not one Data (node kernels take one graph)")
+        elif isinstance(graphs, (list, tuple)):
+            bad = [i for i, g in enumerate(graphs) if not isinstance(g, Data)]
+            if bad:
+                raise TypeError(f"graphs must be torch_geometric Data objects; item {bad[0]} "
+                                f"is a {type(graphs[bad[0]]).__name__}")
+            if not graphs:
+                raise ValueError("the set of graphs is empty")
+            data_list, device = list(graphs), None
+        else:
+            raise TypeError(f"expected a list of torch_geometric Data, a Batch or a GraphSet, "
+                            f"got {type(graphs).__name__}")
+        if data_list is None:
+            counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
+            x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
+            has_x = [x is not None]
+            has_ea = [ea is not None]
+        else:
+            device = data_list[0].edge_index.device if data_list[0].edge_index is not None \
+                else torch.device("cpu")
+            counts = torch.tensor([int(g.num_nodes or 0) for g in data_list], dtype=torch.long)
+            has_x = [g.x is not None for g in data_list]
+            has_ea = [getattr(g, "edge_attr", None) is not None for g in data_list]
+            for name, has in (("x", has_x), ("edge_attr", has_ea)):
+                if any(has) and not all(has):
+                    i = has.index(False)
+                    raise ValueError(f"graph {i} has no {name} while others do: give every "
+                                     f"graph {name} or none")
+            eis = []
+            for i, g in enumerate(data_list):
+                e = g.edge_index if g.edge_index is not None else torch.zeros(2, 0, dtype=torch.long)
+                if e.dim() != 2 or e.shape[0] != 2:
+                    raise ValueError(f"graph {i}: edge_index must have shape (2, E), got {tuple(e.shape)}")
+                if e.numel() and (int(e.min()) < 0 or int(e.max()) >= int(counts[i])):
+                    raise ValueError(f"graph {i}: edge_index refers to nodes outside "
+                                     f"[0, {int(counts[i])})")
+                eis.append(e.to(device=device, dtype=torch.long))
+            counts = counts.to(device)
+            ptr0 = _offsets(counts)
+            ecounts = torch.tensor([e.shape[1] for e in eis], dtype=torch.long, device=device)
+            ei = torch.cat(eis, 1) + torch.repeat_interleave(ptr0[:-1], ecounts)
+            x = torch.cat([g.x.to(device) for g in data_list]) if all(has_x) else None
+            if x is not None and any(g.x.shape[0] != int(c) for g, c in zip(data_list, counts)):
+                raise ValueError("every graph's x must have one row per node (num_nodes rows)")
+            ea = torch.cat([g.edge_attr.to(device) for g in data_list]) if all(has_ea) else None
+        ptr = _offsets(counts.to(device))
+        n = int(ptr[-1])
+        ei = ei.to(device=device, dtype=torch.long)
+        node_label, label_values = _label_ids(x, n, "x", device)
+        if ea is not None:
+            ea_ids, ea_values = _label_ids(ea, ei.shape[1], "edge_attr", device)
+        # Merge duplicate edges; sorting by source keeps the graphs in order.
+        key = ei[0] * max(n, 1) + ei[1]
+        key, first = _unique_first(key)
+        edge_index = torch.stack([key // max(n, 1), key % max(n, 1)])
+        graph_of_node = torch.repeat_interleave(torch.arange(len(counts), device=device), counts.to(device))
+        ecounts = torch.bincount(graph_of_node[edge_index[0]], minlength=len(counts))
+        self.ptr, self.edge_index, self.eptr = ptr, edge_index, _offsets(ecounts)
+        self.node_label, self.label_values = node_label, label_values
+        if ea is not None:
+            self.edge_label, self.edge_label_values = ea_ids[first], ea_values
+        else:
+            self.edge_label = self.edge_label_values = None
+        self.dtype, self.device = torch.float64, ptr.device
+
+    # -- the KernelInput protocol ------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.ptr.numel() - 1)
+
+    @property
+    def num_nodes(self) -> torch.Tensor:
+        """Nodes per graph, shape (G,)."""
+        return self.ptr[1:] - self.ptr[:-1]
+
+    @property
+    def num_edges(self) -> torch.Tensor:
+        """Directed edges per graph (an undirected edge counts twice), shape (G,)."""
+        return self.eptr[1:] - self.eptr[:-1]
+
+    @property
+    def graph_of_node(self) -> torch.Tensor:
+        """The graph of every node, shape (N,)."""
+        return torch.repeat_interleave(torch.arange(len(self), device=self.device), self.num_nodes)
+
+    # -- padded dense views, by groups of graphs of similar size -------------------------
+    def size_chunks(self, budget: int, power: int = 2):
+        """Groups of graphs of similar size: yields ``(graph_ids, n_pad)`` with the graphs
+        sorted by node count and ``len(graph_ids) * n_pad**power <= budget`` (or one graph).
+        Padding to the largest graph of a group wastes little since sizes are sorted."""
+        sizes = self.num_nodes
+        order = torch.argsort(sizes, stable=True)
+        s = sizes[order].cpu()
+        G, i = len(self), 0
+        while i < G:
+            cost = torch.arange(1, G - i + 1) * s[i:].clamp_min(1) ** power
+            j = i + max(1, int(torch.searchsorted(cost, torch.tensor(budget), right=True)))
+            yield order[i:j], int(s[j - 1])
+            i = j
+
+    def padded_nodes(self, graph_ids: torch.Tensor, n_pad: int) -> torch.Tensor:
+        """Global node indices of the graphs ``graph_ids`` in a (B, n_pad) table, -1 past
+        each graph's last node."""
+        local = torch.arange(n_pad, device=self.device)
+        start, count = self.ptr[:-1][graph_ids], self.num_nodes[graph_ids]
+        return torch.where(local < count[:, None], start[:, None] + local, -1)
+
+    def dense_adjacency(self, graph_ids: torch.Tensor, n_pad: int, dtype) -> torch.Tensor:
+        """Adjacency matrices A[s, t] = 1 for every edge s → t of the graphs ``graph_ids``,
+        zero-padded to (B, n_pad, n_pad)."""
+        ec = self.num_edges[graph_ids]
+        edges = segment_ranges(self.eptr[:-1][graph_ids], ec)
+        b = torch.repeat_interleave(torch.arange(len(graph_ids), device=self.device), ec)
+        start = torch.repeat_interleave(self.ptr[:-1][graph_ids], ec)
+        s, t = self.edge_index[:, edges] - start
+        A = torch.zeros(len(graph_ids), n_pad, n_pad, dtype=dtype, device=self.device)
+        A[b, s, t] = 1
+        return A
+
+    def take(self, idx: torch.Tensor) -> "GraphSet":
+        idx = idx.to(self.ptr.device)
+        nc, ec = self.num_nodes[idx], self.num_edges[idx]
+        ptr, eptr = _offsets(nc), _offsets(ec)
+        nodes = segment_ranges(self.ptr[:-1][idx], nc)
+        edges = segment_ranges(self.eptr[:-1][idx], ec)
+        shift = torch.repeat_interleave(ptr[:-1] - self.ptr[:-1][idx], ec)
+        return GraphSet._from_parts(
+            ptr, self.edge_index[:, edges] + shift, eptr, self.node_label[nodes],
+            self.label_values, None if self.edge_label is None else self.edge_label[edges],
+            self.edge_label_values, self.dtype)
+
+    @classmethod
+    def concat(cls, parts) -> "GraphSet":
+        parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in parts]
+        device, dtype = parts[0].device, parts[0].dtype
+        parts = [p.to(device=device) for p in parts]
+        ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
+        has_e = [p.edge_label is not None for p in parts]
+        if any(has_e) and not all(has_e):
+            raise ValueError("cannot concatenate graph sets with and without edge labels")
+        if all(has_e):
+            eids, evalues = unify_labels([(p.edge_label, p.edge_label_values) for p in parts])
+        else:
+            eids, evalues = None, None
+        noff = _offsets(torch.tensor([int(p.ptr[-1]) for p in parts], device=device))
+        eoff = _offsets(torch.tensor([int(p.eptr[-1]) for p in parts], device=device))
+        ptr = torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + noff[i] for i, p in enumerate(parts)])
+        eptr = torch.cat([parts[0].eptr[:1]] + [p.eptr[1:] + eoff[i] for i, p in enumerate(parts)])
+        edge_index = torch.cat([p.edge_index + noff[i] for i, p in enumerate(parts)], 1)
+        return GraphSet._from_parts(ptr, edge_index, eptr, torch.cat(ids), values,
+                                    None if eids is None else torch.cat(eids), evalues, dtype)
+
+    def _move(self, device) -> None:
+        for name in ("ptr", "edge_index", "eptr", "node_label", "label_values", "edge_label",
+                     "edge_label_values"):
+            t = getattr(self, name)
+            if t is not None:
+                setattr(self, name, t.to(device))
+
+    def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
+        super().check_compatible(other, name)
+        w, v = int(self.label_values.shape[1]), int(other.label_values.shape[1])
+        if w != v:
+            raise ValueError(f"{name} has node labels of width {v} but the model was fitted on "
+                             f"graphs whose node labels have width {w}: each row of x is one "
+                             f"label, so the rows must be comparable")
+
+    def __repr__(self) -> str:
+        return (f"GraphSet(n_graphs={len(self)}, n_nodes={int(self.ptr[-1])}, "
+                f"n_edges={int(self.eptr[-1])}, dtype={self.dtype}, device={self.device})")
+
+
+def _unique_first(key: torch.Tensor):
+    """Sorted distinct values of ``key`` and, for each, the position of one occurrence."""
+    uniq, inv = torch.unique(key, return_inverse=True)
+    first = torch.full((uniq.numel(),), -1, dtype=torch.long, device=key.device)
+    first.scatter_(0, inv, torch.arange(key.numel(), device=key.device))
+    return uniq, first
+
+
+class GraphKernel(StructuredKernel):
+    """Base of kernels between graphs: inputs become a :class:`GraphSet`."""
+
+    def check_input(self, X, name: str = "X", **kw) -> GraphSet:
+        if isinstance(X, GraphSet):
+            return X
+        if type(X).__module__.startswith("torch_geometric") or isinstance(X, (list, tuple)):
+            try:
+                return GraphSet(X)
+            except TypeError as e:
+                raise TypeError(f"{name}: {e}") from None
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+        raise TypeError(f"{name} must be a list of torch_geometric Data, a Batch or a "
+                        f"GraphSet, got {type(X).__name__}")
+
+    def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:
+        if Y is not None and X.label_values.shape[1] != Y.label_values.shape[1]:
+            raise ValueError(f"the node labels of X (rows of width {X.label_values.shape[1]}) "
+                             f"and Y (width {Y.label_values.shape[1]}) are not comparable: each "
+                             f"row of x is one label, so X and Y need the same number of columns")

@@ -1,0 +1,126 @@
+"""The shortest-path graph kernel: all-pairs hop distances by batched BFS."""
+from __future__ import annotations
+
+import torch
+
+from ._batch import GraphSet
+from ._labels import CountFeatureKernel, compact, initial_labels
+
+__all__ = ["ShortestPath"]
+
+# Node pairs per BFS group: a few (B, n, n) float32 / int16 tables of this size at once.
+_PAIRS_BUDGET = 2 ** 21
+
+
+def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET):
+    """All-pairs hop distances, by groups of graphs of similar size.
+
+    Yields ``(graph_ids, nodes, dist)``: ``nodes`` (B, n) the global node indices of the
+    group's graphs (-1 padding), ``dist`` (B, n, n) the number of edges of a shortest
+    path u → v (0 on the diagonal, -1 when v is unreachable from u or padding).
+
+    BFS from every node at once: the frontier F_k (nodes first reached in k steps, one row
+    per source) gives F_{k+1} = (F_k A > 0) ∧ ¬reached, a batched matrix product per
+    step; O(B n³ D) for diameter D, no loop over nodes or graphs.
+    """
+    for gids, n in G.size_chunks(budget):
+        if n == 0:
+            continue
+        A = G.dense_adjacency(gids, n, torch.float32)  # exact for 0/1 sums below 2^24
+        nodes = G.padded_nodes(gids, n)
+        eye = torch.eye(n, dtype=torch.bool, device=G.device) & (nodes >= 0)[:, :, None]
+        dist = torch.full(A.shape, -1, dtype=torch.int16 if n < 2 ** 15 else torch.int32,
+                          device=G.device)
+        dist[eye] = 0
+        reached, frontier = eye, eye.to(A.dtype)
+        for k in range(1, n):
+            new = (torch.bmm(frontier, A) > 0) & ~reached
+            if not bool(new.any()):
+                break
+            dist[new] = k
+            reached = reached | new
+            frontier = new.to(A.dtype)
+        yield gids, nodes, dist
+
+
+def shortest_path_entries(distances, labels: torch.Tensor | None, n_labels: int):
+    """Counts of (label(u), label(v), d(u, v)) over ordered pairs u ≠ v at finite
+    distance, per graph: ``(graph, feature, count, n_features)`` (labels None: counts of
+    d(u, v) only). ``distances`` is what :func:`hop_distances` yields."""
+    parts = []
+    max_d = 0
+    for gids, nodes, dist in distances:
+        b, u, v = (dist > 0).nonzero(as_tuple=True)
+        d = dist[b, u, v].long()
+        n = dist.shape[1]
+        max_d = max(max_d, n)
+        if labels is None:
+            cols, sizes = [b, d], [len(gids), n]
+        else:
+            cols = [b, labels[nodes[b, u]], labels[nodes[b, v]], d]
+            sizes = [len(gids), n_labels, n_labels, n]
+        _, cnt, first = compact(cols, sizes)  # reduce the pairs per graph at once
+        parts.append([gids[b[first]]] + [c[first] for c in cols[1:]] + [cnt])
+    if not parts:
+        z = torch.zeros(0, dtype=torch.long, device=labels.device if labels is not None else None)
+        return z, z, z, 0
+    g, *keys, cnt = (torch.cat(c) for c in zip(*parts))
+    sizes = [max_d] if labels is None else [n_labels, n_labels, max_d]
+    col, ncol, _ = compact(keys, sizes)
+    return g, col, cnt, ncol.numel()
+
+
+class ShortestPath(CountFeatureKernel):
+    r"""Shortest-path graph kernel (Borgwardt & Kriegel, 2005).
+
+    Counts, in every graph, the ordered node pairs (u, v), u ≠ v, joined by a path, by
+    the triple (ℓ(u), ℓ(v), d(u, v)) — d the number of edges of a shortest path — and
+    compares the counts with the linear kernel:
+
+    .. math:: k(G, G') = \sum_{u \ne v} \sum_{u' \ne v'} [\ell(u) = \ell(u')]\,
+              [\ell(v) = \ell(v')]\, [d(u, v) = d(u', v')],
+
+    pairs at infinite distance left out. ``with_labels=False`` counts pairs by their
+    distance alone. This is GraKeL's ``ShortestPath(with_labels=...)`` (ordered pairs,
+    hop counts).
+
+    Parameters
+    ----------
+    with_labels : bool
+        Whether the endpoint labels are part of the feature.
+    normalize : bool
+        Cosine normalization, applied lazily.
+
+    Notes
+    -----
+    All-pairs BFS runs on groups of graphs of similar size as batched boolean matrix
+    products, O(Σ_g n_g³ D_g) for diameters D_g; the pair counts are reduced by one sort
+    per group, and the features (one column per distinct triple) are sparse. Isolated
+    nodes and empty graphs are fine (GraKeL 0.1.11 fails on graphs with isolated nodes).
+    Directed graphs (edges given one way) use directed distances.
+
+    References
+    ----------
+    K. M. Borgwardt and H.-P. Kriegel, "Shortest-path kernels on graphs", Proc. IEEE
+    ICDM (2005).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch_geometric.data import Data
+    >>> from torchkern.graphs import ShortestPath
+    >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
+    >>> ShortestPath(with_labels=False)([path]).to_dense()  # four pairs at 1, two at 2
+    tensor([[20.]], dtype=torch.float64)
+    """
+
+    def __init__(self, with_labels: bool = True, normalize: bool = False):
+        super().__init__()
+        self.with_labels, self.normalize = bool(with_labels), bool(normalize)
+
+    def extra_repr(self) -> str:
+        return f"with_labels={self.with_labels}, normalize={self.normalize}"
+
+    def _entries(self, G: GraphSet):
+        labels, L = initial_labels(G) if self.with_labels else (None, 1)
+        return shortest_path_entries(hop_distances(G), labels, L)
