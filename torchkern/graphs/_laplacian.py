@@ -192,13 +192,18 @@ class _Graph:
 # --------------------------------------------------------------------------------------
 
 def _tridiag_expm_e1(alpha, beta, t):
-    """exp(−t T) e₁ for the batch of tridiagonal T with diagonals ``alpha`` (m, r) and
-    off-diagonals ``beta`` (m − 1, r); returns (r, m)."""
+    """exp(−tT)e₁ and tφ₁(−tT)e₁ (φ₁(z) = (eᶻ − 1)/z) for the batch of tridiagonal T with
+    diagonals ``alpha`` (m, r) and off-diagonals ``beta`` (m − 1, r); each (r, m)."""
     T = torch.diag_embed(alpha.T)
     if beta.shape[0]:
         T = T + torch.diag_embed(beta.T, 1) + torch.diag_embed(beta.T, -1)
     theta, Y = torch.linalg.eigh(T)
-    return (Y * (torch.exp(-t * theta) * Y[:, 0, :])[:, None, :]).sum(-1)
+    z = t * theta
+    small = z.abs() < 1e-8
+    phi = torch.where(small, t * (1 - z / 2), -torch.expm1(-z) / torch.where(small, 1, theta))
+    first = Y[:, 0, :]
+    return ((Y * (torch.exp(-z) * first)[:, None, :]).sum(-1),
+            (Y * (phi * first)[:, None, :]).sum(-1))
 
 
 def _check_now(j: int) -> bool:
@@ -239,11 +244,13 @@ def _lanczos_expm(L, V, t, tol, max_iter, store_bytes):
         b = torch.where(broken, torch.zeros_like(b), b)
         last = j == max_iter - 1
         if _check_now(j) or last or bool((broken | done).all()):
-            y = _tridiag_expm_e1(torch.stack(alphas), torch.stack(betas) if betas else
-                                 alphas[0].new_zeros(0, r), t)
-            # Error estimates relative to ‖v‖: the next coefficient's size (Saad 1992) and
-            # the change since the last check.
-            est = b * y[:, -1].abs()
+            y, g = _tridiag_expm_e1(torch.stack(alphas), torch.stack(betas) if betas else
+                                    alphas[0].new_zeros(0, r), t)
+            # Error estimates relative to ‖v‖: the leading term of the error expansion,
+            # t β_{m+1} |e_mᵀ φ₁(−tT_m) e₁| (Saad 1992, Thm 5.1; unlike β|e_mᵀ e^{−tT_m} e₁| it
+            # does not vanish while e^{−tT_m} is tiny but the smallest eigenvalues are not yet
+            # found), the same with e^{−tT_m}, and the change since the last check.
+            est = b * torch.maximum(g[:, -1].abs(), y[:, -1].abs())
             if y_old is not None:
                 est = torch.maximum(est, (y[:, : y_old.shape[1]] - y_old).norm(dim=1)
                                     + y[:, y_old.shape[1]:].norm(dim=1))

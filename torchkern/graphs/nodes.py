@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._config import config
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import KernelInput
 from ..kernels.structured import StructuredKernel
@@ -40,6 +39,10 @@ _F64 = torch.float64
 DENSE_MAX_NODES = 2000
 
 _METHODS = ("auto", "dense", "krylov")
+
+# Lanczos keeps its basis up to this size or the size of L, whichever is larger; beyond,
+# it replays the recurrence (one more product per step) to stay in O(|E|) memory.
+_LANCZOS_STORE_BYTES = 2**28
 
 
 class NodeSet(KernelInput):
@@ -308,7 +311,7 @@ class DiffusionKernel(_NodeKernel):
     ``"krylov"``: each product K @ V runs Lanczos on L for the r columns of V at once,
     e^{−βL}v ≈ ‖v‖ Q_m e^{−βT_m} e₁, until the estimated error is below ``tol``·‖v‖
     (default ``max_iter`` 500 steps); cost O(m·nnz(L)·r), m ≈ √(β‖L‖) + a few, memory
-    O(nnz(L) + n·r·m) (the basis is replayed instead of stored beyond O(nnz(L)) bytes).
+    O(nnz(L) + n·r·m) (beyond 256 MB or the size of L the basis is replayed, not stored).
     ``diag()`` on the operator form is exact and costs one application per node.
 
     References
@@ -342,7 +345,7 @@ class DiffusionKernel(_NodeKernel):
 
     def _apply(self, g, V):
         L = g.laplacian(self._kind)
-        store = max(config.block_bytes(g.device), 16 * L.values().numel())
+        store = max(_LANCZOS_STORE_BYTES, 16 * L.values().numel())
         return expm_action(L, V, self.beta.to(_F64), tol=self.tol,
                            max_iter=self.max_iter or 500, store_bytes=store)
 
