@@ -111,8 +111,8 @@ class Nystroem(TransformerMixin, BaseEstimator):
     ----------
     kernel_ : Kernel
         The fitted copy of ``kernel``.
-    components_ : Tensor of shape (m, d)
-        The anchor points Z.
+    components_ : Tensor of shape (m, d) or KernelInput
+        The anchor points Z (a sub-collection of the input for structured kernels).
     component_indices_ : LongTensor of shape (m,) or None
         Their rows in the training data (None for k-means centroids).
     normalization_ : Tensor of shape (m, m), float64
@@ -124,6 +124,7 @@ class Nystroem(TransformerMixin, BaseEstimator):
     n_components_ : int
         m actually used (the greedy selection stops early once the residual vanishes).
     n_features_in_ : int
+        d (vector inputs only).
 
     Notes
     -----

@@ -100,7 +100,7 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
     intercept_ : torch.Tensor
         (1,) or (n_classes,) (multinomial intercepts are centered to sum to zero;
         probabilities do not depend on a common shift).
-    expansion_points_ : torch.Tensor or None
+    expansion_points_ : torch.Tensor, KernelInput or None
         The x_j of f = Σ_j α_j k(x_j, ·) + b (None for a precomputed kernel).
     centers_ : torch.Tensor
         Indices of the Nyström centers (only with ``n_centers``).
@@ -150,7 +150,8 @@ class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
 
     # -- fit ---------------------------------------------------------------------------
     def fit(self, X, y):
-        """Fit on X (n, d) (or the (n, n) Gram when precomputed) and labels y (n,)."""
+        """Fit on X — any input of the kernel (:mod:`torchkern.inputs`), or the (n, n) Gram
+        when precomputed — and labels y (n,)."""
         check_positive(self.C, "C")
         check_positive(self.tol, "tol")
         if self.solver != "newton":

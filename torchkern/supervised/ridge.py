@@ -253,7 +253,7 @@ class KernelRidge(RegressorMixin, BaseEstimator):
     ----------
     dual_coef_ : Tensor of shape (n,) or (n, r)
         c; with ``"nystrom"`` the center coefficients β, shape (m,) or (m, r).
-    X_fit_ : Tensor
+    X_fit_ : Tensor or KernelInput
         The points that ``predict`` evaluates the kernel against: the training data, or
         the m centers for ``"nystrom"`` (``None`` with a precomputed kernel).
     center_indices_ : Tensor of shape (m,)
@@ -315,7 +315,10 @@ class KernelRidge(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : Tensor or array of shape (n, d), or the (n, n) Gram matrix if precomputed.
+        X : kernel input
+            What the kernel takes (:mod:`torchkern.inputs`): an (n, d) tensor or array for
+            vector kernels, a list of graphs or strings for structured kernels; the (n, n)
+            Gram matrix if precomputed.
         y : Tensor or array of shape (n,) or (n, r).
         sample_weight : float or array of shape (n,), optional
             Non-negative weights of the squared errors.

@@ -142,7 +142,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         Sorted class labels.
     support_ : torch.Tensor
         Indices of the support vectors, grouped by class (scikit-learn's order).
-    support_vectors_ : torch.Tensor or None
+    support_vectors_ : torch.Tensor, KernelInput or None
         Their inputs (None for a precomputed kernel).
     n_support_ : torch.Tensor
         Support vectors per class.
@@ -195,7 +195,8 @@ class SVC(ClassifierMixin, _BaseSVM):
         self.backend = backend
 
     def fit(self, X, y):
-        """Fit the one-vs-one machines. X: (n, d) data or, precomputed, the (n, n) Gram."""
+        """Fit the one-vs-one machines. X: any input of the kernel (:mod:`torchkern.inputs`),
+        or the (n, n) Gram when precomputed."""
         self._check_params()
         if self.decision_function_shape not in ("ovr", "ovo"):
             raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', "
@@ -336,7 +337,7 @@ class SVR(RegressorMixin, _BaseSVM):
     ----------
     support_ : torch.Tensor
         Indices with α_i ≠ α*_i.
-    support_vectors_ : torch.Tensor or None
+    support_vectors_ : torch.Tensor, KernelInput or None
         Their inputs (None for a precomputed kernel).
     dual_coef_ : torch.Tensor
         (1, n_SV), α_i − α*_i.
@@ -378,7 +379,8 @@ class SVR(RegressorMixin, _BaseSVM):
         self.backend = backend
 
     def fit(self, X, y):
-        """Fit on data X (n, d) (or the (n, n) Gram when precomputed) and targets y (n,)."""
+        """Fit on X — any input of the kernel, or the (n, n) Gram when precomputed — and
+        targets y (n,)."""
         self._check_params()
         check_positive(self.epsilon, "epsilon", allow_zero=True)
         X, K = self._train_gram(X)

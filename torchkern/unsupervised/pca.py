@@ -105,7 +105,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         descending order — scikit-learn's ``eigenvalues_``.
     eigenvectors_ : Tensor (n, k)
         Unit-norm eigenvectors of K̃; the largest-magnitude entry of each is positive.
-    X_fit_ : Tensor
+    X_fit_ : Tensor or KernelInput
         Training data (or training Gram for ``"precomputed"``).
     kernel_ : Kernel or "precomputed"
     dual_coef_, X_transformed_fit_ : Tensor
@@ -165,7 +165,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         return k, solver
 
     def fit(self, X, y=None):
-        """Fit the model on X (n, d) (or on a training Gram with ``"precomputed"``)."""
+        """Fit the model on X — any input of the kernel (:mod:`torchkern.inputs`), or a
+        training Gram with ``"precomputed"``."""
         self._fit(X)
         return self
 
