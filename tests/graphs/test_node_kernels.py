@@ -188,6 +188,8 @@ def test_node_set_protocol():
     with pytest.raises(ValueError, match="different graphs"):
         NodeSet.concat([X, other])
     assert k(X.to(dtype=torch.float32)).dtype == torch.float32
+    with pytest.raises(ValueError, match=r"index holds node index 30 outside \[0, 30\)"):
+        NodeSet(graph, [0, 30])
 
 
 def test_bad_inputs_name_the_argument():

@@ -67,10 +67,7 @@ class NodeSet(KernelInput):
         self.dtype = dtype
         if index is None:
             index = torch.arange(self.graph.n, device=self.device)
-        elif not (isinstance(index, torch.Tensor) and index.dtype == torch.int64
-                  and index.dim() == 1):
-            index = node_index(index, self.graph.n, "index")
-        self.index = index.to(self.device)
+        self.index = node_index(index, self.graph.n, "index", allow_empty=True).to(self.device)
 
     def __len__(self):
         return self.index.numel()
@@ -103,7 +100,7 @@ class NodeSet(KernelInput):
         return len(self) == n and bool(torch.equal(self.index, torch.arange(n, device=self.device)))
 
 
-def node_index(X, n: int, name: str = "X") -> torch.Tensor:
+def node_index(X, n: int, name: str = "X", allow_empty: bool = False) -> torch.Tensor:
     """Node indices as a 1-D int64 tensor: a 1-D or (m, 1) integer array, list or tensor,
     each in [0, n)."""
     if isinstance(X, (int, np.integer)) and not isinstance(X, bool):
@@ -119,9 +116,11 @@ def node_index(X, n: int, name: str = "X") -> torch.Tensor:
     if t.dim() != 1:
         raise ValueError(f"{name} must be a 1-D array of node indices (or an (m, 1) column), "
                          f"got shape {tuple(t.shape)}")
-    if t.numel() == 0:
-        raise ValueError(f"{name} is empty: no node indices")
     t = t.long()
+    if t.numel() == 0:
+        if allow_empty:
+            return t
+        raise ValueError(f"{name} is empty: no node indices")
     lo, hi = int(t.min()), int(t.max())
     if lo < 0 or hi >= n:
         bad = lo if lo < 0 else hi
