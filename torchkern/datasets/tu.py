@@ -10,7 +10,9 @@ import torch
 __all__ = ["read_tu"]
 
 
-def _read(path, dtype, name):
+def _read(path, dtype, name, width=1):
+    if os.path.getsize(path) == 0:  # e.g. the A file of graphs without edges
+        return np.zeros((0, width), dtype=dtype)
     try:
         a = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
     except ValueError as e:
@@ -95,7 +97,7 @@ def read_tu(folder: str, name: str | None = None):
         if not os.path.exists(path(req)):
             raise ValueError(f"{path(req)} is missing: a TU data set needs {name}_A.txt, "
                              f"{name}_graph_indicator.txt and {name}_graph_labels.txt")
-    edges = _read(path("A"), np.int64, "node ids") - 1
+    edges = _read(path("A"), np.int64, "node ids", width=2) - 1
     indicator = _read(path("graph_indicator"), np.int64, "graph ids")[:, 0] - 1
     glabels = _read(path("graph_labels"), np.float64, "labels")[:, 0]
     n_graphs = len(glabels)
@@ -147,8 +149,9 @@ def read_tu(folder: str, name: str | None = None):
     eis = torch.split(local, edge_counts, dim=1)
     graphs = []
     for g in range(n_graphs):
-        d = Data(x=xs[g], edge_index=eis[g], edge_attr=eas[g], y=y[g:g + 1],
-                 num_nodes=int(node_counts[g]))
+        d = Data(x=xs[g], edge_index=eis[g], edge_attr=eas[g], y=y[g:g + 1])
+        if xs[g] is None:
+            d.num_nodes = int(node_counts[g])
         if nas[g] is not None:
             d.node_attributes = nas[g]
         if eats[g] is not None:

@@ -1,6 +1,8 @@
 """A set of graphs as one kernel input: every graph's nodes and edges in flat tensors."""
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from ..inputs import KernelInput
@@ -316,7 +318,8 @@ class GraphKernel(StructuredKernel):
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
         if isinstance(X, GraphSet):
             return X
-        if type(X).__module__.startswith("torch_geometric") or isinstance(X, (list, tuple)):
+        pyg = sys.modules.get("torch_geometric.data")  # a PyG object implies PyG is loaded
+        if isinstance(X, (list, tuple)) or (pyg is not None and isinstance(X, pyg.Data)):
             try:
                 return GraphSet(X)
             except TypeError as e:

@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ..gram import FeatureKernelMatrix, _as_index
@@ -93,6 +95,13 @@ def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
     return graph_of_node[first], labels[first], counts
 
 
+def _sparse_mm(a, b):
+    """a @ b for sparse COO a and b (torch routes it through CSR and warns that CSR is beta)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse.mm(a, b)
+
+
 class SparseFeatureKernelMatrix(FeatureKernelMatrix):
     """Φ_X Φ_Yᵀ for sparse count features: rows and the diagonal are read sparse × sparse,
     never as dense (n, p) blocks (p, the number of distinct substructures, can be far
@@ -103,7 +112,7 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
 
     def rows(self, idx):
         idx = _as_index(idx, self.shape[0], self.device)
-        return torch.sparse.mm(self.phi_x.index_select(0, idx), self.phi_y.t()).to_dense()
+        return _sparse_mm(self.phi_x.index_select(0, idx), self.phi_y.t()).to_dense()
 
     def diag(self):
         k = min(self.shape)
@@ -112,7 +121,7 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
         return torch.sparse.sum(px * py, 1).to_dense() if k else torch.zeros(0, dtype=self.dtype)
 
     def to_dense(self):
-        return torch.sparse.mm(self.phi_x, self.phi_y.t()).to_dense()
+        return _sparse_mm(self.phi_x, self.phi_y.t()).to_dense()
 
 
 def _coo(rows, cols, vals, shape):
