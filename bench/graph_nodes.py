@@ -43,7 +43,8 @@ def scipy_expm_multiply(g, beta, V):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 10_000, 100_000, 1_000_000])
+    ap.add_argument("--sizes", type=int, nargs="+",
+                    default=[1000, 4000, 10_000, 100_000, 1_000_000])
     ap.add_argument("--degree", type=int, default=10)
     ap.add_argument("--beta", type=float, default=1.0)
     ap.add_argument("--rhs", type=int, default=1)
@@ -62,7 +63,8 @@ def main():
     rows = []
     for n in args.sizes:
         ei = random_graph(n, args.degree).to(dev)
-        V = torch.randn(n, args.rhs, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).to(dev)
+        gen = torch.Generator().manual_seed(1)
+        V = torch.randn(n, args.rhs, dtype=torch.float64, generator=gen).to(dev)
         build_s, g, build_mb = timed(lambda: _build(ei, n), dev)
         k = DiffusionKernel(args.beta, method="krylov").requires_grad_(False)
         K = k(g)

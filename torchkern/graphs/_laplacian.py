@@ -73,7 +73,8 @@ class _Graph:
 
     @classmethod
     def parse(cls, edge_index, num_nodes, edge_weight=None, name="graph"):
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer, torch.Tensor)):
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes,
+                                                         (int, np.integer, torch.Tensor)):
             raise TypeError(f"{name}: num_nodes must be an int, got {type(num_nodes).__name__}")
         n = int(num_nodes)
         if n < 1:
@@ -171,7 +172,7 @@ class _Graph:
         return self._cache[key]
 
     def components(self):
-        """(labels (n,), sizes (c,) float64) of the connected components, O(n + |E|)."""
+        """(labels (n,), sizes (c,) float64) of the connected components, O(n + edges)."""
         if "components" not in self._cache:
             from scipy.sparse import csr_matrix
             from scipy.sparse.csgraph import connected_components

@@ -16,7 +16,8 @@ Small graphs (n ≤ ``DENSE_MAX_NODES``, or ``method="dense"``) use the dense
 eigendecomposition of L, once per graph (O(n³), cached on the graph), and return a
 DenseKernelMatrix. Larger graphs (or ``method="krylov"``) return an operator KernelMatrix
 whose products never form a dense matrix: Lanczos for e^{−βL}V, conjugate gradients for
-(L + εI)⁻¹V and L⁺V, p sparse products for (aI − L̃)^pV — O(|E|) memory. A block
+(L + εI)⁻¹V and L⁺V, p sparse products for (aI − L̃)^pV — memory linear in the number of
+edges. A block
 K[I][:, J] @ V scatters V onto the nodes J, applies f(L), and gathers the rows I.
 """
 from __future__ import annotations
@@ -152,7 +153,7 @@ class _SparseOperator:
 
 
 def _project_kernel(V, labels, sizes):
-    """P V with P = Σ_c 1_c 1_cᵀ / |c|: each column replaced by its per-component means."""
+    """P V with P = Σ_c 1_c 1_cᵀ / n_c: each column replaced by its per-component means."""
     sums = torch.zeros(sizes.numel(), V.shape[1], dtype=V.dtype, device=V.device)
     sums = sums.index_add(0, labels, V)
     return (sums / sizes[:, None])[labels]
@@ -252,7 +253,7 @@ class _NodeKernel(StructuredKernel):
             U, f = self._dense_factors(X.graph)
             Ux = U if X.is_all else U[X.index]
             return (Ux * Ux * f).sum(1).to(X.dtype)
-        # Exact, by columns: len(X) applications of f(L), in blocks (see the class notes).
+        # Exact, by columns: one application of f(L) per node of X (in blocks of 256).
         return self._gram(X, None).diag()
 
     # -- what a subclass writes ----------------------------------------------------------
@@ -262,7 +263,7 @@ class _NodeKernel(StructuredKernel):
     def _apply(self, g, V):
         raise NotImplementedError
 
-    def _cg(self, g, A, V, diag):
+    def _cg(self, A, V, diag):
         inv = 1.0 / diag.detach()
         return cg(A, V, preconditioner=lambda R: R * inv[:, None], tol=self.tol,
                   max_iter=self.max_iter)
@@ -283,7 +284,8 @@ _CALL_DOC = """
     method : {"auto", "dense", "krylov"}
         ``"dense"``: eigendecomposition of the dense Laplacian, O(n³) time and O(n²)
         memory once per graph. ``"krylov"``: an operator KernelMatrix on the sparse
-        Laplacian, memory linear in the number of edges. ``"auto"``: dense up to ``DENSE_MAX_NODES`` nodes.
+        Laplacian, memory linear in the number of edges. ``"auto"``: dense up to
+        ``DENSE_MAX_NODES`` nodes.
     tol : float
         Accuracy target of the iterative method (``"krylov"``), relative to ‖v‖.
     max_iter : int, optional
@@ -390,7 +392,7 @@ class RegularizedLaplacian(_NodeKernel):
     def _apply(self, g, V):
         eps = self.eps.to(_F64)
         A = _SparseOperator(g.laplacian(self._kind), eps)
-        return self._cg(g, A, V, _laplacian_diag(g, self._kind) + eps)
+        return self._cg(A, V, _laplacian_diag(g, self._kind) + eps)
 
 
 class PStepRandomWalk(_NodeKernel):
@@ -466,11 +468,12 @@ class CommuteTime(_NodeKernel):
     Notes
     -----
     Dense: the zero eigenvalues are the c smallest, c = the number of components (found
-    in time linear in nodes and edges), so L⁺ needs no rank threshold. ``"krylov"``: K @ V = (L + P)⁻¹V − PV
-    with P = Σ_c 1_c 1_cᵀ/n_c (n_c nodes in component c) the projector onto ker L (L + P is positive definite and
-    commutes with P), solved by Jacobi-preconditioned CG: O(k·nnz(L)·r) with k ≲
-    √(λ_max/λ₂)·log(1/tol) for the smallest nonzero eigenvalue λ₂ — slow on graphs with
-    long paths or weakly connected clusters.
+    in time linear in nodes and edges), so L⁺ needs no rank threshold. ``"krylov"``:
+    K @ V = (L + P)⁻¹V − PV with P = Σ_c 1_c 1_cᵀ/n_c (n_c nodes in component c) the
+    projector onto ker L (L + P is positive definite and commutes with P), solved by
+    Jacobi-preconditioned CG: O(k·nnz(L)·r) with k ≲ √(λ_max/λ₂)·log(1/tol) for the
+    smallest nonzero eigenvalue λ₂ — slow on graphs with long paths or weakly connected
+    clusters.
 
     References
     ----------
@@ -491,7 +494,7 @@ class CommuteTime(_NodeKernel):
     def _apply(self, g, V):
         labels, sizes = g.components()
         A = _SparseOperator(g.laplacian("combinatorial"), 0.0, (labels, sizes))
-        X = self._cg(g, A, V, g.degree + 1.0 / sizes[labels])
+        X = self._cg(A, V, g.degree + 1.0 / sizes[labels])
         return X - _project_kernel(V, labels, sizes)
 
 
