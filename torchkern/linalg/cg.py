@@ -1,5 +1,6 @@
 """Batched preconditioned conjugate gradient for symmetric positive definite operators."""
 
+import math
 import warnings
 from typing import NamedTuple
 
@@ -9,6 +10,11 @@ from ._common import ConvergenceWarning, _check_operator, _check_rhs, _dot, _may
 
 _FLOAT64 = torch.float64
 _MAX_ITER_CAP = 1000
+# Iterative refinement: each float32 correction solve asks for this relative reduction at
+# most (the float32 recursion stays close to the true residual down to here), and a round
+# that shrinks the true residual by less than _STALL is at the floor set by rounding.
+_INNER_TOL = 1e-4
+_STALL = 0.5
 
 
 class CGInfo(NamedTuple):
@@ -21,34 +27,81 @@ class CGInfo(NamedTuple):
         residual ``B - A @ X`` is recomputed when the recurrences claim convergence;
         those products are not counted.
     residual : torch.Tensor
-        Final true relative residual ``‖b_j - A x_j‖ / ‖b_j‖`` of each column, shape (r,)
-        (a 0-d tensor when ``B`` was 1-D), in float64.
+        Final true relative residual ``‖b_j - A x_j‖ / ‖b_j‖`` of each column of the
+        returned X, shape (r,) (a 0-d tensor when ``B`` was 1-D), in float64. For a
+        float32 operator known only through ``@`` (no rows) it is computed from float32
+        products, so it is right only to within their rounding.
     converged : bool
         Whether every column reached ``tol``.
+    stalled : bool
+        Whether CG stopped because the residual no longer decreased: the products with A
+        (or, in float32, the returned X) are not accurate enough for ``tol``. More
+        iterations or a preconditioner would not help.
     """
 
     iterations: int
     residual: torch.Tensor
     converged: bool
+    stalled: bool = False
 
 
 def _default_max_iter(n):
     return min(10 * n, _MAX_ITER_CAP)
 
 
-def _pcg(A, B, precond, tol, max_iter, X0=None):
+def _cg_steps(A, X, R, active, precond, tol, max_iter, it, b_den, report=None):
+    """CG iterations on the columns ``active`` of A X = B from X with R = B − A X.
+
+    Updates X and R in place and stops when every active column's recursive residual
+    ‖R_j‖ / b_den_j is ≤ tol (a float or one value per column) or after ``max_iter``
+    steps in all (``it`` counts those already taken). Scalars (pᵀAp, rᵀz) are accumulated
+    in float64 so that float32 operators keep accurate step lengths.
+    Returns (it, claimed): claimed is True when the recursion passed ``tol``.
+    """
+    dtype = R.dtype
+    Z = precond(R)
+    P = Z.clone()
+    rz = _dot(R, Z)
+    while it < max_iter:
+        AP = A @ P
+        it += 1
+        pAp = _dot(P, AP)
+        bad = active & ~(pAp > 0)
+        alpha = torch.where(active & ~bad, rz / pAp, torch.zeros_like(pAp))
+        X.add_(alpha.to(dtype) * P)
+        R.sub_(alpha.to(dtype) * AP)
+        res = R.to(_FLOAT64).norm(dim=0) / b_den
+        active = active & (res > tol)
+        any_active, any_bad = torch.stack([active.any(), bad.any()]).tolist()
+        if any_bad:
+            raise ValueError(
+                "A is not positive definite (or contains NaN): cg met pᵀAp <= 0 "
+                f"at iteration {it}"
+            )
+        if report is not None:
+            report(it, res)
+        if not any_active:
+            return it, True
+        Z = precond(R)
+        rz_new = _dot(R, Z)
+        beta = torch.where(active, rz_new / rz, torch.zeros_like(rz))
+        rz = rz_new
+        P = Z + beta.to(dtype) * P
+    return it, False
+
+
+def _pcg(A, B, precond, tol, max_iter, X0=None, progress=None):
     """Solve A X = B column by column; B is (n, r). No autograd. Returns (X, CGInfo).
 
-    Scalars (pᵀAp, rᵀz) are accumulated in float64 so that float32 operators keep
-    accurate step lengths. When the recursive residuals of all columns pass ``tol``
-    the true residual B − AX is recomputed; columns it rejects restart CG from their
-    true residual (the recursive residual drifts from the true one in float32).
+    float64: CG whose claimed convergence is checked against the true residual B − AX;
+    columns that fail restart from it, and stop as stalled when a restart gains less than
+    a factor 2. float32: mixed-precision iterative refinement (:func:`_refine`).
+    ``progress(iterations, residuals)`` is called after every step with the estimated
+    relative residual of each column.
     """
-    dtype = B.dtype
-    b_norm = B.to(_FLOAT64).norm(dim=0)
-    nonzero = b_norm > 0
-    b_den = torch.where(nonzero, b_norm, torch.ones_like(b_norm))
-
+    if B.dtype != _FLOAT64:
+        return _refine(A, B, precond, tol, max_iter, X0, progress)
+    b_den, nonzero = _norms(B)
     if X0 is None:
         X = torch.zeros_like(B)
         R = B.clone()
@@ -56,55 +109,145 @@ def _pcg(A, B, precond, tol, max_iter, X0=None):
         X = X0.clone()
         X[:, ~nonzero] = 0
         R = B - A @ X
-    res = R.to(_FLOAT64).norm(dim=0) / b_den
+    res = R.norm(dim=0) / b_den
     active = nonzero & (res > tol)
-
+    stalled = torch.zeros_like(active)
     it = 0
     while bool(active.any()) and it < max_iter:
-        Z = precond(R)
-        P = Z.clone()
-        rz = _dot(R, Z)
-        while it < max_iter:
-            AP = A @ P
-            it += 1
-            pAp = _dot(P, AP)
-            bad = active & ~(pAp > 0)
-            alpha = torch.where(active & ~bad, rz / pAp, torch.zeros_like(pAp))
-            X.add_(alpha.to(dtype) * P)
-            R.sub_(alpha.to(dtype) * AP)
-            res = R.to(_FLOAT64).norm(dim=0) / b_den
-            active = active & (res > tol)
-            any_active, any_bad = torch.stack([active.any(), bad.any()]).tolist()
-            if any_bad:
-                raise ValueError(
-                    "A is not positive definite (or contains NaN): cg met pᵀAp <= 0 "
-                    f"at iteration {it}"
-                )
-            if not any_active:
-                break
-            Z = precond(R)
-            rz_new = _dot(R, Z)
-            beta = torch.where(active, rz_new / rz, torch.zeros_like(rz))
-            rz = rz_new
-            P = Z + beta.to(dtype) * P
+        before = res
+        it, claimed = _cg_steps(A, X, R, active, precond, tol, max_iter, it, b_den, progress)
         # Verify with the true residual; restart the columns it rejects.
         R = B - A @ X
-        res = R.to(_FLOAT64).norm(dim=0) / b_den
-        active = nonzero & (res > tol)
+        res = R.norm(dim=0) / b_den
+        if claimed:
+            stalled |= active & (res > tol) & (res > _STALL * before)
+        active = nonzero & (res > tol) & ~stalled
+    return X, _info(it, res, nonzero, tol, stalled)
 
-    converged = not bool(active.any())
-    return X, CGInfo(iterations=it, residual=res, converged=converged)
+
+def _norms(B):
+    """Column norms of B in float64, with 1 for zero columns, and the non-zero mask."""
+    b_norm = B.to(_FLOAT64).norm(dim=0)
+    nonzero = b_norm > 0
+    return torch.where(nonzero, b_norm, torch.ones_like(b_norm)), nonzero
 
 
-def _warn_not_converged(info, tol, what="cg"):
-    if not info.converged:
-        warnings.warn(
-            f"{what} did not converge in {info.iterations} iterations: largest relative "
-            f"residual {float(info.residual.max()):.3e} > tol={tol:.1e}; raise max_iter "
-            "or use a preconditioner",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+def _info(it, res, nonzero, tol, stalled):
+    converged = not bool((nonzero & (res > tol)).any())
+    return CGInfo(iterations=it, residual=res, converged=converged,
+                  stalled=not converged and bool(stalled.any()))
+
+
+def _float64_products(A):
+    """``V ↦ A V`` with A's entries (in A's dtype) multiplied and summed in float64, read
+    in row blocks of at most ~2²⁴ entries; None when A offers no rows (an operator known
+    only through ``@``)."""
+    if isinstance(A, torch.Tensor):
+        rows = max(1, 2**24 // max(A.shape[1], 1))
+        blocks = lambda: ((s, min(s + rows, A.shape[0]), A[s:s + rows])  # noqa: E731
+                          for s in range(0, A.shape[0], rows))
+    elif callable(getattr(A, "row_blocks", None)) and \
+            "operator" not in str(getattr(A, "backend", "operator")):
+        blocks = A.row_blocks
+    else:
+        return None
+
+    def matmul(V):
+        out = torch.empty(A.shape[0], V.shape[1], dtype=_FLOAT64, device=V.device)
+        for s, e, block in blocks():
+            torch.mm(block.to(_FLOAT64), V, out=out[s:e])
+        return out
+
+    return matmul
+
+
+def _refine(A, B, precond, tol, max_iter, X0=None, progress=None):
+    r"""Mixed-precision iterative refinement with CG in A's precision (float32).
+
+    X is accumulated in float64 and the residual R = B − A X is formed in float64: with
+    A's entries multiplied in float64 when A offers its rows (a tensor or a kernel
+    matrix), else from products in A's precision with X split into its rounding and the
+    rest, A X = A x_hi + A x_lo, so that rounding X does not cap the accuracy. Each round
+    solves the correction equation A D = R by CG in A's precision to the relative
+    residual that reaches ``tol`` (at most ``_INNER_TOL``: the float32 recursion is
+    reliable to there), then X += D. The reported residual is that of X rounded to A's
+    precision, which is what is returned. Rounds stop at ``tol``, after ``max_iter`` CG
+    steps in all, or when a round gains less than a factor 2 (the floor set by rounding).
+
+    Reference: J. H. Wilkinson, *Rounding Errors in Algebraic Processes* (1963), ch. 3;
+    E. Carson and N. J. Higham, "Accelerating the solution of linear systems by iterative
+    refinement in three precisions", SIAM J. Sci. Comput. 40 (2018).
+    """
+    dtype = B.dtype
+    r = B.shape[1]
+    B64 = B.to(_FLOAT64)
+    b_den, nonzero = _norms(B)
+    X64 = torch.zeros_like(B64) if X0 is None else X0.to(_FLOAT64) * nonzero
+    exact = _float64_products(A)
+
+    def residuals(X64):
+        """B − A X and the relative residuals of X and of X rounded to A's dtype."""
+        hi = X64.to(dtype)
+        if exact is not None:
+            AX = exact(torch.cat([X64, hi.to(_FLOAT64)], dim=1))
+            R, R_out = B64 - AX[:, :r], B64 - AX[:, r:]
+        else:
+            lo = (X64 - hi.to(_FLOAT64)).to(dtype)
+            AX = (A @ torch.cat([hi, lo], dim=1)).to(_FLOAT64)
+            R_out = B64 - AX[:, :r]
+            R = R_out - AX[:, r:]
+        return R, R.norm(dim=0) / b_den, R_out.norm(dim=0) / b_den
+
+    if X0 is None:
+        R, res = B64, nonzero.to(_FLOAT64)
+        res_out = res
+    else:
+        R, res, res_out = residuals(X64)
+    active = nonzero & (res_out > tol)
+    stalled = torch.zeros_like(active)
+    it = 0
+    while bool(active.any()) and it < max_iter:
+        scale = torch.where(active, res * b_den, torch.zeros_like(res))
+        Rw = (R / torch.where(active, scale, torch.ones_like(scale))).to(dtype) * active
+        inner_tol = (tol / res).clamp(min=_INNER_TOL)
+        D = torch.zeros_like(Rw)
+        report = None
+        if progress is not None:
+            def report(k, inner, res=res, res_out=res_out, active=active):
+                progress(k, torch.where(active, inner * res, res_out))
+        it, claimed = _cg_steps(A, D, Rw, active, precond, inner_tol, max_iter, it,
+                                torch.ones_like(res), report)
+        X64 += D.to(_FLOAT64) * scale
+        before = res_out
+        R, res, res_out = residuals(X64)
+        if claimed:
+            stalled |= active & (res_out > tol) & (res_out > _STALL * before)
+        active = nonzero & (res_out > tol) & ~stalled
+    return X64.to(dtype), _info(it, res_out, nonzero, tol, stalled)
+
+
+def _warn_not_converged(info, tol, what="cg", dtype=None):
+    """One ConvergenceWarning whose advice fits why ``tol`` was not reached."""
+    if info.converged:
+        return
+    reached = float(info.residual.max())
+    if info.stalled:
+        if dtype == torch.float32:
+            why = ("float32 products with A cannot resolve smaller residuals (their "
+                   "rounding is about n·eps·‖A‖‖x‖ with eps = 6e-8)")
+            fix = "pass float64 data for a smaller residual, or a tol above it"
+        else:
+            why = ("the products with A are not accurate enough for a smaller residual "
+                   "(e.g. an operator evaluated in float32)")
+            fix = "compute the products in float64, or use a tol above it"
+        msg = (f"{what} stopped at relative residual {reached:.3e} > tol={tol:.1e} after "
+               f"{info.iterations} iterations: {why}; more iterations or a preconditioner "
+               f"will not help — {fix}")
+    else:
+        msg = (f"{what} did not converge in {info.iterations} iterations: largest relative "
+               f"residual {reached:.3e} > tol={tol:.1e}; raise max_iter or use a (better) "
+               "preconditioner")
+    warnings.warn(msg, ConvergenceWarning, stacklevel=3)
 
 
 class _AdjointSolve(torch.autograd.Function):
@@ -129,7 +272,8 @@ def _identity(R):
     return R
 
 
-def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_info=False):
+def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_info=False,
+       verbose=False):
     r"""Solve :math:`A X = B` for symmetric positive definite A by (preconditioned) CG.
 
     Runs the conjugate gradient method of Hestenes and Stiefel on the r columns of
@@ -139,8 +283,16 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     (:math:`z = M r`, M the preconditioner). A column stops, and is frozen, once its
     relative residual :math:`\|b_j - A x_j\| / \|b_j\| \le` ``tol``. Inner products are
     taken in float64; before stopping the true residual is recomputed and columns whose
-    true residual fails ``tol`` are restarted from it, so float32 solves do not report
-    false convergence.
+    true residual fails ``tol`` are restarted from it, so no solve reports false
+    convergence.
+
+    float32 operators are solved by mixed-precision iterative refinement: X is accumulated
+    in float64, the residual B − AX is formed in float64 from float32 products (X split
+    into its float32 rounding and the remainder), and float32 CG solves each correction
+    equation A D = R to a moderate accuracy. float32 solves thus reach ``tol`` = 1e-6 in
+    about the products a float64 solve takes, down to the floor set by rounding in the
+    float32 products themselves (about n·eps₃₂·‖A‖‖x‖ / ‖b‖); below that floor CG stops
+    early with a warning rather than running to ``max_iter``.
 
     Parameters
     ----------
@@ -161,6 +313,9 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
         Initial guess, same shape as ``B``.
     return_info : bool
         Also return a :class:`CGInfo` (iterations, per-column residual, converged).
+    verbose : bool or str
+        Show a tqdm bar of the digits of residual gained toward ``tol`` (a string labels
+        the bar). It stays on screen when the solve ends.
 
     Returns
     -------
@@ -175,7 +330,9 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     Warns
     -----
     ConvergenceWarning
-        When ``max_iter`` is reached before ``tol``, with the residual reached.
+        When ``max_iter`` is reached before ``tol``, with the residual reached; or when
+        the residual stops decreasing above ``tol`` because the products with A (float32)
+        cannot resolve it, saying so.
 
     Raises
     ------
@@ -195,7 +352,9 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for solving linear
     systems", J. Res. NBS 49 (1952). J. Gardner et al., "GPyTorch: blackbox
     matrix-matrix Gaussian process inference with GPU acceleration", NeurIPS 2018
-    (batched CG on kernel matrices).
+    (batched CG on kernel matrices). E. Carson and N. J. Higham, "Accelerating the
+    solution of linear systems by iterative refinement in three precisions", SIAM J.
+    Sci. Comput. 40 (2018) (refinement with low-precision inner solves).
 
     Examples
     --------
@@ -224,9 +383,20 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     vector = B.ndim == 1
     B2 = B.detach().reshape(n, -1)
     X0 = None if x0 is None else x0.detach().reshape(n, -1)
+    bar = None
+    if verbose:
+        from .._progress import ResidualBar
+        bar = ResidualBar(tol, verbose if isinstance(verbose, str) else "cg")
     with torch.no_grad():
-        X, info = _pcg(A, B2, precond, tol, max_iter, X0)
-    _warn_not_converged(info, tol)
+        try:
+            X, info = _pcg(A, B2, precond, tol, max_iter, X0,
+                           None if bar is None else lambda k, res: bar.update(k, float(res.max())))
+            if bar is not None:
+                bar.update(info.iterations, float(info.residual.max()))
+        finally:
+            if bar is not None:
+                bar.close()
+    _warn_not_converged(info, tol, dtype=B.dtype)
 
     if torch.is_grad_enabled():
         needs = B.requires_grad or _maybe_requires_grad(A) is not False
@@ -237,7 +407,7 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
                 def solve(G):
                     with torch.no_grad():
                         Y, back_info = _pcg(A, G.reshape(n, -1), precond, tol, max_iter)
-                    _warn_not_converged(back_info, tol, "cg (backward solve)")
+                    _warn_not_converged(back_info, tol, "cg (backward solve)", B.dtype)
                     return Y.reshape(G.shape)
 
                 X = X + _AdjointSolve.apply(B.reshape(n, -1) - AX, solve)
