@@ -128,23 +128,36 @@ class Kernel(nn.Module):
         return out
 
     def set_params(self, **params) -> "Kernel":
-        """Set hyperparameters by name; ``child__name`` reaches a sub-kernel."""
+        """Set hyperparameters by name; ``child__name`` reaches a sub-kernel (``k1__name``
+        the first term of a sum or product; the older ``kernels__0__name`` still works)
+        and ``child=kernel`` replaces one."""
         for key, value in params.items():
             head, _, rest = key.partition("__")
             if rest:
-                child = getattr(self, head, None)
+                child = self._sub_kernel(head)
                 if isinstance(child, nn.ModuleList):
                     idx, _, rest = rest.partition("__")
-                    child = child[int(idx)]
+                    child = child[int(idx)] if idx.isdigit() and int(idx) < len(child) else None
                 if not isinstance(child, Kernel):
                     raise ValueError(f"{type(self).__name__} has no sub-kernel {head!r}")
                 child.set_params(**{rest: value})
             elif head in self._hypers:
                 setattr(self, head, value)
+            elif isinstance(self._sub_kernel(head), Kernel):
+                if not isinstance(value, Kernel):
+                    raise TypeError(f"{head} must be a Kernel, got {type(value).__name__}")
+                self._replace_sub_kernel(head, value)
             else:
                 raise ValueError(f"{type(self).__name__} has no hyperparameter {head!r}; "
                                  f"it has {sorted(self._hypers)}")
         return self
+
+    def _sub_kernel(self, name: str):
+        """The child module called ``name`` (None if there is none)."""
+        return self._modules.get(name)
+
+    def _replace_sub_kernel(self, name: str, value: "Kernel") -> None:
+        setattr(self, name, value)
 
     def __sklearn_clone__(self):
         return copy.deepcopy(self)
@@ -234,9 +247,15 @@ class Kernel(nn.Module):
 
     # -- algebra -----------------------------------------------------------------------
     def __add__(self, other):
+        if _is_zero(other):
+            return self
         if not isinstance(other, Kernel):
             return NotImplemented
         return SumKernel(self, other)
+
+    def __radd__(self, other):
+        # 0 + k is k, so that the built-in sum([k1, k2, ...]) builds k1 + k2 + ...
+        return self if _is_zero(other) else NotImplemented
 
     def __mul__(self, other):
         if isinstance(other, Kernel):
@@ -248,8 +267,16 @@ class Kernel(nn.Module):
     __rmul__ = __mul__
 
 
+def _is_zero(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
+
+
 class _CompositeKernel(Kernel):
+    """Terms combined by ``_op``, stored flat in ``kernels`` and named ``k1``, ``k2``, …
+    by :meth:`get_params` and :meth:`set_params`."""
+
     _op = None
+    _symbol = ""
 
     def __init__(self, *kernels: Kernel):
         super().__init__()
@@ -293,28 +320,66 @@ class _CompositeKernel(Kernel):
         return combine_formulas([k.formula(X, Y) for k in self.kernels],
                                 lambda terms: functools.reduce(self._op, terms))
 
+    # -- readable names and repr -------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict:
+        """The terms as ``k1``, ``k2``, … (in the order they were added) and, if ``deep``,
+        their hyperparameters as ``k1__lengthscale``, ``k2__outputscale``, … — e.g.
+        ``GridSearchCV(est, {"kernel__k1__lengthscale": [0.5, 1.0]})`` for
+        ``kernel=RBF() + Linear()``. :meth:`set_params` takes these names, a whole term
+        (``k2=Matern52()``) and the older ``kernels__0__lengthscale``."""
+        out = {}
+        for i, k in enumerate(self.kernels, 1):
+            out[f"k{i}"] = k
+            if deep:
+                out.update({f"k{i}__{name}": v for name, v in k.get_params(deep=True).items()})
+        return out
+
+    def _term_index(self, name: str):
+        if name[:1] == "k" and name[1:].isdigit() and 1 <= int(name[1:]) <= len(self.kernels):
+            return int(name[1:]) - 1
+        return None
+
+    def _sub_kernel(self, name: str):
+        i = self._term_index(name)
+        return self.kernels[i] if i is not None else super()._sub_kernel(name)
+
+    def _replace_sub_kernel(self, name: str, value: Kernel) -> None:
+        self.kernels[self._term_index(name)] = value
+
+    def __repr__(self) -> str:
+        return f" {self._symbol} ".join(_term_repr(k, self) for k in self.kernels)
+
+
+def _term_repr(k: Kernel, parent: Kernel) -> str:
+    """repr of a term, in parentheses where a sum sits inside a product or a scale."""
+    text = repr(k)
+    return f"({text})" if isinstance(k, SumKernel) and not isinstance(parent, SumKernel) else text
+
 
 class SumKernel(_CompositeKernel):
     r"""k(x, y) = Σ_q k_q(x, y) — p.d. as a sum of p.d. kernels (Shawe-Taylor and
     Cristianini 2004, "Kernel Methods for Pattern Analysis", §3.4).
 
+    Built by ``k1 + k2`` or ``sum([k1, k2, ...])``; nested sums are stored flat. The terms
+    are ``k1``, ``k2``, … in ``get_params`` (``kernel__k1__lengthscale`` in a grid
+    search) and the repr reads ``RBF(lengthscale=1) + Linear()``.
+
     One formula: with the KeOps backend the whole sum is a single reduction.
     """
 
     _op = staticmethod(operator.add)
-
-    def extra_repr(self):
-        return ""
+    _symbol = "+"
 
 
 class ProductKernel(_CompositeKernel):
     r"""k(x, y) = Π_q k_q(x, y) — p.d. by the Schur product theorem (Shawe-Taylor and
-    Cristianini 2004, §3.4)."""
+    Cristianini 2004, §3.4).
+
+    Built by ``k1 * k2``; terms named ``k1``, ``k2``, … as in :class:`SumKernel`.
+    """
 
     _op = staticmethod(operator.mul)
-
-    def extra_repr(self):
-        return ""
+    _symbol = "*"
 
 
 class ScaleKernel(Kernel):
@@ -353,6 +418,9 @@ class ScaleKernel(Kernel):
         f = self.base.formula(X, Y)
         c, fn = self._param("outputscale", f.xs[0]), f.fn
         return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]))
+
+    def __repr__(self) -> str:
+        return f"{_fmt(self.outputscale)} * {_term_repr(self.base, self)}"
 
 
 class _Lengthscale:

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.utils.multiclass import type_of_target
 
 
 def encode_labels(y, n: int, name: str = "y"):
     """Sorted classes (a NumPy array, as scikit-learn's ``classes_``) and the index of each
-    sample's class (int64 NumPy array). Checks length, NaN and that ≥ 2 classes occur."""
+    sample's class (int64 NumPy array). Checks length, NaN, that the labels are discrete
+    (scikit-learn's ``type_of_target`` is "binary" or "multiclass": continuous targets are
+    refused with its "Unknown label type" error) and that ≥ 2 classes occur."""
     if isinstance(y, torch.Tensor):
         y_np = y.detach().cpu().numpy()
     else:
@@ -20,6 +23,11 @@ def encode_labels(y, n: int, name: str = "y"):
         raise ValueError(f"{name} has {y_np.shape[0]} labels but X has {n} samples")
     if y_np.dtype.kind == "f" and not bool(np.isfinite(y_np).all()):
         raise ValueError(f"{name} contains NaN or infinity")
+    kind = type_of_target(y_np, input_name=name)
+    if kind not in ("binary", "multiclass"):
+        raise ValueError(f"Unknown label type: {kind}. {name} must hold discrete class "
+                         f"labels (ints, strings or integral floats); a classifier cannot "
+                         f"fit a regression target with continuous values")
     classes, codes = np.unique(y_np, return_inverse=True)
     if classes.size < 2:
         raise ValueError(f"{name} must contain at least two classes, got only {classes.tolist()}")
