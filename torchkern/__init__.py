@@ -10,12 +10,14 @@ from ._config import config, get_backend, set_backend, use_backend  # noqa: E402
 from .gram import KernelMatrix  # noqa: E402
 from .kernels import *  # noqa: F401,F403,E402
 from .kernels import __all__ as _kernel_names  # noqa: E402
-from . import linalg, approx, supervised, unsupervised, stats  # noqa: E402
+from . import inputs, linalg, approx, supervised, unsupervised, stats  # noqa: E402
+from . import graphs, datasets  # noqa: E402
 from .supervised import *  # noqa: F401,F403,E402
 from .unsupervised import *  # noqa: F401,F403,E402
 
 __version__ = "0.1.0"
 
 __all__ = ["config", "get_backend", "set_backend", "use_backend", "KernelMatrix", "gram",
-           "kernels", "linalg", "approx", "supervised", "unsupervised", "stats",
+           "inputs", "kernels", "linalg", "approx", "supervised", "unsupervised", "stats",
+           "graphs", "datasets",
            *_kernel_names, *supervised.__all__, *unsupervised.__all__]
