@@ -21,6 +21,29 @@ __all__ = ["mmd2", "mmd2_biased", "mmd2_unbiased", "mmd2_linear"]
 ESTIMATORS = ("unbiased", "biased", "linear")
 
 
+class _Statistic(torch.Tensor):
+    """A differentiable 0-d estimate that converts to a plain float without torch's
+    requires-grad warning.
+
+    The kernel's hyperparameters are ``nn.Parameter``s, so an estimate carries a graph even
+    when the samples do not require grad; ``float(mmd2(...))`` is then the value (the
+    graph is dropped knowingly) while ``mmd2(...).backward()`` still reaches the samples
+    and the hyperparameters. Arithmetic on it gives plain tensors.
+    """
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __float__(self):
+        return float(self.detach())
+
+    def __repr__(self, *, tensor_contents=None):
+        return repr(self.as_subclass(torch.Tensor))
+
+
+def _statistic(value: torch.Tensor) -> torch.Tensor:
+    return value.as_subclass(_Statistic) if value.requires_grad else value
+
+
 def _check_grams(Kxx, Kyy, Kxy):
     Kxx = as_gram(Kxx, "Kxx", square=True)
     Kyy = as_gram(Kyy, "Kyy", square=True)
@@ -58,7 +81,7 @@ def mmd2_biased(Kxx, Kyy, Kxy) -> torch.Tensor:
     """
     Kxx, Kyy, Kxy, n, m = _check_grams(Kxx, Kyy, Kxy)
     out = total(Kxx) / n**2 + total(Kyy) / m**2 - 2.0 * total(Kxy) / (n * m)
-    return out.to(Kxx.dtype)
+    return _statistic(out.to(Kxx.dtype))
 
 
 def mmd2_unbiased(Kxx, Kyy, Kxy) -> torch.Tensor:
@@ -92,7 +115,7 @@ def mmd2_unbiased(Kxx, Kyy, Kxy) -> torch.Tensor:
     sxx = total(Kxx) - Kxx.diag().sum(dtype=torch.float64)
     syy = total(Kyy) - Kyy.diag().sum(dtype=torch.float64)
     out = sxx / (n * (n - 1)) + syy / (m * (m - 1)) - 2.0 * total(Kxy) / (n * m)
-    return out.to(Kxx.dtype)
+    return _statistic(out.to(Kxx.dtype))
 
 
 def mmd2_linear(X, Y, kernel) -> torch.Tensor:
@@ -136,7 +159,7 @@ def mmd2_linear(X, Y, kernel) -> torch.Tensor:
         return kernel.pairs(a, b)
 
     terms = pairs(x1, x2) + pairs(y1, y2) - pairs(x1, y2) - pairs(x2, y1)
-    return terms.mean()
+    return _statistic(terms.mean())
 
 
 def mmd2(X, Y, kernel, estimator: str = "unbiased", *, backend=None) -> torch.Tensor:
