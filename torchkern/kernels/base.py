@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import operator
 
 import torch
@@ -55,9 +56,60 @@ class Kernel(nn.Module):
     #: vector formula (scikit-learn's ``requires_vector_input``).
     vector_input = True
 
-    def __init__(self):
+    def __init__(self, *, active_dims=None):
         super().__init__()
         object.__setattr__(self, "_hypers", {})
+        self.register_buffer("active_dims", None)
+        if active_dims is not None:
+            self.set_active_dims(active_dims)
+
+    def __init_subclass__(cls, **kw):
+        # Every kernel constructor takes ``active_dims=`` (GPyTorch's convention) without
+        # each subclass declaring it: the keyword is taken here and applied after __init__.
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_takes_active_dims", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, active_dims=None, **kwargs):
+            init(self, *args, **kwargs)
+            if active_dims is not None:
+                self.set_active_dims(active_dims)
+
+        sig = inspect.signature(init)
+        if "active_dims" not in sig.parameters:
+            extra = inspect.Parameter("active_dims", inspect.Parameter.KEYWORD_ONLY, default=None)
+            params = list(sig.parameters.values())
+            at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+            __init__.__signature__ = sig.replace(parameters=params[:at] + [extra] + params[at:])
+        __init__._takes_active_dims = True
+        cls.__init__ = __init__
+
+    def set_active_dims(self, active_dims) -> "Kernel":
+        """Make the kernel read only the columns ``active_dims`` of its inputs.
+
+        ``k = RBF(active_dims=[0, 2])`` compares x[[0, 2]] with y[[0, 2]] (GPyTorch's
+        convention), so kernels on feature groups or data sources combine by ``+`` and
+        ``*`` (e.g. one kernel per feature in :class:`torchkern.learning.MultipleKernel`).
+        ``ard_dims`` then counts the active columns. ``None`` reads every column.
+        """
+        if active_dims is None:
+            self.active_dims = None
+            return self
+        if not self.vector_input or type(self).formula is not Kernel.formula:
+            raise TypeError(f"{type(self).__name__} does not take active_dims: it is not a "
+                            f"kernel on vectors with a formula of its own")
+        dims = torch.as_tensor(active_dims)
+        if dims.dim() == 0:
+            dims = dims.reshape(1)
+        if (dims.dim() != 1 or dims.numel() == 0 or dims.is_floating_point()
+                or dims.dtype == torch.bool or bool((dims < 0).any())
+                or dims.unique().numel() != dims.numel()):
+            raise ValueError(f"active_dims must be a non-empty list of distinct non-negative "
+                             f"column indices, got {active_dims!r}")
+        self.active_dims = dims.long()
+        return self
 
     # -- hyperparameters ---------------------------------------------------------------
     def register_hyperparameter(self, name: str, value, *, allow_zero: bool = False,
@@ -166,7 +218,10 @@ class Kernel(nn.Module):
         return getattr(self, name).to(dtype=like.dtype, device=like.device).reshape(-1)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.hyperparameters().items())
+        parts = [f"{k}={_fmt(v)}" for k, v in self.hyperparameters().items()]
+        if self.active_dims is not None:
+            parts.append(f"active_dims={self.active_dims.tolist()}")
+        return ", ".join(parts)
 
     # -- what a kernel writes ----------------------------------------------------------
     def _inputs(self, X: torch.Tensor) -> torch.Tensor:
@@ -195,7 +250,22 @@ class Kernel(nn.Module):
 
     # -- evaluation --------------------------------------------------------------------
     def formula(self, X: torch.Tensor, Y: torch.Tensor | None = None) -> Formula:
-        """This kernel's :class:`~torchkern.gram.Formula` bound to (X, Y)."""
+        """This kernel's :class:`~torchkern.gram.Formula` bound to (X, Y), on the columns
+        ``active_dims`` when they are set."""
+        if self.active_dims is not None:
+            same = Y is None or Y is X
+            X = self._active_columns(X, "X")
+            Y = X if same else self._active_columns(Y, "Y")
+        return self._formula(X, Y)
+
+    def _active_columns(self, X: torch.Tensor, name: str) -> torch.Tensor:
+        dims = self.active_dims
+        if int(dims.max()) >= X.shape[1]:
+            raise ValueError(f"{type(self).__name__} has active_dims={dims.tolist()} but "
+                             f"{name} has {X.shape[1]} features")
+        return X.index_select(1, dims.to(X.device))
+
+    def _formula(self, X: torch.Tensor, Y: torch.Tensor | None = None) -> Formula:
         self._check_input(X, "X")
         x = self._inputs(X)
         if Y is None or Y is X:
@@ -316,7 +386,7 @@ class _CompositeKernel(Kernel):
         X = self.check_input(X, "X")
         return functools.reduce(self._op, [k.diag(X) for k in self.kernels])
 
-    def formula(self, X, Y=None):
+    def _formula(self, X, Y=None):
         return combine_formulas([k.formula(X, Y) for k in self.kernels],
                                 lambda terms: functools.reduce(self._op, terms))
 
@@ -414,7 +484,7 @@ class ScaleKernel(Kernel):
         d = self.base.diag(X)
         return self.outputscale.to(dtype=d.dtype, device=d.device) * d
 
-    def formula(self, X, Y=None):
+    def _formula(self, X, Y=None):
         f = self.base.formula(X, Y)
         c, fn = self._param("outputscale", f.xs[0]), f.fn
         return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]))
