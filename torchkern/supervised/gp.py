@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -11,7 +12,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from .._estimator import check_fitted, resolve_kernel
 from .._validation import as_generator as _generator, as_tensor, as_vector
 from ..kernels.base import inv_softplus
-from ..linalg import PivotedCholesky, cg, logdet
+from .._progress import progress_bar
+from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]
@@ -19,6 +21,11 @@ __all__ = ["GaussianProcessRegressor"]
 _F64 = torch.float64
 _METHODS = ("auto", "cholesky", "cg")
 _MEANS = ("zero", "constant")
+_OPTIMIZERS = ("lbfgs", "adam")
+# L-BFGS-B stops when an iteration lowers −log p(y)/n by less than this, relatively
+# (SciPy's default ftol, as scikit-learn's GP), or when no gradient entry exceeds _GTOL.
+_FTOL = 2.220446049250313e-09
+_GTOL = 1e-6
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
 _PREDICT_CHUNK = 512
@@ -80,8 +87,12 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         Rademacher probes of the SLQ log-determinant (``"cg"``).
     random_state : None, int or torch.Generator
         SLQ probes and, by default, :meth:`sample_y`.
+    optimizer : {"lbfgs", "adam"}
+        How ``fit(..., optimize=True)`` maximizes log p(y): ``"lbfgs"`` (default) runs
+        SciPy's L-BFGS-B to convergence, as scikit-learn does; ``"adam"`` takes a fixed
+        number of Adam steps (for noisy stochastic objectives).
     verbose : bool
-        tqdm bar over the hyperparameter-learning steps.
+        tqdm bar over the hyperparameter-learning iterations (kept on screen).
     backend : str, optional
         Gram-matrix backend of the lazy products (``"cg"``) and of predictions.
 
@@ -103,7 +114,10 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
     log_marginal_likelihood_value_ : Tensor
         log p(y) at the fitted hyperparameters (summed over targets).
     loss_history_ : list of float
-        −log p(y)/n along the hyperparameter-learning steps (empty without).
+        −log p(y)/n at the start and after each hyperparameter-learning iteration (empty
+        without).
+    n_iter_ : int
+        Hyperparameter-learning iterations taken (0 without).
 
     Examples
     --------
@@ -116,8 +130,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",
-                 tol=1e-6, max_iter=None, num_probes=30, random_state=None, verbose=False,
-                 backend=None):
+                 tol=1e-6, max_iter=None, num_probes=30, random_state=None, optimizer="lbfgs",
+                 verbose=False, backend=None):
         self.kernel = kernel
         self.noise = noise
         self.mean = mean
@@ -127,6 +141,7 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.num_probes = num_probes
         self.random_state = random_state
+        self.optimizer = optimizer
         self.verbose = verbose
         self.backend = backend
 
@@ -136,6 +151,8 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
         if self.mean not in _MEANS:
             raise ValueError(f"mean must be one of {_MEANS}, got {self.mean!r}")
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
         method = self.method
         if method == "auto":
             method = "cholesky" if n <= _AUTO_CHOLESKY_MAX_N else "cg"
@@ -156,15 +173,39 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         r"""Condition the GP on (X, y); with ``optimize=True`` first learn the kernel's
         hyperparameters and the noise by maximizing log p(y).
 
-        Learning runs ``n_iter`` Adam steps (learning rate ``lr``) on −log p(y)/n, with
-        σ² = softplus(ρ) for an unconstrained ρ and the kernel's hyperparameters in their
-        own softplus parameterization. Gradients are ½ tr((ααᵀ − A⁻¹)∂A) from the float64
-        Cholesky factor, autograd reaching only the kernel entries (``"cholesky"``), or (``"cg"``) from the surrogate 2yᵀx − xᵀAx of the
-        quadratic term (x = A⁻¹y by preconditioned CG) and the Hutchinson gradient of the
-        preconditioned SLQ log-determinant: CG solves of width r (+ num_probes), O(n²)
-        kernel evaluations per product.
+        The objective is −log p(y)/n in unconstrained parameters: σ² = softplus(ρ) and the
+        kernel's hyperparameters in their own softplus parameterization. Its gradient is
+        ½ tr((ααᵀ − A⁻¹)∂A) from the float64 Cholesky factor, autograd reaching only the
+        kernel entries (``"cholesky"``; Rasmussen and Williams 2006, eq. 5.9), or
+        (``"cg"``) that of the surrogate 2yᵀx − xᵀAx of the quadratic term (x = A⁻¹y by
+        preconditioned CG) and the Hutchinson gradient of the preconditioned SLQ
+        log-determinant: CG solves of width r (+ num_probes), O(n²) kernel evaluations per
+        product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
+        one deterministic objective.
 
-        Returns ``self``.
+        ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
+        float64 objective and gradient, at most ``n_iter`` iterations (each one or a few
+        evaluations, one O(n³) Cholesky factorization and inverse each); it stops when an
+        iteration lowers the objective by less than 2.2e-9 relatively or every gradient
+        entry is below 1e-6, and warns (:class:`~torchkern.linalg.ConvergenceWarning`)
+        when it stops otherwise. ``optimizer="adam"``: ``n_iter`` Adam steps of learning
+        rate ``lr``, with a warning if the objective was still falling at the end.
+
+        Parameters
+        ----------
+        X : Tensor or array of shape (n, d)
+        y : Tensor or array of shape (n,) or (n, r)
+        optimize : bool
+            Learn the hyperparameters and the noise first.
+        n_iter : int
+            At most this many L-BFGS-B iterations (the number of Adam steps with
+            ``optimizer="adam"``).
+        lr : float
+            Adam's learning rate (``optimizer="adam"`` only).
+
+        Returns
+        -------
+        self
         """
         kernel = resolve_kernel(self.kernel)
         if isinstance(kernel, str):
@@ -197,7 +238,10 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
             if noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (it is softplus-parameterized)")
-            noise = self._optimize(kernel, Xf, Yf, method, noise, n_iter, float(lr))
+            learn = self._lbfgs if self.optimizer == "lbfgs" else self._adam
+            noise = learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
+        else:
+            self.n_iter_ = 0
 
         self.kernel_ = kernel
         self.noise_ = noise
@@ -268,28 +312,113 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
         lml = -0.5 * quad - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
         return lml, (mu, a.detach(), P)
 
-    def _optimize(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
+    def _objective(self, kernel, X, Y, method, noise):
+        """The learnable parameters (kernel's, then ρ with σ² = softplus(ρ)) and
+        loss(generator) = −log p(Y)/n, differentiable in them."""
         raw_noise = torch.nn.Parameter(inv_softplus(torch.tensor(noise, dtype=_F64)))
         params = [p for p in kernel.parameters() if p.requires_grad] + [raw_noise]
+        n = X.shape[0]
+
+        def loss(generator):
+            sigma2 = F.softplus(raw_noise)
+            lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
+                               method, generator)
+            return -lml / n
+
+        return params, raw_noise, loss
+
+    def _lbfgs(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
+        from scipy.optimize import minimize
+
+        params, raw_noise, loss = self._objective(kernel, X, Y, method, noise)
+        seed = _probe_seed(self.random_state) if method == "cg" else None
+        sizes = [p.numel() for p in params]
+
+        def assign(theta):
+            with torch.no_grad():
+                for p, chunk in zip(params, torch.as_tensor(theta).split(sizes)):
+                    p.copy_(chunk.reshape(p.shape).to(p.dtype))
+
+        last = {}
+
+        def fun(theta):
+            assign(theta)
+            gen = None if seed is None else torch.Generator().manual_seed(seed)
+            with torch.enable_grad():
+                try:
+                    value = loss(gen)
+                except ValueError:  # K + σ²I not positive definite at this trial point
+                    return math.inf, np.zeros_like(theta)
+                grads = torch.autograd.grad(value, params, allow_unused=True)
+            g = torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).to(_F64).cpu()
+                           for p, d in zip(params, grads)])
+            last["f"] = float(value.detach())
+            return last["f"], g.numpy()
+
+        theta0 = torch.cat([p.detach().reshape(-1).to(_F64).cpu() for p in params]).numpy()
+        f0, _ = fun(theta0)
+        if not math.isfinite(f0):
+            raise ValueError("K + noise*I is not positive definite at the initial "
+                             "hyperparameters; increase noise")
+        self.loss_history_.append(f0)
+        bar = progress_bar(self.verbose, n_iter, "GaussianProcessRegressor (L-BFGS)")
+
+        def step(theta):
+            self.loss_history_.append(last["f"])
+            if bar is not None:
+                bar.set_postfix(loss=f"{last['f']:.6g}", refresh=False)
+                bar.update(1)
+
+        try:
+            res = minimize(fun, theta0, jac=True, method="L-BFGS-B", callback=step,
+                           options=dict(maxiter=n_iter, ftol=_FTOL, gtol=_GTOL))
+        finally:
+            if bar is not None:
+                bar.close()
+        assign(res.x)
+        self.n_iter_ = int(res.nit)
+        if not res.success and n_iter > 0:
+            if res.status == 1:
+                reason = "raise n_iter"
+            elif method == "cg":
+                reason = ("the line search failed: the stochastic (SLQ) objective is not "
+                          "accurate enough to go further; raise num_probes, or use "
+                          "method='cholesky' where n allows")
+            else:
+                reason = ("the line search failed: near an optimum this is rounding in "
+                          "the objective; otherwise standardize X and use normalize_y=True")
+            warnings.warn(f"GaussianProcessRegressor: L-BFGS-B stopped after {res.nit} "
+                          f"iterations without converging ({_text(res.message)}) at "
+                          f"-log p(y)/n = {float(res.fun):.6g}, largest gradient entry "
+                          f"{float(np.abs(res.jac).max()):.2e}; {reason}",
+                          ConvergenceWarning, stacklevel=3)
+        return float(F.softplus(raw_noise.detach()))
+
+    def _adam(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
+        params, raw_noise, loss = self._objective(kernel, X, Y, method, noise)
         opt = torch.optim.Adam(params, lr=lr)
         gen = _generator(self.random_state)
-        steps = range(n_iter)
-        if self.verbose:
-            from tqdm.auto import tqdm
-            steps = tqdm(steps, desc="GaussianProcessRegressor (log p(y))", leave=False)
-        n = X.shape[0]
+        bar = progress_bar(self.verbose, n_iter, "GaussianProcessRegressor (Adam)")
         with torch.enable_grad():
-            for _ in steps:
+            for _ in range(n_iter):
                 opt.zero_grad()
-                sigma2 = F.softplus(raw_noise)
-                lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
-                                   method, gen)
-                loss = -lml / n
-                loss.backward()
+                value = loss(gen)
+                value.backward()
                 opt.step()
-                self.loss_history_.append(float(loss.detach()))
-                if self.verbose:
-                    steps.set_postfix(loss=f"{self.loss_history_[-1]:.4f}")
+                self.loss_history_.append(float(value.detach()))
+                if bar is not None:
+                    bar.set_postfix(loss=f"{self.loss_history_[-1]:.6g}", refresh=False)
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        self.n_iter_ = n_iter
+        h = self.loss_history_
+        tail = max(1, n_iter // 10)
+        if n_iter >= 20 and h[-tail - 1] - h[-1] > 1e-3 * max(1.0, abs(h[-1])):
+            warnings.warn(f"GaussianProcessRegressor: -log p(y)/n was still falling after "
+                          f"{n_iter} Adam steps ({h[-tail - 1]:.6g} -> {h[-1]:.6g} over the "
+                          f"last {tail}); raise n_iter or lr, or use optimizer='lbfgs'",
+                          ConvergenceWarning, stacklevel=3)
         return float(F.softplus(raw_noise.detach()))
 
     def _condition(self, X, Y):
@@ -424,3 +553,13 @@ class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
     def score(self, X, y, sample_weight=None) -> float:
         """R² of the posterior mean (scikit-learn's ``r2_score``, uniform over targets)."""
         return _r2_score(y, self.predict(X), sample_weight)
+
+
+def _probe_seed(random_state) -> int:
+    """One seed for the SLQ probes of a whole fit (common random numbers)."""
+    gen = _generator(random_state)
+    return int(torch.randint(0, 2**62, (), generator=gen))
+
+
+def _text(message) -> str:
+    return message.decode() if isinstance(message, bytes) else str(message)
