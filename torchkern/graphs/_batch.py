@@ -1,6 +1,7 @@
 """A set of graphs as one kernel input: every graph's nodes and edges in flat tensors."""
 from __future__ import annotations
 
+import math
 import sys
 
 import torch
@@ -23,6 +24,64 @@ def _offsets(counts: torch.Tensor) -> torch.Tensor:
     return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
 
 
+_KEY_LIMIT = 2 ** 62
+
+
+def compact(columns, sizes):
+    """The distinct rows of the integer columns ``columns`` (values of column c in
+    [0, sizes[c])), numbered in lexicographic order.
+
+    Returns ``(inverse, counts, first)``: the distinct-row id of every row, the number of
+    rows with each id, and the position of one row with each id. The columns are packed
+    into one int64 key (mixed radix); when the key would overflow, the part packed so far
+    is renumbered first (a 1-D unique keeps the order), so any number of columns works
+    with 1-D sorts only.
+    """
+    device = columns[0].device
+    n = columns[0].numel()
+    key, span = torch.zeros(n, dtype=torch.long, device=device), 1
+    for col, s in zip(columns, sizes):
+        s = max(int(s), 1)
+        if span * s >= _KEY_LIMIT:
+            _, key = torch.unique(key, return_inverse=True)
+            span = int(key.max()) + 1 if n else 1
+        key, span = key * s + col, span * s
+    _, inv, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    first = torch.empty(counts.numel(), dtype=torch.long, device=device)
+    first.scatter_(0, inv, torch.arange(n, device=device))
+    return inv, counts, first
+
+
+def count_rows(columns, sizes, mask=None):
+    """The distinct rows of integer columns (as in :func:`compact`) and how often each
+    occurs: ``(distinct_columns, counts)``. The columns may be any tensors that broadcast
+    to one shape; ``mask`` (of that shape) selects the rows to count. A small key space
+    is counted by ``bincount`` on the packed keys (no sort, no gather), a large one
+    through :func:`compact`."""
+    space = 1
+    for s in sizes:
+        space *= max(int(s), 1)
+    shape = torch.broadcast_shapes(*(c.shape for c in columns))
+    n = math.prod(shape) if mask is None else int(mask.sum())
+    if space <= max(4 * n, 2 ** 16):
+        key = torch.zeros((), dtype=torch.long, device=columns[0].device)
+        for col, s in zip(columns, sizes):
+            key = key * max(int(s), 1) + col
+        key = key.reshape(-1) if mask is None else key[mask]
+        counts = torch.bincount(key, minlength=space)
+        key = counts.nonzero().reshape(-1)
+        counts = counts[key]
+        out = []
+        for s in reversed(sizes):
+            s = max(int(s), 1)
+            out.append(key % s)
+            key = key // s
+        return out[::-1], counts
+    flat = [c.expand(shape).reshape(-1) if mask is None else c.expand(shape)[mask] for c in columns]
+    _, counts, first = compact(flat, sizes)
+    return [c[first] for c in flat], counts
+
+
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
     means every item has the same label (width 0)."""
@@ -40,8 +99,15 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
         return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
     if n == 0:
         return torch.zeros(0, dtype=torch.long, device=device), rows.to(device)
+    rows = rows.to(device)
+    if not rows.is_floating_point() or (bool((rows == rows.round()).all()) and
+                                        float(rows.abs().max()) < 2 ** 53):
+        r = rows.long()
+        r = r - r.amin(0)
+        ids, _, first = compact(list(r.unbind(1)), (r.amax(0) + 1).tolist())
+        return ids, rows[first]
     values, ids = torch.unique(rows, dim=0, return_inverse=True)
-    return ids.to(device), values.to(device)
+    return ids, values
 
 
 def unify_labels(parts):

@@ -1,6 +1,6 @@
 """The relabel / aggregate core the graph kernels share.
 
-- :func:`compact` — distinct rows of integer columns (a packed key when it fits int64);
+- :func:`compact` (in ``_batch``) — distinct rows of integer columns, by packed keys;
 - :func:`wl_relabel` — one Weisfeiler–Lehman round on a whole :class:`GraphSet` at once;
 - :class:`CountFeatureKernel` — a kernel whose features are sparse counts per graph
   (WL, shortest path): it builds them once on X ∪ Y so that both share one dictionary,
@@ -13,36 +13,7 @@ import warnings
 import torch
 
 from ..gram import FeatureKernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, _offsets
-
-_KEY_LIMIT = 2 ** 62
-
-
-def compact(columns, sizes):
-    """The distinct rows of the integer columns ``columns`` (values of column c in
-    [0, sizes[c])), sorted lexicographically.
-
-    Returns ``(inverse, counts, first)``: the distinct-row id of every row, the number of
-    rows with each id, and the position of one row with each id. Rows are packed into one
-    int64 key when the product of ``sizes`` fits, else compared column-wise.
-    """
-    n = columns[0].numel()
-    device = columns[0].device
-    prod = 1
-    for s in sizes:
-        prod *= max(int(s), 1)
-    if prod < _KEY_LIMIT:
-        key = torch.zeros(n, dtype=torch.long, device=device)
-        for col, s in zip(columns, sizes):
-            key = key * max(int(s), 1) + col
-        _, inv, counts = torch.unique(key, return_inverse=True, return_counts=True)
-    else:
-        _, inv, counts = torch.unique(torch.stack(list(columns), 1), dim=0,
-                                      return_inverse=True, return_counts=True)
-    first = torch.empty(counts.numel(), dtype=torch.long, device=device)
-    first.scatter_(0, inv, torch.arange(n, device=device))
-    return inv, counts, first
-
+from ._batch import GraphKernel, GraphSet, _offsets, compact, count_rows
 
 def wl_relabel(labels: torch.Tensor, n_labels: int, G: GraphSet):
     """One Weisfeiler–Lehman round: every node's new label is the id of the pair
@@ -91,8 +62,8 @@ def wl_label_sequence(G: GraphSet, n_iter: int):
 def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
               n_labels: int):
     """Counts of every (graph, label): ``(rows, cols, counts)`` of a sparse (G, L) matrix."""
-    _, counts, first = compact([graph_of_node, labels], [n_graphs, n_labels])
-    return graph_of_node[first], labels[first], counts
+    (rows, cols), counts = count_rows([graph_of_node, labels], [n_graphs, n_labels])
+    return rows, cols, counts
 
 
 def _sparse_mm(a, b):
@@ -103,16 +74,45 @@ def _sparse_mm(a, b):
 
 
 class SparseFeatureKernelMatrix(FeatureKernelMatrix):
-    """Φ_X Φ_Yᵀ for sparse count features: rows and the diagonal are read sparse × sparse,
-    never as dense (n, p) blocks (p, the number of distinct substructures, can be far
-    larger than n)."""
+    """Φ_X Φ_Yᵀ for sparse count features, never densifying Φ (p, the number of distinct
+    substructures, can be far larger than n).
+
+    Dense pieces (rows, the whole matrix) split the features in two: the columns shared
+    by many graphs (shortest-path triples, WL's first-round labels) go through a dense
+    matrix product, the long tail of rare columns through a sparse × sparse product — a
+    column held by c_x and c_y graphs costs c_x·c_y sparse multiply-adds, against n·m
+    dense flops.
+    """
+
+    def __init__(self, phi_x, phi_y=None):
+        super().__init__(phi_x, phi_y)
+        self._split = None
 
     def _transpose(self):
         return SparseFeatureKernelMatrix(self.phi_y, self.phi_x)
 
+    def _parts(self):
+        if self._split is None:
+            n, m = self.shape
+            p = self.phi_x.shape[1]
+            cx = torch.bincount(self.phi_x.indices()[1], minlength=p).double()
+            cy = torch.bincount(self.phi_y.indices()[1], minlength=p).double()
+            dense = cx * cy > n * m / 128
+            self._split = [(_dense_columns(phi, dense), _drop_columns(phi, dense))
+                           for phi in (self.phi_x, self.phi_y)]
+        return self._split
+
+    def _product(self, idx=None):
+        (dx, lx), (dy, ly) = self._parts()
+        if idx is not None:
+            dx, lx = dx[idx], lx.index_select(0, idx)
+        return dx @ dy.T + _sparse_mm(lx, ly.t()).to_dense()
+
     def rows(self, idx):
-        idx = _as_index(idx, self.shape[0], self.device)
-        return _sparse_mm(self.phi_x.index_select(0, idx), self.phi_y.t()).to_dense()
+        return self._product(_as_index(idx, self.shape[0], self.device))
+
+    def to_dense(self):
+        return self._product()
 
     def diag(self):
         k = min(self.shape)
@@ -120,8 +120,22 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
         px, py = self.phi_x.index_select(0, idx), self.phi_y.index_select(0, idx)
         return torch.sparse.sum(px * py, 1).to_dense() if k else torch.zeros(0, dtype=self.dtype)
 
-    def to_dense(self):
-        return _sparse_mm(self.phi_x, self.phi_y.t()).to_dense()
+
+def _dense_columns(phi, keep):
+    """The columns ``keep`` (a boolean mask) of a sparse COO Φ, as a dense matrix."""
+    (r, c), v = phi.indices(), phi.values()
+    sel = keep[c]
+    pos = torch.cumsum(keep, 0) - 1
+    out = torch.zeros(phi.shape[0], int(keep.sum()), dtype=phi.dtype, device=phi.device)
+    return out.index_put_((r[sel], pos[c[sel]]), v[sel])
+
+
+def _drop_columns(phi, drop):
+    """Φ without the entries of the columns ``drop`` (sparse COO, same shape)."""
+    (r, c), v = phi.indices(), phi.values()
+    sel = ~drop[c]
+    return torch.sparse_coo_tensor(torch.stack([r[sel], c[sel]]), v[sel], phi.shape,
+                                   is_coalesced=True, check_invariants=False)
 
 
 def _coo(rows, cols, vals, shape):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ._batch import GraphSet
-from ._labels import CountFeatureKernel, compact, initial_labels
+from ._batch import GraphSet, compact, count_rows
+from ._labels import CountFeatureKernel, initial_labels
 
 __all__ = ["ShortestPath"]
 
@@ -31,14 +31,14 @@ def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET):
         eye = torch.eye(n, dtype=torch.bool, device=G.device) & (nodes >= 0)[:, :, None]
         dist = torch.full(A.shape, -1, dtype=torch.int16 if n < 2 ** 15 else torch.int32,
                           device=G.device)
-        dist[eye] = 0
-        reached, frontier = eye, eye.to(A.dtype)
+        dist.masked_fill_(eye, 0)
+        reached, frontier = eye.clone(), eye.to(A.dtype)
         for k in range(1, n):
-            new = (torch.bmm(frontier, A) > 0) & ~reached
+            new = (torch.bmm(frontier, A) > 0).logical_and_(reached.logical_not())
             if not bool(new.any()):
                 break
-            dist[new] = k
-            reached = reached | new
+            dist.masked_fill_(new, k)
+            reached.logical_or_(new)
             frontier = new.to(A.dtype)
         yield gids, nodes, dist
 
@@ -50,17 +50,18 @@ def shortest_path_entries(distances, labels: torch.Tensor | None, n_labels: int)
     parts = []
     max_d = 0
     for gids, nodes, dist in distances:
-        b, u, v = (dist > 0).nonzero(as_tuple=True)
-        d = dist[b, u, v].long()
-        n = dist.shape[1]
+        B, n = dist.shape[:2]
         max_d = max(max_d, n)
+        b = torch.arange(B, device=dist.device)[:, None, None]
         if labels is None:
-            cols, sizes = [b, d], [len(gids), n]
+            cols, sizes = [b, dist.long()], [B, n]
         else:
-            cols = [b, labels[nodes[b, u]], labels[nodes[b, v]], d]
-            sizes = [len(gids), n_labels, n_labels, n]
-        _, cnt, first = compact(cols, sizes)  # reduce the pairs per graph at once
-        parts.append([gids[b[first]]] + [c[first] for c in cols[1:]] + [cnt])
+            lab = labels[nodes.clamp_min(0)]
+            cols = [b, lab[:, :, None], lab[:, None, :], dist.long()]
+            sizes = [B, n_labels, n_labels, n]
+        # pairs u ≠ v at finite distance (dist > 0) of each graph, counted at once
+        (b, *keys), cnt = count_rows(cols, sizes, mask=dist > 0)
+        parts.append([gids[b]] + keys + [cnt])
     if not parts:
         z = torch.zeros(0, dtype=torch.long, device=labels.device if labels is not None else None)
         return z, z, z, 0
