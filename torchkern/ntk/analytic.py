@@ -1,0 +1,192 @@
+r"""Infinite-width kernels of fully connected networks: the NNGP and the NTK.
+
+A network of ``depth`` hidden layers, each a Dense layer followed by the activation φ, and a
+Dense readout, has at infinite width Gaussian outputs with covariance K (the NNGP kernel;
+Neal 1996, Lee et al. 2018) and trains under gradient flow as kernel regression with the
+neural tangent kernel Θ (Jacot, Gabriel and Hongler 2018). Both follow from one recursion
+over the layers on the triple (K(x, x), K(y, y), K(x, y)).
+"""
+from __future__ import annotations
+
+import math
+
+from ..kernels._ops import dot, fdim, fsum, safe_sqrt
+from ..kernels.base import Kernel
+
+__all__ = ["NTK", "NNGP"]
+
+_ACTIVATIONS = ("relu", "erf")
+_PARAMETERIZATIONS = ("ntk", "standard")
+
+
+def _relu(qx, qy, c):
+    r"""(E φ(u)², E φ(v)², E φ(u)φ(v), E φ'(u)φ'(v)) for φ = ReLU and (u, v) centred
+    Gaussian with variances qx, qy and covariance c: the arc-cosine kernels of orders 1
+    and 0 (Cho and Saul 2009). The angle is atan2(√(qx·qy − c²), c): finite gradients and
+    no clamping of a rounded cosine at θ = 0."""
+    s = safe_sqrt(qx * qy - c * c)
+    rest = s.atan2(c) * -1.0 + math.pi  # π − θ
+    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), rest * (0.5 / math.pi)
+
+
+def _erf(qx, qy, c):
+    r"""The same for φ = erf (Williams 1997): E φ(u)φ(v) = (2/π) arcsin(2c/√((1+2qx)(1+2qy)))
+    and E φ'(u)φ'(v) = (4/π)/√((1+2qx)(1+2qy) − 4c²), arcsin written as atan2 (the
+    argument under the root is at least 1 + 2qx + 2qy)."""
+    root = ((qx * 2.0 + 1.0) * (qy * 2.0 + 1.0) - c * c * 4.0).sqrt()
+    ax = qx.atan2((qx + 0.25).sqrt()) * (2.0 / math.pi)
+    ay = qy.atan2((qy + 0.25).sqrt()) * (2.0 / math.pi)
+    return ax, ay, (c * 2.0).atan2(root) * (2.0 / math.pi), root.reciprocal() * (4.0 / math.pi)
+
+
+class _InfiniteMLP(Kernel):
+    """Shared arguments and recursion of :class:`NTK` and :class:`NNGP`."""
+
+    _ntk = True
+
+    def __init__(self, depth: int = 1, activation: str = "relu", weight_std=1.0,
+                 bias_std=0.0, parameterization: str = "ntk", width: int | None = None):
+        super().__init__()
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise ValueError(f"depth must be an int >= 0 (hidden layers), got {depth!r}")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
+        if parameterization not in _PARAMETERIZATIONS:
+            raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, "
+                             f"got {parameterization!r}")
+        if parameterization == "standard" and self._ntk and depth > 0:
+            if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+                raise ValueError(f"the standard-parameterization NTK grows with the hidden "
+                                 f"width: pass width= (a positive int), got {width!r}")
+        self.depth, self.activation = depth, activation
+        self.parameterization, self.width = parameterization, width
+        self.has_bias = bias_std is not None
+        self.register_hyperparameter("weight_std", weight_std)
+        self.register_hyperparameter("bias_std", 0.0 if bias_std is None else bias_std,
+                                     allow_zero=True, learnable=self.has_bias)
+
+    def extra_repr(self):
+        text = f"depth={self.depth}, activation={self.activation!r}, "
+        if self.parameterization != "ntk":
+            text += f"parameterization={self.parameterization!r}, width={self.width}, "
+        return text + super().extra_repr()
+
+    def _params(self, like):
+        return self._param("weight_std", like), self._param("bias_std", like)
+
+    def _k(self, x, y, w_std, b_std):
+        w2, b2 = w_std * w_std, b_std * b_std
+        standard = self.parameterization == "standard"
+        plus = 1.0 if self.has_bias else 0.0  # gradient of f w.r.t. a standard bias
+        act = _relu if self.activation == "relu" else _erf
+        inv_d = 1.0 / fdim(x)
+        # The input "layer": covariances x·y/d, an empty NTK, and width d.
+        ax, ay, ac = fsum(x * x) * inv_d, fsum(y * y) * inv_d, dot(x, y) * inv_d
+        theta, width = None, fdim(x)
+        for layer in range(self.depth + 1):
+            if layer:
+                ax, ay, ac, dot_c = act(qx, qy, c)
+                if self._ntk:
+                    theta = theta * dot_c
+            # Dense(W_std, b_std) (Lee et al. 2019, Appendix; Sohl-Dickstein et al. 2020).
+            qx, qy, c = ax * w2 + b2, ay * w2 + b2, ac * w2 + b2
+            if self._ntk:
+                if standard:
+                    grad = ac * float(width) + plus
+                else:
+                    grad = c
+                theta = grad if theta is None else grad + theta * w2
+            width = self.width
+        return theta if self._ntk else c
+
+
+_DOC_ARGS = r"""
+    Parameters
+    ----------
+    depth : int
+        Number of hidden layers L (Dense + activation); the readout Dense layer comes on
+        top, so ``depth=0`` is a linear model.
+    activation : {"relu", "erf"}
+    weight_std : float
+        σ_w > 0, learnable.
+    bias_std : float or None
+        σ_b ≥ 0, learnable when positive. ``None`` means layers without bias (as
+        neural-tangents' ``b_std=None``); it differs from 0 only for the standard
+        parameterization's NTK, where a bias initialized at zero still trains.
+    parameterization : {"ntk", "standard"}
+        Layer z = (σ_w/√N) W x + σ_b b with W, b ~ N(0, 1) ("ntk", Jacot et al. 2018) or
+        z = W x + b with W ~ N(0, σ_w²/N), b ~ N(0, σ_b²) ("standard", Sohl-Dickstein
+        et al. 2020), N the layer's input width. The NNGP is the same for both.
+    width : int, optional
+        Hidden width N; needed only by the standard-parameterization NTK, which grows
+        linearly with it.
+"""
+
+
+class NNGP(_InfiniteMLP):
+    r"""NNGP kernel: the covariance of an infinitely wide fully connected network at
+    initialization (Neal 1996; Lee et al. 2018, "Deep neural networks as Gaussian
+    processes", ICLR; Matthews et al. 2018).
+
+    With neural-tangents' ``stax.Dense(W_std, b_std)`` convention the recursion is
+
+    .. math::
+        K^0(x, y) = \sigma_w^2\,\frac{\langle x, y\rangle}{d} + \sigma_b^2, \qquad
+        K^{l}(x, y) = \sigma_w^2\,\mathbb E\,[\varphi(u)\varphi(v)] + \sigma_b^2,
+
+    (u, v) ~ N(0, [[K^{l−1}(x,x), K^{l−1}(x,y)], [·, K^{l−1}(y,y)]]), for l = 1..L; the
+    kernel is K^L, that of one output unit (readout included). For ReLU the expectation is
+    the arc-cosine kernel (Cho and Saul 2009)
+    :math:`\frac{\sqrt{q_x q_y}}{2\pi}(\sin\theta + (\pi - \theta)\cos\theta)`, the angle
+    taken as atan2(√(q_x q_y − c²), c); for erf it is
+    :math:`\frac2\pi \arcsin\frac{2c}{\sqrt{(1 + 2q_x)(1 + 2q_y)}}` (Williams 1997,
+    "Computing with infinite networks", NIPS).
+""" + _DOC_ARGS + r"""
+    Notes
+    -----
+    The recursion is written once with operations torch and KeOps share, so the dense,
+    blocked (O(n + m) memory) and KeOps backends all evaluate it; cost O(n·m·(d + L)).
+    Checked against neural-tangents 0.6.5 ``stax.serial(Dense, act, ..., Dense)`` kernels.
+    """
+
+    _ntk = False
+
+
+class NTK(_InfiniteMLP):
+    r"""Neural tangent kernel of an infinitely wide fully connected network (Jacot,
+    Gabriel and Hongler 2018, "Neural tangent kernel: convergence and generalization in
+    neural networks", NeurIPS; Arora et al. 2019, "On exact computation with an infinitely
+    wide neural net", NeurIPS).
+
+    Along the NNGP recursion K^l of :class:`NNGP` (same arguments), in the NTK
+    parameterization
+
+    .. math::
+        \Theta^0 = K^0, \qquad
+        \Theta^{l} = K^{l} + \sigma_w^2\,\dot K^{l}\,\Theta^{l-1},\qquad
+        \dot K^{l}(x, y) = \mathbb E\,[\varphi'(u)\varphi'(v)],
+
+    with :math:`\dot K = (\pi - \theta)/(2\pi)` for ReLU and
+    :math:`\frac4\pi\big((1 + 2q_x)(1 + 2q_y) - 4c^2\big)^{-1/2}` for erf; the kernel is
+    Θ^L, that of one output unit. In the standard parameterization (Sohl-Dickstein et al.
+    2020, "On the infinite width limit of neural networks with a standard
+    parameterization") the weight gradients are not rescaled:
+    :math:`\Theta^{l} = N_l\,\mathbb E[\varphi\varphi] + 1 + \sigma_w^2 \dot K^l\Theta^{l-1}`
+    with N_l the layer's input width (d for the first layer, ``width`` after), the 1 from
+    the bias (absent with ``bias_std=None``). These are neural-tangents'
+    ``stax.Dense``/``Relu``/``Erf`` kernel rules.
+""" + _DOC_ARGS + r"""
+    Notes
+    -----
+    One formula for the dense, blocked and KeOps backends (see :class:`NNGP`); cost
+    O(n·m·(d + L)), O(n + m) memory when lazy. Gradients reach ``weight_std``,
+    ``bias_std`` and the inputs.
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> from torchkern.ntk import NTK
+    >>> X = torch.randn(100, 5, dtype=torch.float64)
+    >>> K = NTK(depth=2)(X)          # lazy 100 × 100 Gram matrix
+    >>> model = torchkern.KernelRidge(NTK(depth=2), alpha=1e-6).fit(X, X[:, 0])
+    """
