@@ -1,0 +1,22 @@
+"""Learning kernels by gradient, multiple kernel learning, and kernels inside models.
+
+- differentiable objectives (:mod:`~torchkern.learning.objectives`):
+  :func:`log_marginal_likelihood`, :func:`kernel_alignment`, :func:`loo_error`,
+  :func:`gcv`, :func:`kernel_ridge_predict`, :func:`mmd_test_power`, :func:`sgpr_bound`;
+- :func:`fit_kernel`, a training loop with early stopping;
+- :class:`MultipleKernel` (learnable weights on the simplex) and :class:`SimpleMKL`;
+- :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module``s for models.
+
+See ``docs/learning.md``.
+"""
+from .fit import fit_kernel
+from .layers import KernelLayer, MMDLoss
+from .mkl import MultipleKernel, SimpleMKL
+from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_marginal_likelihood,
+                         loo_error, mmd_test_power, sgpr_bound)
+
+__all__ = [
+    "log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
+    "kernel_ridge_predict", "mmd_test_power", "sgpr_bound",
+    "fit_kernel", "MultipleKernel", "SimpleMKL", "KernelLayer", "MMDLoss",
+]
