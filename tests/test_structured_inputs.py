@@ -35,8 +35,7 @@ class Strings(KernelInput):
         return self.codes.shape[0]
 
     def take(self, idx):
-        out = Strings(self.codes[idx.to(self.device)], self.dtype)
-        return out
+        return Strings(self.codes[idx.to(self.device)], self.dtype)
 
     @classmethod
     def concat(cls, parts):
