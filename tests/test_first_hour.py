@@ -1,0 +1,157 @@
+"""Regression tests for what a new user met in the first hour (issue 15, defects 1-3, 5-7).
+
+Each test compares with an independent reference: scikit-learn, NumPy dense algebra or a
+closed form.
+"""
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_diabetes
+from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+from sklearn.gaussian_process.kernels import RBF as SkRBF
+from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.svm import SVC as SkSVC
+
+import torchkern as tk
+from torchkern.linalg import ConvergenceWarning
+
+
+# -- 1. float32 solves reach the requested tolerance ----------------------------------------
+def test_readme_float32_cg_converges_at_n5000_without_warning():
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(5000, 3, generator=g), torch.randn(5000, generator=g)
+    K = tk.RBF(0.5)(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with torch.no_grad():
+            alpha, info = tk.linalg.cg(K.add_diag(1.0), y, return_info=True)
+    assert alpha.dtype == torch.float32 and info.converged
+    # float64 checks: against the float32 Gram the solver was given (tol = 1e-6) ...
+    a64, y64 = alpha.double().numpy(), y.double().numpy()
+    with torch.no_grad():
+        A32 = K.to_dense().double().numpy()
+    A32[np.diag_indices(5000)] += 1.0
+    assert np.linalg.norm(y64 - A32 @ a64) / np.linalg.norm(y64) <= 1e-6
+    # ... and against scikit-learn's float64 Gram of the same points (float32 entries
+    # carry ~1e-6 relative rounding, so the residual there is a few 1e-6).
+    A64 = rbf_kernel(X.double().numpy(), gamma=1 / (2 * 0.5**2)) + np.eye(5000)
+    assert np.linalg.norm(y64 - A64 @ a64) / np.linalg.norm(y64) <= 1e-5
+
+
+# -- 2. integer and boolean inputs are float64 -------------------------------------------------
+def test_integer_and_boolean_inputs_become_float64():
+    X = np.array([[2**40 + 1], [2**40], [2**40 + 3]])  # float32 would merge these
+    K = tk.RBF(1.0)(X, backend="dense").to_dense().detach()
+    assert K.dtype == torch.float64
+    d2 = np.array([[0, 1, 4], [1, 0, 9], [4, 9, 0]], dtype=np.float64)
+    np.testing.assert_allclose(K.numpy(), np.exp(-d2 / 2), rtol=1e-15)
+    y = np.array([1.0, 2.0, 4.0])
+    est = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(X, y)
+    ref = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(X.astype(np.float64), y)
+    assert np.array_equal(np.asarray(est.predict(X)), np.asarray(ref.predict(X.astype(np.float64))))
+    B = np.array([[True, False], [False, False], [True, True]])
+    Kb = tk.Linear()(B, backend="dense").to_dense().detach()
+    assert Kb.dtype == torch.float64
+    np.testing.assert_array_equal(Kb.numpy(), B.astype(float) @ B.astype(float).T)
+
+
+# -- 3. classifiers refuse continuous targets, as scikit-learn -----------------------------
+@pytest.mark.parametrize("make", [lambda: tk.SVC(), lambda: tk.KernelLogisticRegression()])
+def test_classifiers_refuse_continuous_targets(make):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(35, 2))
+    with pytest.raises(ValueError, match="Unknown label type") as ours:
+        make().fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="Unknown label type") as theirs:
+        SkSVC().fit(X, X[:, 0])
+    kind = re.search(r"Unknown label type: '?(\w+)", str(theirs.value)).group(1)
+    assert f"Unknown label type: {kind}" in str(ours.value)
+    # Integral floats are class labels, as in scikit-learn.
+    y = (X[:, 0] > 0).astype(np.float64) * 2.0
+    np.testing.assert_array_equal(np.asarray(make().fit(X, y).classes_),
+                                  SkSVC().fit(X, y).classes_)
+
+
+# -- 5. GP hyperparameter learning converges ------------------------------------------------
+def test_gp_learning_matches_sklearn_on_diabetes():
+    X, y = load_diabetes(return_X_y=True)
+    n = len(y)
+    sk = SkGPR(ConstantKernel(1.0) * SkRBF(1.0) + WhiteKernel(1.0), normalize_y=True,
+               random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        gp = tk.GaussianProcessRegressor(1.0 * tk.RBF(1.0), noise=1.0, normalize_y=True)
+        gp.fit(X, y, optimize=True)
+    ours = -float(gp.log_marginal_likelihood()) / n
+    theirs = -sk.log_marginal_likelihood_value_ / n
+    assert ours <= theirs + 1e-7 * abs(theirs)  # as good or better, per sample
+    assert abs(gp.score(X, y) - sk.score(X, y)) < 1e-4
+    assert gp.n_iter_ < 100 and gp.loss_history_[-1] == pytest.approx(ours, rel=1e-9)
+    ell = sk.kernel_.k1.k2.length_scale
+    assert float(gp.kernel_.base.lengthscale.detach()) == pytest.approx(ell, rel=1e-3)
+    assert gp.noise_ == pytest.approx(sk.kernel_.k2.noise_level, rel=1e-3)
+
+
+def test_gp_warns_when_learning_stops_early():
+    X, y = load_diabetes(return_X_y=True)
+    gp = tk.GaussianProcessRegressor(1.0 * tk.RBF(1.0), noise=1.0, normalize_y=True)
+    with pytest.warns(ConvergenceWarning, match="stopped after 2 iterations.*raise n_iter"):
+        gp.fit(X[:200], y[:200], optimize=True, n_iter=2)
+    assert gp.n_iter_ == 2 and len(gp.loss_history_) == 3
+
+
+def test_gp_progress_bar_stays_and_counts_iterations(capsys):
+    X, y = load_diabetes(return_X_y=True)
+    gp = tk.GaussianProcessRegressor(1.0 * tk.RBF(1.0), noise=1.0, normalize_y=True,
+                                     verbose=True).fit(X[:150], y[:150], optimize=True)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("GaussianProcessRegressor (L-BFGS)")
+    assert f"{gp.n_iter_}/100" in last and f"loss={gp.loss_history_[-1]:.6g}" in last
+
+
+# -- 7. kernel algebra and statistics a user prints ------------------------------------------
+def test_builtin_sum_repr_and_readable_parameter_names():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 3))
+    k = sum([tk.RBF(0.5), tk.Linear()])
+    K = k(X, backend="dense").to_dense().detach().numpy()
+    np.testing.assert_allclose(K, rbf_kernel(X, gamma=2.0) + X @ X.T, rtol=1e-12, atol=1e-12)
+    assert repr(k) == "RBF(lengthscale=0.5) + Linear()"
+    assert repr(2.0 * (tk.RBF(1.0) + tk.Linear())) == "2 * (RBF(lengthscale=1) + Linear())"
+
+    est = tk.KernelRidge(k)
+    params = est.get_params()
+    assert params["kernel__k1__lengthscale"] == 0.5 and "kernel__k2" in params
+    assert not any("kernels__" in name for name in params)
+    est.set_params(kernel__k1__lengthscale=2.0)
+    K2 = est.kernel(X, backend="dense").to_dense().detach().numpy()
+    np.testing.assert_allclose(K2, rbf_kernel(X, gamma=1 / 8) + X @ X.T, rtol=1e-12, atol=1e-12)
+    est.set_params(kernel__kernels__0__lengthscale=0.5)  # the older name still works
+    assert est.get_params()["kernel__k1__lengthscale"] == pytest.approx(0.5)
+
+
+def test_float_of_mmd2_is_clean_and_gradients_still_flow():
+    rng = np.random.default_rng(2)
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(50, 2)) + 0.5
+
+    def u_stat(ell):  # the unbiased estimate by brute force in NumPy
+        g = 1 / (2 * ell**2)
+        Kxx, Kyy, Kxy = rbf_kernel(X, gamma=g), rbf_kernel(Y, gamma=g), rbf_kernel(X, Y, gamma=g)
+        n, m = len(X), len(Y)
+        return ((Kxx.sum() - n) / (n * (n - 1)) + (Kyy.sum() - m) / (m * (m - 1))
+                - 2 * Kxy.mean())
+
+    k = tk.RBF(0.8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = tk.stats.mmd2(X, Y, k)
+        assert float(value) == pytest.approx(u_stat(0.8), rel=1e-12)
+    (g,) = torch.autograd.grad(value, k.raw_lengthscale)
+    h = 1e-6
+    fd = (u_stat(0.8 + h) - u_stat(0.8 - h)) / (2 * h)
+    dl_draw = float(torch.sigmoid(k.raw_lengthscale.detach()))  # d softplus(r) / dr
+    assert float(g) == pytest.approx(fd * dl_draw, rel=1e-6)
