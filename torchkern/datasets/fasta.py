@@ -1,0 +1,94 @@
+"""Readers for sequence files: FASTA, and labelled sequences in scikit-learn's bundled-CSV
+layout (the layout of the antimicrobial-peptide sets shipped in ``modlamp/data``)."""
+from __future__ import annotations
+
+import csv
+import os
+
+import torch
+
+__all__ = ["read_fasta", "read_sequence_csv"]
+
+
+def read_fasta(path) -> tuple[list[str], list[str]]:
+    """Read a FASTA file.
+
+    Each record is a header line ``>name description`` followed by sequence lines, which
+    are joined (whitespace removed). Blank lines and ``;`` comment lines are skipped.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    names : list of str
+        The header lines without the ``>``.
+    sequences : list of str
+
+    Raises
+    ------
+    ValueError
+        if the file holds no record, or sequence text comes before the first header
+        (the message gives the line number).
+    """
+    names, chunks = [], []
+    with open(os.fspath(path), encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith(";"):
+                continue
+            if line.startswith(">"):
+                names.append(line[1:].strip())
+                chunks.append([])
+            elif not names:
+                raise ValueError(f"{path}: line {lineno} holds sequence text before the first "
+                                 f"'>' header; is this a FASTA file?")
+            else:
+                chunks[-1].append("".join(line.split()))
+    if not names:
+        raise ValueError(f"{path}: no FASTA record (no line starts with '>')")
+    return names, ["".join(c) for c in chunks]
+
+
+def read_sequence_csv(path) -> tuple[list[str], torch.Tensor, list[str]]:
+    """Read labelled sequences in scikit-learn's bundled-CSV layout.
+
+    The first line is ``n_samples, n_features, name_0, name_1, ...`` (the class names);
+    each following line is ``sequence, label`` with an integer label indexing the class
+    names. This is the layout of the data sets shipped in ``modlamp/data`` (e.g.
+    ``AMPvsUniProt.csv``: 5,200 peptides, 2,600 of each class).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    sequences : list of str
+    y : Tensor of int64, shape (n,)
+    target_names : list of str
+
+    Raises
+    ------
+    ValueError
+        if the header is malformed, a row does not hold a sequence and an integer label in
+        range, or the number of rows differs from the header's count.
+    """
+    with open(os.fspath(path), encoding="utf-8", newline="") as f:
+        rows = [[c.strip() for c in r] for r in csv.reader(f) if any(c.strip() for c in r)]
+    if not rows or len(rows[0]) < 3 or not rows[0][0].isdigit():
+        raise ValueError(f"{path}: the first line must be 'n_samples, n_features, "
+                         f"class names...', got {rows[0] if rows else 'an empty file'}")
+    n, names = int(rows[0][0]), rows[0][2:]
+    sequences, labels = [], []
+    for lineno, r in enumerate(rows[1:], 2):
+        if len(r) < 2 or not r[1].lstrip("-").isdigit() or not 0 <= int(r[1]) < len(names):
+            raise ValueError(f"{path}: line {lineno} must be 'sequence, label' with a label "
+                             f"in 0..{len(names) - 1}, got {r}")
+        sequences.append(r[0])
+        labels.append(int(r[1]))
+    if len(sequences) != n:
+        raise ValueError(f"{path}: the header announces {n} sequences, the file holds "
+                         f"{len(sequences)}")
+    return sequences, torch.tensor(labels, dtype=torch.long), names
