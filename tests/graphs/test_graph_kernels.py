@@ -264,6 +264,12 @@ def test_empty_graphs_and_graphs_without_x():
         np.testing.assert_array_equal(K[-1], 0)
         np.testing.assert_array_equal(K[:-1, :-1], dense(k(bare)))
     np.testing.assert_array_equal(dense(WeisfeilerLehman(2)(bare)), wl_reference(bare, 2))
+    one = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1)  # no node pair
+    for k in (WeisfeilerLehman(2, normalize=True), ShortestPath(normalize=True),
+              RandomWalk(0.05, normalize=True)):
+        K = dense(k(bare + [empty, one]))
+        assert np.isfinite(K).all() and (K[-2] == 0).all()
+        np.testing.assert_allclose(np.diag(K)[:-2], 1.0)
 
 
 # -- input handling -------------------------------------------------------------------------
