@@ -110,14 +110,14 @@ def fit_kernel(objective, module_or_params, *, optimizer="adam", lr=0.05, n_iter
         with torch.enable_grad():
             for step in range(n_iter):
                 if optimizer == "adam":
-                    loss = float(closure())
+                    loss = float(closure().detach())
                     finite = math.isfinite(loss)
                     if finite:
                         if loss < best:
                             best_state = [p.detach().clone() for p in params]
                         opt.step()
                 else:
-                    loss = float(opt.step(closure))
+                    loss = float(opt.step(closure).detach())
                     finite = math.isfinite(loss)
                 history.append(loss)
                 if bar is not None:

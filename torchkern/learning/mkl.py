@@ -354,22 +354,42 @@ class SimpleMKL(BaseEstimator):
             if slope >= 0:
                 break
             neg = D < 0
-            step = float((-eta[neg] / D[neg]).min())
-            for _ in range(12):  # backtracking (Armijo) on [0, step_max]
-                new = (eta + step * D).clamp(min=0)
-                new[new < 1e-10] = 0
-                new = new / new.sum()
-                J_new, g_new, est_new = J_of(new)
-                if J_new <= J + 1e-4 * step * slope:
-                    break
-                step /= 2
-            else:
+            found = self._line_search(J_of, eta, J, D, slope, float((-eta[neg] / D[neg]).min()))
+            if found is None:
                 break
+            new, J_new, g_new, est_new = found
             eta, J, grad, est = new, J_new, g_new, est_new
             history.append(J)
             if self.verbose:
                 print(f"SimpleMKL step {it}: J = {J:.6g}, weights = {_fmt(eta)}")
         return eta, J, est, history, it
+
+    @staticmethod
+    def _line_search(J_of, eta, J, D, slope, step_max):
+        """A step along D on [0, step_max] that decreases J (None if none is found):
+        the full step (a weight reaches zero) when J still decreases there, else the
+        minimizer of the quadratic through J(0), J'(0), J(step_max), then halving."""
+
+        def at(step):
+            new = (eta + step * D).clamp(min=0)
+            new[new < 1e-10 * float(new.max())] = 0
+            return (new / new.sum(), *J_of(new / new.sum()))
+
+        step = step_max
+        cand = at(step)
+        if cand[1] <= J + 1e-4 * step * slope and float(cand[2] @ D) <= 0:
+            return cand
+        curv = cand[1] - J - slope * step
+        if curv > 0:
+            step = min(max(-slope * step * step / (2 * curv), 0.01 * step_max), step_max)
+            if step < step_max:
+                cand = at(step)
+        for _ in range(12):
+            if cand[1] <= J + 1e-4 * step * slope:
+                return cand
+            step /= 2
+            cand = at(step)
+        return None
 
     def _alignment_weights(self, kernels, X, y):
         n = X.shape[0]

@@ -28,6 +28,8 @@ _LOG_2PI = math.log(2 * math.pi)
 #: method="auto" is exact (dense float64 Cholesky) up to this many samples.
 EXACT_MAX_N = 3000
 _METHODS = ("auto", "exact", "cg")
+#: Rank of the pivoted-Cholesky preconditioner of the matrix-free paths.
+_PRECOND_RANK = 200
 
 
 # -- shared checks ---------------------------------------------------------------------
@@ -78,7 +80,7 @@ def _lazy_system(kernel, X, lam, backend):
     K = kernel(X, backend=backend)
     n = K.shape[0]
     with torch.no_grad():
-        P = PivotedCholesky(K, min(n, 300), float(lam.detach()))
+        P = PivotedCholesky(K, min(n, _PRECOND_RANK), float(lam.detach()))
     return K.add_diag(lam), P
 
 
@@ -106,7 +108,7 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     method : {"auto", "exact", "cg"}
         ``"exact"``: float64 Cholesky of the dense K + σ²I, O(n³) time, O(n²) memory.
         ``"cg"``: matrix-free — the quadratic term by preconditioned CG and the
-        log-determinant by stochastic Lanczos quadrature with a rank-300 pivoted-Cholesky
+        log-determinant by stochastic Lanczos quadrature with a rank-200 pivoted-Cholesky
         preconditioner (:func:`torchkern.linalg.inv_quad_logdet`); O(n² (r + p)) kernel
         evaluations per CG / Lanczos step and O(n (r + p)) memory on a lazy Gram matrix.
         Its value and gradient are stochastic (relative error of the log-determinant
