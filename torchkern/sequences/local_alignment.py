@@ -84,6 +84,7 @@ def _la_scaled_rows(xc, xl, yc, yl, scores, go, ge):
     one_segment = Ly * ge <= _CUMSUM_SCALE
     t = torch.arange(Ly, dtype=f64, device=dev)
     up, down = a_open * a_ext ** -t, a_ext ** t            # Y by one cumsum if it fits
+    last = int(xl.max())
     for i in range(Lx):
         before = torch.cat([torch.exp(-s), (M + X + Y)[:, :-1] + torch.exp(-s)], 1)
         M_new = E[xc[:, i, None], yc] * before
@@ -94,7 +95,7 @@ def _la_scaled_rows(xc, xl, yc, yl, scores, go, ge):
         else:
             Z = decayed_cumsum(a_open * (M + X), a_ext, 1, _CUMSUM_SCALE)
         Y = torch.cat([torch.zeros_like(s), Z[:, :-1]], 1)
-        if i < int(xl.max()):
+        if i < last:
             row = (M * inside_y).sum(1).log() + s[:, 0]
             total = torch.where(i < xl, torch.logaddexp(total, row), total)
         top = torch.maximum(torch.maximum(M.amax(1), X.amax(1)), Y.amax(1))[:, None]
