@@ -222,6 +222,7 @@ def _refine(A, B, precond, tol, max_iter, X0=None, progress=None):
         R, res, res_out = residuals(X64)
         if claimed:
             stalled |= active & (res_out > tol) & (res_out > _STALL * before)
+        stalled |= (res == 0) & (res_out > tol)  # X is exact; only its rounding is off
         active = nonzero & (res_out > tol) & ~stalled
     return X64.to(dtype), _info(it, res_out, nonzero, tol, stalled)
 
