@@ -18,6 +18,7 @@ of the first and a rescaled row, so that exact and near-diagonal angles are cove
   Dense(1, W_std, b_std, parameterization))``, kind in (nngp, ntk), act in (relu, erf),
   param in (ntk, standard), depth in (1, 2, 3), W_std = 1.3, b_std = 0.4, hidden width W
   = 7 (only the standard NTK depends on it);
+- ``{kind}_{act}_ntk_d3_self`` — ``kernel_fn(X1, None, kind)`` (diagonal included);
 - ``{kind}_relu_ntk_d2_nobias`` — the same with ``b_std=None``;
 - ``pred_t{t}`` — ``gradient_descent_mse_ensemble(kernel_fn, X1, Y1, learning_rate=0.7,
   diag_reg=1e-3, diag_reg_absolute_scale=True)`` mean NTK prediction on X2 at time t
@@ -64,6 +65,10 @@ def main(path):
                 for kind in ("nngp", "ntk"):
                     out[f"{kind}_{act}_{param}_d{depth}"] = np.asarray(
                         kernel_fn(jnp.asarray(X1), jnp.asarray(X2), kind))
+    for act in ("relu", "erf"):
+        kernel_fn = network(3, act, "ntk")
+        for kind in ("nngp", "ntk"):
+            out[f"{kind}_{act}_ntk_d3_self"] = np.asarray(kernel_fn(X1, None, kind))
     kernel_fn = network(2, "relu", "ntk", b_std=None)
     for kind in ("nngp", "ntk"):
         out[f"{kind}_relu_ntk_d2_nobias"] = np.asarray(kernel_fn(X1, X2, kind))

@@ -10,33 +10,45 @@ from __future__ import annotations
 
 import math
 
-from ..kernels._ops import dot, fdim, fsum, safe_sqrt
+from ..kernels._ops import dot, fdim, fsum, safe_sqrt, sqdist, sqdist_exact
 from ..kernels.base import Kernel
 
 __all__ = ["NTK", "NNGP"]
 
 _ACTIVATIONS = ("relu", "erf")
+# Up to this input dimension ReLU kernels take ‖x − y‖² from exact differences (a repeated
+# input gets θ = 0 exactly); above it from the matrix-product form, which costs no
+# (block, m, d) temporaries but leaves the angle of near-identical inputs at ~1e-8.
+_EXACT_DIFF_MAX_DIM = 32
 _PARAMETERIZATIONS = ("ntk", "standard")
 
 
-def _relu(qx, qy, c):
-    r"""(E φ(u)², E φ(v)², E φ(u)φ(v), E φ'(u)φ'(v)) for φ = ReLU and (u, v) centred
-    Gaussian with variances qx, qy and covariance c: the arc-cosine kernels of orders 1
-    and 0 (Cho and Saul 2009). The angle is atan2(√(qx·qy − c²), c): finite gradients and
-    no clamping of a rounded cosine at θ = 0."""
-    s = safe_sqrt(qx * qy - c * c)
-    rest = s.atan2(c) * -1.0 + math.pi  # π − θ
-    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), rest * (0.5 / math.pi)
+def _relu(qx, qy, c, e):
+    r"""(E φ(u)², E φ(v)², E φ(u)φ(v), E (φ(u) − φ(v))², E φ'(u)φ'(v)) for φ = ReLU and
+    (u, v) centred Gaussian with variances qx, qy, covariance c and e = E (u − v)²: the
+    arc-cosine kernels of orders 1 and 0 (Cho and Saul 2009).
+
+    The angle θ is atan2(s, c) with s² = qx·qy − c² written through e,
+    4s² = e(2(qx + qy) − e) − (qx − qy)², and e carried through the layers as
+    e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative accuracy that
+    qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a repeated input has
+    θ = 0 exactly, and gradients stay finite there."""
+    s = safe_sqrt((e * ((qx + qy) * 2.0 - e) - (qx - qy) ** 2) * 0.25)
+    theta = s.atan2(c)
+    rest = theta * -1.0 + math.pi  # π − θ
+    e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
+    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
 
 
-def _erf(qx, qy, c):
+def _erf(qx, qy, c, e=None):
     r"""The same for φ = erf (Williams 1997): E φ(u)φ(v) = (2/π) arcsin(2c/√((1+2qx)(1+2qy)))
     and E φ'(u)φ'(v) = (4/π)/√((1+2qx)(1+2qy) − 4c²), arcsin written as atan2 (the
     argument under the root is at least 1 + 2qx + 2qy)."""
     root = ((qx * 2.0 + 1.0) * (qy * 2.0 + 1.0) - c * c * 4.0).sqrt()
     ax = qx.atan2((qx + 0.25).sqrt()) * (2.0 / math.pi)
     ay = qy.atan2((qy + 0.25).sqrt()) * (2.0 / math.pi)
-    return ax, ay, (c * 2.0).atan2(root) * (2.0 / math.pi), root.reciprocal() * (4.0 / math.pi)
+    return (ax, ay, (c * 2.0).atan2(root) * (2.0 / math.pi), None,
+            root.reciprocal() * (4.0 / math.pi))
 
 
 class _InfiniteMLP(Kernel):
@@ -80,16 +92,22 @@ class _InfiniteMLP(Kernel):
         plus = 1.0 if self.has_bias else 0.0  # gradient of f w.r.t. a standard bias
         act = _relu if self.activation == "relu" else _erf
         inv_d = 1.0 / fdim(x)
-        # The input "layer": covariances x·y/d, an empty NTK, and width d.
+        # The input "layer": covariances x·y/d, an empty NTK, and width d. ReLU also
+        # carries e = E (u − v)² (from exact differences: 0 for a repeated input).
         ax, ay, ac = fsum(x * x) * inv_d, fsum(y * y) * inv_d, dot(x, y) * inv_d
+        ae = None
+        if act is _relu and self.depth:
+            diff = sqdist_exact if fdim(x) <= _EXACT_DIFF_MAX_DIM else sqdist
+            ae = diff(x, y) * inv_d
         theta, width = None, fdim(x)
         for layer in range(self.depth + 1):
             if layer:
-                ax, ay, ac, dot_c = act(qx, qy, c)
+                ax, ay, ac, ae, dot_c = act(qx, qy, c, e)
                 if self._ntk:
                     theta = theta * dot_c
             # Dense(W_std, b_std) (Lee et al. 2019, Appendix; Sohl-Dickstein et al. 2020).
             qx, qy, c = ax * w2 + b2, ay * w2 + b2, ac * w2 + b2
+            e = None if ae is None else ae * w2
             if self._ntk:
                 if standard:
                     grad = ac * float(width) + plus

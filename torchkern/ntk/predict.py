@@ -120,7 +120,8 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         kernel's ``"auto"``).
     tol, max_iter :
         Relative tolerance and iteration cap of CG (t = ∞) and Lanczos (finite t) on lazy
-        Gram matrices (default ``max_iter``: min(n, 1000)).
+        Gram matrices (default ``max_iter``: :func:`~torchkern.linalg.cg`'s, and min(n, 1000)
+        Lanczos steps).
 
     Returns
     -------
@@ -154,8 +155,6 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     Y = as_vector(y_train, "y_train", n=n).detach().to(dtype=_F64, device=X.device)
     vec = Y.dim() == 1
     Y2 = Y.reshape(n, -1)
-    if max_iter is None:
-        max_iter = min(n, 1000)
     with torch.no_grad():
         K = kernel(X, backend=backend)
         dense = isinstance(K, DenseKernelMatrix)
@@ -168,7 +167,8 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
                 A.diagonal().add_(reg)
                 C = _dense_phi(A, Y2, cs)
             else:
-                C, _ = _krylov_phi(K.add_diag(reg) if reg else K, Y2, cs, tol, max_iter)
+                C, _ = _krylov_phi(K.add_diag(reg) if reg else K, Y2, cs, tol,
+                                   min(n, 1000) if max_iter is None else max_iter)
         Kt = K if X_test is None else kernel(Xt, X, backend=backend)
         out = torch.stack([Kt @ c.to(Kt.dtype) for c in C])
     out = out[..., 0] if vec else out
