@@ -16,7 +16,7 @@ Times are one Gram matrix K(X, X) from the list of PyG ``Data`` to a dense tenso
 (torchkern: GraphSet conversion included; GraKeL: from edge lists and label dicts).
 ``diff`` is max |K − K_GraKeL| (WL, SP: integer counts) or max |K/K_GraKeL − 1| (RW).
 GraKeL's RW baseline inverts an (n₁n₂)² matrix per pair; on sets with more than
-``--rw-grakel-graphs`` graphs (default 100) it runs on the first that many graphs and its
+``--rw-grakel-graphs`` graphs (default 40) it runs on the first that many graphs and its
 time is extrapolated by the number of pairs (marked "~"), ``diff`` on that subset.
 Both libraries run with ``--threads`` threads (torch, and numpy's BLAS via threadpoolctl).
 """
@@ -49,13 +49,19 @@ def erdos_renyi(n_graphs, n_avg, seed=0, degree=4.0, n_labels=5):
     return out
 
 
-def to_grakel(graphs):
-    """[edge set, node label dict] per graph (GraKeL builds its Graph objects inside)."""
+def to_grakel(graphs, adjacency=False):
+    """[edge set, node label dict] per graph (GraKeL builds its Graph objects inside);
+    ``adjacency``: a dense adjacency matrix instead of the edge set (GraKeL's random walk
+    drops the isolated nodes of an edge set, torchkern and the adjacency keep them)."""
     out = []
     for d in graphs:
-        labels = d.x.argmax(1).tolist()
-        edges = {tuple(e) for e in d.edge_index.t().tolist()}
-        out.append([edges, dict(enumerate(labels))])
+        labels = dict(enumerate(d.x.argmax(1).tolist()))
+        if adjacency:
+            A = np.zeros((d.num_nodes, d.num_nodes))
+            A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
+            out.append([A, labels])
+        else:
+            out.append([{tuple(e) for e in d.edge_index.t().tolist()}, labels])
     return out
 
 
@@ -79,7 +85,7 @@ def bench_one(name, graphs, kernel, rw_grakel_graphs):
     t_ours, K = _time(lambda: ours(graphs).to_dense().numpy())
     n = len(graphs)
     sub = n if kernel != "RW" else min(n, rw_grakel_graphs)
-    g_in = to_grakel(graphs[:sub])
+    g_in = to_grakel(graphs[:sub], adjacency=kernel == "RW")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t_g, Kg = _time(lambda: theirs().fit_transform(g_in))
@@ -101,7 +107,7 @@ def main():
                     help="comma-separated GxN Erdős–Rényi sets (G graphs of ~N nodes)")
     ap.add_argument("--kernels", default="wl,sp,rw")
     ap.add_argument("--no-mutag", action="store_true")
-    ap.add_argument("--rw-grakel-graphs", type=int, default=100)
+    ap.add_argument("--rw-grakel-graphs", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
 

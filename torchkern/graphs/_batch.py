@@ -217,33 +217,40 @@ class GraphSet(KernelInput):
             has_x = [x is not None]
             has_ea = [ea is not None]
         else:
-            device = data_list[0].edge_index.device if data_list[0].edge_index is not None \
-                else torch.device("cpu")
-            counts = torch.tensor([int(g.num_nodes or 0) for g in data_list], dtype=torch.long)
-            has_x = [g.x is not None for g in data_list]
-            has_ea = [getattr(g, "edge_attr", None) is not None for g in data_list]
-            for name, has in (("x", has_x), ("edge_attr", has_ea)):
+            stores = [g._store for g in data_list]  # plain attribute reads, no PyG dispatch
+            device = next((st["edge_index"].device for st in stores
+                           if st.get("edge_index") is not None), torch.device("cpu"))
+            sizes = [int(g.num_nodes or 0) for g in data_list]
+            xs = [st.get("x") for st in stores]
+            eas = [st.get("edge_attr") for st in stores]
+            for name, vals in (("x", xs), ("edge_attr", eas)):
+                has = [v is not None for v in vals]
                 if any(has) and not all(has):
-                    i = has.index(False)
-                    raise ValueError(f"graph {i} has no {name} while others do: give every "
-                                     f"graph {name} or none")
-            eis = []
-            for i, g in enumerate(data_list):
-                e = g.edge_index if g.edge_index is not None else torch.zeros(2, 0, dtype=torch.long)
+                    raise ValueError(f"graph {has.index(False)} has no {name} while others do: "
+                                     f"give every graph {name} or none")
+            empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+            eis = [st.get("edge_index") for st in stores]
+            eis = [empty if e is None else e for e in eis]
+            for i, e in enumerate(eis):
                 if e.dim() != 2 or e.shape[0] != 2:
-                    raise ValueError(f"graph {i}: edge_index must have shape (2, E), got {tuple(e.shape)}")
-                if e.numel() and (int(e.min()) < 0 or int(e.max()) >= int(counts[i])):
-                    raise ValueError(f"graph {i}: edge_index refers to nodes outside "
-                                     f"[0, {int(counts[i])})")
-                eis.append(e.to(device=device, dtype=torch.long))
-            counts = counts.to(device)
-            ptr0 = _offsets(counts)
+                    raise ValueError(f"graph {i}: edge_index must have shape (2, E), got "
+                                     f"{tuple(e.shape)}")
+            counts = torch.tensor(sizes, dtype=torch.long, device=device)
             ecounts = torch.tensor([e.shape[1] for e in eis], dtype=torch.long, device=device)
-            ei = torch.cat(eis, 1) + torch.repeat_interleave(ptr0[:-1], ecounts)
-            x = torch.cat([g.x.to(device) for g in data_list]) if all(has_x) else None
-            if x is not None and any(g.x.shape[0] != int(c) for g, c in zip(data_list, counts)):
-                raise ValueError("every graph's x must have one row per node (num_nodes rows)")
-            ea = torch.cat([g.edge_attr.to(device) for g in data_list]) if all(has_ea) else None
+            gid = torch.repeat_interleave(torch.arange(len(eis), device=device), ecounts)
+            ei = torch.cat(eis, 1).to(device=device, dtype=torch.long)
+            bad = ((ei < 0) | (ei >= counts[gid])).any(0)
+            if bool(bad.any()):
+                i = int(gid[bad.nonzero()[0, 0]])
+                raise ValueError(f"graph {i}: edge_index refers to nodes outside [0, {sizes[i]})")
+            ei = ei + _offsets(counts)[:-1][gid]
+            x = ea = None
+            if xs[0] is not None:
+                if any(v.shape[0] != c for v, c in zip(xs, sizes)):
+                    raise ValueError("every graph's x must have one row per node (num_nodes rows)")
+                x = torch.cat([v.to(device) for v in xs])
+            if eas[0] is not None:
+                ea = torch.cat([v.to(device) for v in eas])
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
         ei = ei.to(device=device, dtype=torch.long)
@@ -372,6 +379,8 @@ class GraphSet(KernelInput):
 
 def _unique_first(key: torch.Tensor):
     """Sorted distinct values of ``key`` and, for each, the position of one occurrence."""
+    if bool((key[1:] > key[:-1]).all()):  # already sorted and distinct (common in PyG)
+        return key, torch.arange(key.numel(), device=key.device)
     uniq, inv = torch.unique(key, return_inverse=True)
     first = torch.full((uniq.numel(),), -1, dtype=torch.long, device=key.device)
     first.scatter_(0, inv, torch.arange(key.numel(), device=key.device))

@@ -1,7 +1,8 @@
 """The relabel / aggregate core the graph kernels share.
 
 - :func:`compact` (in ``_batch``) — distinct rows of integer columns, by packed keys;
-- :func:`wl_relabel` — one Weisfeiler–Lehman round on a whole :class:`GraphSet` at once;
+- :func:`neighbourhoods`, :func:`wl_relabel` — one Weisfeiler–Lehman round on a whole
+  :class:`GraphSet` at once;
 - :class:`CountFeatureKernel` — a kernel whose features are sparse counts per graph
   (WL, shortest path): it builds them once on X ∪ Y so that both share one dictionary,
   and returns Φ_X Φ_Yᵀ lazily.
@@ -16,31 +17,34 @@ from .._config import _check_backend
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
 from ._batch import GraphKernel, GraphSet, _offsets, compact, count_rows
 
-def wl_relabel(labels: torch.Tensor, n_labels: int, G: GraphSet):
+def neighbourhoods(G: GraphSet):
+    """Every node's out-neighbours, grouped by degree: a list of ``(nodes, table)`` with
+    ``table`` (n_d, d) the neighbours of the n_d nodes of degree d. Computed once per set;
+    each WL round only reads labels through it."""
+    src, dst = G.edge_index  # sorted by source
+    N = int(G.ptr[-1])
+    deg = torch.bincount(src, minlength=N)
+    start = _offsets(deg)[:-1]
+    by_deg = torch.argsort(deg, stable=True)
+    degrees, counts = torch.unique_consecutive(deg[by_deg], return_counts=True)
+    return [(nodes, dst[start[nodes, None] + torch.arange(d, device=dst.device)])
+            for d, nodes in zip(degrees.tolist(), torch.split(by_deg, counts.tolist()))]
+
+
+def wl_relabel(labels: torch.Tensor, n_labels: int, hoods):
     """One Weisfeiler–Lehman round: every node's new label is the id of the pair
     (own label, sorted multiset of its out-neighbours' labels), over all graphs at once.
 
-    Returns ``(new_labels, n_new)`` with new labels in [0, n_new). Nodes are grouped by
-    degree (two nodes of different degrees never share a multiset), so each group is a
-    rectangular (n_d, 1 + d) table whose distinct rows are found by one sort — no loop
-    over nodes or graphs, O((N + E) log N) per round.
+    ``hoods`` is :func:`neighbourhoods`. Returns ``(new_labels, n_new)`` with new labels
+    in [0, n_new). Two nodes of different degrees never share a multiset, so each degree
+    group is a rectangular table (own label, d sorted neighbour labels) whose distinct
+    rows are found by one sort — no loop over nodes or graphs, O((N + E) log N) a round.
     """
-    N = labels.numel()
-    src, dst = G.edge_index
-    nb = labels[dst]
-    nb = nb[torch.argsort(src * max(n_labels, 1) + nb)]  # edges stay grouped by source
-    deg = torch.bincount(src, minlength=N)
-    start = _offsets(deg)[:-1]
-    nodes_by_deg = torch.argsort(deg, stable=True)
-    degrees, counts = torch.unique_consecutive(deg[nodes_by_deg], return_counts=True)
     new = torch.empty_like(labels)
     n_new = 0
-    for d, nodes in zip(degrees.tolist(), torch.split(nodes_by_deg, counts.tolist())):
-        cols = [labels[nodes]]
-        if d:
-            table = nb[start[nodes, None] + torch.arange(d, device=labels.device)]
-            cols += list(table.unbind(1))
-        inv, cnt, _ = compact(cols, [n_labels] * (d + 1))
+    for nodes, table in hoods:
+        cols = [labels[nodes], *labels[table].sort(1).values.unbind(1)]
+        inv, cnt, _ = compact(cols, [n_labels] * len(cols))
         new[nodes] = inv + n_new
         n_new += cnt.numel()
     return new, n_new
@@ -55,8 +59,9 @@ def initial_labels(G: GraphSet):
 def wl_label_sequence(G: GraphSet, n_iter: int):
     """Labels of the initial round and of ``n_iter`` WL rounds: a list of (labels, L)."""
     seq = [initial_labels(G)]
+    hoods = neighbourhoods(G) if n_iter else []
     for _ in range(n_iter):
-        seq.append(wl_relabel(*seq[-1], G))
+        seq.append(wl_relabel(*seq[-1], hoods))
     return seq
 
 
@@ -78,11 +83,13 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
     """Φ_X Φ_Yᵀ for sparse count features, never densifying Φ (p, the number of distinct
     substructures, can be far larger than n).
 
-    Dense pieces (rows, the whole matrix) split the features in two: the columns shared
-    by many graphs (shortest-path triples, WL's first-round labels) go through a dense
-    matrix product, the long tail of rare columns through a sparse × sparse product — a
-    column held by c_x and c_y graphs costs c_x·c_y sparse multiply-adds, against n·m
-    dense flops.
+    Dense pieces (rows, the whole matrix) split the columns of Φ by how many graphs hold
+    them: columns shared by many graphs (shortest-path triples, WL's early labels) go
+    through one dense matrix product, the rest through a sparse × sparse product — a
+    column held by c_x and c_y graphs costs c_x·c_y sparse multiply-adds against n·m
+    dense flops, about 2000 times cheaper each (measured on CPU); columns held by one
+    side only add nothing, and in K(X, X) a column held by one graph adds only to the
+    diagonal.
     """
 
     def __init__(self, phi_x, phi_y=None):
@@ -97,23 +104,30 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
             n, m = self.shape
             p = self.phi_x.shape[1]
             cx = torch.bincount(self.phi_x.indices()[1], minlength=p).double()
-            cy = torch.bincount(self.phi_y.indices()[1], minlength=p).double()
-            dense = cx * cy > n * m / 128
-            self._split = [(_dense_columns(phi, dense), _drop_columns(phi, dense))
-                           for phi in (self.phi_x, self.phi_y)]
+            same = self.phi_y is self.phi_x
+            cy = cx if same else torch.bincount(self.phi_y.indices()[1], minlength=p).double()
+            alone = (cx == 1) if same else torch.zeros(p, dtype=torch.bool, device=cx.device)
+            dense = (cx * cy > n * m / 2048) & ~alone
+            sparse = (cx * cy > 0) & ~dense & ~alone
+            (r, c), v = self.phi_x.indices(), self.phi_x.values()
+            sel = alone[c]
+            diag = torch.zeros(n, dtype=self.dtype, device=self.device).index_add_(0, r[sel], v[sel] ** 2)
+            self._split = [(_dense_columns(phi, dense), _keep_columns(phi, sparse))
+                           for phi in (self.phi_x, self.phi_y)] + [diag]
         return self._split
 
-    def _product(self, idx=None):
-        (dx, lx), (dy, ly) = self._parts()
-        if idx is not None:
-            dx, lx = dx[idx], lx.index_select(0, idx)
-        return dx @ dy.T + _sparse_mm(lx, ly.t()).to_dense()
+    def _product(self, idx):
+        (dx, lx), (dy, ly), diag = self._parts()
+        out = dx[idx] @ dy.T + _sparse_mm(lx.index_select(0, idx), ly.t()).to_dense()
+        if self.phi_y is self.phi_x:
+            out[torch.arange(idx.numel(), device=idx.device), idx] += diag[idx]
+        return out
 
     def rows(self, idx):
         return self._product(_as_index(idx, self.shape[0], self.device))
 
     def to_dense(self):
-        return self._product()
+        return self._product(torch.arange(self.shape[0], device=self.device))
 
     def diag(self):
         k = min(self.shape)
@@ -131,10 +145,10 @@ def _dense_columns(phi, keep):
     return out.index_put_((r[sel], pos[c[sel]]), v[sel])
 
 
-def _drop_columns(phi, drop):
-    """Φ without the entries of the columns ``drop`` (sparse COO, same shape)."""
+def _keep_columns(phi, keep):
+    """Φ with only the entries of the columns ``keep`` (sparse COO, same shape)."""
     (r, c), v = phi.indices(), phi.values()
-    sel = ~drop[c]
+    sel = keep[c]
     return torch.sparse_coo_tensor(torch.stack([r[sel], c[sel]]), v[sel], phi.shape,
                                    is_coalesced=True, check_invariants=False)
 
