@@ -86,9 +86,7 @@ class CountKernelMatrix(KernelMatrix):
 
     def rows(self, idx):
         idx = _as_index(idx, self.shape[0], self.device)
-        if not hasattr(self, "_phi_y_t"):
-            self._phi_y_t = self.phi_y.t().coalesce()
-        # Row blocks bound the sparse intermediates Φ_X[rows] G (dense-ish for mismatch).
+        # Row blocks bound the intermediates Φ_X[rows] G (dense-ish for mismatch).
         width = self.phi_x.shape[1] if self.middle is not None else 1
         step = max(1, (1 << 23) // max(width, self.shape[1]))
         out = []
@@ -96,12 +94,24 @@ class CountKernelMatrix(KernelMatrix):
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
             for s in range(0, idx.numel(), step):
                 A = self.phi_x.index_select(0, idx[s:s + step])
-                if self.middle is not None:
-                    A = torch.sparse.mm(A, self.middle)
-                out.append(torch.sparse.mm(A, self._phi_y_t).to_dense())
+                if self.middle is None:     # a few k-mers per row: sparse × sparse
+                    out.append(torch.sparse.mm(A, self._phi_y_t()).to_dense())
+                else:                       # Φ_X G is dense-ish: then CSR × dense
+                    A = torch.sparse.mm(A, self.middle).to_dense()
+                    out.append((self._phi_y_csr() @ A.T).T)
         if not out:
             return torch.zeros(0, self.shape[1], dtype=self.dtype, device=self.device)
         return torch.cat(out)
+
+    def _phi_y_t(self):
+        if not hasattr(self, "_pyt"):
+            self._pyt = self.phi_y.t().coalesce()
+        return self._pyt
+
+    def _phi_y_csr(self):
+        if not hasattr(self, "_pyc"):
+            self._pyc = self.phi_y.to_sparse_csr()
+        return self._pyc
 
     def diag(self):
         first = torch.arange(min(self.shape), device=self.device)
