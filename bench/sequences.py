@@ -209,9 +209,9 @@ def main():
         d = torch.diagonal(K).clamp_min(1e-300).rsqrt()
         return K * d[:, None] * d[None, :]
 
-    def la_normalized(L):                  # (1/β) log K_LA -> K_LA(x, y)/√(K_LA(x, x) K_LA(y, y))
+    def la_normalized(L):      # L = (1/β) log K_LA -> K_LA(x, y)/√(K_LA(x, x) K_LA(y, y))
         d = torch.diagonal(L)
-        return torch.exp(0.5 * (2 * L - d[:, None] - d[None, :]))
+        return torch.exp(0.5 * (L - d[:, None] / 2 - d[None, :] / 2))   # β = 0.5
 
     def la_log_shifted(L):                 # cosine of log K_LA, spectrum shifted to p.s.d.
         C = cosine(L)

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from torchkern.inputs import KernelInput, concat, take
-from torchkern.sequences import ALPHABETS, SequenceSet, encode
-from torchkern.sequences._encode import as_sequences
+from torchkern.sequences import SequenceSet, encode
+from torchkern.sequences._encode import ALPHABETS, as_sequences
 
 
 def test_encode_codes_lengths_and_padding():

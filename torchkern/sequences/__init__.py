@@ -9,11 +9,11 @@ padded int64 tensor of letter codes and the lengths, on any device).
 - :class:`LocalAlignment` — the local alignment kernel (Saigo et al. 2004), batched DP in
   log space; :func:`blosum62` is the substitution matrix it uses by default.
 """
-from ._encode import ALPHABETS, SequenceSet, encode
+from ._encode import SequenceSet, encode
 from .local_alignment import LocalAlignment, blosum62
 from .mismatch import Mismatch
 from .spectrum import Spectrum
 from .substring import Substring
 
-__all__ = ["ALPHABETS", "SequenceSet", "encode", "Spectrum", "Mismatch", "Substring",
+__all__ = ["SequenceSet", "encode", "Spectrum", "Mismatch", "Substring",
            "LocalAlignment", "blosum62"]

@@ -118,7 +118,8 @@ def _la_log_rows(xc, xl, yc, yl, scores, go, ge):
     for i in range(Lx):
         # log(1 + e^M + e^X + e^Y) at (i-1, j-1)
         before = torch.logaddexp(torch.logaddexp(M, X), Y)
-        M_new = scores[xc[:, i, None], yc] + torch.logaddexp(zero, torch.cat([neg, before[:, :-1]], 1))
+        before = torch.logaddexp(zero, torch.cat([neg, before[:, :-1]], 1))
+        M_new = scores[xc[:, i, None], yc] + before
         X = torch.logaddexp(M - go, X - ge)
         M = M_new
         feed = torch.logaddexp(M, X) - go + ramp
@@ -157,7 +158,7 @@ class LocalAlignment(StructuredKernel):
     ----------
     beta : float
         β > 0 (Saigo et al. use 0.5 with BLOSUM62, gap_open 11, gap_extend 1).
-    substitution : "blosum62" or (str, array of shape (|A|, |A|))
+    substitution : "blosum62" or (str, array of shape (n_letters, n_letters))
         The letters and their symmetric substitution scores. The alphabet is its letters;
         another letter in a sequence is a ValueError.
     gap_open, gap_extend : float
@@ -168,7 +169,7 @@ class LocalAlignment(StructuredKernel):
     Notes
     -----
     Computed by the dynamic programme of Saigo et al. in log space (logsumexp), with
-    float64 inside: O(|x| · |y|) per pair, vectorized over tiles of pairs of similar
+    float64 inside: :math:`O(|x| \cdot |y|)` per pair, vectorized over tiles of pairs of similar
     lengths and over the positions of one string; the loop runs over the positions of the
     other. ``log=False`` without ``normalize`` raises a ValueError when K_LA exceeds the
     output dtype's range (long sequences, large β). The Gram matrix is dense.

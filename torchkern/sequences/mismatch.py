@@ -110,13 +110,13 @@ class Mismatch(Spectrum):
     -----
     Φ(x) = c(x) N with c(x) the k-mer counts of x and N the incidence of k-mers and the
     words of their Hamming balls, so K(X, Y) = C_X G C_Yᵀ with G = N Nᵀ:
-    G_uv = |N_m(u) ∩ N_m(v)| = h(d_H(u, v)) depends only on the distance of u and v and
-    vanishes beyond 2m (h is a closed-form count). G is built over the distinct k-mers
-    that occur, by expanding the k-mer index: each one's Hamming ball of radius 2m,
-    Q = Σ_{d ≤ 2m} C(k, d)(|A| − 1)^d codes, vectorized over k-mers × substitution
-    patterns, is looked up among them. |A|^k is never enumerated. The Gram matrix is a lazy
-    sparse product (``K @ V`` costs three sparse products; the n × m matrix is formed only
-    when asked for). Proteins, k = 3, m = 1: Q = 1,141 per k-mer.
+    :math:`G_{uv} = |N_m(u) \cap N_m(v)| = h(d_H(u, v))` depends only on the distance of u
+    and v and vanishes beyond 2m (h is a closed-form count). G is built over the distinct
+    k-mers that occur, by expanding the k-mer index: each one's Hamming ball of radius 2m,
+    :math:`Q = \sum_{d \le 2m} \binom{k}{d}(|A| - 1)^d` codes, vectorized over k-mers ×
+    substitution patterns, is looked up among them. :math:`|A|^k` is never enumerated. The
+    Gram matrix is a lazy sparse product (``K @ V`` costs three sparse products; the n × m
+    matrix is formed only when asked for). Proteins, k = 3, m = 1: Q = 1,141 per k-mer.
 
     References
     ----------

@@ -74,10 +74,11 @@ class Substring(StructuredKernel):
     Notes
     -----
     The alphabet is whatever characters the strings contain (inputs are encoded by
-    Unicode code point). Computed by Lodhi et al.'s dynamic programme, O(k · |x| · |x'|)
-    per pair, vectorized over pairs and positions: each of its k levels is two decayed
-    cumulative sums along the positions of the two strings, evaluated for tiles of pairs
-    of similar lengths at once. The Gram matrix is dense (every entry is a DP).
+    Unicode code point). Computed by Lodhi et al.'s dynamic programme,
+    :math:`O(k \cdot |x| \cdot |x'|)` per pair, vectorized over pairs and positions: each of
+    its k levels is two cumulative sums along the positions of the two strings, evaluated
+    for tiles of pairs of similar lengths at once. The Gram matrix is dense (every entry is
+    a DP).
 
     Exact values (k = 2): K(cat, cat) = 2λ⁴ + λ⁶, K(cat, car) = λ⁴, K(cat, bar) = 0.
 
