@@ -123,20 +123,20 @@ class _Net:
             return jvp(lambda p: self.batch(p, X), (self.params,), (t,))[1]
         return vmap(push)(T)
 
-    def block(self, X1, X2, method, output) -> torch.Tensor:
-        """Θ(X1, X2): (b1, b2) traces (divided by o) or (b1, b2, o, o) blocks."""
+    @staticmethod
+    def _contract(J1, J2, output) -> torch.Tensor:
+        """Θ from Jacobians (b1, o, P), (b2, o, P): (b1, b2) traces / o or (b1, b2, o, o)."""
+        (b1, o, _), b2 = J1.shape, J2.shape[0]
+        if output == "trace":
+            return (J1.reshape(b1, -1) @ J2.reshape(b2, -1).T) / o
+        full = J1.reshape(b1 * o, -1) @ J2.reshape(b2 * o, -1).T
+        return full.reshape(b1, o, b2, o).permute(0, 2, 1, 3)
+
+    def _vjp_jvp_block(self, X1, X2, output) -> torch.Tensor:
+        """Θ(X1, X2): the rows of J(X2) by reverse mode, pushed through the network on X1
+        by forward mode (J(X1) is never formed)."""
         b1, b2 = X1.shape[0], X2.shape[0]
-        if method == "jacobian":
-            J1 = self.jacobian(X1)
-            J2 = J1 if X2 is X1 else self.jacobian(X2)
-            o = J1.shape[1]
-            if output == "trace":
-                return (J1.reshape(b1, -1) @ J2.reshape(b2, -1).T) / o
-            full = J1.reshape(b1 * o, -1) @ J2.reshape(b2 * o, -1).T
-            return full.reshape(b1, o, b2, o).permute(0, 2, 1, 3)
-        # vjp-jvp: rows of J(X2) by reverse mode, pushed through J(X1) by forward mode
-        # (J(X1) is never formed).
-        full = self._jvp(X1, self._tangents(X2))          # (b2·o, b1, o)
+        full = self._jvp(X1, self._tangents(X2))               # (b2·o, b1, o)
         o = full.shape[-1]
         full = full.reshape(b2, o, b1, o).permute(2, 0, 3, 1)  # (b1, b2, o1, o2)
         if output == "trace":
@@ -144,24 +144,26 @@ class _Net:
         return full
 
     def gram(self, X1, X2, method, output, chunk_size) -> torch.Tensor:
-        """Θ(X1, X2) by chunks of rows of both inputs."""
+        """Θ(X1, X2) by chunks of rows of both inputs (X2 None: Θ(X1, X1), one triangle of
+        chunk pairs). The Jacobian of each chunk of X2 is computed once."""
         same = X2 is None
         X2 = X1 if same else X2
         c = self.chunk(X1, chunk_size)
         n, m = X1.shape[0], X2.shape[0]
         o = self.n_outputs(X1)
         method = self.choose(method, min(c, n) + min(c, m), o)
-        if n <= c and m <= c:
-            return self.block(X1, X1 if same else X2, method, output)
-        shape = (n, m) if output == "trace" else (n, m, o, o)
-        out = X1.new_empty(shape)
+        out = X1.new_empty((n, m) if output == "trace" else (n, m, o, o))
         for s in range(0, m, c):
             Xs = X2[s:s + c]
+            J2 = self.jacobian(Xs) if method == "jacobian" else None
             for r in range(0, n, c):
-                if same and r > s:  # symmetric: fill the lower blocks from the upper
+                if same and r > s:  # symmetric: the lower blocks mirror the upper ones
                     continue
-                B = self.block(X1[r:r + c], Xs if not (same and r == s) else X1[r:r + c],
-                               method, output)
+                Xr = X1[r:r + c]
+                if method == "jacobian":
+                    B = self._contract(J2 if same and r == s else self.jacobian(Xr), J2, output)
+                else:
+                    B = self._vjp_jvp_block(Xr, Xs, output)
                 out[r:r + c, s:s + c] = B
                 if same and r < s:
                     out[s:s + c, r:r + c] = B.transpose(0, 1) if output == "trace" else \

@@ -1,0 +1,216 @@
+"""Neural tangent kernels: empirical NTKs against a naive autograd loop, and NTK regression
+with the analytic kernel at sizes where the dense Gram matrix does not fit.
+
+    python bench/ntk.py              # CPU: n = 32 (part 1), n = 2,000 (part 2)
+    python bench/ntk.py              # CUDA: n = 256, n = 5,000 / 20,000 / 50,000
+
+Part 1 — empirical NTK Θ(x, x') (all o × o blocks) of
+  * a small CNN on 28 × 28 images (the scikit-learn digits upsampled from 8 × 8),
+    conv(1→16, 3) relu conv(16→32, 3) relu maxpool(2) linear(4608→10), 47k parameters;
+  * an MLP 784 → 256 → 256 → 10, 270k parameters;
+by the naive loop (one ``torch.autograd.grad`` per sample and output, then J Jᵀ) and by
+``empirical_ntk(method="jacobian" | "vjp-jvp")``: seconds, peak memory growth, max error
+against the loop.
+
+Part 2 — analytic NTK (ReLU, depth 2) kernel regression on a synthetic problem
+(d = 8, y = sin(x·w₁) + ½cos(x·w₂) + noise): ``infinite_width_predict(t=None, reg)`` with
+the lazy blocked Gram matrix (preconditioned CG, O(n) memory) and, where it fits, the dense
+one (Cholesky): seconds, peak memory, test RMSE, and the dense n × n size it avoids.
+
+Peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on the CPU each measurement runs
+in a fresh process and reports its peak resident-set growth (``ru_maxrss``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from torchkern.ntk import NTK, empirical_ntk, infinite_width_predict  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------
+# Part 1: empirical NTK
+# --------------------------------------------------------------------------------------
+
+def _digits_28(n, device):
+    from sklearn.datasets import load_digits
+    X = torch.tensor(load_digits().data[:n], dtype=torch.float32).reshape(n, 1, 8, 8) / 16
+    return nn.functional.interpolate(X, size=(28, 28), mode="bilinear").to(device)
+
+
+def _net(case, device):
+    torch.manual_seed(0)
+    if case == "cnn":
+        net = nn.Sequential(nn.Conv2d(1, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(),
+                            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 12 * 12, 10))
+    else:
+        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256),
+                            nn.ReLU(), nn.Linear(256, 10))
+    return net.to(device)
+
+
+def naive_ntk(net, X1, X2):
+    """The loop a user writes first: per sample and output one autograd.grad, then J Jᵀ."""
+    params = [p for p in net.parameters() if p.requires_grad]
+
+    def jac(X):
+        rows = []
+        for x in X:
+            out = net(x[None])[0]
+            rows.append(torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+                out[a], params, retain_graph=True)]) for a in range(out.shape[0])]))
+        return torch.stack(rows)
+
+    J1, J2 = jac(X1), jac(X2)
+    return torch.einsum("iap,jbp->ijab", J1, J2)
+
+
+def _empirical_case(case, method, n, device, chunk):
+    net = _net(case, device)
+    X = _digits_28(n, device)
+    run = (lambda: naive_ntk(net, X, X)) if method == "naive" else \
+        (lambda: empirical_ntk(net, X, method=method, output="full", chunk_size=chunk))
+    run_small = _digits_28(4, device)
+    # Warm-up on 4 samples (allocator, vmap tracing), then the timed run.
+    (naive_ntk(net, run_small, run_small) if method == "naive" else
+     empirical_ntk(net, run_small, method=method, output="full"))
+    out, secs, peak = _measure(run, device)
+    ref = naive_ntk(net, X[:8], X[:8])
+    err = float((out[:8, :8] - ref).abs().max() / ref.abs().max())
+    return dict(seconds=secs, peak_mb=peak, err=err, params=sum(p.numel() for p in net.parameters()))
+
+
+# --------------------------------------------------------------------------------------
+# Part 2: analytic NTK regression
+# --------------------------------------------------------------------------------------
+
+def _regression_data(n, n_test, device, dtype):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n + n_test, 8, generator=g)
+    w1, w2 = torch.randn(8, generator=g) / 2, torch.randn(8, generator=g) / 2
+    y = torch.sin(X @ w1) + 0.5 * torch.cos(X @ w2) + 0.1 * torch.randn(n + n_test, generator=g)
+    X, y = X.to(device, dtype), y.to(device, torch.float64)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def _analytic_case(n, backend, device):
+    dtype = torch.float64 if backend == "dense" else torch.float32
+    X, y, Xt, yt = _regression_data(n, 2000, device, dtype)
+    k = NTK(2, weight_std=1.5, bias_std=0.1).to(device)
+    out, secs, peak = _measure(lambda: infinite_width_predict(k, X, y, Xt, reg=1e-1,
+                                                              backend=backend, tol=1e-4), device)
+    rmse = float(((out.double() - yt) ** 2).mean().sqrt())
+    return dict(seconds=secs, peak_mb=peak, rmse=rmse, dense_gb=n * n * 8 / 2**30)
+
+
+# --------------------------------------------------------------------------------------
+
+def _measure(fn, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = _rss_mb()
+    t = time.perf_counter()
+    out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    secs = time.perf_counter() - t
+    if device.type == "cuda":
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    return out.detach(), secs, peak
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _one(spec, device):
+    """Run one measurement; on the CPU in a fresh process (peak RSS is per process)."""
+    if device.type == "cuda":
+        return _dispatch(spec, device)
+    cmd = [sys.executable, __file__, "--one", json.dumps(spec), "--device", "cpu"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        return dict(error=res.stderr.strip().splitlines()[-1][:80])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _dispatch(spec, device):
+    if spec["part"] == "empirical":
+        return _empirical_case(spec["case"], spec["method"], spec["n"], device, spec["chunk"])
+    return _analytic_case(spec["n"], spec["backend"], device)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--n-empirical", type=int, default=None,
+                   help="samples for part 1 (default: 32 on the CPU, 256 on CUDA)")
+    p.add_argument("--ns", default=None, help="comma-separated n for part 2 (default: "
+                   "2000 on the CPU, 5000,20000,50000 on CUDA)")
+    p.add_argument("--skip-empirical", action="store_true")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    device = torch.device(args.device)
+    if args.one:
+        print(json.dumps(_dispatch(json.loads(args.one), device)))
+        return
+    print(f"device: {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'CPU'}"
+          f", torch threads {torch.get_num_threads()})\n")
+    if not args.skip_empirical:
+        n = args.n_empirical or (32 if device.type == "cpu" else 256)
+        print(f"Empirical NTK, all o x o blocks, n = {n} digits upsampled to 28 x 28, float32")
+        print(f"| network | method | seconds | speed-up vs loop | peak MB | max rel. err |")
+        print(f"|---|---|---|---|---|---|")
+        for case in ("cnn", "mlp"):
+            base = None
+            for method in ("naive", "jacobian", "vjp-jvp"):
+                # Jacobians in chunks of 256 MB (the default); jvps over 16 samples at a
+                # time (a vmap over 16·o tangents of a batch of 16).
+                chunk = 16 if method == "vjp-jvp" else None
+                spec = dict(part="empirical", case=case, method=method, n=n, chunk=chunk)
+                r = _one(spec, device)
+                if "error" in r:
+                    print(f"| {case} | {method} | failed: {r['error']} | | | |")
+                    continue
+                base = r["seconds"] if method == "naive" else base
+                speed = f"{base / r['seconds']:.1f}x" if base else "-"
+                name = f"{case} ({r['params'] / 1e3:.0f}k params)"
+                print(f"| {name} | {method} | {r['seconds']:.2f} | {speed} | {r['peak_mb']:.0f} "
+                      f"| {r['err']:.1e} |", flush=True)
+        print()
+    ns = args.ns or ("2000" if device.type == "cpu" else "5000,20000,50000")
+    print("Analytic NTK (ReLU, depth 2) regression, d = 8, 2,000 test points, "
+          "infinite_width_predict(t=None, reg=0.1)")
+    print("| n | Gram | seconds | peak MB | dense n x n float64 | test RMSE |")
+    print("|---|---|---|---|---|---|")
+    for n in (int(v) for v in ns.split(",")):
+        for backend in ("dense", "blocked"):
+            if backend == "dense" and n * n * 8 > 4 * 2**30:
+                print(f"| {n} | dense | does not fit (> 4 GB) | | {n * n * 8 / 2**30:.1f} GB | |")
+                continue
+            r = _one(dict(part="analytic", n=n, backend=backend), device)
+            if "error" in r:
+                print(f"| {n} | {backend} | failed: {r['error']} | | | |")
+                continue
+            label = "dense float64, Cholesky" if backend == "dense" else "lazy float32, CG"
+            print(f"| {n} | {label} | {r['seconds']:.1f} | {r['peak_mb']:.0f} | "
+                  f"{r['dense_gb']:.1f} GB | {r['rmse']:.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
