@@ -265,8 +265,10 @@ def test_edge_cases_empty_and_short_strings():
         K = kern(X).to_dense()
         assert K[0].abs().sum() == 0 and K[1].abs().sum() == 0    # no k-mers / 3-subsequences
         assert K[2, 2] > 0
+        assert kern(["", ""]).to_dense().abs().sum() == 0          # nothing to count at all
     # the empty alignment: K_LA(x, "") = 1
     assert LocalAlignment(0.5)([""], ["ACW"]).to_dense().item() == 1.0
+    assert LocalAlignment(0.5).diag(["", "A"]).tolist() == [1.0, pytest.approx(1 + math.e ** 2)]
     with pytest.raises(ValueError, match=r"X\[1\].*'N'"):
         Spectrum(3)(["ACGT", "ACNT"])
     with pytest.raises(ValueError, match=r"Y\[0\].*'J'"):

@@ -66,7 +66,8 @@ def shared_neighbour_matrix(kmers: torch.Tensor, k: int, m: int, A: int, dtype,
         table = torch.full((A ** k,), -1, dtype=torch.long, device=dev)
         table[kmers] = torch.arange(U, device=dev)
     step = max(1, max_elements // patterns.shape[0])
-    rows, cols, vals = [], [], []
+    empty = torch.zeros(0, dtype=torch.long, device=dev)
+    rows, cols, vals = [empty], [empty], [weight[:0]]
     for s in range(0, U, step):
         digits = kmers[s:s + step, None] // powers % A                     # (u, k)
         ball = sum(moved[t][digits[:, t]][:, patterns[:, t]] for t in range(k))  # (u, Q)
