@@ -91,9 +91,9 @@ def test_same_features_as_sklearn_up_to_rotation():
     Y = _data(50, 4, seed=1)
     ell = 1.5
     ny = Nystroem(tk.RBF(lengthscale=ell), 40, random_state=0).fit(X)
-    Z = ny.components_.numpy()
+    Z = np.asarray(ny.components_)
     sk = SkNystroem(kernel="rbf", gamma=1 / (2 * ell**2), n_components=40).fit(Z)  # all 40 anchors
-    P, S = ny.transform(Y).numpy(), sk.transform(Y.numpy())
+    P, S = np.asarray(ny.transform(Y)), sk.transform(np.asarray(Y))
     np.testing.assert_allclose(P @ P.T, S @ S.T, rtol=0, atol=1e-9)
     # ... and the map from one to the other is orthogonal.
     Q = np.linalg.lstsq(S, P, rcond=None)[0]
@@ -111,7 +111,7 @@ def test_kmeans_matches_sklearn_inertia():
         torch.testing.assert_close(C[j], X[labels == j].mean(0), rtol=0, atol=1e-6)
     # ... and a good one: within 5% of scikit-learn's best of 10 runs.
     ours = float(D.min(1).values.pow(2).sum())
-    ref = KMeans(10, n_init=10, random_state=0).fit(X.numpy()).inertia_
+    ref = KMeans(10, n_init=10, random_state=0).fit(np.asarray(X)).inertia_
     assert ours <= 1.05 * ref
 
 

@@ -25,7 +25,7 @@ def _data(n=120, d=2, offset=0.0, r=None, seed=0):
 
 
 def _close(a, b, tol=1e-6):
-    a = a.detach().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    a = np.asarray(a.detach()) if isinstance(a, torch.Tensor) else np.asarray(a)
     return np.abs(a - b).max() <= tol * max(1.0, np.abs(b).max())
 
 
@@ -82,7 +82,7 @@ def test_posterior_mean_is_kernel_ridge_with_alpha_equal_noise():
     X, y, Xt = _data()
     gp = GaussianProcessRegressor(RBF(LS), noise=0.3).fit(X, y)
     krr = KernelRidge(RBF(LS), alpha=0.3).fit(X, y)
-    assert _close(gp.predict(Xt), krr.predict(Xt).numpy(), 1e-10)
+    assert _close(gp.predict(Xt), np.asarray(krr.predict(Xt)), 1e-10)
 
 
 @pytest.mark.parametrize("mean", ["zero", "constant"])
@@ -94,7 +94,7 @@ def test_cg_method_matches_cholesky(mean):
     assert gp.method_ == "cg" and gp.L_ is None
     m_ref, s_ref = ref.predict(Xt, return_std=True)
     m, s = gp.predict(Xt, return_std=True)
-    assert _close(m, m_ref.numpy()) and _close(s, s_ref.numpy())
+    assert _close(m, np.asarray(m_ref)) and _close(s, np.asarray(s_ref))
     # log det by SLQ on the preconditioned matrix: stochastic, but its Hutchinson variance
     # is tiny once the rank-100 pivoted Cholesky factor is taken out exactly.
     lml, lml_ref = float(gp.log_marginal_likelihood()), float(ref.log_marginal_likelihood())
@@ -118,7 +118,7 @@ def test_learning_recovers_lengthscale_and_noise():
     # The stored likelihood is that of the learned hyperparameters, which beat the start.
     start = GaussianProcessRegressor(RBF(2.0), noise=0.1).fit(X, y)
     assert float(gp.log_marginal_likelihood()) > float(start.log_marginal_likelihood())
-    ref = SkGPR(SkRBF(float(gp.kernel_.lengthscale)), alpha=gp.noise_, optimizer=None).fit(X.numpy(), y.numpy())
+    ref = SkGPR(SkRBF(float(gp.kernel_.lengthscale)), alpha=gp.noise_, optimizer=None).fit(np.asarray(X), np.asarray(y))
     assert _close(gp.log_marginal_likelihood(), ref.log_marginal_likelihood_value_)
     # The user's kernel is untouched.
     assert gp.kernel is not gp.kernel_ and abs(float(gp.kernel.lengthscale) - 2.0) < 1e-12
@@ -140,14 +140,14 @@ def test_sample_y_has_the_posterior_mean_and_covariance():
     X, y, Xt = _data()
     gp = GaussianProcessRegressor(RBF(LS), noise=NOISE).fit(X, y)
     Xq = Xt[:4]
-    mean, cov = gp.predict(Xq, return_cov=True)
-    S = gp.sample_y(Xq, n_samples=20000, random_state=0)
+    mean, cov = map(torch.as_tensor, gp.predict(Xq, return_cov=True))
+    S = torch.as_tensor(gp.sample_y(Xq, n_samples=20000, random_state=0))
     assert S.shape == (4, 20000)
     sd = cov.diagonal().sqrt()
     # Standard errors of the sample mean (sd/√N) and covariance (≲ 2·var/√N).
     assert (S.mean(1) - mean).abs().max() < 5 * sd.max() / np.sqrt(20000)
     assert (torch.cov(S) - cov).abs().max() < 10 * sd.max() ** 2 / np.sqrt(20000)
-    assert torch.equal(S, gp.sample_y(Xq, n_samples=20000, random_state=0))
+    assert np.array_equal(S.numpy(), gp.sample_y(Xq, n_samples=20000, random_state=0))
     Y2 = GaussianProcessRegressor(RBF(LS), noise=NOISE).fit(X, np.stack([y, 2 * y], 1))
     assert Y2.sample_y(Xq, n_samples=3).shape == (4, 2, 3)
 

@@ -36,7 +36,7 @@ def _data(n=150, d=3, r=None, seed=0):
 
 
 def _rel(a, b):
-    a = a.numpy() if isinstance(a, torch.Tensor) else a
+    a = np.asarray(a) if isinstance(a, torch.Tensor) else a
     return np.abs(a - b).max() / np.abs(b).max()
 
 
@@ -48,7 +48,8 @@ def test_predictions_equal_sklearn(solver):
     m = KernelRidge(RBF(LS), alpha=0.1, solver=solver, tol=1e-10,
                     n_centers=len(X) if solver == "nystrom" else None).fit(X, y)
     pred = m.predict(Xt)
-    assert isinstance(pred, torch.Tensor) and pred.dtype == torch.float64 and pred.shape == (40,)
+    # NumPy in, NumPy out (scikit-learn's convention)
+    assert isinstance(pred, np.ndarray) and pred.dtype == np.float64 and pred.shape == (40,)
     assert _rel(pred, ref) < 1e-6
     if solver != "nystrom":
         sk = SkKernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA).fit(X, y)
@@ -106,7 +107,7 @@ def test_nystrom_is_the_restricted_least_squares_problem():
     X, y, Xt = _data(n=200)
     m = KernelRidge(RBF(LS), alpha=0.1, solver="nystrom", n_centers=40, random_state=3,
                     tol=1e-12).fit(X, y)
-    idx = m.center_indices_.numpy()
+    idx = np.asarray(m.center_indices_)
     assert len(set(idx.tolist())) == 40
     Knm, Kmm = rbf_kernel(X, X[idx], gamma=GAMMA), rbf_kernel(X[idx], gamma=GAMMA)
     beta = np.linalg.solve(Knm.T @ Knm + 0.1 * Kmm, Knm.T @ y)
@@ -114,7 +115,7 @@ def test_nystrom_is_the_restricted_least_squares_problem():
     assert _rel(m.predict(Xt), rbf_kernel(Xt, X[idx], gamma=GAMMA) @ beta) < 1e-6
     # random_state fixes the centers.
     m2 = KernelRidge(RBF(LS), alpha=0.1, solver="nystrom", n_centers=40, random_state=3).fit(X, y)
-    assert torch.equal(m2.center_indices_, m.center_indices_)
+    assert np.array_equal(m2.center_indices_, m.center_indices_)
 
 
 def test_nystrom_on_digits_keeps_exact_accuracy():
@@ -124,8 +125,8 @@ def test_nystrom_on_digits_keeps_exact_accuracy():
     kw = dict(kernel=RBF(2.0), alpha=0.1)
     exact = KernelRidge(solver="cholesky", **kw).fit(Xtr, Y)
     approx = KernelRidge(solver="nystrom", n_centers=500, random_state=0, tol=1e-4, **kw).fit(Xtr, Y)
-    acc_exact = (exact.predict(Xte).argmax(1).numpy() == yte).mean()
-    acc_approx = (approx.predict(Xte).argmax(1).numpy() == yte).mean()
+    acc_exact = (np.asarray(exact.predict(Xte).argmax(1)) == yte).mean()
+    acc_approx = (np.asarray(approx.predict(Xte).argmax(1)) == yte).mean()
     assert acc_exact > 0.97
     assert acc_approx >= acc_exact - 0.01
 
@@ -148,7 +149,7 @@ def test_float32_nystrom():
     X32, y32, Xt32 = (torch.as_tensor(a, dtype=torch.float32) for a in (X, y, Xt))
     m = KernelRidge(RBF(LS), alpha=0.1, solver="nystrom", n_centers=40, random_state=0,
                     tol=1e-5).fit(X32, y32)
-    idx = m.center_indices_.numpy()
+    idx = np.asarray(m.center_indices_)
     Knm, Kmm = rbf_kernel(X, X[idx], gamma=GAMMA), rbf_kernel(X[idx], gamma=GAMMA)
     beta = np.linalg.solve(Knm.T @ Knm + 0.1 * Kmm, Knm.T @ y)
     pred = m.predict(Xt32)
@@ -172,7 +173,7 @@ def test_cg_on_lazy_gram_never_materializes(monkeypatch):
 
     monkeypatch.setattr(KernelMatrix, "to_dense", forbidden)
     m = KernelRidge(RBF(LS), alpha=0.1, solver="cg", backend="blocked", tol=1e-10).fit(X, y)
-    assert _rel(m.predict(Xt), ref.numpy()) < 1e-6
+    assert _rel(m.predict(Xt), np.asarray(ref)) < 1e-6
 
 
 def test_cg_warns_when_max_iter_is_reached():
@@ -185,10 +186,10 @@ def test_score_is_r2():
     X, y, Xt = _data()
     m = KernelRidge(RBF(LS), alpha=0.1).fit(X, y)
     yt = np.sin(Xt).sum(1)
-    assert abs(m.score(Xt, yt) - r2_score(yt, m.predict(Xt).numpy())) < 1e-12
+    assert abs(m.score(Xt, yt) - r2_score(yt, np.asarray(m.predict(Xt)))) < 1e-12
     w = np.linspace(0.5, 2, 40)
     assert abs(m.score(Xt, yt, sample_weight=w)
-               - r2_score(yt, m.predict(Xt).numpy(), sample_weight=w)) < 1e-12
+               - r2_score(yt, np.asarray(m.predict(Xt)), sample_weight=w)) < 1e-12
 
 
 def test_sklearn_interop_grid_search_cross_val_pipeline():
@@ -256,7 +257,7 @@ def test_ridgeless_singular_falls_back_to_least_squares_like_sklearn():
         ref = ref.fit(X, y).predict(X)
     with pytest.warns(RuntimeWarning, match="least-squares"):
         pred = KernelRidge(RBF(LS), alpha=0.0, solver="cholesky").fit(X, y).predict(X)
-    assert np.allclose(pred.numpy(), ref, atol=1e-6)
+    assert np.allclose(np.asarray(pred), ref, atol=1e-6)
 
 
 _MEMORY_CODE = textwrap.dedent("""
@@ -322,10 +323,10 @@ def test_nystrom_with_numerically_singular_center_gram_matches_sklearn_features(
     ls = 1.2
     est = KernelRidge(RBF(lengthscale=ls), alpha=1e-2, solver="nystrom", n_centers=400,
                       tol=1e-10, random_state=0).fit(X, y)
-    Z = X[est.center_indices_].numpy()
+    Z = np.asarray(X[est.center_indices_])
     assert np.linalg.eigvalsh(rbf_kernel(Z, gamma=1 / (2 * ls ** 2))).min() < 1e-12
     feats = SkNystroem(gamma=1 / (2 * ls ** 2), n_components=len(Z)).fit(Z)
     ridge = Ridge(alpha=1e-2, fit_intercept=False, solver="svd")
-    ridge.fit(feats.transform(X.numpy()), y.numpy())
-    ref = ridge.predict(feats.transform(Xt.numpy()))
-    np.testing.assert_allclose(est.predict(Xt).numpy(), ref, rtol=1e-6, atol=1e-6)
+    ridge.fit(feats.transform(np.asarray(X)), np.asarray(y))
+    ref = ridge.predict(feats.transform(np.asarray(Xt)))
+    np.testing.assert_allclose(np.asarray(est.predict(Xt)), ref, rtol=1e-6, atol=1e-6)

@@ -41,13 +41,13 @@ def test_svc_rbf_matches_sklearn(binary, backend, C):
     X, y = binary
     ours = SVC(RBF(lengthscale=LS), C=C, tol=1e-6, backend=backend).fit(torch.tensor(X), y)
     ref = SkSVC(C=C, gamma=GAMMA, tol=1e-6).fit(X, y)
-    np.testing.assert_array_equal(ours.support_.numpy(), ref.support_)
-    np.testing.assert_array_equal(ours.n_support_.numpy(), ref.n_support_)
-    dec = ours.decision_function(torch.tensor(X)).numpy()
+    np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
+    np.testing.assert_array_equal(np.asarray(ours.n_support_), ref.n_support_)
+    dec = np.asarray(ours.decision_function(torch.tensor(X)))
     np.testing.assert_allclose(dec, ref.decision_function(X), atol=1e-3)
-    np.testing.assert_allclose(ours.dual_coef_.numpy(), ref.dual_coef_, atol=1e-3)
-    np.testing.assert_allclose(ours.intercept_.numpy(), ref.intercept_, atol=1e-3)
-    np.testing.assert_array_equal(ours.predict(torch.tensor(X)).numpy(), ref.predict(X))
+    np.testing.assert_allclose(np.asarray(ours.dual_coef_), ref.dual_coef_, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(ours.intercept_), ref.intercept_, atol=1e-3)
+    np.testing.assert_array_equal(np.asarray(ours.predict(torch.tensor(X))), ref.predict(X))
 
 
 def test_svc_precomputed_matches_sklearn(binary):
@@ -55,11 +55,11 @@ def test_svc_precomputed_matches_sklearn(binary):
     Xt = torch.tensor(X)
     K = RBF(lengthscale=LS)(Xt, backend="dense").to_dense().detach()
     ours = SVC("precomputed", C=2.0, tol=1e-6).fit(K, y)
-    ref = SkSVC(kernel="precomputed", C=2.0, tol=1e-6).fit(K.numpy(), y)
-    np.testing.assert_array_equal(ours.support_.numpy(), ref.support_)
+    ref = SkSVC(kernel="precomputed", C=2.0, tol=1e-6).fit(np.asarray(K), y)
+    np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
     Ktest = K[:50]
-    np.testing.assert_allclose(ours.decision_function(Ktest).numpy(),
-                               ref.decision_function(Ktest.numpy()), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(ours.decision_function(Ktest)),
+                               ref.decision_function(np.asarray(Ktest)), atol=1e-3)
     assert ours.support_vectors_ is None
 
 
@@ -69,19 +69,19 @@ def test_svc_float32_close_to_float64(binary):
     f32 = SVC(RBF(lengthscale=LS), C=1.0, tol=1e-4).fit(torch.tensor(X, dtype=torch.float32), y)
     d32 = f32.decision_function(torch.tensor(X, dtype=torch.float32))
     assert d32.dtype == torch.float32
-    np.testing.assert_allclose(d32.numpy(), f64.decision_function(torch.tensor(X)).numpy(), atol=2e-3)
+    np.testing.assert_allclose(np.asarray(d32), np.asarray(f64.decision_function(torch.tensor(X))), atol=2e-3)
 
 
 def test_svc_class_weight_balanced_matches_sklearn():
     X, y = make_classification(250, 4, weights=[0.8, 0.2], random_state=1)
     ours = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, class_weight="balanced").fit(torch.tensor(X), y)
     ref = SkSVC(C=3.0, gamma=GAMMA, tol=1e-6, class_weight="balanced").fit(X, y)
-    np.testing.assert_array_equal(ours.support_.numpy(), ref.support_)
-    np.testing.assert_allclose(ours.decision_function(torch.tensor(X)).numpy(),
+    np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
+    np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(X))),
                                ref.decision_function(X), atol=1e-3)
     dict_w = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, class_weight={1: 4.0}).fit(torch.tensor(X), y)
     ref_w = SkSVC(C=3.0, gamma=GAMMA, tol=1e-6, class_weight={1: 4.0}).fit(X, y)
-    np.testing.assert_allclose(dict_w.decision_function(torch.tensor(X)).numpy(),
+    np.testing.assert_allclose(np.asarray(dict_w.decision_function(torch.tensor(X))),
                                ref_w.decision_function(X), atol=1e-3)
 
 
@@ -99,18 +99,18 @@ def test_svc_multiclass_digits_matches_sklearn(digits):
     ours = SVC(RBF(lengthscale=2.0), C=5.0, tol=1e-4).fit(torch.tensor(X), y)
     ref = SkSVC(C=5.0, gamma=1 / 8.0, tol=1e-4).fit(X, y)
     np.testing.assert_array_equal(ours.classes_, ref.classes_)
-    pred = ours.predict(torch.tensor(Xt)).numpy()
+    pred = np.asarray(ours.predict(torch.tensor(Xt)))
     assert (pred == ref.predict(Xt)).mean() >= 0.99
     assert (pred == yt).mean() > 0.9
-    np.testing.assert_array_equal(ours.support_.numpy(), ref.support_)
-    np.testing.assert_array_equal(ours.n_support_.numpy(), ref.n_support_)
-    np.testing.assert_allclose(ours.dual_coef_.numpy(), ref.dual_coef_, atol=2e-3)
-    np.testing.assert_allclose(ours.intercept_.numpy(), ref.intercept_, atol=2e-3)
-    np.testing.assert_allclose(ours.decision_function(torch.tensor(Xt)).numpy(),
+    np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
+    np.testing.assert_array_equal(np.asarray(ours.n_support_), ref.n_support_)
+    np.testing.assert_allclose(np.asarray(ours.dual_coef_), ref.dual_coef_, atol=2e-3)
+    np.testing.assert_allclose(np.asarray(ours.intercept_), ref.intercept_, atol=2e-3)
+    np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(Xt))),
                                ref.decision_function(Xt), atol=2e-3)
     ours.set_params(decision_function_shape="ovo")
     ref.set_params(decision_function_shape="ovo")
-    np.testing.assert_allclose(ours.decision_function(torch.tensor(Xt)).numpy(),
+    np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(Xt))),
                                ref.decision_function(Xt), atol=2e-3)
 
 
@@ -133,9 +133,9 @@ def test_svr_matches_sklearn(epsilon):
     y = np.sin(4 * X).sum(1) + 0.1 * rng.randn(200)
     ours = SVR(RBF(lengthscale=0.5), C=3.0, epsilon=epsilon, tol=1e-6).fit(torch.tensor(X), torch.tensor(y))
     ref = SkSVR(C=3.0, epsilon=epsilon, gamma=GAMMA_SVR, tol=1e-6).fit(X, y)
-    np.testing.assert_array_equal(ours.support_.numpy(), ref.support_)
-    np.testing.assert_allclose(ours.predict(torch.tensor(X)).numpy(), ref.predict(X), atol=1e-3)
-    np.testing.assert_allclose(ours.intercept_.numpy(), ref.intercept_, atol=1e-3)
+    np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
+    np.testing.assert_allclose(np.asarray(ours.predict(torch.tensor(X))), ref.predict(X), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(ours.intercept_), ref.intercept_, atol=1e-3)
     # The dual objective ½βᵀKβ + ε‖β‖₁ − zᵀβ of β = α − α*, evaluated densely for both.
     K = np.exp(-GAMMA_SVR * ((X[:, None] - X[None]) ** 2).sum(-1))
 
@@ -144,11 +144,11 @@ def test_svr_matches_sklearn(epsilon):
         full[idx] = beta
         return 0.5 * full @ K @ full + epsilon * np.abs(full).sum() - y @ full
 
-    d_ours = dual(ours.support_.numpy(), ours.dual_coef_.numpy()[0])
+    d_ours = dual(np.asarray(ours.support_), np.asarray(ours.dual_coef_)[0])
     d_ref = dual(ref.support_, ref.dual_coef_[0])
     assert abs(d_ours - d_ref) <= 1e-6 * abs(d_ref)
     if epsilon > 0:  # with ε = 0 and K nearly singular (λ_min ~ 1e-11) β is not identifiable
-        np.testing.assert_allclose(ours.dual_coef_.numpy(), ref.dual_coef_, atol=1e-3)
+        np.testing.assert_allclose(np.asarray(ours.dual_coef_), ref.dual_coef_, atol=1e-3)
 
 
 def test_svr_precomputed_linear_matches_sklearn():
@@ -158,9 +158,9 @@ def test_svr_precomputed_linear_matches_sklearn():
     K = torch.tensor(X @ X.T)
     ours = SVR("precomputed", C=0.5, epsilon=0.1, tol=1e-6).fit(K, y)
     ref = SkSVR(kernel="linear", C=0.5, epsilon=0.1, tol=1e-6).fit(X, y)
-    np.testing.assert_allclose(ours.predict(K).numpy(), ref.predict(X), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(ours.predict(K)), ref.predict(X), atol=1e-3)
     lin = SVR(Linear(), C=0.5, epsilon=0.1, tol=1e-6).fit(torch.tensor(X), y)
-    np.testing.assert_allclose(lin.predict(torch.tensor(X)).numpy(), ref.predict(X), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(lin.predict(torch.tensor(X))), ref.predict(X), atol=1e-3)
 
 
 def test_max_iter_warns(binary):
@@ -211,7 +211,7 @@ def test_sklearn_interop(binary):
     np.testing.assert_allclose(scores, cross_val_score(SkSVC(gamma=GAMMA, C=1.0), X, y, cv=3),
                                atol=1e-9)
     # precomputed kernels are split as pairwise data by scikit-learn
-    K = RBF(lengthscale=LS)(torch.tensor(X)).to_dense().detach().numpy()
+    K = np.asarray(RBF(lengthscale=LS)(torch.tensor(X)).to_dense().detach())
     np.testing.assert_allclose(cross_val_score(SVC("precomputed"), K, y, cv=3),
                                cross_val_score(SkSVC(kernel="precomputed"), K, y, cv=3), atol=1e-9)
 

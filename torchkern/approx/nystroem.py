@@ -2,11 +2,11 @@ r"""Nyström features: projection onto the span of a few anchor points."""
 from __future__ import annotations
 
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import TransformerMixin
 
 from typing import NamedTuple
 
-from .._estimator import check_fitted, input_matrix, is_precomputed, resolve_kernel
+from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, resolve_kernel
 from .._validation import as_generator
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
@@ -70,7 +70,7 @@ def uniform_centers(n: int, m: int, random_state=None, device=None) -> torch.Ten
     return idx.sort().values.to(device)
 
 
-class Nystroem(TransformerMixin, BaseEstimator):
+class Nystroem(TransformerMixin, Estimator):
     r"""Nyström feature map ψ(x) = K_ZZ^{−1/2} k_Z(x) from m anchor points Z.
 
     ψ(x)ᵀψ(y) = k_Z(x)ᵀ K_ZZ⁺ k_Z(y) is the inner product of the orthogonal projections of

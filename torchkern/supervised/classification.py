@@ -4,9 +4,9 @@ from __future__ import annotations
 import warnings
 
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin
 
-from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import check_positive
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import FeatureKernelMatrix
@@ -22,7 +22,7 @@ _F64 = torch.float64
 _PRECOND_WIDTH = 160
 
 
-class KernelLogisticRegression(ClassifierMixin, BaseEstimator):
+class KernelLogisticRegression(ClassifierMixin, Estimator):
     r"""Kernel logistic regression, binary or multinomial, fitted by Newton–CG.
 
     Two classes (y_i = ±1, +1 for ``classes_[1]``): with f = Σ_j α_j k(x_j, ·) + b,

@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 
-from .._estimator import check_fitted, resolve_kernel
+from .._estimator import Estimator, check_fitted, resolve_kernel
 from .._validation import as_generator as _generator, as_tensor, as_vector
 from ..kernels.base import inv_softplus
 from .._progress import progress_bar
@@ -32,7 +32,7 @@ _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
 
-class GaussianProcessRegressor(RegressorMixin, BaseEstimator):
+class GaussianProcessRegressor(RegressorMixin, Estimator):
     r"""Gaussian-process regression with a torchkern kernel, exact or matrix-free.
 
     Prior f ~ GP(m, k) with m = 0 (``mean="zero"``) or a constant m = μ

@@ -4,10 +4,10 @@ from __future__ import annotations
 import warnings
 
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 
 from .._config import config
-from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_generator as _generator, as_vector
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
@@ -200,7 +200,7 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
 # The estimator
 # --------------------------------------------------------------------------------------
 
-class KernelRidge(RegressorMixin, BaseEstimator):
+class KernelRidge(RegressorMixin, Estimator):
     r"""Kernel ridge regression, exact or with Nyström centers, on lazy Gram matrices.
 
     Fits f(x) = Σ_i c_i k(x_i, x) with coefficients solving

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 
-from .._estimator import check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
+from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_vector, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -16,7 +16,7 @@ from ._smo import solve_dual
 __all__ = ["SVC", "SVR"]
 
 
-class _BaseSVM(BaseEstimator):
+class _BaseSVM(Estimator):
     """Shared plumbing: the training Gram matrix, the solver call, test-vs-SV kernels."""
 
     def __sklearn_tags__(self):

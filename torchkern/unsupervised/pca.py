@@ -4,9 +4,9 @@ from __future__ import annotations
 import warnings
 
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import TransformerMixin
 
-from .._estimator import (check_fitted, input_matrix, is_precomputed, kernel_matrix,
+from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix,
                           resolve_kernel)
 from .._validation import check_positive
 from ..gram import DenseKernelMatrix
@@ -48,7 +48,7 @@ def _flip_signs(V):
     return V * signs
 
 
-class KernelPCA(TransformerMixin, BaseEstimator):
+class KernelPCA(TransformerMixin, Estimator):
     r"""Kernel principal component analysis (Schölkopf, Smola and Müller, 1998).
 
     The principal directions in feature space are :math:`f_j = \sum_i \alpha_{ij}
