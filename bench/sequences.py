@@ -231,7 +231,7 @@ def main():
             tr, te = torch.as_tensor(tr), torch.as_tensor(te)
             model = SVC(C=1.0, kernel="precomputed").fit(K[tr][:, tr], labels[tr])
             score = model.decision_function(K[te][:, tr])
-            aucs.append(roc_auc_score(labels[te].numpy(), score.numpy()))
+            aucs.append(roc_auc_score(labels[te].numpy(), np.asarray(score)))
         return np.mean(aucs), np.std(aucs)
 
     print()
