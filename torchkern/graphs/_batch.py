@@ -139,8 +139,8 @@ class GraphSet(KernelInput):
     Built from a list of ``torch_geometric.data.Data``, a PyG ``Batch`` or another
     GraphSet; every graph kernel converts its inputs with it, so users rarely build one.
 
-    Conventions
-    -----------
+    Notes
+    -----
     - **Node labels**: each distinct row of ``x`` is one label (the one-hot rows of
       ``TUDataset``, or an integer column; a 1-D ``x`` is one column). A graph without
       ``x`` has all its nodes alike — then no graph of the set may have ``x``.

@@ -77,7 +77,7 @@ class RandomWalk(GraphKernel):
       and k(G₁, G₂) = Σ_k c_k w_k(G₁) w_k(G₂): a features kernel with
       φ_k(G) = √c_k w_k(G), the walk counts found by k sparse products on all graphs at
       once. The series is cut after K terms where its tail is provably below ``tol``
-      relative to the value (|w_k| ≤ n‖A‖₂^k): K ≈ log(tol(1 − q))/log q for q =
+      relative to the value (abs(w_k) ≤ n‖A‖₂^k): K ≈ log(tol(1 − q))/log q for q =
       λ max‖A₁‖₂ max‖A₂‖₂ (= λρ₁ρ₂ for undirected graphs).
 
     Parameters

@@ -5,7 +5,7 @@
   :func:`gcv`, :func:`kernel_ridge_predict`, :func:`mmd_test_power`, :func:`sgpr_bound`;
 - :func:`fit_kernel`, a training loop with early stopping;
 - :class:`MultipleKernel` (learnable weights on the simplex) and :class:`SimpleMKL`;
-- :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module``s for models.
+- :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module`` layers for models.
 
 See ``docs/learning.md``.
 """

@@ -17,7 +17,7 @@ class KernelLayer(nn.Module):
     r"""f(x) = Σ_j k(x, c_j) W_j + b: an RBF-network / inducing-point layer.
 
     The centres c_j (m × d), the output weights W (m × out_features), the bias and the
-    kernel's hyperparameters are all learnable ``nn.Parameter``s, so the layer trains by
+    kernel's hyperparameters are all learnable parameters (``nn.Parameter``), so it trains by
     backpropagation inside any model (Broomhead and Lowe 1988, "Multivariable functional
     interpolation and adaptive networks", Complex Systems 2; Moody and Darken 1989). The
     products go through the kernel's lazy Gram matrix K(x, C) (dense for small batches,
