@@ -23,7 +23,7 @@ def _mlp():
 
 
 @pytest.mark.parametrize("make, shape", [(_mlp, (4,)), (_cnn, (1, 8, 8))])
-@pytest.mark.parametrize("method", ["jacobian", "vjp-jvp", "auto"])
+@pytest.mark.parametrize("method", ["jacobian", "vjp-jvp"])
 def test_methods_match_the_autograd_double_loop(make, shape, method):
     net = make()
     X1 = torch.randn(5, *shape, dtype=torch.float64)
@@ -36,12 +36,13 @@ def test_methods_match_the_autograd_double_loop(make, shape, method):
     trace = empirical_ntk(net, X1, X2, method=method)
     torch.testing.assert_close(trace, ref.diagonal(dim1=2, dim2=3).sum(-1) / o,
                                rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(empirical_ntk(net, X1, X2, method="auto"), trace)
     # Chunked (uneven chunks) and symmetric (one triangle of chunk pairs) paths.
+    ref_sym = autograd_ntk(net, X1, X1).diagonal(dim1=2, dim2=3).sum(-1) / o
     for chunk in (2, 3):
         torch.testing.assert_close(empirical_ntk(net, X1, X2, method=method, output="full",
                                                  chunk_size=chunk), ref, rtol=1e-12, atol=1e-12)
         sym = empirical_ntk(net, X1, method=method, chunk_size=chunk)
-        ref_sym = autograd_ntk(net, X1, X1).diagonal(dim1=2, dim2=3).sum(-1) / o
         torch.testing.assert_close(sym, ref_sym, rtol=1e-12, atol=1e-12)
 
 

@@ -48,7 +48,7 @@ def _erf(qx, qy, c, e=None):
     ax = qx.atan2((qx + 0.25).sqrt()) * (2.0 / math.pi)
     ay = qy.atan2((qy + 0.25).sqrt()) * (2.0 / math.pi)
     return (ax, ay, (c * 2.0).atan2(root) * (2.0 / math.pi), None,
-            root.reciprocal() * (4.0 / math.pi))
+            (4.0 / math.pi) / root)
 
 
 class _InfiniteMLP(Kernel):
@@ -80,7 +80,9 @@ class _InfiniteMLP(Kernel):
     def extra_repr(self):
         text = f"depth={self.depth}, activation={self.activation!r}, "
         if self.parameterization != "ntk":
-            text += f"parameterization={self.parameterization!r}, width={self.width}, "
+            text += f"parameterization={self.parameterization!r}, "
+        if self.width is not None:
+            text += f"width={self.width}, "
         return text + super().extra_repr()
 
     def _params(self, like):
@@ -141,6 +143,13 @@ _DOC_ARGS = r"""
 """
 
 
+def _with_parameters(cls):
+    """Put the Parameters section both kernels share where ``{args}`` stands."""
+    cls.__doc__ = cls.__doc__.replace("{args}", _DOC_ARGS)
+    return cls
+
+
+@_with_parameters
 class NNGP(_InfiniteMLP):
     r"""NNGP kernel: the covariance of an infinitely wide fully connected network at
     initialization (Neal 1996; Lee et al. 2018, "Deep neural networks as Gaussian
@@ -159,7 +168,7 @@ class NNGP(_InfiniteMLP):
     taken as atan2(√(q_x q_y − c²), c); for erf it is
     :math:`\frac2\pi \arcsin\frac{2c}{\sqrt{(1 + 2q_x)(1 + 2q_y)}}` (Williams 1997,
     "Computing with infinite networks", NIPS).
-""" + _DOC_ARGS + r"""
+{args}
     Notes
     -----
     The recursion is written once with operations torch and KeOps share, so the dense,
@@ -170,6 +179,7 @@ class NNGP(_InfiniteMLP):
     _ntk = False
 
 
+@_with_parameters
 class NTK(_InfiniteMLP):
     r"""Neural tangent kernel of an infinitely wide fully connected network (Jacot,
     Gabriel and Hongler 2018, "Neural tangent kernel: convergence and generalization in
@@ -193,7 +203,7 @@ class NTK(_InfiniteMLP):
     with N_l the layer's input width (d for the first layer, ``width`` after), the 1 from
     the bias (absent with ``bias_std=None``). These are neural-tangents'
     ``stax.Dense``/``Relu``/``Erf`` kernel rules.
-""" + _DOC_ARGS + r"""
+{args}
     Notes
     -----
     One formula for the dense, blocked and KeOps backends (see :class:`NNGP`); cost
