@@ -72,11 +72,19 @@ def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
     return rows, cols, counts
 
 
-def _sparse_mm(a, b):
-    """a @ b for sparse COO a and b (torch routes it through CSR and warns that CSR is beta)."""
-    with warnings.catch_warnings():
+def _sparse_gram(a, b):
+    """a bᵀ as a dense tensor, for sparse COO a and b with the same columns. On the CPU by
+    SciPy's sparse product (about twice torch's speed there), elsewhere by torch's."""
+    a, b = a.coalesce(), b.coalesce()
+    if a.device.type == "cpu":
+        import scipy.sparse as sp
+
+        def csr(t):
+            return sp.csr_matrix((t.values().numpy(), t.indices().numpy()), shape=tuple(t.shape))
+        return torch.from_numpy((csr(a) @ csr(b).T).toarray())
+    with warnings.catch_warnings():  # torch routes it through CSR and warns that CSR is beta
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse.mm(a, b)
+        return torch.sparse.mm(a, b.t()).to_dense()
 
 
 class SparseFeatureKernelMatrix(FeatureKernelMatrix):
@@ -118,7 +126,7 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
 
     def _product(self, idx):
         (dx, lx), (dy, ly), diag = self._parts()
-        out = dx[idx] @ dy.T + _sparse_mm(lx.index_select(0, idx), ly.t()).to_dense()
+        out = dx[idx] @ dy.T + _sparse_gram(lx.index_select(0, idx), ly)
         if self.phi_y is self.phi_x:
             out[torch.arange(idx.numel(), device=idx.device), idx] += diag[idx]
         return out
