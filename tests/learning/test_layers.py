@@ -108,3 +108,28 @@ def test_learned_kernel_mmd_test_keeps_level_and_beats_median_heuristic_on_blobs
     # level 0.05: P(Binomial(20, 0.05) >= 5) < 0.003
     assert rejected["null"] <= 4
     assert rejected["learned"] >= rejected["median"] + 5
+
+
+def test_deep_kernel_marginal_likelihood_gradient_and_training():
+    from torchkern.learning import log_marginal_likelihood
+    g = torch.Generator().manual_seed(2)
+    X = torch.randn(30, 3, generator=g, dtype=F64)
+    y = torch.sin(X[:, 0] - X[:, 1])
+    W = torch.randn(2, 3, generator=g, dtype=F64, requires_grad=True)
+
+    class Proj(torch.nn.Module):
+        def __init__(self, W):
+            super().__init__()
+            self.W = W
+
+        def forward(self, x):
+            return x @ self.W.T
+
+    assert torch.autograd.gradcheck(
+        lambda Wv: log_marginal_likelihood(torchkern.FeatureKernel(Proj(Wv), torchkern.RBF(1.0)),
+                                           X, y, 0.1), (W,))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
+    kernel = torchkern.FeatureKernel(net, torchkern.RBF(1.0))
+    hist = fit_kernel(lambda: -log_marginal_likelihood(kernel, X, y, 0.1) / 30, kernel,
+                      lr=0.01, n_iter=30, patience=None)
+    assert hist[-1] < hist[0] - 0.1
