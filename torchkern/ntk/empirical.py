@@ -344,6 +344,7 @@ class EmpiricalNTK(Kernel):
         return None
 
     def get_params(self, deep: bool = True) -> dict:
+        """No hyperparameters: the kernel is set by the network's weights."""
         return {}
 
     def check_input(self, X, name: str = "X", **kw):
@@ -356,6 +357,7 @@ class EmpiricalNTK(Kernel):
                         "vector kernels in one formula; use its Gram matrices")
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        """k(X, Y): dense, or the matrix-free operator (class docstring)."""
         net = _Net(self.model)
         X = _check_input(X, "X", net.dtype, net.device)
         if Y is not None:
@@ -371,12 +373,14 @@ class EmpiricalNTK(Kernel):
         return _NTKMatrix(net, X, X if Y is None else Y, self.method, self.chunk_size)
 
     def diag(self, X) -> torch.Tensor:
+        """k(x_i, x_i) = (1/o)‖J(x_i)‖²_F, from per-sample Jacobians."""
         net = _Net(self.model)
         X = _check_input(X, "X", net.dtype, net.device)
         with torch.no_grad():
             return net.pairs(X, X, self.chunk_size)
 
     def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples, from per-sample Jacobians."""
         net = _Net(self.model)
         X, Y = _check_input(X, "X", net.dtype, net.device), _check_input(Y, "Y", net.dtype,
                                                                          net.device)
