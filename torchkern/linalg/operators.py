@@ -77,15 +77,17 @@ class RowBlockOperator:
             yield s, e, self.A.rows(torch.arange(s, e, device=self.device))
 
     def normal_matmul(self, V64: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
-        """Aᵀ diag(w) A V for V of shape (m, r) (float64 in and out; the blocks are
-        multiplied in A's dtype). ``w=None`` means W = I."""
+        """Aᵀ diag(w) A V for V of shape (m, r), float64 in and out. Each block is
+        evaluated in A's dtype and multiplied in float64, so a float32 kernel still gives
+        products accurate enough for CG to reach tight tolerances (the kernel values'
+        own rounding is the only float32 error left). ``w=None`` means W = I."""
         out = torch.zeros_like(V64)
-        V = V64.to(self.dtype)
         for s, e, B in self.blocks():
-            U = B @ V
+            B = B.to(_FLOAT64)
+            U = B @ V64
             if w is not None:
-                U = U * w[s:e, None]
-            out += (B.T @ U).to(_FLOAT64)
+                U = U * w[s:e, None].to(_FLOAT64)
+            out += B.T @ U
         return out
 
     def rmatmul(self, U: torch.Tensor) -> torch.Tensor:

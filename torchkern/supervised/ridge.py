@@ -47,27 +47,6 @@ def _default_rank(n: int) -> int:
 # Helpers shared by the solvers
 # --------------------------------------------------------------------------------------
 
-class _Progress:
-    """Wraps an operator to advance a tqdm bar at every product (``verbose=True``)."""
-
-    def __init__(self, A, bar):
-        self.A, self.bar = A, bar
-        self.shape, self.dtype, self.device = A.shape, A.dtype, A.device
-
-    def __matmul__(self, V):
-        out = self.A @ V
-        if self.bar is not None:
-            self.bar.update(1)
-        return out
-
-
-def _progress_bar(verbose, total, desc):
-    if not verbose:
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, leave=False)
-
-
 def _check_alpha(alpha, r: int, strict: bool, solver: str) -> torch.Tensor:
     """α as a float64 tensor of shape (r,) (one per target), validated."""
     a = torch.as_tensor(alpha, dtype=_F64).reshape(-1)
@@ -149,17 +128,14 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose,
     lazy backend.
     """
     C = torch.empty_like(Y)
-    bar = _progress_bar(verbose, max_iter, "KernelRidge (cg)")
     groups = list(_alpha_groups(alpha))
     base = (NystromPreconditioner(K, min(rank, K.shape[0]), groups[0][0], random_state=generator)
             if rank > 0 else None)
     for a, cols in groups:
         # One factor L serves every α: only the Woodbury core depends on it.
         pc = base if base is None or base.lam == a else base.with_lam(a)
-        A = _Progress(K.add_diag(a), bar)
-        C[:, cols] = cg(A, Y[:, cols].contiguous(), preconditioner=pc, tol=tol, max_iter=max_iter)
-    if bar is not None:
-        bar.close()
+        C[:, cols] = cg(K.add_diag(a), Y[:, cols].contiguous(), preconditioner=pc, tol=tol,
+                        max_iter=max_iter, verbose="KernelRidge (cg)" if verbose else False)
     return C
 
 
@@ -182,17 +158,15 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     rhs = M.T @ Knm.rmatmul(Yw)
     c = (Knm.shape[0] if w is None else float(w.sum())) / M.shape[0]
     Theta = torch.empty_like(rhs)
-    bar = _progress_bar(verbose, max_iter, "KernelRidge (nystrom)")
     r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
         H = OperatorKernelMatrix(lambda V, a=a: M.T @ Knm.normal_matmul(M @ V, w) + a * V,
                                  (r, r), _F64, M.device)
         diag = c * evals + a
-        Theta[:, cols] = cg(_Progress(H, bar), rhs[:, cols].contiguous(),
-                            preconditioner=lambda R, d=diag: R / d[:, None],
-                            tol=tol, max_iter=max_iter)
-    if bar is not None:
-        bar.close()
+        Theta[:, cols] = cg(H, rhs[:, cols].contiguous(),
+                            preconditioner=lambda R, d=diag: R / d[:, None], tol=tol,
+                            max_iter=max_iter,
+                            verbose="KernelRidge (nystrom)" if verbose else False)
     return M @ Theta
 
 
