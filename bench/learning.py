@@ -148,8 +148,9 @@ def row_dkl(epochs=20, seed=0):
     y = torch.tensor(ytr, dtype=torch.float32)
     y = (y - y.mean()) / y.std()
     n, d = Xtr.shape
-    kernel = torchkern.FeatureKernel(_mlp(d, seed), torchkern.RBF(1.0))
-    raw = torch.tensor(math.log(0.1), requires_grad=True)
+    # GPyTorch's initial values: lengthscale = noise = softplus(0) = log 2
+    kernel = torchkern.FeatureKernel(_mlp(d, seed), torchkern.RBF(math.log(2.0)))
+    raw = torch.tensor(math.log(math.log(2.0)), requires_grad=True)
     t0 = time.perf_counter()
     hist = fit_kernel(lambda: -log_marginal_likelihood(kernel, Xtr, y, raw.exp()) / n,
                       [*kernel.parameters(), raw], lr=0.01, n_iter=epochs, patience=None)
@@ -209,19 +210,26 @@ def main():
     rows_wanted = args.rows.split(",")
     print(f"# bench/learning.py on {device_name('cpu')}, torch {torch.__version__}")
     rows = []
+
+    def add(*new):
+        for r in new:
+            rows.append(r)
+            print("  ".join(str(v) for v in r.values()), flush=True)
+
     if "digits" in rows_wanted:
-        rows.append(row_digits())
+        add(row_digits())
     if "mkl" in rows_wanted:
         p = args.mkl_features
         for n in args.mklpy_sizes:
-            rows.append(row_mkl_mklpy(n, p))
+            add(row_mkl_mklpy(n, p))
             if n < min(args.mkl_sizes):
-                rows.append(row_mkl_torchkern(n, p, "simplemkl"))
+                add(row_mkl_torchkern(n, p, "simplemkl"))
         for n in args.mkl_sizes:
             for method in ("simplemkl", "alignment"):
-                rows.append(row_mkl_torchkern(n, p, method))
+                add(row_mkl_torchkern(n, p, method))
     if "dkl" in rows_wanted:
-        rows.extend(row_dkl())
+        add(*row_dkl())
+    print()
     table(rows, ["row", "n", "result", "seconds", "note"])
 
 

@@ -48,6 +48,9 @@ def test_log_marginal_likelihood_two_targets_is_the_sum():
     total = log_marginal_likelihood(k, X, Y, 0.1)
     sk = SkGPR(SkRBF(0.9) + WhiteKernel(0.1), optimizer=None, alpha=0.0).fit(X.numpy(), Y.numpy())
     assert float(total) == pytest.approx(sk.log_marginal_likelihood_value_, rel=1e-10)
+    # first derivatives in y and X (the exact path differentiates a surrogate)
+    assert torch.autograd.gradcheck(lambda Yv, Xv: log_marginal_likelihood(k, Xv, Yv, 0.1),
+                                    (Y[:12].clone().requires_grad_(), X[:12].clone().requires_grad_()))
 
 
 def test_log_marginal_likelihood_cg_path_within_its_tolerance():

@@ -126,7 +126,8 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     Returns
     -------
     Tensor
-        0-d, differentiable with respect to the kernel's parameters, ``noise`` and X.
+        0-d, differentiable (first derivatives) with respect to the kernel's parameters,
+        ``noise``, X and y.
 
     References
     ----------
@@ -140,9 +141,18 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     s2 = _positive(noise, "noise", Y)
     if _method(method, n) == "exact":
         A = _dense_system(kernel, X, s2)
-        L = _cholesky(A, "K + noise*I")
-        Z = torch.linalg.solve_triangular(L, Y.to(_F64), upper=False)
-        lml = -0.5 * (Z * Z).sum() - r * L.diagonal().log().sum() - 0.5 * n * r * _LOG_2PI
+        Y64 = Y.to(_F64)
+        with torch.no_grad():
+            L = _cholesky(A, "K + noise*I")
+            a = torch.cholesky_solve(Y64, L)
+            lml = -0.5 * (Y64 * a).sum() - r * L.diagonal().log().sum() - 0.5 * n * r * _LOG_2PI
+        if torch.is_grad_enabled() and (A.requires_grad or Y.requires_grad):
+            # ∂ log p = ½ tr((aaᵀ − r A⁻¹) ∂A) − aᵀ∂y (Rasmussen & Williams, eq. 5.9): a
+            # surrogate with that gradient, so autograd differentiates the kernel entries
+            # and not the O(n³) factorization (twice faster than through the Cholesky).
+            W = a @ a.T - r * torch.cholesky_inverse(L)
+            sur = 0.5 * (W * A).sum() - (a * Y64).sum()
+            lml = lml + (sur - sur.detach())
         return lml.to(Y.dtype)
     A, P = _lazy_system(kernel, X, s2, backend)
     quad, ld = inv_quad_logdet(A, Y, method="slq", num_probes=num_probes, preconditioner=P,
