@@ -303,6 +303,11 @@ def test_list_batch_graphset_and_take_agree(mutag):
     K32 = k(G.to(dtype=torch.float32))
     assert K32.dtype == torch.float32
     np.testing.assert_array_equal(K32.to_dense().double().numpy(), K)
+    small = G[torch.arange(10)]
+    for rw in (RandomWalk(0.01), RandomWalk(0.01, labeled=False)):  # solved in float64
+        K32 = rw(small.to(dtype=torch.float32))
+        assert K32.dtype == torch.float32
+        np.testing.assert_allclose(K32.to_dense().double().numpy(), dense(rw(small)), rtol=1e-6)
 
 
 def test_bad_inputs_have_clear_errors(mutag):

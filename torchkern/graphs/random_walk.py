@@ -189,7 +189,7 @@ class RandomWalk(GraphKernel):
         d = torch.zeros(len(X), dtype=X.dtype, device=X.device)
         for g, n in X.size_chunks(_PRODUCT_BUDGET, power=2):
             A, L = _block(X, X.node_label, g, n, -1)
-            d[g] = self._pairs(A, A, L, torch.where(L < 0, -2, L))
+            d[g] = self._pairs(A, A, L, torch.where(L < 0, -2, L)).to(d.dtype)
         return d
 
     # -- unlabeled: walk counts ----------------------------------------------------------
@@ -240,7 +240,7 @@ class RandomWalk(GraphKernel):
                 a, b = a.reshape(-1), b.reshape(-1)
                 if sym and I == J:
                     a, b = a[a <= b], b[a <= b]
-                vals = self._pairs(Ax[a], Ay[b], Lx[a], Ly[b])
+                vals = self._pairs(Ax[a], Ay[b], Lx[a], Ly[b]).to(K.dtype)
                 K[gx[a], gy[b]] = vals
                 if sym:
                     K[gy[b], gx[a]] = vals
@@ -290,12 +290,13 @@ def walk_counts(G: GraphSet, scales) -> torch.Tensor:
     then a sum per graph); scaling as it goes keeps the counts from overflowing."""
     gon = G.graph_of_node
     src, dst = G.edge_index
-    v = torch.ones(int(G.ptr[-1]), dtype=G.dtype, device=G.device)
-    cols = [G.num_nodes.to(G.dtype)]
+    f64 = torch.float64  # summed in float64 whatever the set's dtype
+    v = torch.ones(int(G.ptr[-1]), dtype=f64, device=G.device)
+    cols = [G.num_nodes.to(f64)]
     for s in scales:
         v = torch.zeros_like(v).index_add_(0, src, v[dst]) * s
-        cols.append(torch.zeros(len(G), dtype=G.dtype, device=G.device).index_add_(0, gon, v))
-    return torch.stack(cols, 1)
+        cols.append(torch.zeros(len(G), dtype=f64, device=G.device).index_add_(0, gon, v))
+    return torch.stack(cols, 1).to(G.dtype)
 
 
 def _single_label(X: GraphSet, Y: GraphSet | None) -> bool:
@@ -311,7 +312,7 @@ def _block(G: GraphSet, labels, gids, n, pad):
     ``pad`` past each graph's last node."""
     nodes = G.padded_nodes(gids, n)
     L = torch.where(nodes >= 0, labels[nodes.clamp_min(0)], pad)
-    return G.dense_adjacency(gids, n, G.dtype), L
+    return G.dense_adjacency(gids, n, torch.float64), L  # solves in float64 for any dtype
 
 
 def _spectra(G: GraphSet):
