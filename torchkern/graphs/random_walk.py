@@ -41,6 +41,9 @@ class _ProductSystem:
 
     def __matmul__(self, cols):
         P, (n1, n2) = self.M.shape[0], self.M.shape[1:]
+        if cols.shape[1] != P:
+            raise ValueError(f"the product-graph operator takes one column per graph pair "
+                             f"({P}), got {cols.shape[1]}")
         V = cols.T.reshape(P, n1, n2)
         return (V - self.lam * self.walk(V)).reshape(P, -1).T
 
