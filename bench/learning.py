@@ -192,7 +192,8 @@ def row_dkl(epochs=20, seed=0):
     theirs = (time.perf_counter() - t0) / epochs
     rows.append({"row": "deep-kernel GP, GPyTorch ExactGP (Cholesky)", "n": n,
                  "result": f"-log p(y)/n {first:.3f} -> {last:.3f}",
-                 "seconds": f"{theirs:.3f} / epoch", "note": f"torchkern / GPyTorch = {ours / theirs:.2f}"})
+                 "seconds": f"{theirs:.3f} / epoch",
+                 "note": f"torchkern / GPyTorch = {ours / theirs:.2f}"})
     return rows
 
 

@@ -27,7 +27,8 @@ def _dlog(p, value):
 def test_log_marginal_likelihood_and_gradient_match_sklearn():
     X, y = _data()
     c, ls, s2 = 1.7, np.array([0.8, 1.9]), 0.05
-    sk = SkGPR(ConstantKernel(c) * SkRBF(ls) + WhiteKernel(s2), optimizer=None, alpha=0.0).fit(X.numpy(), y.numpy())
+    sk = SkGPR(ConstantKernel(c) * SkRBF(ls) + WhiteKernel(s2), optimizer=None, alpha=0.0)
+    sk.fit(X.numpy(), y.numpy())
     theta = np.log([c, *ls, s2])
     ref, ref_grad = sk.log_marginal_likelihood(theta, eval_gradient=True)
 

@@ -78,7 +78,8 @@ class MultipleKernel(Kernel):
         if weights == "fixed":
             self.register_buffer("fixed_weights", eta)
         else:
-            self.raw_weights = nn.Parameter(eta.log() if weights == "simplex" else inv_softplus(eta))
+            raw = eta.log() if weights == "simplex" else inv_softplus(eta)
+            self.raw_weights = nn.Parameter(raw)
 
     def _check_weights(self, eta):
         p = len(self.kernels)
@@ -180,8 +181,8 @@ class _Objective:
         return g.abs().sum() - 0.5 * (eta * q).sum(), -0.5 * q
 
     def _krr(self, est, eta):
-        Y = torch.as_tensor(np.asarray(self.y) if not isinstance(self.y, torch.Tensor)
-                            else self.y).to(dtype=_F64, device=self.X.device).reshape(len(self.X), -1)
+        y = self.y if isinstance(self.y, torch.Tensor) else torch.as_tensor(np.asarray(self.y))
+        Y = y.to(dtype=_F64, device=self.X.device).reshape(len(self.X), -1)
         B = est.dual_coef_.to(_F64).reshape(-1, Y.shape[1])
         a = float(self.mkl.alpha)
         if est.solver_ != "nystrom":
@@ -317,7 +318,8 @@ class SimpleMKL(BaseEstimator):
         if self.estimator == "svc" and len(np.unique(np.asarray(
                 y.cpu() if isinstance(y, torch.Tensor) else y))) != 2:
             raise ValueError("SimpleMKL(estimator='svc') needs binary labels (2 classes)")
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 0:
+        it = self.max_iter
+        if isinstance(it, bool) or not isinstance(it, int) or it < 0:
             raise ValueError(f"max_iter must be a non-negative int, got {self.max_iter!r}")
         return kernels, X
 

@@ -285,7 +285,8 @@ def gcv(kernel, X, y, alpha, *, method="auto", num_probes=32, tol=1e-6, max_iter
     r"""Generalized cross-validation score of kernel ridge regression.
 
     .. math::
-        \mathrm{GCV} = \frac{\frac1n\lVert (I - H) y\rVert^2}{\left(\frac1n\mathrm{tr}(I - H)\right)^2}
+        \mathrm{GCV}
+        = \frac{\frac1n\lVert (I - H) y\rVert^2}{\left(\frac1n\mathrm{tr}(I - H)\right)^2}
         = \frac{n\,\lVert c\rVert^2}{\left(\mathrm{tr}(K + \alpha I)^{-1}\right)^2}
 
     (Golub, Heath and Wahba 1979, "Generalized cross-validation as a method for choosing a
