@@ -210,7 +210,7 @@ class Nystroem(TransformerMixin, Estimator):
         check_fitted(self, "normalization_")
         X = input_matrix(self.kernel_, X, "X")
         Z = self.components_.to(dtype=X.dtype, device=X.device)
-        X = check_fitted_input(self.kernel_, X, Z)
+        X = check_fitted_input(self.kernel_, X, Z, estimator=self)
         N = self.normalization_.to(dtype=X.dtype, device=X.device)
         K = self.kernel_(X, Z, backend="blocked")
         with torch.set_grad_enabled(torch.is_grad_enabled() and getattr(X, "requires_grad", False)):

@@ -1,9 +1,19 @@
 """Class labels in and out of the classifiers (KernelLogisticRegression, SVC)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
+
+
+def warn_column_vector() -> None:
+    """scikit-learn's warning for a (n, 1) target where a 1-D one is expected."""
+    warnings.warn("A column-vector y was passed when a 1d array was expected. Please change "
+                  "the shape of y to (n_samples,), for example using ravel().",
+                  DataConversionWarning, stacklevel=4)
 
 
 def encode_labels(y, n: int, name: str = "y"):
@@ -11,11 +21,15 @@ def encode_labels(y, n: int, name: str = "y"):
     sample's class (int64 NumPy array). Checks length, NaN, that the labels are discrete
     (scikit-learn's ``type_of_target`` is "binary" or "multiclass": continuous targets are
     refused with its "Unknown label type" error) and that ≥ 2 classes occur."""
+    if y is None:
+        raise ValueError(f"this classifier requires {name} to be passed, but the target "
+                         f"{name} is None")
     if isinstance(y, torch.Tensor):
         y_np = y.detach().cpu().numpy()
     else:
         y_np = np.asarray(y)
     if y_np.ndim == 2 and y_np.shape[1] == 1:
+        warn_column_vector()
         y_np = y_np[:, 0]
     if y_np.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of labels, got shape {y_np.shape}")
@@ -30,7 +44,8 @@ def encode_labels(y, n: int, name: str = "y"):
                          f"fit a regression target with continuous values")
     classes, codes = np.unique(y_np, return_inverse=True)
     if classes.size < 2:
-        raise ValueError(f"{name} must contain at least two classes, got only {classes.tolist()}")
+        raise ValueError(f"{name} must contain at least two classes, got only one class: "
+                         f"{classes.tolist()}")
     return classes, codes.astype(np.int64).reshape(-1)
 
 

@@ -143,11 +143,6 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         self.verbose = verbose
         self.backend = backend
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = is_precomputed(self.kernel)
-        return tags
-
     # -- fit ---------------------------------------------------------------------------
     def fit(self, X, y):
         """Fit on X — any input of the kernel (:mod:`torchkern.inputs`), or the (n, n) Gram
@@ -215,7 +210,7 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
             else:
                 X = input_matrix(self.kernel_, X, "X")
                 P = self.expansion_points_.to(dtype=X.dtype, device=X.device)
-                X = check_fitted_input(self.kernel_, X, P)
+                X = check_fitted_input(self.kernel_, X, P, estimator=self)
                 Kx = kernel_matrix(self.kernel_, X, P, backend=self.backend)
             coef = self.dual_coef_.to(dtype=Kx.dtype, device=Kx.device)
             return Kx @ coef + self.intercept_.to(dtype=Kx.dtype, device=Kx.device)

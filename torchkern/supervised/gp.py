@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, resolve_kernel
-from .._validation import as_generator as _generator, as_tensor, as_vector
+from .._validation import as_generator as _generator, as_vector
+from ..inputs import check_fitted_input, check_input
 from ..kernels.base import inv_softplus
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
@@ -117,7 +118,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         −log p(y)/n at the start and after each hyperparameter-learning iteration (empty
         without).
     n_iter_ : int
-        Hyperparameter-learning iterations taken (0 without).
+        Hyperparameter-learning iterations taken (1 without: the one direct solve).
 
     Examples
     --------
@@ -169,6 +170,11 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
         return method
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
     def fit(self, X, y, optimize: bool = False, n_iter: int = 100, lr: float = 0.05):
         r"""Condition the GP on (X, y); with ``optimize=True`` first learn the kernel's
         hyperparameters and the noise by maximizing log p(y).
@@ -211,7 +217,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         if isinstance(kernel, str):
             raise ValueError("GaussianProcessRegressor needs a Kernel; 'precomputed' is not supported")
         # Data are constants here: a graph hanging on X or y must not be backpropagated.
-        Xt = as_tensor(X, "X").detach()
+        Xt = check_input(kernel, X).detach()
         n = Xt.shape[0]
         method = self._check_params(n)
         Y = as_vector(y, "y", n=n).detach()
@@ -241,7 +247,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             learn = self._lbfgs if self.optimizer == "lbfgs" else self._adam
             noise = learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
         else:
-            self.n_iter_ = 0
+            self.n_iter_ = 1  # one direct solve, no hyperparameter steps
 
         self.kernel_ = kernel
         self.noise_ = noise
@@ -451,10 +457,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def _posterior(self, X, want_var: bool, want_cov: bool):
         """Latent mean (normalized units), variance and covariance at X."""
         check_fitted(self, "alpha_")
-        Xt = as_tensor(X, "X")
-        if Xt.shape[1] != self.X_train_.shape[1]:
-            raise ValueError(f"X has {Xt.shape[1]} features but the model was fitted with "
-                             f"{self.X_train_.shape[1]}")
+        Xt = check_fitted_input(self.kernel_, X, self.X_train_, estimator=self)
         work = _F64 if self.method_ == "cholesky" else self.X_train_.dtype
         Xw = Xt.to(dtype=work, device=self.X_train_.device)
         Xtr = self.X_train_.to(work)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 from sklearn.base import RegressorMixin
 
@@ -65,13 +66,18 @@ def _check_alpha(alpha, r: int, strict: bool, solver: str) -> torch.Tensor:
 def _check_sample_weight(sample_weight, n, dtype, device):
     if sample_weight is None:
         return None
-    w = torch.as_tensor(sample_weight).detach().to(dtype=dtype, device=device)
+    w = (sample_weight if isinstance(sample_weight, torch.Tensor)
+         else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64)))
+    w = w.detach().to(dtype=dtype, device=device)
     if w.dim() == 0:
         w = w.expand(n).clone()
     if w.dim() != 1 or w.shape[0] != n:
         raise ValueError(f"sample_weight must be a float or have shape ({n},), got {tuple(w.shape)}")
     if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
         raise ValueError("sample_weight must be finite and >= 0")
+    if not float(w.sum()) > 0:
+        raise ValueError("sample_weight sums to zero: at least one sample must have a "
+                         "positive weight")
     return w
 
 
@@ -128,15 +134,18 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose,
     lazy backend.
     """
     C = torch.empty_like(Y)
+    n_iter = 0
     groups = list(_alpha_groups(alpha))
     base = (NystromPreconditioner(K, min(rank, K.shape[0]), groups[0][0], random_state=generator)
             if rank > 0 else None)
     for a, cols in groups:
         # One factor L serves every α: only the Woodbury core depends on it.
         pc = base if base is None or base.lam == a else base.with_lam(a)
-        C[:, cols] = cg(K.add_diag(a), Y[:, cols].contiguous(), preconditioner=pc, tol=tol,
-                        max_iter=max_iter, verbose="KernelRidge (cg)" if verbose else False)
-    return C
+        C[:, cols], info = cg(K.add_diag(a), Y[:, cols].contiguous(), preconditioner=pc, tol=tol,
+                        max_iter=max_iter, verbose="KernelRidge (cg)" if verbose else False,
+                                 return_info=True)
+        n_iter = max(n_iter, info.iterations)
+    return C, n_iter
 
 
 def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
@@ -158,16 +167,19 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     rhs = M.T @ Knm.rmatmul(Yw)
     c = (Knm.shape[0] if w is None else float(w.sum())) / M.shape[0]
     Theta = torch.empty_like(rhs)
+    n_iter = 0
     r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
         H = OperatorKernelMatrix(lambda V, a=a: M.T @ Knm.normal_matmul(M @ V, w) + a * V,
                                  (r, r), _F64, M.device)
         diag = c * evals + a
-        Theta[:, cols] = cg(H, rhs[:, cols].contiguous(),
+        Theta[:, cols], info = cg(H, rhs[:, cols].contiguous(),
                             preconditioner=lambda R, d=diag: R / d[:, None], tol=tol,
                             max_iter=max_iter,
-                            verbose="KernelRidge (nystrom)" if verbose else False)
-    return M @ Theta
+                            verbose="KernelRidge (nystrom)" if verbose else False,
+                                     return_info=True)
+        n_iter = max(n_iter, info.iterations)
+    return M @ Theta, n_iter
 
 
 # --------------------------------------------------------------------------------------
@@ -234,6 +246,9 @@ class KernelRidge(RegressorMixin, Estimator):
         ``"nystrom"`` only: the rows of the training data used as centers.
     solver_ : str
         The solver actually used.
+    n_iter_ : int
+        CG iterations of the solve (``"cg"``, ``"nystrom"``; the most over targets), 1 for
+        the direct ``"cholesky"`` solve.
     kernel_ : Kernel or "precomputed"
         The fitted copy of ``kernel``.
 
@@ -271,7 +286,7 @@ class KernelRidge(RegressorMixin, Estimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = is_precomputed(self.kernel)
+        tags.target_tags.multi_output = True
         return tags
 
     # ---------------------------------------------------------------------------------
@@ -343,10 +358,12 @@ class KernelRidge(RegressorMixin, Estimator):
             K, Y = K.scaled(s), Y * s[:, None]
         if solver == "cholesky":
             C = _solve_cholesky(K, Y, alpha).to(Y.dtype)
+            self.n_iter_ = 1  # one direct solve
         else:
             n_centers = _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers
-            C = _solve_cg(K, Y, alpha, rank=n_centers, tol=float(self.tol), max_iter=self.max_iter,
-                          verbose=self.verbose, generator=_generator(self.random_state))
+            C, self.n_iter_ = _solve_cg(K, Y, alpha, rank=n_centers, tol=float(self.tol),
+                                        max_iter=self.max_iter, verbose=self.verbose,
+                                        generator=_generator(self.random_state))
         return C if s is None else C * s[:, None]
 
     def _fit_nystrom(self, kernel, X, Y, alpha, w):
@@ -363,8 +380,8 @@ class KernelRidge(RegressorMixin, Estimator):
             K = kernel(X, Z, backend="blocked")
             Knm = RowBlockOperator(K, K.block_rows(), keep=n * m <= config.dense_max_entries)
             Kmm = kernel(Z, backend="dense").to_dense()
-        B = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol), max_iter=self.max_iter,
-                           verbose=self.verbose)
+        B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol),
+                                         max_iter=self.max_iter, verbose=self.verbose)
         return B.to(Y.dtype), Z
 
     def predict(self, X) -> torch.Tensor:
@@ -380,7 +397,7 @@ class KernelRidge(RegressorMixin, Estimator):
                 if self.solver_ == "nystrom":
                     K = DenseKernelMatrix(K.cols(self.center_indices_))
             else:
-                X = check_fitted_input(kernel, X, self.X_fit_)
+                X = check_fitted_input(kernel, X, self.X_fit_, estimator=self)
                 K = kernel_matrix(kernel, X, self.X_fit_, backend=self.backend)
             return K @ self.dual_coef_.to(K.dtype)
 

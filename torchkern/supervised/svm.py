@@ -10,7 +10,7 @@ from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, 
 from .._validation import as_vector, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
-from ._labels import class_weights, decode_labels, encode_labels
+from ._labels import warn_column_vector, class_weights, decode_labels, encode_labels
 from ._smo import solve_dual
 
 __all__ = ["SVC", "SVR"]
@@ -18,11 +18,6 @@ __all__ = ["SVC", "SVR"]
 
 class _BaseSVM(Estimator):
     """Shared plumbing: the training Gram matrix, the solver call, test-vs-SV kernels."""
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = is_precomputed(self.kernel)
-        return tags
 
     def _check_params(self):
         check_positive(self.C, "C")
@@ -77,7 +72,7 @@ class _BaseSVM(Estimator):
             return Ks @ coef.to(dtype=Ks.dtype, device=Ks.device)
         X = input_matrix(self.kernel_, X, "X")
         SV = self.support_vectors_.to(dtype=X.dtype, device=X.device)
-        X = check_fitted_input(self.kernel_, X, SV)
+        X = check_fitted_input(self.kernel_, X, SV, estimator=self)
         if SV.shape[0] == 0:
             return torch.zeros(X.shape[0], *coef.shape[1:], dtype=X.dtype, device=X.device)
         Ks = kernel_matrix(self.kernel_, X, SV, backend=self.backend)
@@ -389,6 +384,7 @@ class SVR(RegressorMixin, _BaseSVM):
         if z.dim() == 2:
             if z.shape[1] != 1:
                 raise ValueError(f"y must be 1-D (one target), got shape {tuple(z.shape)}")
+            warn_column_vector()
             z = z[:, 0]
         f64 = torch.float64
         device = K.device

@@ -253,7 +253,7 @@ class KernelPCA(TransformerMixin, Estimator):
         if is_precomputed(self.kernel_):
             K = kernel_matrix("precomputed", check_precomputed(X, self.X_fit_.shape[0]))
         else:
-            X = check_fitted_input(self.kernel_, X, self.X_fit_)
+            X = check_fitted_input(self.kernel_, X, self.X_fit_, estimator=self)
             K = kernel_matrix(self.kernel_, X, self.X_fit_, backend=self.backend)
         with torch.no_grad():
             Kc = K.centered(col_mean=self._col_mean, mean=self._mean)
@@ -286,6 +286,6 @@ class KernelPCA(TransformerMixin, Estimator):
         if not self.fit_inverse_transform:
             raise ValueError("inverse_transform needs fit_inverse_transform=True at fit time")
         check_fitted(self, "dual_coef_")
-        Z = check_fitted_input(self.kernel_, X, self.X_transformed_fit_)
+        Z = check_fitted_input(self.kernel_, X, self.X_transformed_fit_, estimator=self)
         K = kernel_matrix(self.kernel_, Z, self.X_transformed_fit_, backend=self.backend)
         return K @ self.dual_coef_
