@@ -35,11 +35,15 @@ def binary():
     return X, y
 
 
+# solver="smo" is torchkern's own decomposition solver; "libsvm" hands torchkern's Gram
+# matrix to LIBSVM (what "auto" does for small CPU problems). Both must equal scikit-learn.
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
 @pytest.mark.parametrize("backend", ["dense", "blocked"])
 @pytest.mark.parametrize("C", [0.5, 20.0])
-def test_svc_rbf_matches_sklearn(binary, backend, C):
+def test_svc_rbf_matches_sklearn(binary, backend, C, solver):
     X, y = binary
-    ours = SVC(RBF(lengthscale=LS), C=C, tol=1e-6, backend=backend).fit(torch.tensor(X), y)
+    ours = SVC(RBF(lengthscale=LS), C=C, tol=1e-6, backend=backend, solver=solver).fit(
+        torch.tensor(X), y)
     ref = SkSVC(C=C, gamma=GAMMA, tol=1e-6).fit(X, y)
     np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
     np.testing.assert_array_equal(np.asarray(ours.n_support_), ref.n_support_)
@@ -74,12 +78,12 @@ def test_svc_float32_close_to_float64(binary):
 
 def test_svc_class_weight_balanced_matches_sklearn():
     X, y = make_classification(250, 4, weights=[0.8, 0.2], random_state=1)
-    ours = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, class_weight="balanced").fit(torch.tensor(X), y)
+    ours = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, solver="smo", class_weight="balanced").fit(torch.tensor(X), y)
     ref = SkSVC(C=3.0, gamma=GAMMA, tol=1e-6, class_weight="balanced").fit(X, y)
     np.testing.assert_array_equal(np.asarray(ours.support_), ref.support_)
     np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(X))),
                                ref.decision_function(X), atol=1e-3)
-    dict_w = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, class_weight={1: 4.0}).fit(torch.tensor(X), y)
+    dict_w = SVC(RBF(lengthscale=LS), C=3.0, tol=1e-6, solver="smo", class_weight={1: 4.0}).fit(torch.tensor(X), y)
     ref_w = SkSVC(C=3.0, gamma=GAMMA, tol=1e-6, class_weight={1: 4.0}).fit(X, y)
     np.testing.assert_allclose(np.asarray(dict_w.decision_function(torch.tensor(X))),
                                ref_w.decision_function(X), atol=1e-3)
@@ -94,9 +98,10 @@ def digits():
     return X[:400], d.target[idx][:400], X[400:800], d.target[idx][400:800]
 
 
-def test_svc_multiclass_digits_matches_sklearn(digits):
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
+def test_svc_multiclass_digits_matches_sklearn(digits, solver):
     X, y, Xt, yt = digits
-    ours = SVC(RBF(lengthscale=2.0), C=5.0, tol=1e-4).fit(torch.tensor(X), y)
+    ours = SVC(RBF(lengthscale=2.0), C=5.0, tol=1e-4, solver=solver).fit(torch.tensor(X), y)
     ref = SkSVC(C=5.0, gamma=1 / 8.0, tol=1e-4).fit(X, y)
     np.testing.assert_array_equal(ours.classes_, ref.classes_)
     pred = np.asarray(ours.predict(torch.tensor(Xt)))
@@ -118,7 +123,7 @@ def test_svc_string_labels_and_votes():
     X, y = make_classification(150, 4, n_informative=3, n_redundant=0, n_classes=3,
                                random_state=2)
     labels = np.array(["cat", "dog", "emu"])[y]
-    ours = SVC(RBF(lengthscale=LS), C=1.0, tol=1e-5).fit(torch.tensor(X), labels)
+    ours = SVC(RBF(lengthscale=LS), C=1.0, tol=1e-5, solver="smo").fit(torch.tensor(X), labels)
     ref = SkSVC(C=1.0, gamma=GAMMA, tol=1e-5).fit(X, labels)
     assert (ours.predict(torch.tensor(X)) == ref.predict(X)).mean() >= 0.99
 
@@ -166,7 +171,10 @@ def test_svr_precomputed_linear_matches_sklearn():
 def test_max_iter_warns(binary):
     X, y = binary
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        SVC(RBF(lengthscale=LS), C=10.0, tol=1e-8, max_iter=1, working_set_size=8).fit(
+        SVC(RBF(lengthscale=LS), C=10.0, tol=1e-8, max_iter=1, working_set_size=8,
+            solver="smo").fit(torch.tensor(X), y)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        SVC(RBF(lengthscale=LS), C=10.0, tol=1e-8, max_iter=1, solver="libsvm").fit(
             torch.tensor(X), y)
 
 
