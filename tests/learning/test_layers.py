@@ -38,14 +38,14 @@ def test_kernel_layer_trains_in_a_model():
     y = (torch.sin(2 * X[:, 0]) * X[:, 1]).unsqueeze(1)
     model = torch.nn.Sequential(KernelLayer(torchkern.RBF(1.0), n_centers=20, in_features=2,
                                             out_features=1, random_state=0))
-    first = float(((model(X) - y) ** 2).mean())
+    first = float(((model(X) - y) ** 2).mean().detach())
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     for _ in range(150):
         opt.zero_grad()
         loss = ((model(X) - y) ** 2).mean()
         loss.backward()
         opt.step()
-    final = float(((model(X) - y) ** 2).mean())
+    final = float(((model(X) - y) ** 2).mean().detach())
     assert final < 0.1 * first
     with pytest.raises(ValueError, match="in_features"):
         KernelLayer(torchkern.RBF(), n_centers=3)
