@@ -126,8 +126,7 @@ class MMDLoss(nn.Module):
         self.backend = backend
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-        out = mmd2(X, Y, self.kernel, self.estimator, backend=self.backend)
-        return out.as_subclass(torch.Tensor)
+        return mmd2(X, Y, self.kernel, self.estimator, backend=self.backend)
 
     def extra_repr(self) -> str:
         return f"estimator={self.estimator!r}"
