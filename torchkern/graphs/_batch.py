@@ -294,9 +294,9 @@ class GraphSet(KernelInput):
             if xs[0] is not None:
                 if any(v.shape[0] != c for v, c in zip(xs, sizes)):
                     raise ValueError("every graph's x must have one row per node (num_nodes rows)")
-                x = torch.cat([v.to(device) for v in xs])
+                x = torch.cat(_on(xs, device))
             if eas[0] is not None:
-                ea = torch.cat([v.to(device) for v in eas])
+                ea = torch.cat(_on(eas, device))
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
         ei = ei.to(device=device, dtype=torch.long)
@@ -421,6 +421,13 @@ class GraphSet(KernelInput):
     def __repr__(self) -> str:
         return (f"GraphSet(n_graphs={len(self)}, n_nodes={int(self.ptr[-1])}, "
                 f"n_edges={int(self.eptr[-1])}, dtype={self.dtype}, device={self.device})")
+
+
+def _on(tensors, device):
+    """The tensors on ``device`` (moved only where needed: no call per tensor otherwise)."""
+    if all(t.device == device for t in tensors):
+        return tensors
+    return [t.to(device) for t in tensors]
 
 
 def _unique_first(key: torch.Tensor):

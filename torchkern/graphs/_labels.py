@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 
 from .._config import _check_backend
@@ -52,8 +53,10 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, hoods):
 
 def initial_labels(G: GraphSet):
     """The node labels of G renumbered to [0, L) (only labels that occur)."""
-    _, labels = torch.unique(G.node_label, return_inverse=True)
-    return labels, int(labels.max()) + 1 if labels.numel() else 0
+    if not G.node_label.numel():
+        return G.node_label, 0
+    values, labels, _, _ = sorted_unique(G.node_label)
+    return labels, values.numel()
 
 
 def wl_label_sequence(G: GraphSet, n_iter: int):
@@ -72,19 +75,23 @@ def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
     return rows, cols, counts
 
 
-def _sparse_gram(a, b):
-    """a bᵀ as a dense tensor, for sparse COO a and b with the same columns. On the CPU by
-    SciPy's sparse product (about twice torch's speed there), elsewhere by torch's."""
+def _add_sparse_gram(out, a, b):
+    """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On the CPU by
+    SciPy's sparse product (about twice torch's speed there), its nonzeros added in place;
+    elsewhere by torch's."""
     a, b = a.coalesce(), b.coalesce()
     if a.device.type == "cpu":
         import scipy.sparse as sp
 
         def csr(t):
             return sp.csr_matrix((t.values().numpy(), t.indices().numpy()), shape=tuple(t.shape))
-        return torch.from_numpy((csr(a) @ csr(b).T).toarray())
+        c = (csr(a) @ csr(b).T).tocoo()  # distinct (row, col) entries
+        rows, cols = torch.from_numpy(c.row.astype(np.int64)), torch.from_numpy(c.col.astype(np.int64))
+        out[rows, cols] += torch.from_numpy(c.data).to(out.dtype)
+        return out
     with warnings.catch_warnings():  # torch routes it through CSR and warns that CSR is beta
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse.mm(a, b.t()).to_dense()
+        return out.add_(torch.sparse.mm(a, b.t()).to_dense())
 
 
 class SparseFeatureKernelMatrix(FeatureKernelMatrix):
@@ -136,7 +143,7 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
         (dx, lx), (dy, ly), diag = self._parts()
         if idx is not None:
             dx, lx = dx[idx], lx.index_select(0, idx)
-        out = (dx @ dy.T).to(self.dtype) + _sparse_gram(lx, ly)
+        out = _add_sparse_gram((dx @ dy.T).to(self.dtype), lx, ly)
         if self.phi_y is self.phi_x:
             if idx is None:
                 out.diagonal().add_(diag)
