@@ -28,6 +28,8 @@ for s in $steps; do case $s in
   keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
   kpca) step kpca 90 python3 bench/kpca_device.py ;;
   tests) step tests 70 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
+  structured) step structured 120 python3 -m pytest -q -p no:cacheprovider -rfE \
+              tests/sequences/test_sequences_devices.py tests/graphs/test_graph_devices.py ;;
   matvec) step matvec 70 python3 bench/gram_matvec.py --sizes 10000 100000 1000000 --budget 20 ;;
   solvers) step solvers 80 python3 bench/solvers.py --device cuda --sizes 10000 50000 200000 \
            --skip-plain-above 50000 --dense-max-n 50000 ;;

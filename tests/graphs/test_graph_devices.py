@@ -1,0 +1,64 @@
+"""Graph kernels on an accelerator give the CPU's numbers (float64).
+
+Runs on ``["cuda"]`` where CUDA is present and is skipped elsewhere (CI has no GPU), as in
+tests/test_devices.py; ``TORCHKERN_TEST_DEVICES=cpu`` runs it against the CPU itself.
+"""
+import os
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from torchkern.graphs import (DiffusionKernel, RandomWalk, RegularizedLaplacian, ShortestPath,
+                              WeisfeilerLehman)
+
+_ENV = os.environ.get("TORCHKERN_TEST_DEVICES")
+DEVICES = _ENV.split(",") if _ENV else (["cuda"] if torch.cuda.is_available() else [])
+pytestmark = pytest.mark.skipif(not DEVICES, reason="no CUDA device on this machine")
+
+
+@pytest.fixture(params=DEVICES or ["cuda"])
+def dev(request):
+    return torch.device(request.param)
+
+
+def _graphs(count, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(count):
+        n = int(torch.randint(3, 15, (1,), generator=g))
+        A = torch.rand(n, n, generator=g) < 0.3
+        A = torch.triu(A, 1)
+        A = A | A.T
+        edge_index = A.nonzero().T.contiguous()
+        x = torch.nn.functional.one_hot(torch.randint(0, 3, (n,), generator=g), 3).float()
+        out.append(Data(x=x, edge_index=edge_index, num_nodes=n))
+    return out
+
+
+@pytest.mark.parametrize("kernel", [WeisfeilerLehman(3), WeisfeilerLehman(2, normalize=True),
+                                    ShortestPath(), RandomWalk(0.01, labeled=False),
+                                    RandomWalk(0.01, labeled=True)],
+                         ids=["wl", "wl-normalized", "sp", "rw", "rw-labeled"])
+def test_graph_kernels_on_device(dev, kernel):
+    graphs = _graphs(30)
+    ref = kernel(graphs[:12], graphs).to_dense()
+    X = kernel.check_input(graphs).to(device=dev)
+    K = kernel(X[:12], X)
+    assert K.device.type == dev.type
+    torch.testing.assert_close(K.to_dense().cpu(), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [DiffusionKernel(0.7, method="krylov"),
+                                    RegularizedLaplacian(0.5, method="krylov")],
+                         ids=["diffusion", "regularized-laplacian"])
+def test_node_kernel_matvec_on_device(dev, kernel):
+    g = torch.Generator().manual_seed(1)
+    n = 500
+    src = torch.randint(0, n, (3000,), generator=g)
+    dst = torch.randint(0, n, (3000,), generator=g)
+    graph = Data(edge_index=torch.stack([src, dst]), num_nodes=n)
+    V = torch.randn(n, 3, dtype=torch.float64, generator=g)
+    ref = kernel(graph) @ V
+    K = kernel(graph.to(dev))
+    torch.testing.assert_close((K @ V.to(dev)).cpu(), ref, rtol=1e-8, atol=1e-8)
