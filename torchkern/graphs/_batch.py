@@ -139,18 +139,24 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
         raise ValueError(f"{name} must have shape ({n}, d) (one row per item), got {tuple(rows.shape)}")
     if rows.is_complex():
         raise TypeError(f"{name} must be real, got dtype {rows.dtype}")
-    if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
-        raise ValueError(f"{name} contains NaN or infinity")
-    if rows.shape[1] == 0:
-        return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
-    if n == 0:
+    if rows.shape[1] == 0 or n == 0:
+        if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
+            raise ValueError(f"{name} contains NaN or infinity")
+        if rows.shape[1] == 0:
+            return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
         return torch.zeros(0, dtype=torch.long, device=device), rows.to(device)
     rows = rows.to(device)
-    if not rows.is_floating_point() or (bool((rows == rows.round()).all()) and
-                                        float(rows.abs().max()) < 2 ** 53):
-        r = rows.long()
-        r = r - r.amin(0)
-        ids, _, first = compact(list(r.unbind(1)), (r.amax(0) + 1).tolist())
+    integral = True
+    if rows.is_floating_point():
+        lo, hi = (float(v) for v in torch.aminmax(rows))  # NaN propagates into lo, hi
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError(f"{name} contains NaN or infinity")
+        integral = max(-lo, hi) < 2 ** 53
+    r = rows.long() if integral else None
+    if integral and (not rows.is_floating_point() or bool((r == rows).all())):
+        cols = r.T.contiguous()  # one contiguous row per column of x
+        cols = cols - cols.amin(1, keepdim=True)  # not in place: may share x's memory
+        ids, _, first = compact(list(cols), (cols.amax(1) + 1).tolist())
         return ids, rows[first]
     values, ids = torch.unique(rows, dim=0, return_inverse=True)
     return ids, values
