@@ -84,7 +84,10 @@ class KernelInput:
                 raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
             out.dtype = dtype
         if device is not None:
-            out.device = torch.device(device)
+            device = torch.device(device)
+            if device.type == "cuda" and device.index is None:  # as tensors report it
+                device = torch.device("cuda", torch.cuda.current_device())
+            out.device = device
             out._move(out.device)
         return out
 

@@ -116,7 +116,10 @@ class _Graph:
     def same_as(self, other) -> bool:
         if other is self:
             return True
+        # Same graph on another device is another graph here: its cached Laplacian and
+        # eigendecomposition live on that device.
         return (isinstance(other, _Graph) and other.n == self.n
+                and other.device == self.device
                 and other.src.numel() == self.src.numel()
                 and bool(torch.equal(other.src.cpu(), self.src.cpu()))
                 and bool(torch.equal(other.dst.cpu(), self.dst.cpu()))
