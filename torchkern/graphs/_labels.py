@@ -85,11 +85,12 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, hoods):
     ``hoods`` is :func:`neighbourhoods`. Returns ``(new_labels, n_new)`` with new labels
     in [0, n_new). Two nodes of different degrees never share a multiset, so each degree
     group is a rectangular table (own label, d sorted neighbour labels). Every row is
-    hashed to an int64 (a seeded linear hash with a final multiply–xor, high bits kept) and all N hashes are grouped by one
-    sort; the grouping is then *checked* — every node's row equals its group's first
-    row, entry by entry — so the ids are exact. Only if two different rows share a hash
-    (rare) are the rows grouped exactly, one sort per degree group
-    (:func:`compact`). O((N + E) log N) a round, no loop over nodes or graphs.
+    hashed to an int64 (a seeded linear hash with a final multiply–xor, high bits kept)
+    and all N hashes are grouped by one sort; the grouping is then *checked* — every
+    node's row equals its group's first row, entry by entry — so the ids are exact. Only
+    if two different rows share a hash (rare) are the rows grouped exactly, one sort per
+    degree group (:func:`compact`). O((N + E) log N) a round, no loop over nodes or
+    graphs.
     """
     N = labels.numel()
     if N == 0 or not hoods:
@@ -157,7 +158,8 @@ def _add_sparse_gram(out, a, b):
         def csr(t):
             return sp.csr_matrix((t.values().numpy(), t.indices().numpy()), shape=tuple(t.shape))
         c = (csr(a) @ csr(b).T).tocoo()  # distinct (row, col) entries
-        rows, cols = torch.from_numpy(c.row.astype(np.int64)), torch.from_numpy(c.col.astype(np.int64))
+        rows = torch.from_numpy(c.row.astype(np.int64))
+        cols = torch.from_numpy(c.col.astype(np.int64))
         out[rows, cols] += torch.from_numpy(c.data).to(out.dtype)
         return out
     with warnings.catch_warnings():  # torch routes it through CSR and warns that CSR is beta
@@ -315,9 +317,10 @@ class CountFeatureKernel(GraphKernel):
         U = X if Y is None else GraphSet.concat([X, Y])
         rows, cols, vals, p = self._entries(U)
         vals = vals.to(X.dtype)
-        sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device).index_add_(0, rows, vals * vals)
-        small = not unit_rows and not vals.is_complex() and bool(
-            (vals >= 0).all() and (vals == vals.round()).all()) and float(sq.max(0).values) < 2 ** 24
+        sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device)
+        sq.index_add_(0, rows, vals * vals)
+        small = (not unit_rows and bool((vals >= 0).all() and (vals == vals.round()).all())
+                 and float(sq.max()) < 2 ** 24)
         if unit_rows:
             vals = vals * sq.rsqrt()[rows]  # rows with entries have sq > 0
         nx = len(X)

@@ -44,8 +44,9 @@ class WeisfeilerLehman(CountFeatureKernel):
     Notes
     -----
     Node labels, edges and directions follow :class:`GraphSet`. The relabelling runs on
-    the whole set at once on tensors (nodes grouped by degree, one sort per group and
-    round): O(h (N + E) log N) for N nodes and E edges in all; the features are sparse
+    the whole set at once on tensors (each node's sorted neighbour labels hashed, all
+    nodes grouped by one sort per round, the grouping checked entry by entry so that it
+    is exact): O(h (N + E) log N) for N nodes and E edges in all; the features are sparse
     (one column per label and round), returned as a features KernelMatrix — ``K @ V``
     costs O(h N r) and the Gram is never stored. ``base="shortest_path"`` adds the cost
     of :class:`ShortestPath` per round (one BFS).
