@@ -198,10 +198,13 @@ class _NodeKernel(StructuredKernel):
             raise TypeError(f"{type(self).__name__} takes node indices or a graph; {name} is a "
                             f"{type(X).__name__}")
         if is_graph_like(X):
+            # PyG's Data.to() and apply() move a graph in place: the same Data object can
+            # hold new edge tensors, so the cache is keyed on those tensors too.
+            key = (X, getattr(X, "edge_index", None), getattr(X, "edge_weight", None))
             seen, g = self._seen
-            if seen is not X:
+            if seen is None or any(a is not b for a, b in zip(seen, key)):
                 g = as_graph(X, name)
-                self._seen = (X, g)
+                self._seen = (key, g)
             return NodeSet(g)
         if self.graph is None:
             raise TypeError(f"{name}: {type(self).__name__} was given node indices but no graph; "
