@@ -59,9 +59,16 @@ def _regression(n, seed=0):
 
 
 def _clock(fn):
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
+    """Seconds of ``fn()`` (the best of 3 runs when one takes under 0.5 s: sub-second
+    timings on a shared machine jitter by more than the differences measured)."""
+    best, out = float("inf"), None
+    for _ in range(3):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+        if best >= 0.5:
+            break
+    return best, out
 
 
 def row_svc(n):
