@@ -6,7 +6,6 @@ machine without one these tests are skipped (CI has no GPU; the GPU figures are 
 issue notes). ``TORCHKERN_TEST_DEVICES=cpu`` runs them against the CPU itself, which
 checks the test code on any machine.
 """
-import os
 
 import numpy as np
 import pytest
@@ -14,16 +13,10 @@ import torch
 
 import torchkern as tk
 from torchkern import linalg, stats
+from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 
 D64 = torch.float64
-_ENV = os.environ.get("TORCHKERN_TEST_DEVICES")
-DEVICES = _ENV.split(",") if _ENV else (["cuda"] if torch.cuda.is_available() else [])
-pytestmark = pytest.mark.skipif(not DEVICES, reason="no CUDA device on this machine")
-
-
-@pytest.fixture(params=DEVICES or ["cuda"])
-def dev(request):
-    return torch.device(request.param)
+pytestmark = requires_device
 
 
 def _rel(a, b):

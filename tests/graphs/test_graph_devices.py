@@ -3,23 +3,16 @@
 Runs on ``["cuda"]`` where CUDA is present and is skipped elsewhere (CI has no GPU), as in
 tests/test_devices.py; ``TORCHKERN_TEST_DEVICES=cpu`` runs it against the CPU itself.
 """
-import os
 
 import pytest
 import torch
 from torch_geometric.data import Data
 
+from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 from torchkern.graphs import (DiffusionKernel, RandomWalk, RegularizedLaplacian, ShortestPath,
                               WeisfeilerLehman)
 
-_ENV = os.environ.get("TORCHKERN_TEST_DEVICES")
-DEVICES = _ENV.split(",") if _ENV else (["cuda"] if torch.cuda.is_available() else [])
-pytestmark = pytest.mark.skipif(not DEVICES, reason="no CUDA device on this machine")
-
-
-@pytest.fixture(params=DEVICES or ["cuda"])
-def dev(request):
-    return torch.device(request.param)
+pytestmark = requires_device
 
 
 def _graphs(count, seed=0):

@@ -3,22 +3,15 @@
 Runs on ``["cuda"]`` where CUDA is present and is skipped elsewhere (CI has no GPU), as in
 tests/test_devices.py; ``TORCHKERN_TEST_DEVICES=cpu`` runs it against the CPU itself.
 """
-import os
 import random
 
 import pytest
 import torch
 
 from torchkern.sequences import LocalAlignment, Mismatch, Spectrum, Substring, encode
+from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 
-_ENV = os.environ.get("TORCHKERN_TEST_DEVICES")
-DEVICES = _ENV.split(",") if _ENV else (["cuda"] if torch.cuda.is_available() else [])
-pytestmark = pytest.mark.skipif(not DEVICES, reason="no CUDA device on this machine")
-
-
-@pytest.fixture(params=DEVICES or ["cuda"])
-def dev(request):
-    return torch.device(request.param)
+pytestmark = requires_device
 
 
 @pytest.mark.parametrize("kernel", [Spectrum(3, "protein"), Mismatch(3, 1, "protein"),

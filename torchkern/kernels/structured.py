@@ -34,19 +34,25 @@ class StructuredKernel(Kernel):
     vector_input = False
 
     def check_input(self, X, name: str = "X", **kw) -> KernelInput:
+        """``X`` as this kernel's :class:`~torchkern.inputs.KernelInput`, or a clear
+        TypeError/ValueError naming ``name`` (written by each subclass)."""
         raise NotImplementedError
 
     def _gram(self, X: KernelInput, Y: KernelInput | None) -> KernelMatrix:
+        """The unnormalized KernelMatrix k(X, Y) (``Y=None``: k(X, X)); by each subclass."""
         raise NotImplementedError
 
     def _diag(self, X: KernelInput) -> torch.Tensor:
         return self._gram(X, None).diag()
 
     def formula(self, X, Y=None):
+        """Structured kernels have no vector formula: always a TypeError."""
         raise TypeError(f"{type(self).__name__} compares structured inputs; it has no vector "
                         f"formula and cannot be combined with vector kernels")
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        """k(X, Y) as a lazy KernelMatrix (normalized if ``self.normalize``);
+        ``backend="dense"`` materializes it."""
         name = _check_backend(backend) if backend is not None else None
         X = self.check_input(X, "X")
         if Y is not None:
@@ -73,6 +79,7 @@ class StructuredKernel(Kernel):
         return self(X, Y).diag()
 
     def diag(self, X) -> torch.Tensor:
+        """k(x_i, x_i) for every item of X (ones where normalized, zeros for k(x, x) = 0)."""
         X = self.check_input(X, "X")
         d = self._diag(X)
         if self.normalize:
