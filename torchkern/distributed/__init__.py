@@ -1,0 +1,27 @@
+"""Kernel matrices, solvers and estimators over processes with torch.distributed.
+
+One process per device (``torchrun``; NCCL on GPUs, gloo on CPUs). Each rank holds its
+rows of the data; the switch is two wrappers around what an estimator already takes::
+
+    import torchkern
+    from torchkern import distributed as tkd
+
+    device = tkd.init_process_group()            # from torchrun's environment
+    X = tkd.ShardedInput(X_local.to(device))     # this rank's rows
+    kernel = tkd.ShardedKernel(torchkern.RBF(1.0))
+    model = torchkern.KernelRidge(kernel, alpha=1e-2, solver="cg", random_state=0)
+    model.fit(X, y)                              # every rank runs the same fit
+
+Gram matrices of sharded data are :class:`ShardedKernelMatrix`: every product evaluates
+the rank's row block with the kernel's own backend and all-gathers the result, so the
+solvers of :mod:`torchkern.linalg` and the estimators run on replicated vectors, with the
+same iterates on every rank and the single-process results to solver tolerance. See
+``docs/distributed.md``.
+"""
+from ._comm import RankFailedError, agree, init_process_group
+from .gram import ShardedKernelMatrix
+from .input import ShardedInput, Sharding, shard_rows
+from .kernel import ShardedKernel
+
+__all__ = ["RankFailedError", "ShardedInput", "ShardedKernel", "ShardedKernelMatrix",
+           "Sharding", "agree", "init_process_group", "shard_rows"]

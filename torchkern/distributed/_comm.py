@@ -1,0 +1,244 @@
+"""Collectives of torchkern.distributed: process groups, row gathers that carry a failure
+flag, and the autograd rules of replicated and partial tensors.
+
+Every rank holds two kinds of tensors. *Replicated* ones are equal on every rank (vectors
+of the solvers, hyperparameters, the loss). *Partial* ones are a rank's share of a sum or
+of a row-stacked whole (its rows of K @ V). The four moves between them and their adjoints:
+
+================================  ==============================  =======================
+forward                           from → to                       backward
+================================  ==============================  =======================
+:func:`gather_rows`               local rows → replicated rows    take own rows (no comm)
+:func:`local_rows`                replicated → own rows           gather rows
+:func:`all_reduce_sum`            partial sum → replicated        identity (no comm)
+:func:`sum_grads`                 replicated, used partially      all-reduce of gradients
+================================  ==============================  =======================
+
+With every rank computing the same replicated loss, these rules give every rank the
+gradient of that loss — e.g. hyperparameter gradients all-reduced over the ranks' row
+blocks, as in the multi-GPU products of Falkon (Meanti et al., "Kernel methods through
+the roof", NeurIPS 2020).
+"""
+from __future__ import annotations
+
+import datetime
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["RankFailedError", "init_process_group", "gather_rows", "local_rows",
+           "all_reduce_sum", "sum_grads", "agree"]
+
+
+class RankFailedError(RuntimeError):
+    """A rank of the process group failed; raised on every rank (with the rank and its
+    error), instead of leaving the others waiting in a collective."""
+
+
+def init_process_group(backend: str | None = None, *, timeout: float = 300.0,
+                       init_method: str | None = None, rank: int | None = None,
+                       world_size: int | None = None):
+    """Start torch.distributed for torchkern: NCCL when CUDA is available, else gloo.
+
+    Under ``torchrun`` the rank, world size and rendezvous come from the environment
+    (``init_method="env://"``); one process per device, the CUDA device chosen by
+    ``LOCAL_RANK``. ``timeout`` (seconds) bounds how long a collective waits for a rank
+    that has stopped answering: past it the waiting ranks raise instead of hanging.
+
+    Returns
+    -------
+    torch.device
+        The device this rank should put its data on.
+    """
+    import os
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"backend must be 'nccl' or 'gloo', got {backend!r}")
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    kw = {} if rank is None else {"rank": rank, "world_size": world_size}
+    dist.init_process_group(backend, init_method=init_method or "env://",
+                            timeout=datetime.timedelta(seconds=timeout), **kw)
+    return device
+
+
+def _comm_device(group):
+    """Where collectives of ``group`` take their tensors (CUDA for NCCL)."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _collective(fn, *args, **kw):
+    """Run a collective; a peer that died or timed out becomes a RankFailedError."""
+    try:
+        return fn(*args, **kw)
+    except RuntimeError as exc:  # DistBackendError, gloo "Connection closed by peer", timeouts
+        raise RankFailedError(
+            f"a collective failed: another rank of the process group failed or stopped "
+            f"answering within the process-group timeout ({type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''})") from exc
+
+
+def _raise_failures(failed: torch.Tensor, group, error: BaseException | None):
+    """Every rank in the error path: exchange the messages, raise the same error."""
+    messages = [None] * dist.get_world_size(group)
+    mine = None if error is None else f"{type(error).__name__}: {error}"
+    _collective(dist.all_gather_object, messages, mine, group=group)
+    bad = [(j, m) for j, m in enumerate(messages) if m is not None]
+    text = "; ".join(f"rank {j} raised {m}" for j, m in bad)
+    raise RankFailedError(f"{len(bad)} rank(s) failed: {text}") from error
+
+
+def agree(error: BaseException | None, group=None) -> None:
+    """A collective point where every rank learns whether some rank raised: if any did,
+    all raise :class:`RankFailedError` naming the ranks and their errors."""
+    flag = torch.tensor([0.0 if error is None else 1.0], device=_comm_device(group))
+    _collective(dist.all_reduce, flag, group=group)
+    if float(flag) > 0:
+        _raise_failures(flag, group, error)
+
+
+def _gather_flat(local: torch.Tensor, counts, group, error=None) -> torch.Tensor:
+    """Row blocks of all ranks, rank after rank: (sum(counts), *local.shape[1:]).
+
+    Blocks are padded to the largest count for one ``all_gather_into_tensor``; one more
+    entry carries the rank's failure flag, so a rank whose local work raised makes every
+    rank raise at this same collective instead of leaving them waiting.
+    """
+    world = len(counts)
+    tail = tuple(local.shape[1:])
+    width = 1
+    for s in tail:
+        width *= s
+    most = max(counts)
+    dev = _comm_device(group)
+    buf = torch.zeros(most * width + 1, dtype=local.dtype, device=dev)
+    if error is None:
+        buf[:local.numel()] = local.reshape(-1).to(dev)
+    else:
+        buf[-1] = 1
+    out = torch.empty(world * buf.numel(), dtype=local.dtype, device=dev)
+    _collective(dist.all_gather_into_tensor, out, buf, group=group)
+    out = out.view(world, -1)
+    if bool((out[:, -1] != 0).any()):
+        _raise_failures(out[:, -1], group, error)
+    data = out[:, :-1].reshape(world, most, *tail)
+    cnt = torch.as_tensor(counts, device=dev)
+    valid = torch.arange(most, device=dev)[None, :] < cnt[:, None]
+    return data[valid].to(local.device)
+
+
+class _GatherRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, local, sh):
+        ctx.sh = sh
+        return sh.place(_gather_flat(local, sh.counts, sh.group))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.sh.own(grad), None
+
+
+class _LocalRows(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, full, sh):
+        ctx.sh = sh
+        return sh.own(full)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return gather_rows(grad.contiguous(), ctx.sh), None
+
+
+class _AllReduceSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, part, group):
+        out = part.clone()
+        _collective(dist.all_reduce, out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class _SumGrads(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, group, *tensors):
+        ctx.group = group
+        ctx.shapes = [t.shape for t in tensors]
+        return tuple(t.view_as(t) for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        flat = torch.cat([(torch.zeros(s, dtype=g.dtype, device=g.device) if g is None
+                           else g).reshape(-1) for s, g in zip(ctx.shapes, _fill(grads, ctx))])
+        dev = flat.device
+        flat = flat.to(_comm_device(ctx.group))
+        _collective(dist.all_reduce, flat, group=ctx.group)
+        out = list(flat.to(dev).split([s.numel() for s in ctx.shapes]))
+        return (None, *[o.view(s) for o, s in zip(out, ctx.shapes)])
+
+
+def _fill(grads, ctx):
+    like = next((g for g in grads if g is not None), None)
+    return [g if g is not None else torch.zeros(s, dtype=like.dtype, device=like.device)
+            for s, g in zip(ctx.shapes, grads)]
+
+
+def _tracks(t: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and t.requires_grad
+
+
+def gather_rows(local: torch.Tensor, sh, error: BaseException | None = None) -> torch.Tensor:
+    """The rows of every rank, in the global order of ``sh`` (a :class:`Sharding`):
+    (n, ...) replicated on every rank from each rank's (n_local, ...) block.
+
+    ``error``: this rank's local work raised; every rank then raises RankFailedError here.
+    Backward: each rank keeps the gradient of its own rows (no communication).
+    """
+    if error is not None:
+        _gather_flat(local, sh.counts, sh.group, error)  # raises on every rank
+    if _tracks(local):
+        return _GatherRows.apply(local, sh)
+    return sh.place(_gather_flat(local, sh.counts, sh.group))
+
+
+def local_rows(full: torch.Tensor, sh) -> torch.Tensor:
+    """This rank's rows of a replicated (n, ...) tensor; backward gathers the gradient."""
+    if _tracks(full):
+        return _LocalRows.apply(full, sh)
+    return sh.own(full)
+
+
+def all_reduce_sum(part: torch.Tensor, group, error: BaseException | None = None) -> torch.Tensor:
+    """Σ over ranks of each rank's ``part`` (replicated result; backward: identity).
+
+    ``error``: this rank's part could not be computed; every rank raises RankFailedError.
+    """
+    dev = part.device
+    buf = torch.cat([part.reshape(-1), part.new_tensor([0.0 if error is None else 1.0])])
+    buf = buf.to(_comm_device(group))
+    if _tracks(part):
+        buf = _AllReduceSum.apply(buf, group)
+    else:
+        _collective(dist.all_reduce, buf, group=group)
+    if float(buf[-1]) > 0:
+        _raise_failures(buf[-1:], group, error)
+    return buf[:-1].to(dev).view(part.shape)
+
+
+def sum_grads(tensors, group):
+    """The replicated ``tensors`` unchanged, with their gradients all-reduced in backward:
+    for tensors each rank uses in its partial share (hyperparameters in its row block).
+    One all-reduce for all of them."""
+    tensors = list(tensors)
+    if not tensors or not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors):
+        return tensors
+    return list(_SumGrads.apply(group, *tensors))

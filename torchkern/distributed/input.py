@@ -1,0 +1,226 @@
+"""Data whose rows are spread over the processes of a torch.distributed group."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from .._validation import as_tensor
+from ..inputs import KernelInput, as_index
+from ._comm import _collective, _comm_device, _raise_failures, gather_rows
+
+__all__ = ["Sharding", "ShardedInput", "shard_rows"]
+
+
+class _Group:
+    """A process group that deep copies (estimators copy their kernel) as itself."""
+
+    def __init__(self, group=None):
+        self.group = group
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class Sharding:
+    """Which global rows each rank holds.
+
+    ``counts[j]`` rows on rank j; ``positions`` (n,) the global index of every row, rank
+    after rank (``None``: rank j holds the contiguous rows offsets[j]:offsets[j + 1]).
+    """
+
+    def __init__(self, counts, group=None, positions: torch.Tensor | None = None):
+        self.counts = [int(c) for c in counts]
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.n = sum(self.counts)
+        self.offset = sum(self.counts[:self.rank])
+        self.n_local = self.counts[self.rank]
+        self.positions = positions  # None: identity
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def mine(self) -> torch.Tensor | slice:
+        """Global indices of this rank's rows."""
+        if self.positions is None:
+            return slice(self.offset, self.offset + self.n_local)
+        return self.positions[self.offset:self.offset + self.n_local]
+
+    def place(self, stacked: torch.Tensor) -> torch.Tensor:
+        """Rows stacked rank after rank, put in global order."""
+        if self.positions is None:
+            return stacked
+        out = torch.empty_like(stacked)
+        out[self.positions.to(stacked.device)] = stacked
+        return out
+
+    def own(self, full: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a replicated (n, ...) tensor."""
+        idx = self.mine()
+        if isinstance(idx, slice):
+            return full[idx]
+        return full[idx.to(full.device)]
+
+    def owners(self) -> torch.Tensor:
+        """(n,) the rank holding each global row, and (n,) its index on that rank."""
+        rank_of = torch.repeat_interleave(torch.arange(len(self.counts)),
+                                          torch.as_tensor(self.counts))
+        local_of = torch.cat([torch.arange(c) for c in self.counts]) if self.n else \
+            torch.zeros(0, dtype=torch.long)
+        if self.positions is None:
+            return rank_of, local_of
+        r, i = torch.empty_like(rank_of), torch.empty_like(local_of)
+        r[self.positions.cpu()] = rank_of
+        i[self.positions.cpu()] = local_of
+        return r, i
+
+
+class ShardedInput(KernelInput):
+    r"""An (n, d) data set whose rows are spread over the ranks of a process group.
+
+    Each rank passes its own rows ``local`` (n_j × d, possibly none); the data set is the
+    ranks' rows one rank after the other (rank 0 first). Pass it, with a
+    :class:`~torchkern.distributed.ShardedKernel`, wherever a torchkern estimator takes X:
+    Gram matrices built from it are row-sharded
+    (:class:`~torchkern.distributed.ShardedKernelMatrix`).
+
+    Building one is collective: the ranks exchange their row counts and check that they
+    agree on the width, the dtype and the device type; a rank whose rows are invalid
+    (NaN, wrong width) makes every rank raise.
+
+    Parameters
+    ----------
+    local : Tensor or array of shape (n_j, d)
+        This rank's rows (n_j may be 0).
+    group : ProcessGroup, optional
+        Default: the world.
+
+    Attributes
+    ----------
+    local : Tensor
+        This rank's rows (detached: gradients reach kernel hyperparameters, not the data).
+    sharding : Sharding
+        Row counts of all ranks and the global position of each row.
+    """
+
+    def __init__(self, local, group=None, *, _sharding: Sharding | None = None):
+        self._group = group if isinstance(group, _Group) else _Group(group)
+        if _sharding is not None:
+            self.local, self.sharding = local, _sharding
+        else:
+            self.local, self.sharding = _exchange(local, self._group.group)
+        self.dtype, self.device = self.local.dtype, self.local.device
+
+    @property
+    def group(self):
+        return self._group.group
+
+    def __len__(self) -> int:
+        return self.sharding.n
+
+    @property
+    def shape(self) -> tuple:
+        return (self.sharding.n, self.local.shape[1])
+
+    def detach(self) -> "ShardedInput":
+        return self
+
+    def to(self, *args, device=None, dtype=None) -> "ShardedInput":
+        """This data on another device and/or in another floating dtype (``to(dtype)``
+        as tensors take it)."""
+        for a in args:
+            if isinstance(a, torch.dtype):
+                dtype = a
+            else:
+                device = a
+        return ShardedInput(self.local.to(device=device, dtype=dtype), self._group,
+                            _sharding=self.sharding)
+
+    def gather(self) -> torch.Tensor:
+        """All rows, (n, d), on every rank (collective)."""
+        return gather_rows(self.local, self.sharding)
+
+    def take(self, idx) -> torch.Tensor:
+        """The rows ``idx`` (global positions) as an ordinary tensor on every rank
+        (collective: each rank sends those it holds)."""
+        idx = as_index(idx, len(self))
+        rank_of, local_of = self.sharding.owners()
+        idx = idx.cpu()
+        owner = rank_of[idx]
+        mine = owner == self.sharding.rank
+        sub = Sharding(torch.bincount(owner, minlength=len(self.sharding.counts)).tolist(),
+                       self.group, positions=torch.argsort(owner, stable=True))
+        rows = self.local[local_of[idx[mine]].to(self.device)]
+        return gather_rows(rows, sub)
+
+    @classmethod
+    def concat(cls, parts) -> "ShardedInput":
+        """The data sets one after the other; each rank keeps its rows (no communication)."""
+        parts = list(parts)
+        groups = {id(p._group.group) for p in parts}
+        if len(groups) > 1:
+            raise ValueError("cannot concatenate ShardedInputs of different process groups")
+        world = len(parts[0].sharding.counts)
+        counts = [sum(p.sharding.counts[j] for p in parts) for j in range(world)]
+        pieces, start = [[] for _ in range(world)], 0
+        for p in parts:
+            pos = p.sharding.positions
+            pos = torch.arange(p.sharding.n) if pos is None else pos.cpu()
+            for j, block in enumerate(pos.split(p.sharding.counts)):
+                pieces[j].append(block + start)
+            start += p.sharding.n
+        positions = torch.cat([torch.cat(b) for b in pieces])
+        local = torch.cat([p.local for p in parts])
+        return cls(local, parts[0]._group, _sharding=Sharding(counts, parts[0].group, positions))
+
+    def check_compatible(self, other, name: str = "X") -> None:
+        width = other.shape[1] if len(other.shape) == 2 else None
+        if width != self.local.shape[1]:
+            raise ValueError(f"{name} has {width} features, but the fitted data has "
+                             f"{self.local.shape[1]}")
+
+    def __repr__(self) -> str:
+        return (f"ShardedInput(n={len(self)}, d={self.local.shape[1]}, "
+                f"n_local={self.sharding.n_local}, ranks={len(self.sharding.counts)}, "
+                f"dtype={self.dtype}, device={self.device})")
+
+
+def _exchange(local, group):
+    """Validate this rank's rows and agree with the others on counts, width and dtype."""
+    error = None
+    try:
+        if isinstance(local, KernelInput):
+            raise TypeError("ShardedInput holds vector data: local must be an (n_j, d) "
+                            f"tensor or array, got a {type(local).__name__}")
+        T = as_tensor(local, "local", min_rows=0).detach()
+        meta = [T.shape[0], T.shape[1], _DTYPES.index(T.dtype) if T.dtype in _DTYPES else -1,
+                int(T.is_cuda), 0]
+    except (TypeError, ValueError) as exc:
+        error, T, meta = exc, None, [0, 0, 0, 0, 1]
+    world = dist.get_world_size(group)
+    dev = _comm_device(group)
+    out = torch.empty(world * 5, dtype=torch.long, device=dev)
+    _collective(dist.all_gather_into_tensor, out,
+                torch.tensor(meta, dtype=torch.long, device=dev), group=group)
+    out = out.view(world, 5).cpu()
+    if bool(out[:, 4].any()):
+        _raise_failures(out[:, 4], group, error)
+    for col, what in ((1, "number of features"), (2, "dtype"), (3, "device type")):
+        if len(set(out[:, col].tolist())) > 1:
+            raise ValueError(f"ShardedInput: the ranks' rows differ in {what} "
+                             f"(per rank: {out[:, col].tolist()})")
+    if int(out[:, 0].sum()) == 0:
+        raise ValueError("ShardedInput: no rank holds any rows (empty data)")
+    return T, Sharding(out[:, 0].tolist(), group)
+
+
+_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def shard_rows(X, group=None) -> torch.Tensor:
+    """This rank's contiguous share of a data set every rank holds (rows
+    ⌊jn/p⌋ to ⌊(j+1)n/p⌋ on rank j of p): for examples and tests; real data is read
+    shard by shard."""
+    n = X.shape[0]
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    return X[rank * n // world:(rank + 1) * n // world]
