@@ -17,7 +17,8 @@ complement). This is iteratively reweighted least squares, each step a weighted 
 ridge regression (J. Zhu and T. Hastie, "Kernel logistic regression and the import vector
 machine", JCGS 2005). :func:`newton_direction` solves it by preconditioned CG
 (:func:`~torchkern.linalg.cg`) with :class:`NewtonPreconditioner`, the Woodbury inverse
-of I + C S L Lᵀ S for a low-rank K ≈ L Lᵀ.
+of I + C S L Lᵀ S for a low-rank K ≈ L Lᵀ — or, when no factor is given (small stored
+Grams), by one Cholesky factorization of the dense (n·c) × (n·c) system.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import torch
 
 from .cg import cg
 
-__all__ = ["apply_blocks", "NewtonSystem", "NewtonPreconditioner", "newton_direction"]
+__all__ = ["apply_blocks", "NewtonSystem", "NewtonPreconditioner", "newton_direction",
+           "dense_newton_system"]
 
 _FLOAT64 = torch.float64
 
@@ -94,6 +96,23 @@ class NewtonPreconditioner:
         return (R3 - UZ).reshape(R.shape)
 
 
+def dense_newton_system(K: torch.Tensor, S: torch.Tensor, C: float) -> torch.Tensor:
+    """The matrix I + C S K S of :class:`NewtonSystem`, stored: (n·c) × (n·c), float64.
+
+    Its (i, a), (j, b) entry is δ + C K_ij (S_i S_j)_ab; for c = 1 it is I + C s sᵀ ∘ K.
+    O(n²c²) memory: for small n·c only.
+    """
+    K = K.to(_FLOAT64)
+    if S.dim() == 2:
+        s = S[:, 0]
+        M = (C * s[:, None]) * K * s[None, :]
+    else:
+        n, c, _ = S.shape
+        M = C * torch.einsum("ij,iap,jpb->iajb", K, S, S).reshape(n * c, n * c)
+    M.diagonal().add_(1.0)
+    return M
+
+
 def newton_direction(K, F, G, S, C: float, L, *, b=None, fit_intercept: bool = True,
                      tol: float = 1e-12):
     r"""The Newton iterate (A⁺, b⁺) of the module docstring.
@@ -108,8 +127,10 @@ def newton_direction(K, F, G, S, C: float, L, *, b=None, fit_intercept: bool = T
         Square roots of the per-sample loss Hessians.
     C : float
         Weight of the loss.
-    L : Tensor (n, k), float64
-        Low-rank factor K ≈ L Lᵀ for the preconditioner.
+    L : Tensor (n, k), float64, or None
+        Low-rank factor K ≈ L Lᵀ for the preconditioner; None solves the system
+        directly by a Cholesky factorization of :func:`dense_newton_system` (K is then
+        made dense: for small n·c).
     b : Tensor (c,), optional
         The intercept, kept as is when ``fit_intercept`` is false.
     tol : float
@@ -123,7 +144,8 @@ def newton_direction(K, F, G, S, C: float, L, *, b=None, fit_intercept: bool = T
     Notes
     -----
     Cost: the CG steps, each one product of K with c·(c + 1) columns, plus one product
-    K G; O(n·c²) memory besides the preconditioner.
+    K G; O(n·c²) memory besides the preconditioner. Direct (L = None): O((nc)³/3) time
+    and O((nc)²) memory.
     """
     n, c = G.shape
     KG = (K @ G.to(K.dtype)).to(_FLOAT64)
@@ -131,8 +153,13 @@ def newton_direction(K, F, G, S, C: float, L, *, b=None, fit_intercept: bool = T
     cols = [(C * apply_blocks(S, (F + C * KG)[:, :, None])).reshape(n * c, 1)]
     if fit_intercept:  # C S e_k, one column per output (the Schur complement of b)
         cols.append((C * S3).reshape(n * c, c))
-    X = cg(NewtonSystem(K, S, C, c), torch.cat(cols, dim=1),
-           preconditioner=NewtonPreconditioner(L, S, C, c), tol=tol)
+    B = torch.cat(cols, dim=1)
+    if L is None:
+        M = dense_newton_system(K.to_dense() if hasattr(K, "to_dense") else K, S, C)
+        X = torch.cholesky_solve(B, torch.linalg.cholesky(M))
+    else:
+        X = cg(NewtonSystem(K, S, C, c), B, preconditioner=NewtonPreconditioner(L, S, C, c),
+               tol=tol)
     SX = apply_blocks(S, X.reshape(n, c, -1))  # (n, c, 1 + c)
     if fit_intercept:
         # Σ_i A_i = 0 with A = −C G + S(β_F − Σ_k b_k β_k): a c × c system for b.

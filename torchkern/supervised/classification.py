@@ -9,7 +9,7 @@ from sklearn.base import ClassifierMixin
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import check_positive
 from ..approx.nystroem import nystrom_basis, uniform_centers
-from ..gram import FeatureKernelMatrix
+from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import ConvergenceWarning, PivotedCholesky
 from ..linalg.newton import newton_direction
@@ -20,6 +20,9 @@ __all__ = ["KernelLogisticRegression"]
 _F64 = torch.float64
 # Width (rank × classes) of the low-rank part of the Newton preconditioner.
 _PRECOND_WIDTH = 160
+# Newton systems of at most this order (n·c) on a stored Gram are solved directly by
+# Cholesky: cheaper than building the preconditioner and running CG at that size.
+_DIRECT_MAX = 2048
 
 
 class KernelLogisticRegression(ClassifierMixin, Estimator):
@@ -304,7 +307,10 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     else:
         cg_tol = 1e-12
     cg_tol = max(cg_tol, min(1e-2, tol))
-    if factor is None or factor.shape[1] > max(4, _PRECOND_WIDTH // c):
+    direct = factor is None and isinstance(K, DenseKernelMatrix) and n * c <= _DIRECT_MAX
+    if direct:
+        factor = None
+    elif factor is None or factor.shape[1] > max(4, _PRECOND_WIDTH // c):
         factor = _low_rank_factor(K, c)
 
     b = _initial_intercept(codes, n_classes, fit_intercept, K.device)
