@@ -25,4 +25,7 @@ def spawn(fn, world: int, *args, timeout: float = 60.0):
     in any of them fails the caller (torch.multiprocessing re-raises it)."""
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "rendezvous")
-        mp.spawn(_worker, args=(world, init_file, timeout, fn, args), nprocs=world, join=True)
+        # fork: the children inherit the imported modules (spawn re-imports torch and
+        # torchkern in each, seconds per process on a busy machine).
+        mp.start_processes(_worker, args=(world, init_file, timeout, fn, args), nprocs=world,
+                           join=True, start_method="fork")

@@ -67,6 +67,10 @@ def init_process_group(backend: str | None = None, *, timeout: float = 300.0,
     return device
 
 
+# torch >= 2.12 names the flat all-gather all_gather_single (all_gather_into_tensor warns).
+_ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
 def _comm_device(group):
     """Where collectives of ``group`` take their tensors (CUDA for NCCL)."""
     if dist.get_backend(group) == "nccl":
@@ -124,7 +128,7 @@ def _gather_flat(local: torch.Tensor, counts, group, error=None) -> torch.Tensor
     else:
         buf[-1] = 1
     out = torch.empty(world * buf.numel(), dtype=local.dtype, device=dev)
-    _collective(dist.all_gather_into_tensor, out, buf, group=group)
+    _collective(_ALL_GATHER, out, buf, group=group)
     out = out.view(world, -1)
     if bool((out[:, -1] != 0).any()):
         _raise_failures(out[:, -1], group, error)

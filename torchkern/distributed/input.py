@@ -6,7 +6,7 @@ import torch.distributed as dist
 
 from .._validation import as_tensor
 from ..inputs import KernelInput, as_index
-from ._comm import _collective, _comm_device, _raise_failures, gather_rows
+from ._comm import _ALL_GATHER, _collective, _comm_device, _raise_failures, gather_rows
 
 __all__ = ["Sharding", "ShardedInput", "shard_rows"]
 
@@ -200,7 +200,7 @@ def _exchange(local, group):
     world = dist.get_world_size(group)
     dev = _comm_device(group)
     out = torch.empty(world * 5, dtype=torch.long, device=dev)
-    _collective(dist.all_gather_into_tensor, out,
+    _collective(_ALL_GATHER, out,
                 torch.tensor(meta, dtype=torch.long, device=dev), group=group)
     out = out.view(world, 5).cpu()
     if bool(out[:, 4].any()):

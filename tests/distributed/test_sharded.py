@@ -1,0 +1,228 @@
+"""torchkern.distributed on gloo CPU processes: products, solvers, gradients and estimators
+on row-sharded data against dense linear algebra, scikit-learn and one process.
+
+Each test forks its processes once and runs all its checks inside them (a few seconds on
+two busy cores); every rank asserts, and a failure on any rank fails the test.
+"""
+import time
+
+import numpy as np
+import pytest
+import torch
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+
+import torchkern
+from torchkern import distributed as tkd
+from torchkern.linalg import cg, eigsh, logdet
+from torchkern.stats import MMDTest
+
+from ._spawn import spawn
+
+F64 = torch.float64
+
+
+def _rbf(A, B, ell):
+    """exp(−‖a − b‖² / (2ℓ²)) by brute force (the reference for the sharded products)."""
+    return torch.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * ell ** 2))
+
+
+def _data(n, d, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g, dtype=F64)
+    y = X.sin().sum(1) + 0.1 * torch.randn(n, generator=g, dtype=F64)
+    return X.to(dtype), y.to(dtype)
+
+
+def _my_rows(X, counts, rank):
+    start = sum(counts[:rank])
+    return X[start:start + counts[rank]]
+
+
+# --------------------------------------------------------------------------------------
+# float64, 3 ranks of 0, 23 and 37 rows
+# --------------------------------------------------------------------------------------
+
+def _products_and_solvers(rank, world):
+    counts = [0, 23, 37]
+    X, _ = _data(60, 3, F64)
+    Z = torch.randn(9, 3, dtype=F64, generator=torch.Generator().manual_seed(1))
+    V = torch.randn(60, 2, dtype=F64, generator=torch.Generator().manual_seed(2))
+    Xs = tkd.ShardedInput(_my_rows(X, counts, rank))
+    assert len(Xs) == 60 and Xs.shape == (60, 3) and Xs.sharding.counts == counts
+    D = _rbf(X, X, 0.8)
+    for backend in ("dense", "blocked"):
+        K = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, backend=backend)
+        assert K.shape == (60, 60)
+        torch.testing.assert_close(K @ V, D @ V, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(K @ V[:, 0], D @ V[:, 0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(K.diag(), D.diagonal())
+    torch.testing.assert_close(K.cols([3, 59, 0]), D[:, [3, 59, 0]])
+    torch.testing.assert_close(K.rows([41, 2]), D[[41, 2]])
+    torch.testing.assert_close(K.submatrix([5, 30], [1, 50]), D[[5, 30]][:, [1, 50]])
+    torch.testing.assert_close(K.to_dense(), D)
+    torch.testing.assert_close(K.add_diag(0.5) @ V, D @ V + 0.5 * V)
+    H = torch.eye(60, dtype=F64) - 1 / 60
+    torch.testing.assert_close(K.centered() @ V, H @ D @ H @ V)
+    # rectangular: sharded rows against replicated centres, and its transpose
+    R = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, Z)
+    torch.testing.assert_close(R @ V[:9], _rbf(X, Z, 0.8) @ V[:9])
+    torch.testing.assert_close(R.T @ V, _rbf(Z, X, 0.8) @ V)
+    T = tkd.ShardedKernel(torchkern.RBF(0.8))(Z, Xs)  # replicated rows, sharded columns
+    torch.testing.assert_close(T @ V, _rbf(Z, X, 0.8) @ V)
+    # solvers on replicated vectors: dense references
+    A = K.add_diag(0.1)
+    Ad = D + 0.1 * torch.eye(60, dtype=F64)
+    x, info = cg(A, V, tol=1e-12, return_info=True)
+    torch.testing.assert_close(x, torch.linalg.solve(Ad, V), rtol=1e-9, atol=1e-9)
+    evals, evecs = eigsh(K, 4, random_state=0)
+    ref = torch.linalg.eigh(D)
+    torch.testing.assert_close(evals, ref.eigenvalues[-4:].flip(0), rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close((evecs.T @ ref.eigenvectors[:, -4:].flip(1)).abs().diagonal(),
+                               torch.ones(4, dtype=F64), rtol=1e-7, atol=1e-7)
+    ld = logdet(A, method="slq", num_probes=200, lanczos_steps=40, random_state=0)
+    assert abs(float(ld) - float(torch.logdet(Ad))) < 0.05 * abs(float(torch.logdet(Ad)))
+    # identical iterates: every rank returns bit-identical solutions
+    every = [torch.empty_like(x) for _ in range(world)]
+    torch.distributed.all_gather(every, x.contiguous())
+    assert all(torch.equal(e, x) for e in every)
+    # gradients of a sharded quadratic form vᵀ(K + λI)⁻¹v and vᵀKv (hyperparameters)
+    for quad in ("Kv", "solve"):
+        ks = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
+        k1 = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
+        v = V[:, 0]
+        Ks, K1 = tkd.ShardedKernel(ks)(Xs, backend="blocked"), k1(X, backend="blocked")
+        if quad == "Kv":
+            qs, q1 = v @ (Ks @ v), v @ (K1 @ v)
+        else:
+            qs = v @ cg(Ks.add_diag(0.1), v, tol=1e-12)
+            q1 = v @ torch.linalg.solve(K1.to_dense() + 0.1 * torch.eye(60, dtype=F64), v)
+        gs = torch.autograd.grad(qs, list(ks.parameters()))
+        g1 = torch.autograd.grad(q1, list(k1.parameters()))
+        for a, b in zip(gs, g1):
+            torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+def _estimators(rank, world):
+    counts = [0, 23, 37]
+    X, y = _data(60, 2, F64)
+    Xt = torch.randn(7, 2, dtype=F64, generator=torch.Generator().manual_seed(3))
+    Xs = tkd.ShardedInput(_my_rows(X, counts, rank))
+
+    def sharded():
+        return tkd.ShardedKernel(torchkern.RBF(1.0))
+
+    # KernelRidge: CG against scikit-learn (exact), Nyström against one process
+    kw = dict(alpha=0.1, random_state=0, tol=1e-11)
+    a = torchkern.KernelRidge(sharded(), solver="cg", n_centers=20, **kw).fit(Xs, y)
+    sk = SkKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X.numpy(), y.numpy())
+    np.testing.assert_allclose(a.predict(Xt).numpy(), sk.predict(Xt.numpy()), rtol=1e-8,
+                               atol=1e-9)
+    a = torchkern.KernelRidge(sharded(), solver="nystrom", n_centers=20, **kw).fit(Xs, y)
+    b = torchkern.KernelRidge(torchkern.RBF(1.0), solver="nystrom", n_centers=20, **kw).fit(X, y)
+    torch.testing.assert_close(a.predict(Xt), b.predict(Xt), rtol=1e-9, atol=1e-9)
+    # GP: predictions, std and log marginal likelihood (SLQ, same probes) = one process;
+    # the mean also = the closed form K*(K + σ²I)⁻¹y
+    kw = dict(noise=0.1, method="cg", random_state=0, tol=1e-11)
+    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y)
+    b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), **kw).fit(X, y)
+    ma, sa = a.predict(Xt, return_std=True)
+    mb, sb = b.predict(Xt, return_std=True)
+    closed = _rbf(Xt, X, 1.0) @ torch.linalg.solve(_rbf(X, X, 1.0) + 0.1 * torch.eye(60, dtype=F64), y)
+    torch.testing.assert_close(ma, closed, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(sa, sb, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(a.log_marginal_likelihood(), b.log_marginal_likelihood(),
+                               rtol=1e-9, atol=1e-9)
+    # learning the hyperparameters: all-reduced gradients give the one-process path
+    kw["tol"] = 1e-9
+    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y, optimize=True, n_iter=4)
+    b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), **kw).fit(X, y, optimize=True,
+                                                                        n_iter=4)
+    assert abs(a.kernel_.base.lengthscale.item() - b.kernel_.lengthscale.item()) < 1e-6
+    assert abs(a.noise_ - b.noise_) < 1e-6
+    # KernelPCA (Lanczos) = one process; transform of replicated test points
+    kw = dict(n_components=3, eigen_solver="lanczos", random_state=0, tol=1e-11)
+    a = torchkern.KernelPCA(sharded(), **kw).fit(Xs)
+    b = torchkern.KernelPCA(torchkern.RBF(1.0), **kw).fit(X)
+    torch.testing.assert_close(a.eigenvalues_, b.eigenvalues_, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(a.transform(Xt), b.transform(Xt), rtol=1e-7, atol=1e-8)
+    # MMDTest: two sharded samples pooled without moving rows; same statistic and null
+    Y = torch.randn(40, 2, dtype=F64, generator=torch.Generator().manual_seed(4)) + 0.3
+    Ys = tkd.ShardedInput(tkd.shard_rows(Y))
+    ra = MMDTest(sharded(), n_permutations=50, random_state=0).test(Xs, Ys)
+    rb = MMDTest(torchkern.RBF(1.0), n_permutations=50, random_state=0).test(X, Y)
+    torch.testing.assert_close(ra.statistic, rb.statistic, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(ra.null_distribution, rb.null_distribution, rtol=1e-10,
+                               atol=1e-12)
+    assert ra.p_value == rb.p_value
+
+
+def test_products_solvers_and_gradients_float64():
+    spawn(_products_and_solvers, 3)
+
+
+def test_estimators_equal_one_process():
+    spawn(_estimators, 3)
+
+
+# --------------------------------------------------------------------------------------
+# float32, 2 ranks of 30 and 31 rows
+# --------------------------------------------------------------------------------------
+
+def _float32(rank, world):
+    X, y = _data(61, 3, torch.float32)
+    Xs = tkd.ShardedInput(tkd.shard_rows(X))
+    assert Xs.sharding.counts == [30, 31] and Xs.dtype == torch.float32
+    K = tkd.ShardedKernel(torchkern.RBF(1.2))(Xs, backend="blocked")
+    D = _rbf(X.double(), X.double(), 1.2)
+    V = torch.randn(61, 3, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close((K @ V).double(), D @ V.double(), rtol=1e-5, atol=1e-5)
+    x = cg(K.add_diag(0.1), y, tol=1e-5)
+    ref = torch.linalg.solve(D + 0.1 * torch.eye(61, dtype=F64), y.double())
+    assert float((x.double() - ref).norm() / ref.norm()) < 1e-4
+    kw = dict(alpha=0.1, solver="cg", random_state=0, tol=1e-5)
+    a = torchkern.KernelRidge(tkd.ShardedKernel(torchkern.RBF(1.2)), **kw).fit(Xs, y)
+    b = torchkern.KernelRidge(torchkern.RBF(1.2), **kw).fit(X, y)
+    assert a.dual_coef_.dtype == torch.float32
+    torch.testing.assert_close(a.predict(X[:5]), b.predict(X[:5]), rtol=1e-4, atol=1e-4)
+
+
+def test_float32_uneven_shards():
+    spawn(_float32, 2)
+
+
+# --------------------------------------------------------------------------------------
+# Failures raise on every rank
+# --------------------------------------------------------------------------------------
+
+def _failures(rank, world, timeout):
+    X, _ = _data(20, 2, F64)
+    # invalid rows on one rank: every rank raises, naming it
+    local = tkd.shard_rows(X).clone()
+    if rank == 1:
+        local[0, 0] = float("nan")
+    with pytest.raises(tkd.RankFailedError, match="rank 1 raised ValueError.*NaN"):
+        tkd.ShardedInput(local)
+    # a rank whose local evaluation raises inside a product
+    Xs = tkd.ShardedInput(tkd.shard_rows(X))
+    K = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked")
+    if rank == 0:
+        def broken(V):
+            raise MemoryError("out of memory in the row block")
+        K.local._matmul = broken
+    with pytest.raises(tkd.RankFailedError, match="rank 0 raised MemoryError"):
+        K @ torch.ones(20, dtype=F64)
+    # the group still works afterwards
+    K.local = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked").local
+    torch.testing.assert_close(K @ torch.ones(20, dtype=F64), _rbf(X, X, 1.0).sum(1))
+    # a rank that stops answering: the others raise within the process-group timeout
+    if rank == 1:
+        time.sleep(timeout + 3)
+        return
+    start = time.monotonic()
+    with pytest.raises(tkd.RankFailedError, match="timeout"):
+        K @ torch.ones(20, dtype=F64)
+    assert time.monotonic() - start < timeout + 10
+
+
+def test_failing_rank_raises_on_all_ranks():
+    spawn(_failures, 2, 3.0, timeout=3.0)
