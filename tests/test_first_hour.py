@@ -155,3 +155,19 @@ def test_float_of_mmd2_is_clean_and_gradients_still_flow():
     fd = (u_stat(0.8 + h) - u_stat(0.8 - h)) / (2 * h)
     dl_draw = float(torch.sigmoid(k.raw_lengthscale.detach()))  # d softplus(r) / dr
     assert float(g) == pytest.approx(fd * dl_draw, rel=1e-6)
+
+
+def test_kernel_cca_and_klr_progress_bars_stay_and_show_progress(capsys):
+    X, y = load_diabetes(return_X_y=True)
+    cca = tk.KernelCCA(tk.RBF(3.0), tk.RBF(1.0), n_components=1, verbose=True)
+    cca.fit(X[:120], y[:120])
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("KernelCCA") and "3/3" in last
+    assert f"ρ₁ = {float(cca.canonical_correlations_[0]):.4g}" in last
+    labels = (y[:200] > np.median(y[:200])).astype(int)
+    klr = tk.KernelLogisticRegression(tk.RBF(3.0), C=1.0, tol=1e-8, verbose=True)
+    klr.fit(X[:200], labels)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    # a full bar: the relative Newton step went below tol = 1e-8, 8 digits
+    assert last.startswith("KernelLogisticRegression (Newton): 100%") and "8.0/8.0" in last
+    assert f"{klr.n_iter_} it" in last

@@ -7,6 +7,7 @@ import torch
 from sklearn.base import ClassifierMixin
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
+from .._progress import ResidualBar
 from .._validation import check_positive
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
@@ -319,10 +320,7 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     F = KA + b
     reg = 0.0  # Σ_c α_cᵀ K α_c
     J = C * _loss_terms(F, codes, binary)[0]
-    bar = None
-    if verbose:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=max_iter, desc="KernelLogisticRegression", leave=False)
+    bar = ResidualBar(tol, "KernelLogisticRegression (Newton)") if verbose else None
     converged, it, step = False, 0, float("inf")
     for it in range(1, max_iter + 1):
         _, G, S = _loss_terms(F, codes, binary)
@@ -341,10 +339,10 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
         reg = reg + 2 * t * cross + t * t * quad
         F = KA + b
         step = t * float(dF.abs().max())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(objective=f"{float(J):.6g}", step=f"{step:.1e}")
-        if step <= tol * max(1.0, float(F.abs().max())):
+        scale = max(1.0, float(F.abs().max()))
+        if bar is not None:  # the relative Newton step, toward tol
+            bar.update(it, step / scale)
+        if step <= tol * scale:
             converged = True
             break
     if bar is not None:

@@ -6,6 +6,7 @@ from sklearn.base import TransformerMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
+from .._progress import progress_bar
 from ._common import check_int, generator
 
 __all__ = ["KernelCCA"]
@@ -81,6 +82,13 @@ class _View:
             return (Kc @ self.proj.to(K.dtype)).to(_F64)
 
 
+def _stage(bar, what, previous_done=True):
+    """Show the stage ``what`` on the fit's bar, counting the previous stage as done."""
+    if bar is not None:
+        bar.update(int(previous_done))
+        bar.set_postfix_str(what)
+
+
 class KernelCCA(TransformerMixin, Estimator):
     r"""Kernel canonical correlation analysis, τ-regularized (Hardoon, Szedmak and
     Shawe-Taylor 2004, Neural Computation 16(12); Bach and Jordan 2002, JMLR).
@@ -117,6 +125,9 @@ class KernelCCA(TransformerMixin, Estimator):
         Gram-matrix backend (``None`` = ``torchkern.config``).
     random_state : None, int or torch.Generator
         Choice of the Nyström centers.
+    verbose : bool
+        A progress bar over the fit's three stages (features of X, features of Y, the
+        SVD), naming the stage under way; it stays on screen when the fit ends.
 
     Attributes
     ----------
@@ -142,7 +153,7 @@ class KernelCCA(TransformerMixin, Estimator):
     """
 
     def __init__(self, kernel_x=None, kernel_y=None, n_components=2, *, reg=0.1,
-                 n_centers=None, backend=None, random_state=None):
+                 n_centers=None, backend=None, random_state=None, verbose=False):
         self.kernel_x = kernel_x
         self.kernel_y = kernel_y
         self.n_components = n_components
@@ -150,6 +161,7 @@ class KernelCCA(TransformerMixin, Estimator):
         self.n_centers = n_centers
         self.backend = backend
         self.random_state = random_state
+        self.verbose = verbose
 
     @torch.no_grad()
     def fit(self, X, y):
@@ -172,8 +184,13 @@ class KernelCCA(TransformerMixin, Estimator):
             check_int(self.n_centers, "n_centers", 1, n)
         k = check_int(self.n_components, "n_components", 1, n)
         gen = generator(self.random_state)
+        how = "exact" if self.n_centers is None else f"Nyström, m={self.n_centers}"
+        bar = progress_bar(self.verbose, 3, "KernelCCA", unit="stage")
+        _stage(bar, f"features of X ({how}, n={n})", previous_done=False)
         self._vx = _View(kx, X, self.n_centers, gen, self.backend, "X")
+        _stage(bar, f"features of Y ({how}, n={n})")
         self._vy = _View(ky, Y, self.n_centers, gen, self.backend, "Y")
+        _stage(bar, "SVD of the whitened cross-covariance")
         Pa, Pb = self._vx.phi, self._vy.phi
         if k > min(Pa.shape[1], Pb.shape[1]):
             raise ValueError(f"n_components={k} exceeds the rank of the views' features "
@@ -188,6 +205,10 @@ class KernelCCA(TransformerMixin, Estimator):
         self.x_weights_ = Ma @ P[:, :k]
         self.y_weights_ = Mb @ Qh.T[:, :k]
         self.canonical_correlations_ = S[:k].to(X.dtype)
+        if bar is not None:
+            bar.set_postfix_str(f"done: ρ₁ = {float(S[0]):.4g}")
+            bar.update(1)
+            bar.close()
         self.kernel_x_, self.kernel_y_ = kx, ky
         if not is_precomputed(kx) and n_features(X) is not None:
             self.n_features_in_ = n_features(X)
