@@ -7,7 +7,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["torchkern", "torchkern.*"]),
-    package_data={"torchkern.sequences": ["data/*"]},
+    package_data={"torchkern.sequences": ["data/*"], "torchkern._compiled": ["*.cpp"]},
     python_requires=">=3.10",
     install_requires=[
         "torch>=2.1",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-BACKENDS = ("auto", "dense", "blocked", "keops")
+BACKENDS = ("auto", "dense", "blocked", "keops", "compiled")
 
 
 @dataclass
@@ -16,7 +16,8 @@ class Config:
     Attributes
     ----------
     backend : str
-        Default Gram-matrix backend, one of ``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``.
+        Default Gram-matrix backend, one of ``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``,
+        ``"compiled"``.
     dense_max_entries : int
         ``"auto"`` materializes a Gram matrix of at most this many entries (n·m).
     block_memory_mb : float
@@ -39,7 +40,15 @@ class Config:
     keops_cuda_probe : bool
         Before the first KeOps use on CUDA, compile and run one small reduction in a child
         process, and fall back to ``"blocked"`` if that crashes (a broken KeOps/CUDA
-        pairing can segfault the calling process, where no exception can be caught).
+        pairing can segfault the calling process, where no exception can be caught). The
+        verdict is kept on disk (see :func:`torchkern.gram.keops_available`).
+    compiled_auto : bool
+        Whether ``"auto"`` may pick the ``"compiled"`` backend (fused reductions, see
+        :mod:`torchkern._compiled`) where it is faster than ``"blocked"``: radial kernels on
+        the CPU, any formula on CUDA when KeOps is unusable.
+    compiled_min_entries : int
+        ... and only for products of at least this many entries (n·m): the first use
+        compiles (seconds, once per machine), which small products would not repay.
     """
 
     backend: str = "auto"
@@ -49,6 +58,8 @@ class Config:
     keops_on_cpu: bool = False
     materialize_max_bytes: float = 4 * 2**30
     keops_cuda_probe: bool = True
+    compiled_auto: bool = True
+    compiled_min_entries: int = 100_000_000
 
 
     def block_bytes(self, device=None) -> int:

@@ -22,6 +22,7 @@ centering by rank-one corrections), ``K.T``, ``K1 + K2`` and ``c * K``.
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -46,6 +47,7 @@ __all__ = [
     "ScaledKernelMatrix",
     "DiagScaledKernelMatrix",
     "KeOpsFallbackWarning",
+    "CompiledFallbackWarning",
     "keops_available",
     "keops_unavailable_reason",
     "block_rows",
@@ -54,6 +56,10 @@ __all__ = [
 
 class KeOpsFallbackWarning(UserWarning):
     """KeOps could not be used; the blocked torch backend was used instead."""
+
+
+class CompiledFallbackWarning(UserWarning):
+    """The compiled backend could not compile here; a slower engine was used instead."""
 
 
 # --------------------------------------------------------------------------------------
@@ -76,12 +82,19 @@ class Formula:
         ``fn(xs, ys, ps)`` written with operations that torch tensors and KeOps LazyTensors
         both support (see :mod:`torchkern.kernels._ops`); returns an expression whose last
         dimension is 1.
+    profile : str, optional
+        Set by radial kernels whose ``fn`` is φ(‖x − y‖²) of one variable pair and no
+        hyperparameters, with φ a profile the compiled backend evaluates natively
+        (``"gauss"``, ``"laplace"``, ``"matern32"``, ``"matern52"``; see
+        :mod:`torchkern._compiled.native`). ``fn`` stays the definition; the profile only
+        names it.
     """
 
     xs: tuple
     ys: tuple
     ps: tuple
     fn: Callable
+    profile: str | None = None
 
     @property
     def shape(self):
@@ -97,13 +110,13 @@ class Formula:
 
     def transpose(self) -> "Formula":
         # Every torchkern kernel is symmetric: k(x, y) = k(y, x).
-        return Formula(self.ys, self.xs, self.ps, self.fn)
+        return Formula(self.ys, self.xs, self.ps, self.fn, self.profile)
 
     def take_rows(self, idx) -> "Formula":
-        return Formula(tuple(x[idx] for x in self.xs), self.ys, self.ps, self.fn)
+        return Formula(tuple(x[idx] for x in self.xs), self.ys, self.ps, self.fn, self.profile)
 
     def take_cols(self, idx) -> "Formula":
-        return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn)
+        return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn, self.profile)
 
     def evaluate(self) -> torch.Tensor:
         """Dense (n, m) evaluation with plain torch (differentiable).
@@ -355,6 +368,73 @@ class _BlockedMatmul(torch.autograd.Function):
 
 
 # --------------------------------------------------------------------------------------
+# The compiled backend: fused reductions (torchkern._compiled), with fallbacks
+# --------------------------------------------------------------------------------------
+
+_COMPILED_STATE: dict = {"native": None, "inductor": None, "warned": False}
+
+
+def _compiled_failed(engine: str, exc: Exception, fallback: str) -> None:
+    why = f"{type(exc).__name__}: {exc}".strip()[:500]
+    _COMPILED_STATE[engine] = why
+    if not _COMPILED_STATE["warned"]:
+        _COMPILED_STATE["warned"] = True
+        warnings.warn(f"torchkern's compiled backend could not compile its {engine} engine "
+                      f"here and uses {fallback} instead: {why}", CompiledFallbackWarning,
+                      stacklevel=4)
+
+
+def _native_profile(formula: Formula) -> str | None:
+    """The formula's radial profile when the hand-written C++ loop can evaluate it."""
+    from ._compiled.native import PROFILES
+    if (formula.profile in PROFILES and formula.device.type == "cpu" and not formula.ps
+            and len(formula.xs) == 1 and formula.dtype in (torch.float32, torch.float64)):
+        return formula.profile
+    return None
+
+
+def _compiled_matmul(formula: Formula, V: torch.Tensor):
+    """K V by the first engine that works: the native radial loop, the Inductor tiles,
+    or (after one :class:`CompiledFallbackWarning`) the blocked torch products."""
+    from ._compiled import inductor, native
+    profile = _native_profile(formula)
+    if profile is not None and _COMPILED_STATE["native"] is None:
+        try:
+            native.load()
+        except RuntimeError as exc:
+            _compiled_failed("native", exc, "torch.compile")
+        else:
+            return native.radial_matmul(profile, formula.xs[0], formula.ys[0], V)
+    if _COMPILED_STATE["inductor"] is None:
+        f = formula
+        try:
+            return inductor.tiled_matmul(functools.partial(_eval_torch, f.fn), f.xs, f.ys,
+                                         f.ps, V)
+        except Exception as exc:  # noqa: BLE001 (no compiler, a failed compile, ...)
+            _compiled_failed("inductor", exc, "the blocked torch backend")
+    return None
+
+
+def _lazy_backend(formula: Formula) -> str:
+    """What ``backend="auto"`` uses for a product too large to store.
+
+    KeOps on CUDA where it works; otherwise the compiled backend where it was measured
+    faster than blocked torch: on CUDA, and on the CPU for the natively compiled radial
+    kernels, when the product has at least ``config.compiled_min_entries`` entries (the
+    first use compiles for a few seconds, once per machine). Blocked torch otherwise.
+    """
+    n, m = formula.shape
+    cuda = formula.device.type == "cuda"
+    if (cuda or config.keops_on_cpu) and keops_available(formula.device):
+        return "keops"
+    if config.compiled_auto and n * m >= config.compiled_min_entries and (
+            (cuda and _COMPILED_STATE["inductor"] is None)
+            or (_native_profile(formula) is not None and _COMPILED_STATE["native"] is None)):
+        return "compiled"
+    return "blocked"
+
+
+# --------------------------------------------------------------------------------------
 # KernelMatrix
 # --------------------------------------------------------------------------------------
 
@@ -548,13 +628,22 @@ class FormulaKernelMatrix(KernelMatrix):
     ``backend="keops"`` builds one KeOps LazyTensor reduction per product (O(n + m)
     memory, compiled once per formula). ``backend="blocked"`` evaluates the same formula in
     row blocks with plain torch; its backward recomputes the blocks, so autograd keeps no
-    n × m state either. With ``fallback=True`` a KeOps failure switches to ``"blocked"``
-    once, with a :class:`KeOpsFallbackWarning` that says why.
+    n × m state either. ``backend="compiled"`` fuses the evaluation into the reduction
+    (:mod:`torchkern._compiled`: a native C++ loop for radial kernels on the CPU,
+    ``torch.compile`` tiles for any formula); where it cannot compile it warns once
+    (:class:`CompiledFallbackWarning`) and computes the same product the blocked way.
+    ``backend="auto"`` picks one of them (see :func:`_lazy_backend`). With
+    ``fallback=True`` a KeOps failure switches to ``"blocked"`` once, with a
+    :class:`KeOpsFallbackWarning` that says why.
     """
 
     def __init__(self, formula: Formula, backend: str = "blocked", fallback: bool = False):
-        if backend not in ("blocked", "keops"):
-            raise ValueError(f"backend must be 'blocked' or 'keops', got {backend!r}")
+        if backend not in ("blocked", "keops", "compiled", "auto"):
+            raise ValueError(f"backend must be 'blocked', 'keops', 'compiled' or 'auto', "
+                             f"got {backend!r}")
+        if backend == "auto":
+            backend = _lazy_backend(formula)
+            fallback = fallback or backend == "keops"
         self.formula = formula
         self.backend = backend
         self.fallback = fallback
@@ -578,6 +667,10 @@ class FormulaKernelMatrix(KernelMatrix):
                 _keops_failed(f"{type(exc).__name__}: {exc}".strip()[:500])
                 self.backend = "blocked"
         f = self.formula
+        if self.backend == "compiled":
+            out = _compiled_matmul(f, V)
+            if out is not None:
+                return out
         tensors = (*f.xs, *f.ys, *f.ps)
         return _BlockedMatmul.apply(f.fn, len(f.xs), len(f.ys), _block_rows(f, V.shape[1]),
                                     V, *tensors)

@@ -14,7 +14,7 @@ from .._config import _check_backend, config
 from .._validation import as_tensor
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
-                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas, keops_available)
+                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas)
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
 
@@ -236,6 +236,11 @@ class Kernel(nn.Module):
         """The formula: x, y broadcast variables (see ``kernels._ops``); result of width 1."""
         raise NotImplementedError
 
+    def _radial_profile(self) -> str | None:
+        """The name of φ when ``_k`` is φ(‖x − y‖²) of a profile the compiled backend
+        evaluates natively (:attr:`torchkern.gram.Formula.profile`); None otherwise."""
+        return None
+
     def _check_input(self, X: torch.Tensor, name: str) -> None:
         """Kernel-specific input checks (domain, ARD dimension)."""
 
@@ -275,7 +280,8 @@ class Kernel(nn.Module):
             y = self._inputs(Y)
         ps = tuple(self._params(X))
         k = self._k
-        return Formula((x,), (y,), ps, lambda xs, ys, ps_: k(xs[0], ys[0], *ps_))
+        return Formula((x,), (y,), ps, lambda xs, ys, ps_: k(xs[0], ys[0], *ps_),
+                       self._radial_profile())
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
         X = self.check_input(X, "X")
@@ -289,18 +295,12 @@ class Kernel(nn.Module):
                 raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
         n, m = X.shape[0], (X if Y is None else Y).shape[0]
         name = _check_backend(config.backend if backend is None else backend)
-        fallback = False
-        if name == "auto":
-            if n * m <= config.dense_max_entries:
-                name = "dense"
-            elif (X.is_cuda or config.keops_on_cpu) and keops_available(X.device):
-                name, fallback = "keops", True
-            else:
-                name = "blocked"
+        if name == "auto" and n * m <= config.dense_max_entries:
+            name = "dense"
         f = self.formula(X, Y)
         if name == "dense":
             return DenseKernelMatrix(f.evaluate())
-        return FormulaKernelMatrix(f, name, fallback=fallback)
+        return FormulaKernelMatrix(f, name)  # "auto" picks its lazy backend from f
 
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) for every row of X, shape (n,), without forming the matrix."""

@@ -36,6 +36,9 @@ class RBF(StationaryKernel):
     torch.Size([100])
     """
 
+    def _radial_profile(self):
+        return "gauss" if type(self)._k is RBF._k else None
+
     def _k(self, x, y):
         d2 = sqdist(x, y)
         if inplace_ok(d2):  # a fresh torch block outside autograd: no temporaries
@@ -48,6 +51,9 @@ class Laplacian(StationaryKernel):
 
     This is the Matérn kernel with ν = 1/2 (note the Euclidean, not ℓ₁, norm).
     """
+
+    def _radial_profile(self):
+        return "laplace" if type(self)._k is Laplacian._k else None
 
     def _k(self, x, y):
         return (-safe_sqrt(sqdist_exact(x, y))).exp()
@@ -71,6 +77,11 @@ class Matern(StationaryKernel):
 
     def extra_repr(self):
         return f"nu={self.nu}, " + super().extra_repr()
+
+    def _radial_profile(self):
+        if type(self)._k is not Matern._k:
+            return None
+        return {0.5: "laplace", 1.5: "matern32", 2.5: "matern52"}[self.nu]
 
     def _k(self, x, y):
         r2 = sqdist_exact(x, y)  # under a square root: the fast form loses accuracy at r ≈ 0

@@ -1,0 +1,173 @@
+"""The hand-vectorized CPU reduction for radial kernels (``radial.cpp``), built on first use.
+
+The C++ source ships with torchkern; the first call compiles it with the system's C++
+compiler (``$CXX``, default ``g++`` — the compiler KeOps needs too) for the host CPU
+(``-march=native``) into a cache directory, like KeOps' binaries, so a machine pays the
+compile (a few seconds) once. It is loaded with :mod:`ctypes` (no Python headers, no torch
+headers: the compile is fast), and the rows are split over ``torch.get_num_threads()``
+threads (ctypes releases the GIL while the C++ code runs).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+__all__ = ["PROFILES", "cache_dir", "load", "radial_matmul"]
+
+#: Radial profiles φ(t) of the squared scaled distance t = ‖x − y‖² the C++ code knows,
+#: and their codes there.
+PROFILES = {"gauss": 0, "laplace": 1, "matern32": 2, "matern52": 3}
+
+_SOURCE = Path(__file__).with_name("radial.cpp")
+_FLAGS = [["-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno",
+           "-fno-trapping-math", "-fopenmp-simd"],
+          ["-O3", "-fno-math-errno", "-fno-trapping-math"]]  # compilers without -march=native
+_STATE: dict = {"lib": None, "error": None, "seconds": None}
+_LOCK = threading.Lock()
+_POOL: dict = {}
+
+
+def cache_dir() -> Path:
+    """Where compiled binaries are kept: ``$TORCHKERN_CACHE_DIR`` or
+    ``$XDG_CACHE_HOME/torchkern`` (default ``~/.cache/torchkern``)."""
+    root = os.environ.get("TORCHKERN_CACHE_DIR")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "torchkern"
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next((ln for ln in fh if ln.startswith(("flags", "Features"))), "")
+    except OSError:
+        return platform.processor()
+
+
+def _build(cxx: str) -> Path:
+    src = _SOURCE.read_bytes()
+    key = hashlib.sha256(src + cxx.encode() + repr(_FLAGS).encode() + _cpu_flags().encode()
+                         + platform.machine().encode()).hexdigest()[:16]
+    target = cache_dir() / f"radial-{key}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    errors = []
+    for flags in _FLAGS:
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        cmd = [cxx, *flags, "-std=c++17", "-shared", "-fPIC", "-o", tmp, str(_SOURCE)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            res, errors = None, errors + [f"{type(exc).__name__}: {exc}"]
+        if res is not None and res.returncode == 0:
+            os.replace(tmp, target)  # atomic: concurrent builders agree on the result
+            return target
+        os.unlink(tmp)
+        if res is not None:
+            errors.append((res.stderr.strip().splitlines() or ["no output"])[-1][:300])
+    raise RuntimeError(f"compiling {_SOURCE.name} with {cxx} failed: {errors[-1]}")
+
+
+def load():
+    """The loaded library (compiled on first use); raises RuntimeError with the reason
+    when no compiler works (the reason is remembered: no second attempt)."""
+    with _LOCK:
+        if _STATE["lib"] is None and _STATE["error"] is None:
+            import time
+            t = time.perf_counter()
+            try:
+                lib = ctypes.CDLL(str(_build(os.environ.get("CXX", "g++"))))
+                for name in ("tk_radial_forward_f32", "tk_radial_forward_f64",
+                             "tk_radial_gradient_f32", "tk_radial_gradient_f64"):
+                    getattr(lib, name).restype = None
+                _STATE["lib"] = lib
+            except Exception as exc:  # noqa: BLE001 (any failure means: not usable here)
+                _STATE["error"] = f"{type(exc).__name__}: {exc}"
+            _STATE["seconds"] = time.perf_counter() - t
+        if _STATE["error"] is not None:
+            raise RuntimeError(_STATE["error"])
+        return _STATE["lib"]
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    pid = os.getpid()  # a forked child must not reuse the parent's (dead) threads
+    if _POOL.get("key") != (pid, threads):
+        _POOL.update(key=(pid, threads), pool=ThreadPoolExecutor(threads, "torchkern-radial"))
+    return _POOL["pool"]
+
+
+_I64 = ctypes.c_int64
+_PTR = ctypes.c_void_p
+
+
+def _run(name: str, profile: int, rows: torch.Tensor, args, out: torch.Tensor, m: int,
+         r: int) -> torch.Tensor:
+    """Call entry point ``name`` on every row of ``rows``, the rows split over threads."""
+    fn = getattr(load(), f"{name}_{'f32' if rows.dtype == torch.float32 else 'f64'}")
+    n, d = rows.shape
+    ptrs = [_PTR(t.data_ptr()) for t in (rows, *args, out)]
+
+    def span(a, b):
+        fn(ctypes.c_int(profile), *ptrs, _I64(a), _I64(b), _I64(m), _I64(d), _I64(r))
+
+    threads = max(1, torch.get_num_threads())
+    if threads == 1 or n * m < 2**16:
+        span(0, n)
+        return out
+    # More pieces than threads: a thread that other processes slow down gets fewer rows.
+    step = max(1, -(-n // (4 * threads)))
+    list(_pool(threads).map(lambda s: span(s, min(n, s + step)), range(0, n, step)))
+    return out
+
+
+def _forward(profile, x, y, V):
+    x, yt, vt = x.contiguous(), y.T.contiguous(), V.T.contiguous()
+    out = x.new_empty(x.shape[0], V.shape[1])
+    return _run("tk_radial_forward", profile, x, (yt, vt), out, y.shape[0], V.shape[1])
+
+
+def _gradient(profile, x, y, G, V):
+    """∂/∂x of Σ_ic G_ic (K V)_ic: Σ_j (G_i·V_j) 2φ'(‖x_i − y_j‖²)(x_i − y_j)."""
+    x, yt, g, vt = x.contiguous(), y.T.contiguous(), G.contiguous(), V.T.contiguous()
+    out = torch.empty_like(x)
+    return _run("tk_radial_gradient", profile, x, (yt, g, vt), out, y.shape[0], V.shape[1])
+
+
+class _RadialMatmul(torch.autograd.Function):
+    """K V with K_ij = φ(‖x_i − y_j‖²); backward by the same fused reductions."""
+
+    @staticmethod
+    def forward(ctx, profile, V, x, y):
+        ctx.profile = profile
+        ctx.save_for_backward(V, x, y)
+        return _forward(profile, x, y, V)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, G):
+        V, x, y = ctx.saved_tensors
+        p = ctx.profile
+        need_V, need_x, need_y = ctx.needs_input_grad[1:4]
+        gV = _forward(p, y, x, G) if need_V else None  # Kᵀ G
+        gx = _gradient(p, x, y, G, V) if need_x else None
+        gy = _gradient(p, y, x, V, G) if need_y else None  # the same sum, roles swapped
+        return None, gV, gx, gy
+
+
+def radial_matmul(profile: str, x: torch.Tensor, y: torch.Tensor, V: torch.Tensor):
+    """K V for K_ij = φ(‖x_i − y_j‖²) with φ the named profile (see :data:`PROFILES`),
+    differentiable in V, x and y. x (n, d), y (m, d), V (m, r), on the CPU, float32 or
+    float64. Cost O(n·m·(d + r)) time, O((n + m)(d + r)) memory."""
+    return _RadialMatmul.apply(PROFILES[profile], V, x, y)
