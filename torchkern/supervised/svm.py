@@ -2,7 +2,7 @@
 with the duals of LIBSVM solved on the lazy Gram matrix (see :mod:`._smo`)."""
 from __future__ import annotations
 
-
+import functools
 import warnings
 from typing import NamedTuple
 
@@ -66,8 +66,9 @@ class _BaseSVM(Estimator):
         """The inputs of the support vectors (None for a precomputed kernel)."""
         return None if is_precomputed(self.kernel_) else take(X, support)
 
-    def _solve(self, K, sub, y, p, C, kidx=None, desc="SMO"):
-        """Run the decomposition solver on the rows ``sub`` of K (None: all of K)."""
+    def _solve(self, K, sub, y, p, C, kidx=None, desc="SMO", inner="auto"):
+        """Run the decomposition solver on the rows ``sub`` of K (None: all of K);
+        ``inner`` says where its subproblems are solved (:func:`._smo.solve_dual`)."""
         nk = K.shape[0] if sub is None else sub.numel()
         cache_rows = max(int(self.cache_size * 2**20 // (nk * K.dtype.itemsize)), 1)
         if sub is None:
@@ -80,7 +81,7 @@ class _BaseSVM(Estimator):
                           max_iter=max_iter, working_set=self.working_set_size,
                           cache_rows=cache_rows, chunk=K.block_rows(nk),
                           block_fn=block_fn if isinstance(K, DenseKernelMatrix) else None,
-                          verbose=self.verbose, desc=desc)
+                          verbose=self.verbose, desc=desc, inner=inner)
 
     def _test_gram_times(self, X, coef):
         """k(X, support vectors) @ coef, lazily; for a precomputed kernel X holds
@@ -143,19 +144,24 @@ class SVC(ClassifierMixin, _BaseSVM):
         Megabytes of kernel rows to cache.
     working_set_size : int
         Variables per subproblem (q); 64–256 is a good range.
-    solver : {"auto", "smo", "libsvm"}
+    solver : {"auto", "smo", "smo-device", "libsvm"}
         ``"smo"``: torchkern's decomposition solver on the (lazy or stored) Gram matrix,
-        on any device. ``"libsvm"``: LIBSVM itself (through scikit-learn's ``SVC`` with
-        ``kernel="precomputed"``) on torchkern's Gram matrix, copied to the CPU as a dense
-        float64 array — for small problems, where LIBSVM's compiled loop beats any
-        per-iteration Python overhead. ``"auto"``: ``"libsvm"`` when the training Gram
-        is stored densely on the CPU and n ≤ 5,000 (measured in ``bench/small_data.py``),
-        ``"smo"`` otherwise. Both stop on the same KKT criterion and reach the same
-        optimum.
+        on any device; its q-variable subproblems are solved where the data lives — in
+        NumPy for CPU data, on the GPU for CUDA data (ThunderSVM's design: batched SMO
+        steps replayed as a CUDA graph, no host synchronization inside a batch).
+        ``"smo-device"``: the GPU algorithm on any device (on the CPU slower than
+        ``"smo"``; there to check it). ``"libsvm"``: LIBSVM itself (through
+        scikit-learn's ``SVC`` with ``kernel="precomputed"``) on torchkern's Gram
+        matrix, copied to the CPU as a dense float64 array — for small problems, where
+        LIBSVM's compiled loop beats any per-iteration Python overhead. ``"auto"``:
+        ``"libsvm"`` when the training Gram is stored densely on the CPU and n ≤ 5,000
+        (measured in ``bench/small_data.py``), ``"smo"`` otherwise (so the GPU solver on
+        CUDA). All stop on the same KKT criterion and reach the same optimum.
     random_state : None, int or torch.Generator
         Accepted for scikit-learn compatibility; the solver makes no random choice.
     verbose : bool
-        Show a tqdm bar per binary problem (``"smo"``).
+        Show a tqdm bar per binary problem (``"smo"``): the KKT gap m(α) − M(α) on a
+        log scale from its first value down to ``tol``, kept on screen at the end.
     backend : str, optional
         Gram-matrix backend (``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``).
 
@@ -227,7 +233,11 @@ class SVC(ClassifierMixin, _BaseSVM):
                              f"got {self.decision_function_shape!r}")
         X, K = self._train_gram(X)
         n = K.shape[0]
-        solve = self._solve_libsvm if self._use_libsvm(K) else self._solve
+        if self._use_libsvm(K):
+            solve = self._solve_libsvm
+        else:
+            inner = "device" if self.solver == "smo-device" else "auto"
+            solve = functools.partial(self._solve, inner=inner)
         classes, codes = encode_labels(y, n)
         weights = class_weights(self.class_weight, classes, codes)
         k = classes.size
@@ -283,8 +293,9 @@ class SVC(ClassifierMixin, _BaseSVM):
         return self
 
     def _use_libsvm(self, K) -> bool:
-        if self.solver not in ("auto", "smo", "libsvm"):
-            raise ValueError(f"solver must be 'auto', 'smo' or 'libsvm', got {self.solver!r}")
+        if self.solver not in ("auto", "smo", "smo-device", "libsvm"):
+            raise ValueError(f"solver must be 'auto', 'smo', 'smo-device' or 'libsvm', "
+                             f"got {self.solver!r}")
         if self.solver != "auto":
             return self.solver == "libsvm"
         return (isinstance(K, DenseKernelMatrix) and K.device.type == "cpu"
