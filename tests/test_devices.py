@@ -170,6 +170,60 @@ def test_svc_and_svr_match_cpu(dev):
     assert _rel(r_got, r_ref) < 1e-3
 
 
+@pytest.mark.parametrize("mode", [None, "graph"])
+def test_gpu_smo_matches_cpu_smo(dev, mode):
+    """The GPU SMO (subproblems solved on the device: the fused Triton kernel by default,
+    the CUDA-graph steps as its fallback) reaches the optimum of the CPU's host SMO: the
+    same support set, objective and offset, with no fallback warning."""
+    if mode == "graph" and dev.type != "cuda":
+        pytest.skip("CUDA graphs need CUDA")
+    import warnings
+    from torchkern.supervised import _smo
+    X, y = _data(1500)
+    ys = torch.where(y > y.median(), 1.0, -1.0).to(D64)
+    C = torch.where(ys > 0, 2.0, 3.0).to(D64)
+
+    def solve(device, inner):
+        K = tk.RBF(1.0).double()(X.to(device), backend="blocked")
+        return _smo.solve_dual(K.rows, K.diag(), ys.to(device), -torch.ones_like(ys).to(device),
+                               C.to(device), tol=1e-6, working_set=128, inner=inner)
+
+    ref = solve("cpu", "host")
+    init = _smo._DeviceSMO.__init__
+    if mode is not None:
+        _smo._DeviceSMO.__init__ = lambda self, device, k=32, mode=mode: init(self, device, k, mode)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # a fallback would warn
+            got = solve(dev, "device")
+    finally:
+        _smo._DeviceSMO.__init__ = init
+    print(f"GPU SMO on {dev}: mode {got.inner}, {got.n_iter} outer / {got.n_inner} SMO steps "
+          f"(CPU host: {ref.n_iter} / {ref.n_inner})")
+    assert got.alpha.device.type == dev.type and got.converged
+    assert got.inner == (mode or ("triton" if _smo._fused_kernel() and dev.type == "cuda"
+                                  else "graph" if dev.type == "cuda" else "eager"))
+    assert abs(got.obj - ref.obj) <= 1e-9 * abs(ref.obj)
+    assert abs(got.rho - ref.rho) < 1e-4
+    a, a_ref = got.alpha.cpu(), ref.alpha
+    assert torch.equal(a > 0, a_ref > 0) and torch.equal(a == C, a_ref == C)
+
+
+def test_svc_auto_on_device_uses_gpu_smo(dev):
+    """SVC(solver="auto") on device data: the GPU SMO, LIBSVM's predictions."""
+    from sklearn.svm import SVC as SkSVC
+    X, y = _data(2000)
+    lab = (y > y.median()).long()
+    got = tk.SVC(tk.RBF(1.0), C=1.0, tol=1e-5).fit(X.to(dev), lab.to(dev))
+    ref = SkSVC(C=1.0, gamma=0.5, tol=1e-5).fit(X.numpy(), lab.numpy())
+    np.testing.assert_allclose(got.decision_function(X[:200].to(dev)).cpu().numpy(),
+                               ref.decision_function(X[:200].numpy()), atol=1e-3)
+    # support sets equal up to duals at the solver's tolerance (both stop at m − M < tol)
+    coef = dict(zip(got.support_.cpu().tolist(), got.dual_coef_.cpu().reshape(-1).tolist()))
+    coef.update(zip(ref.support_.tolist(), ref.dual_coef_.reshape(-1).tolist()))
+    assert all(abs(coef[i]) < 1e-3 for i in set(got.support_.cpu().tolist()) ^ set(ref.support_))
+
+
 def test_gpytorch_adapter_on_device(dev):
     from torchkern.integrations.gpytorch import GPyTorchKernel
 
