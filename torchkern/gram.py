@@ -215,8 +215,11 @@ def keops_available(device=None) -> bool:
     use and are caught there). On CUDA a failing KeOps build can crash the process
     (seen: pykeops 2.3 segfaults in its NVRTC compile on CUDA 13), which no ``except``
     catches; so the first CUDA check compiles and runs one small reduction in a child
-    process, once per process, and KeOps is used only if that worked. The child's
-    compile also warms KeOps' cache. ``config.keops_cuda_probe = False`` skips it.
+    process, and KeOps is used only if that worked. The child's compile also warms KeOps'
+    cache. The verdict is stored on disk (``keops-cuda-probe.json`` in
+    :func:`torchkern._compiled.native.cache_dir`) under the versions of pykeops, torch, CUDA
+    and the driver and the device's name, so a machine pays the check (seconds) once, not
+    every process. ``config.keops_cuda_probe = False`` skips it.
     """
     if not _KEOPS_STATE["checked"]:
         _KEOPS_STATE["checked"] = True
@@ -228,7 +231,8 @@ def keops_available(device=None) -> bool:
         return False
     if device is not None and torch.device(device).type == "cuda":
         if "cuda_error" not in _KEOPS_STATE:
-            _KEOPS_STATE["cuda_error"] = _probe_keops_cuda() if config.keops_cuda_probe else None
+            _KEOPS_STATE["cuda_error"] = (_keops_cuda_verdict(device) if config.keops_cuda_probe
+                                          else None)
         return _KEOPS_STATE["cuda_error"] is None
     return True
 
@@ -249,6 +253,45 @@ k = (-((LazyTensor(x[:, None, :]) - LazyTensor(x[None, :, :])) ** 2).sum(-1)).ex
 ref = torch.exp(-torch.cdist(x, x) ** 2) @ v
 assert torch.allclose(k @ v, ref, atol=1e-4), "wrong result"
 """
+
+
+def _cuda_probe_key(device) -> str:
+    """What the KeOps CUDA verdict depends on: library, CUDA and driver versions, device."""
+    import pykeops
+    dev = torch.device(device)
+    try:  # Linux: "NVRM version: NVIDIA UNIX ... Kernel Module  580.95.05  ..."
+        with open("/proc/driver/nvidia/version") as fh:
+            driver = fh.readline().strip()
+    except OSError:
+        driver = "?"
+    return (f"pykeops {pykeops.__version__} | torch {torch.__version__} | cuda "
+            f"{torch.version.cuda} | driver {driver} | {torch.cuda.get_device_name(dev)}")
+
+
+def _keops_cuda_verdict(device) -> str | None:
+    """:func:`_probe_keops_cuda`'s answer, from the on-disk cache when this machine
+    (same key, see :func:`_cuda_probe_key`) has run the check before."""
+    import json
+    from ._compiled.native import cache_dir
+    path = cache_dir() / "keops-cuda-probe.json"
+    key = _cuda_probe_key(device)
+    try:
+        verdicts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        verdicts = {}
+    if key in verdicts:
+        return verdicts[key]
+    error = _probe_keops_cuda()
+    if error is None or "could not run" not in error:  # a timeout may not happen again
+        verdicts[key] = error
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(verdicts, indent=1))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home: the check runs again next time
+    return error
 
 
 def _probe_keops_cuda() -> str | None:

@@ -1,0 +1,189 @@
+"""backend="compiled" (torchkern._compiled) against dense evaluation of the same kernels."""
+import warnings
+
+import pytest
+import torch
+
+import torchkern as tk
+from torchkern import gram
+from torchkern._compiled import inductor, native
+
+D64, D32 = torch.float64, torch.float32
+TOL = {D64: 1e-10, D32: 2e-5}
+
+
+def _rel(a, b):
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def _product_and_grads(kernel, X, Y, V, backend):
+    """K(X, Y) V and the gradients of a scalar of it to X, Y, V and the kernel's
+    parameters."""
+    X, Y, V = (t.detach().clone().requires_grad_(True) for t in (X, Y, V))
+    K = kernel(X, Y, backend=backend)
+    out = K @ V
+    loss = (out * torch.cos(out)).sum()  # a non-linear read-out: G is not all ones
+    params = [p for p in kernel.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, [X, Y, V, *params], allow_unused=True)
+    return K, out.detach(), grads
+
+
+def _check_equal(kernel, X, Y, V, engine):
+    K, out, grads = _product_and_grads(kernel, X, Y, V, "compiled")
+    assert K.backend == "compiled"
+    _, ref, ref_grads = _product_and_grads(kernel, X, Y, V, "dense")
+    tol = TOL[X.dtype]
+    assert _rel(out, ref) < tol, engine
+    for g, r in zip(grads, ref_grads):
+        if r is None:
+            continue
+        assert g is not None and _rel(g, r) < 10 * tol, engine
+
+
+@pytest.mark.parametrize("dtype", [D64, D32])
+@pytest.mark.parametrize("kernel", [tk.RBF([0.7, 1.3, 0.9]), tk.Laplacian(1.4),
+                                    tk.Matern(0.5, 0.8), tk.Matern(1.5, 1.1),
+                                    tk.Matern(2.5, [0.6, 1.2, 2.0])],
+                         ids=["rbf-ard", "laplacian", "matern12", "matern32", "matern52"])
+def test_native_radial_kernels_equal_dense_with_gradients(kernel, dtype):
+    # The hand-written C++ loop (exp by a polynomial, gradients by a second fused loop)
+    # against torch's dense evaluation of the kernels' own _k. 300 × 250 products are
+    # split over threads; the X = Y case puts exact zero distances on the diagonal.
+    kernel = kernel.to(dtype)
+    assert kernel.formula(torch.zeros(2, 3, dtype=dtype)).profile in native.PROFILES
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(300, 3, generator=g, dtype=dtype)
+    Y = torch.randn(250, 3, generator=g, dtype=dtype)
+    V = torch.randn(250, 2, generator=g, dtype=dtype)
+    _check_equal(kernel, X, Y, V, "native")
+    # K(X, X): one input on both sides; r = 1 takes the fully fused loop
+    _check_equal(kernel, X, X, torch.randn(300, 1, generator=g, dtype=dtype), "native")
+    # wide inputs (d = 7) take the loop over a run-time feature count
+    Xw = torch.randn(60, 7, generator=g, dtype=dtype)
+    k7 = type(kernel)(**({"nu": kernel.nu} if isinstance(kernel, tk.Matern) else {}))
+    _check_equal(k7.to(dtype), Xw, Xw[:45] + 0.1, torch.randn(45, 3, generator=g, dtype=dtype),
+                 "native")
+
+
+def _zoo():
+    """Every kernel on vectors in one formula: one compile per dtype (compiles cost
+    seconds each; a test per kernel would cost minutes)."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Softplus())
+    torch.manual_seed(3)
+    return (tk.RBF(0.9) + 0.7 * tk.Laplacian(1.3) + tk.Matern(1.5, 1.1) * tk.Periodic(1.2, 2.5)
+            + tk.Matern(2.5, [0.8, 1.0, 1.5]) + tk.Matern(0.5, 2.0)
+            + tk.RationalQuadratic(1.1, 0.7) + tk.InverseMultiquadric(0.9, 1.3)
+            + 0.3 * tk.Linear() + 0.1 * tk.Polynomial(3, 0.5) + tk.Exponential(0.2)
+            + tk.ArcCosine(0) + tk.ArcCosine(1) + 0.5 * tk.ArcCosine(2)
+            + tk.Min() + tk.HistogramIntersection() + tk.Chi2(0.8)
+            + tk.FeatureKernel(net, tk.RBF(1.5)))
+
+
+@pytest.mark.parametrize("dtype", [D64, D32])
+def test_torch_compile_tiles_equal_dense_on_the_whole_zoo(dtype):
+    # A sum has no native profile: it goes through the torch.compile tiles. Gradients to
+    # inputs, V, every hyperparameter and the feature network's weights. n = 40 rows and
+    # m = 70 columns are padded to one 64 × 128 tile.
+    kernel = _zoo().to(dtype)
+    assert kernel.formula(torch.ones(2, 3, dtype=dtype)).profile is None
+    g = torch.Generator().manual_seed(2)
+    X = torch.rand(40, 3, generator=g, dtype=dtype) + 0.05  # Min, Chi2: non-negative data
+    Y = torch.rand(70, 3, generator=g, dtype=dtype) + 0.05
+    V = torch.randn(70, 2, generator=g, dtype=dtype)
+    _check_equal(kernel, X, Y, V, "inductor")
+
+
+def test_recompiles_at_most_once_per_shape_bucket():
+    from torch._dynamo.utils import counters
+
+    def graphs():
+        return counters["stats"]["unique_graphs"]
+
+    def product(kernel, n, m, r=1):
+        X, Y = torch.randn(n, 2, dtype=D64), torch.randn(m, 2, dtype=D64)
+        V = torch.randn(m, r, dtype=D64)
+        out = kernel(X, Y, backend="compiled") @ V
+        torch.testing.assert_close(out, kernel(X, Y, backend="dense").to_dense() @ V)
+
+    k = tk.RBF(0.8) + tk.Linear()  # a sum: the torch.compile engine
+    before = graphs()
+    product(k, 20, 100)
+    assert graphs() == before + 1  # the bucket (32 rows, 128 columns, r = 1)
+    product(k, 30, 128)
+    product(k, 17, 65)
+    product(tk.RBF(1.7) + tk.Linear(), 25, 90)  # another instance, other hyperparameters
+    assert graphs() == before + 1
+    product(k, 30, 130)  # 130 columns: the next bucket
+    product(k, 31, 250)
+    assert graphs() == before + 2
+    product(k, 30, 130, r=2)  # r rounds up to powers of two: r = 2 is a bucket of its own
+    product(k, 30, 130, r=2)
+    assert graphs() == before + 3
+    assert inductor.tile_shape(10**6, 10**6, 3, "cpu") == (256, 4096, 4)
+
+
+def test_falls_back_once_with_a_warning_when_nothing_compiles(monkeypatch, tmp_path):
+    # No C++ compiler (an empty cache directory and a compiler that does not exist) and
+    # a torch.compile that fails: one CompiledFallbackWarning, then the blocked products,
+    # with the same values and gradients.
+    monkeypatch.setenv("TORCHKERN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setattr(native, "_STATE", {"lib": None, "error": None, "seconds": None})
+    monkeypatch.setattr(gram, "_COMPILED_STATE", {"native": None, "inductor": None,
+                                                  "warned": False})
+
+    def broken(name, *args):
+        raise RuntimeError("simulated: InvalidCxxCompiler")
+
+    monkeypatch.setattr(inductor, "_call", broken)
+    X = torch.randn(50, 3, dtype=D64)
+    V = torch.randn(50, 2, dtype=D64)
+    with pytest.warns(gram.CompiledFallbackWarning, match="no-such-compiler") as rec:
+        _check_equal(tk.RBF(0.8), X, X, V, "fallback")
+    assert len(rec) == 1 and "native" in str(rec[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # silent from now on
+        _check_equal(tk.RBF(0.8) + tk.Linear(), X, X, V, "fallback")
+        _check_equal(tk.Matern(2.5), X, X, V, "fallback")
+    assert "InvalidCxxCompiler" in gram._COMPILED_STATE["inductor"]
+    assert "no-such-compiler" in native._STATE["error"]
+    # and "auto" no longer picks the backend that cannot compile
+    monkeypatch.setattr(tk.config, "dense_max_entries", 100)
+    monkeypatch.setattr(tk.config, "compiled_min_entries", 100)
+    assert tk.RBF()(X).backend == "blocked"
+
+
+def test_auto_picks_compiled_for_large_radial_products_on_the_cpu(monkeypatch):
+    X = torch.randn(120, 3)
+    monkeypatch.setattr(tk.config, "dense_max_entries", 100)
+    assert tk.RBF()(X).backend == "blocked"  # below config.compiled_min_entries
+    monkeypatch.setattr(tk.config, "compiled_min_entries", 120 * 120)
+    K = tk.RBF(0.6)(X)
+    assert K.backend == "compiled"
+    v = torch.randn(120)
+    torch.testing.assert_close(K @ v, tk.RBF(0.6)(X, backend="dense").to_dense() @ v)
+    assert tk.Matern(2.5)(X).backend == "compiled"
+    # measured slower than blocked on the CPU: the torch.compile engine (sums, others)
+    assert tk.RationalQuadratic()(X).backend == "blocked"
+    assert (tk.RBF() + tk.Linear())(X).backend == "blocked"
+    monkeypatch.setattr(tk.config, "compiled_auto", False)
+    assert tk.RBF()(X).backend == "blocked"
+    with pytest.raises(ValueError, match="compiled"):
+        tk.set_backend("compile")
+
+
+def test_keops_cuda_verdict_is_cached_on_disk(monkeypatch, tmp_path):
+    # The child-process KeOps check runs once per machine and versions, not per process.
+    monkeypatch.setenv("TORCHKERN_CACHE_DIR", str(tmp_path))
+    calls = []
+    key = {"k": "pykeops 2.3 | torch 2.13 | cuda 13.0 | driver 580 | NVIDIA H200"}
+    monkeypatch.setattr(gram, "_cuda_probe_key", lambda device: key["k"])
+    monkeypatch.setattr(gram, "_probe_keops_cuda",
+                        lambda: calls.append(1) or "a test KeOps CUDA reduction failed")
+    assert gram._keops_cuda_verdict("cuda") == "a test KeOps CUDA reduction failed"
+    assert gram._keops_cuda_verdict("cuda") == "a test KeOps CUDA reduction failed"
+    assert len(calls) == 1 and (tmp_path / "keops-cuda-probe.json").exists()
+    key["k"] = key["k"].replace("driver 580", "driver 590")  # a new driver: check again
+    monkeypatch.setattr(gram, "_probe_keops_cuda", lambda: calls.append(1) or None)
+    assert gram._keops_cuda_verdict("cuda") is None
+    assert gram._keops_cuda_verdict("cuda") is None and len(calls) == 2
