@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
+import textwrap
 
 import numpy as np
 import torch
@@ -124,7 +126,10 @@ class Estimator(BaseEstimator):
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         if "fit" in cls.__dict__:
-            cls.fit = _wrap_fit(cls.__dict__["fit"])
+            learnable = _has_kernel_parameter(cls)
+            cls.fit = _wrap_fit(cls.__dict__["fit"], learnable)
+            if learnable:
+                cls.fit.__doc__ = _document_learn_kernel(cls.fit.__doc__)
         for name in _OUTPUT_METHODS:
             if name in cls.__dict__ and not getattr(cls.__dict__[name], "_follows_input", False):
                 setattr(cls, name, _wrap_output(cls.__dict__[name]))
@@ -161,9 +166,63 @@ class Estimator(BaseEstimator):
             self._fitted_to_numpy()
 
 
-def _wrap_fit(fit):
+_LEARN_KERNEL_DOC = """learn_kernel : None, str or dict, optional
+    Learn the kernel's hyperparameters by gradient before fitting: an objective of
+    :func:`torchkern.learning.learn_kernel` (``"auto"``, ``"loo"``, ``"holdout"``,
+    ``"alignment"``, ``"lml"``) or a dict of its options (``objective``, ``n_iter``,
+    ``lr``, ``validation_fraction``, ``random_state``, ``verbose``). The ``kernel``
+    parameter is left as it was; the learned kernel is the fitted ``kernel_`` and the
+    losses are in ``kernel_learning_history_``."""
+
+
+def _has_kernel_parameter(cls) -> bool:
+    try:
+        return "kernel" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _document_learn_kernel(doc):
+    """``doc`` with the ``learn_kernel`` argument added: an entry at the end of its
+    numpydoc Parameters section, or a closing paragraph when it has no sections."""
+    if not doc:
+        return doc
+    lines = doc.splitlines()
+    header = [i for i in range(len(lines) - 1)
+              if lines[i].strip() and set(lines[i + 1].strip()) == {"-"}
+              and len(lines[i + 1].strip()) == len(lines[i].strip())]
+    params = [i for i in header if lines[i].strip() == "Parameters"]
+    if params:
+        start = params[0]
+        indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+        after = [i for i in header if i > start]
+        end = after[0] if after else len(lines)
+        while end > start + 2 and not lines[end - 1].strip():
+            end -= 1
+        entry = [indent + line if line else "" for line in _LEARN_KERNEL_DOC.splitlines()]
+        return "\n".join(lines[:end] + entry + lines[end:])
+    if header:  # sections but no Parameters: leave the docstring as it is
+        return doc
+    indent = min((len(l) - len(l.lstrip()) for l in lines[1:] if l.strip()), default=0)
+    note = ("Accepts ``learn_kernel=`` (None, an objective name or a dict of options of "
+            ":func:`torchkern.learning.learn_kernel`): the kernel's hyperparameters are "
+            "learned by gradient before the fit, the learned kernel is ``kernel_``.")
+    note = textwrap.fill(note, 88, initial_indent=" " * indent,
+                         subsequent_indent=" " * indent)
+    return doc.rstrip() + "\n\n" + note + "\n"
+
+
+def _wrap_fit(fit, learnable=False):
     @functools.wraps(fit)
-    def wrapper(self, X, *args, **kwargs):
+    def wrapper(self, X, *args, learn_kernel=None, **kwargs):
+        if learn_kernel is not None:
+            if not learnable:
+                raise TypeError(f"{type(self).__name__}.fit got learn_kernel, but "
+                                f"{type(self).__name__} has no kernel parameter to learn")
+            # imported here: supervised/unsupervised estimators sit below learning/
+            from .learning.estimator import fit_with_learned_kernel
+            y = args[0] if args else kwargs.get("y")
+            return fit_with_learned_kernel(wrapper, self, X, y, learn_kernel, args, kwargs)
         depth = self.__dict__.get("_call_depth", 0)
         self.__dict__["_call_depth"] = depth + 1
         try:
