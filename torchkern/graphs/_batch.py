@@ -46,11 +46,11 @@ def sorted_unique(key: torch.Tensor, inverse: bool = True):
         present = counts > 0
         values = present.nonzero().reshape(-1)
         remap = torch.cumsum(present, 0) - 1
-        inv = remap[key]
+        inv = remap.index_select(0, key)
         pos = torch.arange(n - 1, -1, -1, device=key.device)  # reversed: the last write,
         first = torch.empty(values.numel(), dtype=torch.long, device=key.device)
         first.index_put_((inv.flip(0),), pos)  # the smallest position, wins
-        return values, inv if inverse else None, counts[values], first
+        return values, inv if inverse else None, counts.index_select(0, values), first
     if key.device.type == "cpu" and n and lo >= 0 and hi < 2 ** (63 - b):
         k = key.numpy()
         packed = np.sort((k << b) | np.arange(n))
@@ -116,7 +116,7 @@ def count_rows(columns, sizes, mask=None):
         key = key.reshape(-1) if mask is None else key[mask]
         counts = torch.bincount(key, minlength=space)
         key = counts.nonzero().reshape(-1)
-        counts = counts[key]
+        counts = counts.index_select(0, key)
         out = []
         for s in reversed(sizes):
             s = max(int(s), 1)
@@ -125,7 +125,7 @@ def count_rows(columns, sizes, mask=None):
         return out[::-1], counts
     flat = [c.expand(shape).reshape(-1) if mask is None else c.expand(shape)[mask] for c in columns]
     _, counts, first = compact(flat, sizes)
-    return [c[first] for c in flat], counts
+    return [c.index_select(0, first) for c in flat], counts
 
 
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
@@ -154,10 +154,16 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
         integral = max(-lo, hi) < 2 ** 53
     r = rows.long() if integral else None
     if integral and (not rows.is_floating_point() or bool((r == rows).all())):
-        cols = r.T.contiguous()  # one contiguous row per column of x
-        cols = cols - cols.amin(1, keepdim=True)  # not in place: may share x's memory
-        ids, _, first = compact(list(cols), (cols.amax(1) + 1).tolist())
-        return ids, rows[first]
+        lo, hi = r.amin(0), r.amax(0)
+        sizes = (hi - lo + 1).tolist()
+        if math.prod(sizes) < 2 ** 62 // max(n, 1):  # one mixed-radix key per row
+            radix = torch.tensor([math.prod(sizes[c + 1:]) for c in range(len(sizes))],
+                                 device=device)
+            _, ids, _, first = sorted_unique(((r - lo) * radix).sum(1))
+        else:
+            cols = (r - lo).T.contiguous()  # one contiguous row per column of x
+            ids, _, first = compact(list(cols), sizes)
+        return ids, rows.index_select(0, first)
     values, ids = torch.unique(rows, dim=0, return_inverse=True)
     return ids, values
 
@@ -248,7 +254,9 @@ class GraphSet(KernelInput):
     def _build(self, graphs):
         from torch_geometric.data import Batch, Data
         if isinstance(graphs, Batch):
-            data_list, device = None, graphs.edge_index.device
+            counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
+            x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
+            device = ei.device
         elif isinstance(graphs, Data):
             raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
                             "Batch or a GraphSet, not one Data (node kernels take one graph)")
@@ -259,68 +267,25 @@ class GraphSet(KernelInput):
                                 f"is a {type(graphs[bad[0]]).__name__}")
             if not graphs:
                 raise ValueError("the set of graphs is empty")
-            data_list, device = list(graphs), None
+            counts, ei, x, ea = _flatten(graphs)
+            device = ei.device
         else:
             raise TypeError(f"expected a list of torch_geometric Data, a Batch or a GraphSet, "
                             f"got {type(graphs).__name__}")
-        if data_list is None:
-            counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
-            x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
-            has_x = [x is not None]
-            has_ea = [ea is not None]
-        else:
-            stores = [g._store for g in data_list]  # plain attribute reads, no PyG dispatch
-            device = next((st["edge_index"].device for st in stores
-                           if st.get("edge_index") is not None), torch.device("cpu"))
-            sizes = [int(g.num_nodes or 0) for g in data_list]
-            xs = [st.get("x") for st in stores]
-            eas = [st.get("edge_attr") for st in stores]
-            for name, vals in (("x", xs), ("edge_attr", eas)):
-                has = [v is not None for v in vals]
-                if any(has) and not all(has):
-                    raise ValueError(f"graph {has.index(False)} has no {name} while others do: "
-                                     f"give every graph {name} or none")
-            empty = torch.zeros(2, 0, dtype=torch.long, device=device)
-            eis = [st.get("edge_index") for st in stores]
-            eis = [empty if e is None else e for e in eis]
-            for i, e in enumerate(eis):
-                if e.dim() != 2 or e.shape[0] != 2:
-                    raise ValueError(f"graph {i}: edge_index must have shape (2, E), got "
-                                     f"{tuple(e.shape)}")
-            counts = torch.tensor(sizes, dtype=torch.long, device=device)
-            ecounts = torch.tensor([e.shape[1] for e in eis], dtype=torch.long, device=device)
-            gid = torch.repeat_interleave(torch.arange(len(eis), device=device), ecounts)
-            ei = torch.cat(eis, 1).to(device=device, dtype=torch.long)
-            bad = ((ei < 0) | (ei >= counts[gid])).any(0)
-            if bool(bad.any()):
-                i = int(gid[bad.nonzero()[0, 0]])
-                raise ValueError(f"graph {i}: edge_index refers to nodes outside [0, {sizes[i]})")
-            ei = ei + _offsets(counts)[:-1][gid]
-            x = ea = None
-            if xs[0] is not None:
-                if any(v.shape[0] != c for v, c in zip(xs, sizes)):
-                    raise ValueError("every graph's x must have one row per node (num_nodes rows)")
-                x = torch.cat(_on(xs, device))
-            if eas[0] is not None:
-                ea = torch.cat(_on(eas, device))
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
         ei = ei.to(device=device, dtype=torch.long)
         node_label, label_values = _label_ids(x, n, "x", device)
-        if ea is not None:
-            ea_ids, ea_values = _label_ids(ea, ei.shape[1], "edge_attr", device)
         # Merge duplicate edges; sorting by source keeps the graphs in order.
-        key = ei[0] * max(n, 1) + ei[1]
-        key, first = _unique_first(key)
-        edge_index = ei[:, first]  # a gather: cheaper than decoding the keys
-        graph_of_node = torch.repeat_interleave(torch.arange(len(counts), device=device), counts.to(device))
-        ecounts = torch.bincount(graph_of_node[edge_index[0]], minlength=len(counts))
-        self.ptr, self.edge_index, self.eptr = ptr, edge_index, _offsets(ecounts)
+        first = _sorted_distinct(ei[0] * max(n, 1) + ei[1])
+        edge_index = ei if first is None else ei.index_select(1, first)
+        self.ptr, self.edge_index = ptr, edge_index
+        self.eptr = torch.searchsorted(edge_index[0], ptr)  # sources are sorted
         self.node_label, self.label_values = node_label, label_values
+        self.edge_label = self.edge_label_values = None
         if ea is not None:
-            self.edge_label, self.edge_label_values = ea_ids[first], ea_values
-        else:
-            self.edge_label = self.edge_label_values = None
+            ea_ids, self.edge_label_values = _label_ids(ea, ei.shape[1], "edge_attr", device)
+            self.edge_label = ea_ids if first is None else ea_ids.index_select(0, first)
         self.dtype, self.device = torch.float64, ptr.device
 
     # -- the KernelInput protocol ------------------------------------------------------
@@ -436,12 +401,55 @@ def _on(tensors, device):
     return [t.to(device) for t in tensors]
 
 
-def _unique_first(key: torch.Tensor):
-    """Sorted distinct values of ``key`` and, for each, the position of one occurrence."""
-    if bool((key[1:] > key[:-1]).all()):  # already sorted and distinct (common in PyG)
-        return key, torch.arange(key.numel(), device=key.device)
-    uniq, _, _, first = sorted_unique(key, inverse=False)
-    return uniq, first
+def _flatten(data_list):
+    """``(counts, edge_index, x, edge_attr)`` of a list of Data, node indices made global:
+    one ``torch.cat`` per attribute (per graph only attribute reads and shape checks)."""
+    stores = [g._store for g in data_list]  # plain attribute reads, no PyG dispatch
+    eis = [st.get("edge_index") for st in stores]
+    device = next((e.device for e in eis if e is not None), torch.device("cpu"))
+    sizes = [st.get("num_nodes") for st in stores]
+    if any(v is None for v in sizes):  # not set: PyG infers it (from x, edge_index, ...)
+        sizes = [g.num_nodes if v is None else v for g, v in zip(data_list, sizes)]
+    sizes = [int(v or 0) for v in sizes]
+    xs = [st.get("x") for st in stores]
+    eas = [st.get("edge_attr") for st in stores]
+    for name, vals in (("x", xs), ("edge_attr", eas)):
+        has = [v is not None for v in vals]
+        if any(has) and not all(has):
+            raise ValueError(f"graph {has.index(False)} has no {name} while others do: "
+                             f"give every graph {name} or none")
+    empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+    eis = [empty if e is None else e for e in eis]
+    for i, e in enumerate(eis):
+        if e.dim() != 2 or e.shape[0] != 2:
+            raise ValueError(f"graph {i}: edge_index must have shape (2, E), got "
+                             f"{tuple(e.shape)}")
+    counts = torch.tensor(sizes, dtype=torch.long, device=device)
+    ecounts = torch.tensor([e.shape[1] for e in eis], dtype=torch.long, device=device)
+    gid = torch.repeat_interleave(torch.arange(len(eis), device=device), ecounts)
+    ei = torch.cat(_on(eis, device), 1).to(dtype=torch.long)
+    if ei.numel():
+        over = ei >= counts.index_select(0, gid)
+        if bool(ei.amin() < 0) or bool(over.any()):
+            i = int(gid[((ei < 0) | over).any(0).nonzero()[0, 0]])
+            raise ValueError(f"graph {i}: edge_index refers to nodes outside [0, {sizes[i]})")
+    ei = ei + _offsets(counts)[:-1].index_select(0, gid)
+    x = ea = None
+    if xs[0] is not None:
+        if any(v.shape[0] != c for v, c in zip(xs, sizes)):
+            raise ValueError("every graph's x must have one row per node (num_nodes rows)")
+        x = torch.cat(_on(xs, device))
+    if eas[0] is not None:
+        ea = torch.cat(_on(eas, device))
+    return counts, ei, x, ea
+
+
+def _sorted_distinct(key: torch.Tensor):
+    """Positions of the distinct values of ``key`` in sorted order (one occurrence each,
+    the first), or None when ``key`` is sorted and distinct already (common in PyG)."""
+    if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
+        return None
+    return sorted_unique(key, inverse=False)[3]
 
 
 class GraphKernel(StructuredKernel):

@@ -1,7 +1,7 @@
 """The relabel / aggregate core the graph kernels share.
 
 - :func:`compact` (in ``_batch``) — distinct rows of integer columns, by packed keys;
-- :func:`neighbourhoods`, :func:`wl_relabel` — one Weisfeiler–Lehman round on a whole
+- :func:`wl_edges`, :func:`wl_relabel` — one Weisfeiler–Lehman round on a whole
   :class:`GraphSet` at once;
 - :class:`CountFeatureKernel` — a kernel whose features are sparse counts per graph
   (WL, shortest path): it builds them once on X ∪ Y so that both share one dictionary,
@@ -10,117 +10,165 @@
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from .._config import _check_backend
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, _offsets, compact, count_rows, sorted_unique
+from ._batch import GraphKernel, GraphSet, compact, count_rows, sorted_unique
 
-def neighbourhoods(G: GraphSet):
-    """Every node's out-neighbours, grouped by degree: a list of ``(nodes, table)`` with
-    ``table`` (n_d, d) the neighbours of the n_d nodes of degree d. Computed once per set;
-    each WL round only reads labels through it."""
+
+class WLEdges(NamedTuple):
+    """The edges a WL round reads, built once per set (:func:`wl_edges`): sources ``src``
+    (sorted) and targets ``dst``, out-degrees ``deg`` (N,), and edge label ids
+    ``edge_label`` in [0, ``n_edge_labels``) or None."""
+    src: torch.Tensor
+    dst: torch.Tensor
+    deg: torch.Tensor
+    edge_label: torch.Tensor | None
+    n_edge_labels: int
+
+
+def wl_edges(G: GraphSet, edge_labels: bool = False) -> WLEdges:
+    """The :class:`WLEdges` of G; ``edge_labels`` folds the edge labels (rows of
+    ``edge_attr``) into the neighbour signatures."""
     src, dst = G.edge_index  # sorted by source
-    N = int(G.ptr[-1])
-    deg = torch.bincount(src, minlength=N)
-    start = _offsets(deg)[:-1]
-    by_deg = torch.argsort(deg, stable=True)
-    degrees, counts = torch.unique_consecutive(deg[by_deg], return_counts=True)
-    return [(nodes, dst[start[nodes, None] + torch.arange(d, device=dst.device)])
-            for d, nodes in zip(degrees.tolist(), torch.split(by_deg, counts.tolist()))]
+    deg = torch.bincount(src, minlength=int(G.ptr[-1]))
+    if not edge_labels:
+        return WLEdges(src, dst, deg, None, 1)
+    if G.edge_label is None:
+        raise ValueError("edge_labels=True needs edge labels: give every graph edge_attr "
+                         "(one row per edge; each distinct row is one label)")
+    values, ids, _, _ = sorted_unique(G.edge_label)
+    return WLEdges(src, dst, deg, ids, max(values.numel(), 1))
 
 
 # odd 64-bit multipliers (golden ratio; SplitMix64's two), as signed int64
 _MIX = tuple(m - 2 ** 64 for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
 
 
-def _sort_rows(t: torch.Tensor) -> torch.Tensor:
-    """Every row of an integer matrix sorted (NumPy's on the CPU: 2–3 times torch's for
-    short rows)."""
-    if t.device.type == "cpu":
-        return torch.from_numpy(np.sort(t.numpy(), axis=1))
-    return t.sort(1).values
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finalizer on int64 (arithmetic wraps around; the shifts are logical)."""
+    h = (h ^ ((h >> 30) & ((1 << 34) - 1))) * _MIX[1]
+    h = (h ^ ((h >> 27) & ((1 << 37) - 1))) * _MIX[2]
+    return h ^ ((h >> 31) & ((1 << 33) - 1))
 
 
-def _wrap(v: int) -> int:
-    """A Python int reduced to int64 (two's complement)."""
-    return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
+def neighbour_tokens(labels: torch.Tensor, n_labels: int, edges: WLEdges):
+    """What an edge s → t adds to the signature of s: ℓ(t), or the pair (edge label, ℓ(t))
+    as one id. Returns ``(tokens (E,), n_tokens)``."""
+    tokens = labels.index_select(0, edges.dst)
+    if edges.edge_label is None:
+        return tokens, n_labels
+    return tokens * edges.n_edge_labels + edges.edge_label, n_labels * edges.n_edge_labels
 
 
-def _position_weights(d: int, device):
-    """d fixed pseudo-random odd int64 weights (a seeded generator): the hash of a sorted
-    row is Σ_j (s_j + 1) w_j, wrapping around."""
-    g = torch.Generator().manual_seed(0x5EED)
-    w = torch.randint(-2 ** 62, 2 ** 62, (d,), generator=g, dtype=torch.long) * 2 + 1
-    return w.to(device)
+def wl_hash(labels: torch.Tensor, tokens: torch.Tensor, n_tokens: int, edges: WLEdges):
+    """A 64-bit hash of every node's signature (own label, multiset of its tokens): the
+    multiset as the sum of pseudo-random codes of its tokens (order-free, so no sort),
+    one segment sum over all edges, then mixed with the own label's code."""
+    if n_tokens <= tokens.numel():  # a code per distinct token, then one gather
+        codes = _mix((torch.arange(1, n_tokens + 1, device=tokens.device)) * _MIX[0])
+        codes = codes.index_select(0, tokens)
+    else:
+        codes = _mix((tokens + 1) * _MIX[0])
+    h = torch.zeros_like(labels).index_add_(0, edges.src, codes)
+    return _mix(h + _mix((labels + 1) * _MIX[1]))
 
 
-def _same_rows(labels, rep, rows) -> bool:
-    """Whether every node v has the own label and the sorted neighbour row of ``rep[v]``
-    (nodes whose rep is another node only)."""
-    if not bool((labels[rep] == labels).all()):
-        return False
-    N = labels.numel()
-    group = torch.empty(N, dtype=torch.long, device=labels.device)
-    pos = torch.empty(N, dtype=torch.long, device=labels.device)
-    for i, (nodes, _) in enumerate(rows):
-        group[nodes] = i
-        pos[nodes] = torch.arange(nodes.numel(), device=nodes.device)
-    if not bool((group[rep] == group).all()):
-        return False
-    for nodes, srt in rows:
-        other = pos[rep[nodes]]
-        moved = (other != torch.arange(nodes.numel(), device=nodes.device)).nonzero().reshape(-1)
-        if moved.numel() and not bool((srt[moved] == srt[other[moved]]).all()):
+def _sort(key: torch.Tensor) -> torch.Tensor:
+    """A 1-D integer tensor sorted (NumPy's sort on the CPU: several times torch's)."""
+    if key.device.type == "cpu":
+        return torch.from_numpy(np.sort(key.numpy()))
+    return torch.sort(key).values
+
+
+def _sorted_in_segments(src: torch.Tensor, tokens: torch.Tensor, n_tokens: int, n_nodes: int):
+    """``tokens`` sorted within each run of equal ``src`` (``src`` non-decreasing), runs in
+    place: one sort of the packed keys src·T + token when they fit in int64, else two
+    stable sorts."""
+    if n_nodes * max(n_tokens, 1) < 2 ** 62:
+        return _sort(src * n_tokens + tokens) - src * n_tokens
+    order = torch.argsort(tokens, stable=True)
+    order = order.index_select(0, torch.argsort(src.index_select(0, order), stable=True))
+    return tokens.index_select(0, order)
+
+
+def _grouping_is_exact(labels, tokens, n_tokens, edges: WLEdges, inv, counts, first) -> bool:
+    """Whether every node has the own label and the token multiset of its group's first
+    node, on the nodes of groups of two or more only: by token counts per node when the
+    tokens are few (N·T small), else entry by entry on the sorted tokens."""
+    shared = counts.index_select(0, inv) > 1
+    nodes = shared.nonzero().reshape(-1)
+    if not nodes.numel():
+        return True
+    rep = first.index_select(0, inv)
+    r = rep.index_select(0, nodes)
+    for t in (labels, edges.deg):
+        if not torch.equal(t.index_select(0, r), t.index_select(0, nodes)):
             return False
-    return True
+    N, E = labels.numel(), tokens.numel()
+    if N * n_tokens <= max(4 * E, 2 ** 16):  # few tokens: compare token counts per node
+        cnt = torch.bincount(edges.src * n_tokens + tokens, minlength=N * n_tokens)
+        cnt = cnt.view(N, n_tokens)
+        return torch.equal(cnt.index_select(0, r), cnt.index_select(0, nodes))
+    if 2 * nodes.numel() > N:  # most nodes: all edges, no selection
+        sel, s, tok = None, edges.src, tokens
+    else:
+        sel = shared.index_select(0, edges.src).nonzero().reshape(-1)
+        s, tok = edges.src.index_select(0, sel), tokens.index_select(0, sel)
+    srt = _sorted_in_segments(s, tok, n_tokens, N)
+    d = edges.deg if sel is None else edges.deg * shared  # v's edges start at start[v]
+    start = torch.cumsum(d, 0) - d
+    shift = start.index_select(0, rep) - start  # from v's block to its rep's (same length)
+    partner = torch.arange(s.numel(), device=s.device) + shift.index_select(0, s)
+    return torch.equal(srt, srt.index_select(0, partner))
 
 
-def wl_relabel(labels: torch.Tensor, n_labels: int, hoods):
-    """One Weisfeiler–Lehman round: every node's new label is the id of the pair
-    (own label, sorted multiset of its out-neighbours' labels), over all graphs at once.
-
-    ``hoods`` is :func:`neighbourhoods`. Returns ``(new_labels, n_new)`` with new labels
-    in [0, n_new). Two nodes of different degrees never share a multiset, so each degree
-    group is a rectangular table (own label, d sorted neighbour labels). Every row is
-    hashed to an int64 (a seeded linear hash with a final multiply–xor, high bits kept)
-    and all N hashes are grouped by one sort; the grouping is then *checked* — every
-    node's row equals its group's first row, entry by entry — so the ids are exact. Only
-    if two different rows share a hash (rare) are the rows grouped exactly, one sort per
-    degree group (:func:`compact`). O((N + E) log N) a round, no loop over nodes or
-    graphs.
-    """
+def _exact_relabel(labels, n_labels, tokens, n_tokens, edges: WLEdges):
+    """Signature ids by exact grouping, without hashing: each node's tokens sorted, then the
+    rows (own label, d sorted tokens) of the nodes of each degree d grouped by one sort."""
     N = labels.numel()
-    if N == 0 or not hoods:
-        return labels.clone(), n_labels if N else 0
-    b = max(int(N - 1).bit_length(), 1)
-    dmax = max(t.shape[1] for _, t in hoods)
-    weights = _position_weights(dmax, labels.device)
-    key = torch.empty_like(labels)
-    rows = []
-    for nodes, table in hoods:
-        d = table.shape[1]
-        srt = _sort_rows(labels[table])
-        h = (labels[nodes] + 1) * _MIX[0] + _wrap(d * _MIX[1])  # int64 wraps around
-        if d:
-            h = h + ((srt + 1) * weights[:d]).sum(1)
-        h = (h ^ (h >> 31)) * _MIX[2]
-        key[nodes] = (h >> (b + 1)) & ((1 << (62 - b)) - 1)
-        rows.append((nodes, srt))
-    _, inv, counts, first = sorted_unique(key)
-    rep = first[inv]
-    if _same_rows(labels, rep, rows):
-        return inv, counts.numel()
-    new = torch.empty_like(labels)  # a hash collision: group the rows exactly
-    n_new = 0
-    for nodes, srt in rows:
-        cols = [labels[nodes], *srt.unbind(1)]
-        inv, cnt, _ = compact(cols, [n_labels] * len(cols))
+    srt = _sorted_in_segments(edges.src, tokens, n_tokens, N)
+    start = torch.cumsum(edges.deg, 0) - edges.deg
+    by_deg = torch.argsort(edges.deg, stable=True)
+    degrees, counts = torch.unique_consecutive(edges.deg[by_deg], return_counts=True)
+    new, n_new = torch.empty_like(labels), 0
+    for d, nodes in zip(degrees.tolist(), torch.split(by_deg, counts.tolist())):
+        rows = srt[start[nodes, None] + torch.arange(d, device=labels.device)]
+        inv, cnt, _ = compact([labels[nodes], *rows.unbind(1)], [n_labels] + [n_tokens] * d)
         new[nodes] = inv + n_new
         n_new += cnt.numel()
     return new, n_new
+
+
+def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
+    """One Weisfeiler–Lehman round: every node's new label is the id of its signature (own
+    label, multiset of its out-neighbours' labels — with ``edges.edge_label``, of the
+    (edge label, neighbour label) pairs), over all graphs at once.
+
+    Returns ``(new_labels, n_new)``, new labels in [0, n_new). Every signature is hashed
+    to 64 bits (:func:`wl_hash`: a segment sum of token codes over the edges) and all N
+    nodes are grouped by one sort of the hashes. The grouping is then *checked*: every
+    node of a group of two or more has the own label, degree and sorted tokens of the
+    group's first node, entry by entry (one sort of those nodes' edges) — so the ids are
+    exact. Should two different signatures share a hash, the whole round is regrouped
+    exactly (:func:`_exact_relabel`). O(N + E) work plus two sorts, no loop over nodes
+    or graphs.
+    """
+    N = labels.numel()
+    if N == 0:
+        return labels.clone(), 0
+    tokens, n_tokens = neighbour_tokens(labels, n_labels, edges)
+    h = wl_hash(labels, tokens, n_tokens, edges)
+    b = max(int(N - 1).bit_length(), 1)
+    key = (h >> (b + 1)) & ((1 << (62 - b)) - 1)  # what sorted_unique sorts in one pass
+    _, inv, counts, first = sorted_unique(key)
+    if _grouping_is_exact(labels, tokens, n_tokens, edges, inv, counts, first):
+        return inv, counts.numel()
+    return _exact_relabel(labels, n_labels, tokens, n_tokens, edges)
 
 
 def initial_labels(G: GraphSet):
@@ -131,12 +179,12 @@ def initial_labels(G: GraphSet):
     return labels, values.numel()
 
 
-def wl_label_sequence(G: GraphSet, n_iter: int):
+def wl_label_sequence(G: GraphSet, n_iter: int, edge_labels: bool = False):
     """Labels of the initial round and of ``n_iter`` WL rounds: a list of (labels, L)."""
     seq = [initial_labels(G)]
-    hoods = neighbourhoods(G) if n_iter else []
+    edges = wl_edges(G, edge_labels) if n_iter else None
     for _ in range(n_iter):
-        seq.append(wl_relabel(*seq[-1], hoods))
+        seq.append(wl_relabel(*seq[-1], edges))
     return seq
 
 
@@ -145,6 +193,27 @@ def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
     """Counts of every (graph, label): ``(rows, cols, counts)`` of a sparse (G, L) matrix."""
     (rows, cols), counts = count_rows([graph_of_node, labels], [n_graphs, n_labels])
     return rows, cols, counts
+
+
+def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
+    """Counts of every (graph, label of round i) over all rounds ``seq`` (a list of
+    (labels, L)), round i's labels numbered after those of the rounds before it:
+    ``(rows, cols, counts, n_columns)``, sorted by (row, column) — one sort of all
+    (graph, column) keys."""
+    offsets = np.cumsum([0] + [L for _, L in seq]).tolist()
+    p = offsets[-1]
+    n = graph_of_node.numel() * len(seq)
+    if n_graphs * max(p, 1) >= 2 ** (62 - max(int(n - 1).bit_length(), 1)):
+        parts = [histogram(graph_of_node, labels, n_graphs, L) for labels, L in seq]
+        rows, cols, counts = (torch.cat(c) for c in zip(*parts))
+        cols = cols + torch.repeat_interleave(
+            torch.tensor(offsets[:-1], device=cols.device),
+            torch.tensor([c.numel() for _, c, _ in parts], device=cols.device))
+        return rows, cols, counts, p
+    base = graph_of_node * p
+    key = torch.cat([base + (labels + off) for (labels, _), off in zip(seq, offsets)])
+    uniq, _, counts, _ = sorted_unique(key, inverse=False)
+    return uniq // max(p, 1), uniq % max(p, 1), counts, p
 
 
 def _add_sparse_gram(out, a, b):
@@ -264,13 +333,16 @@ def _keep_columns(phi, keep):
 def _coo(rows, cols, vals, shape):
     """Sparse COO (rows, cols, vals) with duplicates summed, built coalesced: one sort of
     the packed (row, col) keys (:func:`sorted_unique`) instead of ``coalesce``."""
-    key = rows * max(int(shape[1]), 1) + cols
+    cols_ = max(int(shape[1]), 1)
+    key = rows * cols_ + cols
+    if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):  # coalesced already
+        return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape,
+                                       is_coalesced=True, check_invariants=False)
     uniq, inv, counts, first = sorted_unique(key)
     if uniq.numel() == key.numel():  # distinct entries (the usual case): a permutation
         v = vals.new_empty(vals.shape).index_copy_(0, inv, vals)
     else:
         v = vals.new_zeros(uniq.shape).index_add_(0, inv, vals)
-    cols_ = max(int(shape[1]), 1)
     return torch.sparse_coo_tensor(torch.stack([uniq // cols_, uniq % cols_]), v, shape,
                                    is_coalesced=True, check_invariants=False)
 
@@ -316,13 +388,13 @@ class CountFeatureKernel(GraphKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
         rows, cols, vals, p = self._entries(U)
+        counts = not vals.is_floating_point()  # integer values are counts (≥ 0)
         vals = vals.to(X.dtype)
         sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device)
         sq.index_add_(0, rows, vals * vals)
-        small = (not unit_rows and bool((vals >= 0).all() and (vals == vals.round()).all())
-                 and float(sq.max()) < 2 ** 24)
+        small = not unit_rows and counts and float(sq.max()) < 2 ** 24
         if unit_rows:
-            vals = vals * sq.rsqrt()[rows]  # rows with entries have sq > 0
+            vals = vals * sq.rsqrt().index_select(0, rows)  # rows with entries have sq > 0
         nx = len(X)
         if Y is None:
             return SparseFeatureKernelMatrix(_coo(rows, cols, vals, (nx, p)), small_counts=small)

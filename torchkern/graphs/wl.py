@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ._batch import GraphSet
-from ._labels import CountFeatureKernel, histogram, wl_label_sequence
+from ._labels import CountFeatureKernel, round_histograms, wl_label_sequence
 from .shortest_path import hop_distances, shortest_path_entries
 
 __all__ = ["WeisfeilerLehman"]
@@ -80,17 +80,12 @@ class WeisfeilerLehman(CountFeatureKernel):
 
     def _entries(self, G: GraphSet):
         seq = wl_label_sequence(G, self.n_iter)
-        rows, cols, vals, offset = [], [], [], 0
         if self.base == "subtree":
-            gon = G.graph_of_node
-            for labels, L in seq:
-                r, c, v = histogram(gon, labels, len(G), L)
-                rows.append(r), cols.append(c + offset), vals.append(v)
-                offset += L
-        else:
-            dist = list(hop_distances(G))
-            for labels, L in seq:
-                r, c, v, p = shortest_path_entries(dist, labels, L)
-                rows.append(r), cols.append(c + offset), vals.append(v)
-                offset += p
+            return round_histograms(G.graph_of_node, seq, len(G))
+        rows, cols, vals, offset = [], [], [], 0
+        dist = list(hop_distances(G))
+        for labels, L in seq:
+            r, c, v, p = shortest_path_entries(dist, labels, L)
+            rows.append(r), cols.append(c + offset), vals.append(v)
+            offset += p
         return torch.cat(rows), torch.cat(cols), torch.cat(vals), offset
