@@ -226,3 +226,21 @@ def _failures(rank, world, timeout):
 
 def test_failing_rank_raises_on_all_ranks():
     spawn(_failures, 2, 3.0, timeout=3.0)
+
+
+def test_example_runs_under_torchrun():
+    """examples/distributed_krr.py as documented: torchrun, 2 processes; its predictions
+    equal the one-process model's."""
+    import os
+    import re
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "examples", "distributed_krr.py")
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", script],
+                         capture_output=True, text=True, timeout=120, cwd=root)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "2 ranks, rows per rank [1000, 1000]" in res.stdout
+    diff = float(re.search(r"one process: (\S+)", res.stdout).group(1))
+    assert diff < 1e-8
