@@ -177,9 +177,10 @@ def main():
           f"all-gather {bw / 1e9:.2g} GB/s, {1e6 * lat:.0f} us per product gather "
           f"(n = {args.n})")
     gpu_rate = rate if args.device == "cuda" else args.gpu_rate
+    source = "measured above" if args.device == "cuda" else \
+        "the RBF blocked rate measured on the project GPU run, docs/benchmarks_gpu.md"
     print(f"\nweak scaling model: {MAX_GPUS} GPUs, n = 10^8 at 64, fixed rows per GPU; "
-          f"{gpu_rate:.3g} entries/s per GPU "
-          f"({'measured above' if args.device == 'cuda' else 'the RBF blocked rate measured on the project GPU run, docs/benchmarks_gpu.md'}), "
+          f"{gpu_rate:.3g} entries/s per GPU ({source}), "
           f"assumed interconnect {args.gpu_bandwidth / 1e9:.0f} GB/s, 30 us per ring step; "
           "(!) marks memory above half an 80 GB GPU")
     rows = weak_scaling_model(gpu_rate, args.gpu_bandwidth, 30e-6)

@@ -22,7 +22,7 @@ F64 = torch.float64
 
 
 def _rbf(A, B, ell):
-    """exp(−‖a − b‖² / (2ℓ²)) by brute force (the reference for the sharded products)."""
+    """exp(−‖a − b‖² / (2ℓ²)) by brute force: the reference for the sharded products."""
     return torch.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * ell ** 2))
 
 
@@ -127,7 +127,8 @@ def _estimators(rank, world):
     b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), **kw).fit(X, y)
     ma, sa = a.predict(Xt, return_std=True)
     mb, sb = b.predict(Xt, return_std=True)
-    closed = _rbf(Xt, X, 1.0) @ torch.linalg.solve(_rbf(X, X, 1.0) + 0.1 * torch.eye(60, dtype=F64), y)
+    A = _rbf(X, X, 1.0) + 0.1 * torch.eye(60, dtype=F64)
+    closed = _rbf(Xt, X, 1.0) @ torch.linalg.solve(A, y)
     torch.testing.assert_close(ma, closed, rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(sa, sb, rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(a.log_marginal_likelihood(), b.log_marginal_likelihood(),
