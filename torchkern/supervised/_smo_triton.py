@@ -21,7 +21,7 @@ import triton.language as tl
 MAX_Q = 4096  # one program's registers hold ~10 q-vectors in float64
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["m", "max_steps"])
 def _smo_subproblem(Kb, QD, U, L, u_ptr, s_ptr, steps_ptr, par_ptr, m, max_steps,
                     BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
@@ -36,7 +36,7 @@ def _smo_subproblem(Kb, QD, U, L, u_ptr, s_ptr, steps_ptr, par_ptr, m, max_steps
     s = tl.load(s_ptr + offs, mask=inside, other=0.0)
     gmax, i = tl.max(tl.where(u < hi, s, -inf), 0, return_indices=True)
     gmin = tl.min(tl.where(u > lo, s, inf), 0)
-    steps = 0
+    steps = tl.full((), 0, tl.int32)  # a tensor from the start: loop-carried types must not change
     while (gmax - gmin >= eps) & (steps < max_steps):
         Ki = tl.load(Kb + i * m + offs, mask=inside, other=0.0)
         qdi = tl.load(QD + i)
@@ -77,7 +77,7 @@ def solve(Kb, U, L, u, s, eps: float, max_steps: int, tau: float) -> torch.Tenso
         raise ValueError(f"working set of {m} variables exceeds the kernel's {MAX_Q}")
     par = torch.tensor([eps, tau, float("inf")], dtype=torch.float64).to(u.device)
     steps = torch.zeros(1, dtype=torch.int32, device=u.device)
-    block = max(triton.next_power_of_2(m), 32)
+    block = max(triton.next_power_of_2(m), 256)  # one compilation for every q ≤ 256
     _smo_subproblem[(1,)](Kb.contiguous(), Kb.diagonal().contiguous(), U.contiguous(),
                           L.contiguous(), u, s, steps, par, m, int(max_steps),
                           BLOCK=block, num_warps=min(max(block // 128, 1), 8))

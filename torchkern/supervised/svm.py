@@ -183,6 +183,10 @@ class SVC(ClassifierMixin, _BaseSVM):
         ρ, with the sign flip of ``dual_coef_``).
     n_iter_ : torch.Tensor
         Outer iterations of each binary problem.
+    solver_ : str
+        The solver that ran: ``"libsvm"``, or ``"smo (<where>)"`` with where the
+        subproblems were solved — ``host`` (NumPy), ``triton`` (one fused GPU kernel per
+        subproblem), ``graph`` (CUDA-graph steps) or ``eager`` (tensor steps).
     kernel_ : Kernel or str
         The fitted copy of the kernel.
 
@@ -245,7 +249,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         codes_t = torch.as_tensor(codes, device=device)
         f64 = torch.float64
         coef_full = torch.zeros(n, k * (k - 1) // 2, dtype=f64, device=device)
-        rhos, iters = [], []
+        rhos, iters, inners = [], [], set()
         with torch.no_grad():
             pair = 0
             for i in range(k):
@@ -263,6 +267,7 @@ class SVC(ClassifierMixin, _BaseSVM):
                         coef_full[sub, pair] = coef
                     rhos.append(sol.rho)
                     iters.append(sol.n_iter)
+                    inners.add(getattr(sol, "inner", "libsvm"))
                     pair += 1
         is_sv = (coef_full != 0).any(1)
         # scikit-learn's order: grouped by class, increasing index within a class.
@@ -290,6 +295,7 @@ class SVC(ClassifierMixin, _BaseSVM):
             self.dual_coef_ = dual
             self.intercept_ = -self._rho
         self.n_iter_ = torch.tensor(iters)
+        self.solver_ = "libsvm" if inners == {"libsvm"} else "smo (" + ", ".join(sorted(inners)) + ")"
         return self
 
     def _use_libsvm(self, K) -> bool:
