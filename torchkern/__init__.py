@@ -11,7 +11,7 @@ from .gram import KernelMatrix  # noqa: E402
 from .kernels import *  # noqa: F401,F403,E402
 from .kernels import __all__ as _kernel_names  # noqa: E402
 from . import inputs, linalg, approx, supervised, unsupervised, stats  # noqa: E402
-from . import graphs, sequences, datasets, ntk, learning  # noqa: E402
+from . import graphs, sequences, datasets, ntk, learning, distributed  # noqa: E402
 from .supervised import *  # noqa: F401,F403,E402
 from .unsupervised import *  # noqa: F401,F403,E402
 
