@@ -14,7 +14,7 @@ from sklearn.svm import SVC as SkSVC
 from sklearn.svm import SVR as SkSVR
 
 from torchkern import RBF, SVC
-from torchkern.supervised._smo import _DeviceSMO, _pair_steps, solve_dual
+from torchkern.supervised._smo import _DeviceSMO, _pair_steps, _StepGraph, solve_dual
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -141,6 +141,27 @@ def test_pair_steps_on_a_solved_subproblem_are_noops():
                 torch.tensor([1.0, -1.0], dtype=torch.float64), 5)
     # Steps may still move a pair by rounding-level amounts, never by more.
     assert float((u - u0).abs().max()) < 1e-12 and float((sB - s0).abs().max()) < 1e-11
+
+
+def test_padded_step_buffers_of_the_cuda_graph():
+    """The CUDA graph's fixed-size buffers (here run eagerly on the CPU): a 40-variable
+    subproblem padded to 64 reaches the unpadded solution; the padding never moves."""
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(40, 3, dtype=torch.float64, generator=g)
+    K = RBF(lengthscale=1.0)(X, backend="dense").to_dense().detach()
+    y = torch.where(torch.rand(40, generator=g) > 0.4, 1.0, -1.0).double()
+    C = torch.full((40,), 2.0, dtype=torch.float64)
+    U, L = torch.where(y > 0, C, 0.0), torch.where(y > 0, 0.0, -C)
+    u, s = torch.zeros(40, dtype=torch.float64), y.clone()
+    buf = _StepGraph(64, 16, torch.device("cpu"), record=False)
+    buf.load(K, U, L, u, s)
+    for _ in range(40):
+        buf.replay()
+    aB, _ = _DeviceSMO("cpu", k=16).solve(K, torch.arange(40), y, s, torch.zeros(40), C,
+                                          1e-10, 10_000)
+    assert torch.allclose(y * buf.u[:40], aB, atol=1e-8)
+    assert bool((buf.u[40:] == 0).all()) and bool((buf.s[40:] == 0).all())
+    assert torch.allclose(buf.s[:40], s - K @ buf.u[:40], atol=1e-12)
 
 
 def test_progress_bar_shows_kkt_gap_toward_tol(binary, capsys):

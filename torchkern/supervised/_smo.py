@@ -371,10 +371,11 @@ def _fused_kernel():
 
 class _StepGraph:
     """``k`` steps of :func:`_pair_steps` recorded once as a CUDA graph on buffers of
-    ``q`` variables; ``replay`` runs them with one launch instead of ~30 per step.
+    ``q`` variables; ``replay`` runs them with one launch instead of ~50 per step
+    (``record=False``: runs them eagerly, e.g. to check the buffers on a CPU).
     Smaller subproblems are padded with variables that can never move (L = u = U)."""
 
-    def __init__(self, q: int, k: int, device: torch.device):
+    def __init__(self, q: int, k: int, device: torch.device, record: bool = True):
         f64 = dict(dtype=torch.float64, device=device)
         self.q = q
         self.Kb = torch.zeros(q, q, **f64)
@@ -382,6 +383,9 @@ class _StepGraph:
         self.count = torch.zeros((), **f64)
         self.sign = torch.tensor([1.0, -1.0], **f64)
         args = (self.Kb, self.QD, self.U, self.L, self.u, self.s, self.count, self.sign)
+        if not record:
+            self.replay = lambda: _pair_steps(*args, k)
+            return
         with torch.cuda.device(device):
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
@@ -391,6 +395,7 @@ class _StepGraph:
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph):
                 _pair_steps(*args, k)
+        self.replay = self.graph.replay
 
     def load(self, Kb, U, L, u, s) -> None:
         m = u.numel()
@@ -484,7 +489,7 @@ class _DeviceSMO:
             if g is None:
                 return None
             g.load(KBB, U, L, u, sB)
-            args, run = (g.u, g.U, g.L, g.s), g.graph.replay
+            args, run = (g.u, g.U, g.L, g.s), g.replay
             count = g.count
         else:
             count = torch.zeros((), dtype=torch.float64, device=self.device)
