@@ -214,3 +214,21 @@ def test_fused_triton_kernel_in_interpreter():
     assert inner == "triton" and int(n_iter) > 1
     assert same_sv == "True"
     assert float(rel_obj) < 1e-8 and float(d_rho) < 1e-4
+
+
+@pytest.mark.parametrize("capability", [80, 90])
+def test_fused_triton_kernel_compiles_for_gpus(capability):
+    """The fused kernel compiles to a cubin for A100 (sm_80) and H100 (sm_90) — Triton
+    compiles for a target without the GPU — so the CUDA path does not first meet its
+    compiler on a lent machine. Needs Triton installed."""
+    pytest.importorskip("triton")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from torchkern.supervised._smo_triton import _smo_subproblem
+    sig = {name: "*fp64" for name in ("Kb", "QD", "U", "L", "u_ptr", "s_ptr", "par_ptr")}
+    sig.update(steps_ptr="*i32", m="i32", max_steps="i32", BLOCK="constexpr")
+    src = ASTSource(fn=_smo_subproblem, signature=sig, constexprs={"BLOCK": 256})
+    k = triton.compile(src, target=GPUTarget("cuda", capability, 32), options={"num_warps": 2})
+    assert len(k.asm["cubin"]) > 1000
