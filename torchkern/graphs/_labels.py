@@ -65,17 +65,22 @@ def neighbour_tokens(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     return tokens * edges.n_edge_labels + edges.edge_label, n_labels * edges.n_edge_labels
 
 
-def wl_hash(labels: torch.Tensor, tokens: torch.Tensor, n_tokens: int, edges: WLEdges):
+def _codes(ids: torch.Tensor, n_ids: int, salt: int) -> torch.Tensor:
+    """A pseudo-random int64 code of every id in [0, n_ids) (SplitMix64 of id and salt):
+    one code per distinct id, then a gather (the ids directly when they outnumber it)."""
+    if n_ids <= ids.numel():
+        table = _mix(torch.arange(1, n_ids + 1, device=ids.device) * salt)
+        return table.index_select(0, ids)
+    return _mix((ids + 1) * salt)
+
+
+def wl_hash(labels: torch.Tensor, tokens: torch.Tensor, n_tokens: int, n_labels: int,
+            edges: WLEdges):
     """A 64-bit hash of every node's signature (own label, multiset of its tokens): the
-    multiset as the sum of pseudo-random codes of its tokens (order-free, so no sort),
-    one segment sum over all edges, then mixed with the own label's code."""
-    if n_tokens <= tokens.numel():  # a code per distinct token, then one gather
-        codes = _mix((torch.arange(1, n_tokens + 1, device=tokens.device)) * _MIX[0])
-        codes = codes.index_select(0, tokens)
-    else:
-        codes = _mix((tokens + 1) * _MIX[0])
-    h = torch.zeros_like(labels).index_add_(0, edges.src, codes)
-    return _mix(h + _mix((labels + 1) * _MIX[1]))
+    own label's code plus the sum of its tokens' codes (two independent code families;
+    a sum is order-free, so no sort) — one segment sum over all edges."""
+    h = _codes(labels, n_labels, _MIX[1])
+    return h.index_add_(0, edges.src, _codes(tokens, n_tokens, _MIX[0]))
 
 
 def _sort(key: torch.Tensor) -> torch.Tensor:
@@ -162,7 +167,7 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     if N == 0:
         return labels.clone(), 0
     tokens, n_tokens = neighbour_tokens(labels, n_labels, edges)
-    h = wl_hash(labels, tokens, n_tokens, edges)
+    h = wl_hash(labels, tokens, n_tokens, n_labels, edges)
     b = max(int(N - 1).bit_length(), 1)
     key = (h >> (b + 1)) & ((1 << (62 - b)) - 1)  # what sorted_unique sorts in one pass
     _, inv, counts, first = sorted_unique(key)
@@ -217,23 +222,25 @@ def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
 
 
 def _add_sparse_gram(out, a, b):
-    """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On the CPU by
-    SciPy's sparse product (about twice torch's speed there), its nonzeros added in place;
-    elsewhere by torch's."""
-    a, b = a.coalesce(), b.coalesce()
+    """out += a bᵀ (dense out), for coalesced sparse COO a and b with the same columns. On
+    the CPU by SciPy's sparse product (about twice torch's speed there), its nonzeros
+    added in place; elsewhere by torch's."""
     if a.device.type == "cpu":
-        import scipy.sparse as sp
-
-        def csr(t):
-            return sp.csr_matrix((t.values().numpy(), t.indices().numpy()), shape=tuple(t.shape))
-        c = (csr(a) @ csr(b).T).tocoo()  # distinct (row, col) entries
-        rows = torch.from_numpy(c.row.astype(np.int64))
-        cols = torch.from_numpy(c.col.astype(np.int64))
-        out[rows, cols] += torch.from_numpy(c.data).to(out.dtype)
+        c = (_csr(a) @ _csr(b).T).tocoo()  # distinct (row, col) entries
+        flat = torch.from_numpy(c.row.astype(np.int64) * out.shape[1] + c.col)
+        out.view(-1).index_add_(0, flat, torch.from_numpy(c.data).to(out.dtype))
         return out
     with warnings.catch_warnings():  # torch routes it through CSR and warns that CSR is beta
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return out.add_(torch.sparse.mm(a, b.t()).to_dense())
+
+
+def _csr(t):
+    """A coalesced sparse COO tensor (CPU) as a SciPy CSR matrix, without a conversion."""
+    import scipy.sparse as sp
+    r, c = t.indices()
+    indptr = torch.searchsorted(r, torch.arange(t.shape[0] + 1))
+    return sp.csr_matrix((t.values().numpy(), c.numpy(), indptr.numpy()), shape=tuple(t.shape))
 
 
 class SparseFeatureKernelMatrix(FeatureKernelMatrix):
@@ -275,8 +282,8 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
             dense = (cx * cy > n * m / self._dense_ratio) & ~alone
             sparse = (cx * cy > 0) & ~dense & ~alone
             (r, c), v = self.phi_x.indices(), self.phi_x.values()
-            sel = alone[c]
-            diag = torch.zeros(n, dtype=self.dtype, device=self.device).index_add_(0, r[sel], v[sel] ** 2)
+            diag = torch.zeros(n, dtype=self.dtype, device=self.device).index_add_(
+                0, r, v * v * alone.index_select(0, c))
             wide = torch.float32 if self.small_counts else None
             px = (_dense_columns(self.phi_x, dense, wide), _keep_columns(self.phi_x, sparse))
             py = px if same else (_dense_columns(self.phi_y, dense, wide),
@@ -312,22 +319,22 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
 
 def _dense_columns(phi, keep, dtype=None):
     """The columns ``keep`` (a boolean mask) of a sparse COO Φ, as a dense matrix (of
-    ``dtype``, default Φ's)."""
+    ``dtype``, default Φ's). The other entries land in a scratch last column (one
+    scatter, no selection), dropped at the end."""
     (r, c), v = phi.indices(), phi.values()
-    sel = keep[c]
-    pos = torch.cumsum(keep, 0) - 1
-    dtype = dtype or phi.dtype
-    v = v.to(dtype)
-    out = torch.zeros(phi.shape[0], int(keep.sum()), dtype=dtype, device=phi.device)
-    return out.index_put_((r[sel], pos[c[sel]]), v[sel])
+    n_keep = int(keep.sum())
+    pos = torch.where(keep, torch.cumsum(keep, 0) - 1, n_keep)
+    out = torch.zeros(phi.shape[0], n_keep + 1, dtype=dtype or phi.dtype, device=phi.device)
+    out.view(-1).index_add_(0, r * (n_keep + 1) + pos.index_select(0, c), v.to(out.dtype))
+    return out[:, :n_keep]
 
 
 def _keep_columns(phi, keep):
     """Φ with only the entries of the columns ``keep`` (sparse COO, same shape)."""
     (r, c), v = phi.indices(), phi.values()
-    sel = keep[c]
-    return torch.sparse_coo_tensor(torch.stack([r[sel], c[sel]]), v[sel], phi.shape,
-                                   is_coalesced=True, check_invariants=False)
+    sel = keep.index_select(0, c).nonzero().reshape(-1)
+    return torch.sparse_coo_tensor(phi.indices().index_select(1, sel), v.index_select(0, sel),
+                                   phi.shape, is_coalesced=True, check_invariants=False)
 
 
 def _coo(rows, cols, vals, shape):
