@@ -20,23 +20,25 @@ torch runs with ``--threads`` threads (default 1: LIBSVM is single-threaded, and
 2-core machines this is measured on are shared).
 
 With ``--device cuda`` torchkern fits on the GPU (scikit-learn stays on the CPU) and its
-"peak MB" is the CUDA allocator's peak. The SVC row names the solver that ran (``SVC.solver_``:
-``libsvm``, or the SMO with its subproblems on the ``host`` (NumPy), in one fused GPU
-kernel (``triton``) or as CUDA-graph steps (``graph``)). An
-untimed warm-up fit on 600 points comes first in each torchkern child (CUDA context,
-Triton's compilation of the kernel); its time is printed under the table.
+"peak MB" is the CUDA allocator's peak. The SVC row names the solver that ran
+(``SVC.solver_``: ``libsvm``, or the SMO with its subproblems on the ``host`` (NumPy), in
+one fused GPU kernel (``triton``) or as CUDA-graph steps (``graph``)). An untimed warm-up
+comes first in each torchkern child (a fit on 600 points: CUDA context, Triton's
+compilation of the kernel; the KeOps probe of ``backend="auto"``); its time is printed
+under the table.
 
 ``--ref-timeout S`` stops a scikit-learn case after S seconds and prints "> S" (its time
 ratio is then an upper bound on torchkern / scikit-learn); ``--timeout S`` does the same
-for torchkern cases.
+for torchkern cases. Both caps count from the case's process start (imports included).
+Rows are printed as they are measured.
 
 Usage: ``python bench/supervised_classifiers.py [--sections klr svc] [--klr-n 10000]
 [--svc-sizes 5000 20000] [--device cuda] [--ref-timeout 20]``
 
-The GPU run (under 90 s on one H100; LIBSVM capped at 20 s a size)::
+The GPU run (about 60-90 s on one H100; LIBSVM capped at 15 s a size)::
 
     python bench/supervised_classifiers.py --device cuda --sections svc \
-        --svc-sizes 20000 50000 100000 --threads 16 --ref-timeout 20 --timeout 25
+        --svc-sizes 20000 50000 100000 --threads 16 --ref-timeout 15 --timeout 30
 """
 from __future__ import annotations
 
@@ -165,7 +167,13 @@ def main():
                     help="seconds after which a torchkern case is stopped")
     args = ap.parse_args()
 
-    rows = []  # (task, n, ours-name, ours, ref-name, ref)
+    head = (f"{'task':<12} {'n':>6} | {'torchkern':<22} {'fit s':>7} {'err %':>6} {'#SV':>6} "
+            f"{'peak MB':>7} | {'scikit-learn':<22} {'fit s':>7} {'err %':>6} {'#SV':>6} "
+            f"{'peak MB':>7} | {'time x':>6} {'mem x':>5}")
+    print(head)
+    print("-" * len(head), flush=True)
+    warm = []
+    # Each row is printed when measured: a run stopped from outside keeps its finished rows.
     n = args.klr_n
     if "klr" in args.sections:
         ref = run_case("sk-klr-nys", n, args)
@@ -173,8 +181,8 @@ def main():
         if not args.skip_exact_klr:
             cases.append(("tk-klr-32", "KLR exact f32"))
         for case, name in cases:
-            rows.append(("KLR circles", n, name, run_case(case, n, args),
-                         f"LogReg+Nystroem m={args.centers}", ref))
+            _print_row("KLR circles", n, name, run_case(case, n, args),
+                       f"LogReg+Nystroem m={args.centers}", ref, warm)
     for n in args.svc_sizes if "svc" in args.sections else []:
         ours = []
         for q in args.svc_ws:
@@ -182,32 +190,29 @@ def main():
             res = run_case("tk-svc-32", n, args)
             ours.append((f"SVC q={q} {res.get('inner', '?')}", res))
         ref = run_case("sk-svc", n, args)
-        rows.extend(("SVC circles", n, name, res, "sklearn SVC", ref) for name, res in ours)
-
-    head = (f"{'task':<12} {'n':>6} | {'torchkern':<22} {'fit s':>7} {'err %':>6} {'#SV':>6} "
-            f"{'peak MB':>7} | {'scikit-learn':<22} {'fit s':>7} {'err %':>6} {'#SV':>6} "
-            f"{'peak MB':>7} | {'time x':>6} {'mem x':>5}")
-    print(head)
-    print("-" * len(head))
-    def secs(d):
-        return f"> {d['fit_s']:.0f}" if d.get("capped") else f"{d['fit_s']:.2f}"
-
-    for task, n, oname, o, rname, r in rows:
-        def sv(d):
-            return str(d.get("n_sv", "-"))
-        ratio = f"{o['fit_s'] / r['fit_s']:.2f}"
-        if r.get("capped") or o.get("capped"):  # a bound, or unknown when both stopped
-            ratio = "?" if r.get("capped") and o.get("capped") else (
-                "< " if r.get("capped") else "> ") + ratio
-        print(f"{task:<12} {n:>6} | {oname:<22} {secs(o):>7} {100 * o['err']:>6.2f} "
-              f"{sv(o):>6} {o['peak_mb']:>7.0f} | {rname:<22} {secs(r):>7} "
-              f"{100 * r['err']:>6.2f} {sv(r):>6} {r['peak_mb']:>7.0f} | "
-              f"{ratio:>6} {o['peak_mb'] / r['peak_mb']:>5.2f}")
-    warm = [f"{task} n={n}: {o['warm_s']:.1f} s" for task, n, _, o, _, _ in rows if "warm_s" in o]
+        for name, res in ours:
+            _print_row("SVC circles", n, name, res, "sklearn SVC", ref, warm)
     if warm:
         print("untimed warm-up of each torchkern child (first calls, compilation): "
               + "; ".join(warm))
 
+
+def _print_row(task, n, oname, o, rname, r, warm):
+    def secs(d):
+        return f"> {d['fit_s']:.0f}" if d.get("capped") else f"{d['fit_s']:.2f}"
+
+    def sv(d):
+        return str(d.get("n_sv", "-"))
+    ratio = f"{o['fit_s'] / r['fit_s']:.2f}"
+    if r.get("capped") or o.get("capped"):  # a bound, or unknown when both stopped
+        ratio = "?" if r.get("capped") and o.get("capped") else (
+            "< " if r.get("capped") else "> ") + ratio
+    print(f"{task:<12} {n:>6} | {oname:<22} {secs(o):>7} {100 * o['err']:>6.2f} "
+          f"{sv(o):>6} {o['peak_mb']:>7.0f} | {rname:<22} {secs(r):>7} "
+          f"{100 * r['err']:>6.2f} {sv(r):>6} {r['peak_mb']:>7.0f} | "
+          f"{ratio:>6} {o['peak_mb'] / r['peak_mb']:>5.2f}", flush=True)
+    if "warm_s" in o:
+        warm.append(f"{task} n={n}: {o['warm_s']:.1f} s")
 
 if __name__ == "__main__":
     main()
