@@ -10,6 +10,30 @@ __all__ = ["block_krylov_eigsh"]
 _FLOAT64 = torch.float64
 
 
+class _ResidualProgress:
+    """``verbose`` of the eigensolvers: a :class:`~torchkern._progress.ResidualBar` from
+    the first residual down to ``tol`` (created at the first step, so that the bar's
+    length is the digits the solver has to gain), closed — and kept on screen — by
+    :meth:`close`. Callable as ``progress(steps, residual)``; a no-op when not verbose."""
+
+    def __init__(self, verbose, tol, desc):
+        self.on = bool(verbose)
+        self.desc = verbose if isinstance(verbose, str) else desc
+        self.tol, self.bar = tol, None
+
+    def __call__(self, steps, residual):
+        if not self.on:
+            return
+        if self.bar is None:
+            from .._progress import ResidualBar
+            self.bar = ResidualBar(self.tol, self.desc, start=max(residual, 10 * self.tol))
+        self.bar.update(steps, residual)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _orth_against(W, B, generator=None):
     """An orthonormal n × b block orthogonal to span(B) whose span holds the part of span(W)
     outside span(B) (Gram–Schmidt twice, then QR).
@@ -59,8 +83,75 @@ def _block_width(n, k, n_oversamples):
     return min(n, -(-(k + n_oversamples) // 12) * 12)
 
 
+def _ritz(T, Bt, ABt, hi, k):
+    """Ritz values θ (all, descending), the rotation S, the top-k Ritz vectors U, their
+    products AU and relative residual norms ‖AU − Uθ‖ / max|θ|."""
+    theta, S = _small_eigh((T[:hi, :hi] + T[:hi, :hi].T) / 2)
+    Sk = S[:, :k].T.contiguous()
+    U, AU = (Sk @ Bt[:hi]).T, (Sk @ ABt[:hi]).T
+    scale = theta.abs().max().clamp_min(torch.finfo(_FLOAT64).tiny)
+    return theta, S, U, AU, (AU - U * theta[:k]).norm(dim=0) / scale
+
+
+def _krylov_phase(A, Q0, k, tol, max_steps, max_depth, gen, on_step):
+    """Block Krylov with Rayleigh–Ritz from the orthonormal start block Q0 (n × b,
+    float64), products by A in A's dtype. Returns (θ, S, basis rows Bt[:hi], converged,
+    steps, U, residuals); S rotates the basis to Ritz vectors."""
+    n, b = Q0.shape
+    device, f64 = Q0.device, _FLOAT64
+    cap = min(n, max(2, max_depth) * b)
+    # Basis and products stored as rows (cap × n): every leading slice is contiguous.
+    Bt = torch.empty(cap, n, dtype=f64, device=device)
+    ABt = torch.empty(cap, n, dtype=f64, device=device)
+    T = torch.zeros(cap, cap, dtype=f64, device=device)
+    Bt[:b] = Q0.T
+    lo, hi = 0, b  # rows [lo, hi) of Bt still need their products
+    converged, steps = False, 0
+    while True:
+        ABt[lo:hi] = (A @ Bt[lo:hi].T.to(A.dtype)).to(f64).T
+        steps += 1
+        T[:hi, lo:hi] = Bt[:hi] @ ABt[lo:hi].T
+        T[lo:hi, :lo] = T[:lo, lo:hi].T
+        theta, S, U, AU, res = _ritz(T, Bt, ABt, hi, k)
+        converged = bool((res <= tol).all())
+        if on_step is not None:
+            on_step(steps, float(res.max()))
+        if converged or hi >= n or steps >= max_steps:
+            converged = converged or hi >= n
+            break
+        if hi + min(b, n - hi) > cap:
+            # thick restart: keep the top b Ritz vectors, whose products are AB S
+            Sb = S[:, :b].T.contiguous()
+            Bt[:b], ABt[:b] = Sb @ Bt[:hi], Sb @ ABt[:hi]
+            T.zero_()
+            T[:b, :b] = torch.diag(theta[:b])
+            hi = b
+        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T, gen)
+        width = min(b, n - hi)
+        Bt[hi:hi + width] = nxt[:, :width].T
+        lo, hi = hi, hi + width
+    return theta, S, Bt[:hi], converged, steps, U, res
+
+
+def _start_block(n, b, start, device, gen):
+    """Orthonormal n × b float64 start block: the columns of ``start`` (if any) filled up
+    with Gaussian ones."""
+    f64 = _FLOAT64
+    if start is None:
+        return torch.linalg.qr(_randn((n, b), f64, device, gen)).Q
+    if not isinstance(start, torch.Tensor) or start.dim() != 2 or start.shape[0] != n:
+        raise ValueError(f"start must be a tensor of shape ({n}, r), got "
+                         f"{getattr(start, 'shape', type(start).__name__)}")
+    W = start.detach().to(device=device, dtype=f64)[:, :b]
+    if not bool(torch.isfinite(W).all()):
+        raise ValueError("start contains NaN or inf")
+    return _orth_against(torch.cat([W, _randn((n, b - W.shape[1]), f64, device, gen)], 1),
+                         torch.zeros(n, 0, dtype=f64, device=device), gen)
+
+
 def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
-                       random_state=None, max_depth=8):
+                       random_state=None, max_depth=8, start=None, A_low=None, tol_low=None,
+                       verbose=False):
     r"""Top-k eigenpairs of a symmetric p.s.d. operator by randomized block Krylov
     iteration with Rayleigh–Ritz.
 
@@ -78,6 +169,12 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     per step for all b columns, and the Krylov space converges in far fewer steps than
     subspace (power) iteration.
 
+    Mixed precision: with ``A_low`` — the same matrix in a cheaper form, e.g. a float32
+    copy of a float64 Gram — the iteration first runs on ``A_low`` down to ``tol_low``,
+    then restarts on A from the top b Ritz vectors (one exact product gives their exact
+    Rayleigh–Ritz pairs and residuals) and continues on A until ``tol``: the accuracy is
+    A's, and most block products are ``A_low``'s.
+
     Parameters
     ----------
     A : torch.Tensor or operator
@@ -88,11 +185,23 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     tol : float, optional
         Relative residual; default 1e-8 (float64) or 1e-5 (float32).
     max_iter : int, optional
-        Cap on block products (default 200).
+        Cap on block products (default 200), both phases together.
     random_state : None, int or torch.Generator
         The Gaussian start block.
     max_depth : int
         Blocks kept before a thick restart.
+    start : Tensor (n, r), optional
+        Start directions (e.g. a Nyström estimate of the eigenvectors); the first
+        min(r, b) columns are used and the block is filled with Gaussian columns.
+    A_low : operator, optional
+        A cheaper approximation of A for the first phase.
+    tol_low : float, optional
+        Relative residual at which the ``A_low`` phase hands over to A; default
+        max(tol, 1e-5).
+    verbose : bool or str
+        Show a progress bar (tqdm, kept on screen): the digits of relative residual
+        gained toward ``tol`` by the worst of the k pairs, and the block products taken.
+        A string is the bar's label.
 
     Returns
     -------
@@ -112,49 +221,38 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     N. Halko, P.-G. Martinsson and J. Tropp, "Finding structure with randomness",
     SIAM Review 2011, §4. C. Musco and C. Musco, "Randomized block Krylov methods for
     stronger and faster approximate singular value decomposition", NeurIPS 2015.
+    Mixed-precision eigensolvers: J. Demmel et al., survey in A. Abdelfattah et al., "A
+    survey of numerical linear algebra methods utilizing mixed-precision arithmetic",
+    IJHPCA 35(4), 2021, §8.
     """
     n = _check_operator(A, "A")
-    dtype, device = A.dtype, torch.device(A.device)
-    f64 = _FLOAT64
+    device = torch.device(A.device)
     if n_oversamples is None:
         n_oversamples = max(10, k)
     b = _block_width(n, k, n_oversamples)
     if tol is None:
-        tol = 1e-8 if dtype == f64 else 1e-5
+        tol = 1e-8 if A.dtype == _FLOAT64 else 1e-5
     if max_iter is None:
         max_iter = 200
-    cap = min(n, max(2, max_depth) * b)
-    # Basis and products stored as rows (cap × n): every leading slice is contiguous.
-    Bt = torch.empty(cap, n, dtype=f64, device=device)
-    ABt = torch.empty(cap, n, dtype=f64, device=device)
-    T = torch.zeros(cap, cap, dtype=f64, device=device)
     gen = _generator(random_state)
-    Bt[:b] = torch.linalg.qr(_randn((n, b), f64, device, gen)).Q.T
-    lo, hi = 0, b  # rows [lo, hi) of Bt still need their products
-    converged, steps = False, 0
-    while True:
-        ABt[lo:hi] = (A @ Bt[lo:hi].T.to(dtype)).to(f64).T
-        steps += 1
-        T[:hi, lo:hi] = Bt[:hi] @ ABt[lo:hi].T
-        T[lo:hi, :lo] = T[:lo, lo:hi].T
-        theta, S = _small_eigh((T[:hi, :hi] + T[:hi, :hi].T) / 2)
-        Sk = S[:, :k].T.contiguous()
-        U, AU = (Sk @ Bt[:hi]).T, (Sk @ ABt[:hi]).T
-        res = (AU - U * theta[:k]).norm(dim=0)
-        scale = theta.abs().max().clamp_min(torch.finfo(f64).tiny)
-        converged = bool((res <= tol * scale).all())
-        if converged or hi >= n or steps >= max_iter:
-            converged = converged or hi >= n
-            break
-        if hi + min(b, n - hi) > cap:
-            # thick restart: keep the top b Ritz vectors, whose products are AB S
-            Sb = S[:, :b].T.contiguous()
-            Bt[:b], ABt[:b] = Sb @ Bt[:hi], Sb @ ABt[:hi]
-            T.zero_()
-            T[:b, :b] = torch.diag(theta[:b])
-            hi = b
-        nxt = _orth_against(ABt[hi - b:hi].T, Bt[:hi].T, gen)
-        width = min(b, n - hi)
-        Bt[hi:hi + width] = nxt[:, :width].T
-        lo, hi = hi, hi + width
-    return theta[:k], U, converged, steps
+    Q = _start_block(n, b, start, device, gen)
+    progress = _ResidualProgress(verbose, tol, "block Krylov eigensolver")
+    steps = 0
+    try:
+        if A_low is not None:
+            if _check_operator(A_low, "A_low") != n:
+                raise ValueError(f"A_low must have the shape of A ({n}, {n}), got "
+                                 f"{tuple(A_low.shape)}")
+            tol_low = max(tol, 1e-5) if tol_low is None else tol_low
+            theta, S, Bt, _, steps, _, _ = _krylov_phase(A_low, Q, k, tol_low, max_iter,
+                                                         max_depth, gen, progress)
+            # the top b Ritz vectors of the cheap phase start the exact one
+            Q = _orth_against((S[:, :b].T.contiguous() @ Bt).T,
+                              torch.zeros(n, 0, dtype=_FLOAT64, device=device), gen)
+        done = steps
+        theta, _, _, converged, more, U, _ = _krylov_phase(
+            A, Q, k, tol, max(1, max_iter - done), max_depth, gen,
+            lambda s, r: progress(done + s, r))
+    finally:
+        progress.close()
+    return theta[:k], U, converged, done + more

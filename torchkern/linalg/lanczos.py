@@ -4,7 +4,9 @@ import warnings
 
 import torch
 
-from ._common import ConvergenceWarning, _check_operator, _dense, _generator, _has_dense, _randn
+from ._common import (ConvergenceWarning, _check_operator, _col_norms, _dense, _generator,
+                      _has_dense, _own, _randn, _reduce, _rows)
+from .eig import _ResidualProgress
 
 _FLOAT64 = torch.float64
 _DENSE_MAX_N = 500
@@ -26,21 +28,22 @@ def _matvec64(A, v):
     return (A @ v.to(A.dtype)).to(_FLOAT64).reshape(-1, 1)
 
 
-def _orthogonalize(w, V):
-    """Project w off span(V) twice (classical Gram–Schmidt, reiterated); return (w, coeffs)."""
-    h = V.T @ w
+def _orthogonalize(w, V, A=None):
+    """Project w off span(V) twice (classical Gram–Schmidt, reiterated); return (w, coeffs).
+    The coefficients Vᵀw are inner products over all rows of A's vectors."""
+    h = _reduce(A, V.T @ w)
     w = w - V @ h
-    h2 = V.T @ w
+    h2 = _reduce(A, V.T @ w)
     return w - V @ h2, h + h2
 
 
-def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator):
+def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator, progress=None):
     device = torch.device(A.device)
     m = ncv
-    V = torch.empty(n, m + 1, dtype=_FLOAT64, device=device)
+    V = torch.empty(_rows(A, n), m + 1, dtype=_FLOAT64, device=device)
     H = torch.zeros(m, m, dtype=_FLOAT64, device=device)
-    v = _randn((n, 1), _FLOAT64, device, generator)
-    V[:, :1] = v / v.norm()
+    v = _own(A, _randn((n, 1), _FLOAT64, device, generator))
+    V[:, :1] = v / _col_norms(A, v)
     start = 0
     matvecs = 0
     anorm = None
@@ -51,17 +54,17 @@ def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator):
         for j in range(start, m):
             w = _matvec64(A, V[:, j : j + 1])
             matvecs += 1
-            w, h = _orthogonalize(w, V[:, : j + 1])
+            w, h = _orthogonalize(w, V[:, : j + 1], A)
             H[: j + 1, j] = h[:, 0]
             H[j, : j + 1] = h[:, 0]
-            beta = w.norm()
+            beta = _col_norms(A, w)[0]
             scale = H[: j + 1, : j + 1].abs().max()
             if float(beta) <= 1e3 * torch.finfo(_FLOAT64).eps * float(scale):
                 # invariant subspace: continue from a fresh direction, coupling zero
-                w = _randn((n, 1), _FLOAT64, device, generator)
-                w, _ = _orthogonalize(w, V[:, : j + 1])
+                w = _own(A, _randn((n, 1), _FLOAT64, device, generator))
+                w, _ = _orthogonalize(w, V[:, : j + 1], A)
                 beta = torch.zeros((), dtype=_FLOAT64, device=device)
-                V[:, j + 1 : j + 2] = w / w.norm()
+                V[:, j + 1 : j + 2] = w / _col_norms(A, w)
             else:
                 V[:, j + 1 : j + 2] = w / beta
             if j + 1 < m:
@@ -73,6 +76,8 @@ def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator):
         residual = beta * Y[m - 1, :].abs()
         anorm = theta.abs().max()
         bad = int((residual[:k] > tol * anorm).sum())
+        if progress is not None:
+            progress(matvecs, float(residual[:k].max() / anorm))
         if bad == 0 or matvecs + (m - keep) > max_matvecs:
             break
         V[:, :keep] = V[:, :m] @ Y[:, :keep]
@@ -88,7 +93,8 @@ def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator):
     return evals, evecs, bad, matvecs, residual[:k].max() / anorm
 
 
-def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_state=None):
+def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_state=None,
+          verbose=False):
     r"""k largest (or smallest) eigenpairs of a symmetric operator, by thick-restart Lanczos.
 
     Builds an orthonormal Krylov basis :math:`V_m` of :math:`\mathcal{K}_m(A, v_0)` with
@@ -116,6 +122,10 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
         Size m of the Krylov basis; default ``min(n, max(2k + 1, k + 20))``.
     random_state : None, int or torch.Generator
         Start vector.
+    verbose : bool or str
+        Show a progress bar (tqdm, kept on screen) after each restart cycle: the digits
+        of relative residual gained toward ``tol`` by the worst of the k pairs, and the
+        products taken. A string is the bar's label.
 
     Returns
     -------
@@ -163,9 +173,13 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
         if n <= _DENSE_MAX_N and _has_dense(A):
             evals, evecs = _dense_eigsh(A, k, which)
         else:
-            evals, evecs, bad, matvecs, res = _thick_restart_lanczos(
-                A, n, k, which, tol, max_iter, ncv, gen
-            )
+            progress = _ResidualProgress(verbose, tol, "eigsh (Lanczos)")
+            try:
+                evals, evecs, bad, matvecs, res = _thick_restart_lanczos(
+                    A, n, k, which, tol, max_iter, ncv, gen, progress
+                )
+            finally:
+                progress.close()
             if bad:
                 warnings.warn(
                     f"eigsh: {bad} of {k} eigenpairs did not converge in {matvecs} products; "

@@ -8,10 +8,13 @@ from sklearn.base import TransformerMixin
 
 from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix,
                           resolve_kernel)
+from .._progress import progress_bar
+from ..approx.nystroem import nystrom_basis, uniform_centers
 from .._validation import check_positive
 from ..gram import DenseKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
+from ..linalg.eig import _block_width
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
 from ..linalg.operators import row_blocked_mm
 
@@ -37,6 +40,32 @@ def _psd_clip(evals, dtype):
     ratio = 1e-12 if dtype == torch.float64 else 1e-6
     top = evals.abs().max()
     return torch.where(evals < ratio * top, torch.zeros_like(evals), evals)
+
+
+def _centered_symmetric(K):
+    """``K.centered()`` of a symmetric Gram matrix with one product K1 instead of two:
+    its column means are its row means."""
+    Kc = K.centered(col_mean=torch.zeros(K.shape[0], dtype=K.dtype, device=K.device))
+    Kc.col_mean, Kc.mean = Kc.row_mean, Kc.row_mean.mean()
+    return Kc
+
+
+def _nystrom_start(Kc, b, random_state):
+    r"""Start block for the block eigensolver: the Nyström extension :math:`C V` of the top
+    b eigenvectors V of :math:`\tilde K` restricted to m = min(n/2, 20b) uniformly drawn
+    points, C = :math:`\tilde K_{:,m}` (Williams and Seeger, NeurIPS 2001). On kernel
+    matrices it starts the iteration within a few percent of the wanted eigenvectors
+    (residual 4e-2–7e-2 against ~4 for a Gaussian block), which saves about two block
+    products. Cost: m rows of K̃ (m/n of one pass) and O(m³ + n m b). None where m < b or
+    the rows of K̃ are not cheaper than a product (operator matrices)."""
+    n = Kc.shape[0]
+    m = min(n // 2, 20 * b)
+    if m < b or Kc.backend == "operator":
+        return None
+    idx = uniform_centers(n, m, random_state, Kc.device)
+    C = Kc.rows(idx).to(torch.float64)  # K̃[idx, :] = K̃[:, idx]ᵀ
+    V = nystrom_basis(C[:, idx], 1e-12).vectors.flip(1)[:, :b]
+    return C.T @ V
 
 
 def _flip_signs(V):
@@ -80,7 +109,7 @@ class KernelPCA(TransformerMixin, Estimator):
         Lanczos, one matrix-vector product per step). ``"randomized"``: randomized block
         Krylov iteration with Rayleigh–Ritz (Halko et al. 2011; Musco and Musco 2015),
         one *block* product K Q (k + max(10, k) columns, rounded up to a multiple of
-        12) per step — the kernel is evaluated once per step for all columns, so it
+        12) per step, started from a Nyström estimate of the eigenvectors — the kernel is evaluated once per step for all columns, so it
         needs several times fewer kernel evaluations than Lanczos on lazy Gram
         matrices, and on a materialized Gram several times fewer passes over memory. ``"auto"``: dense when n ≤ 1000,
         k > n/4 or ``n_components=None``, randomized otherwise.
@@ -96,7 +125,12 @@ class KernelPCA(TransformerMixin, Estimator):
     backend : str or None
         Gram-matrix backend passed to the kernel (``None`` = ``torchkern.config``).
     random_state : None, int or torch.Generator
-        Start vectors of the iterative solvers.
+        Start vectors of the iterative solvers (and the Nyström sample of the randomized
+        solver's start block).
+    verbose : bool
+        Show a progress bar (tqdm, kept on screen): for the iterative solvers the digits
+        of relative residual gained toward ``tol`` by the worst of the k eigenpairs, and
+        the products taken.
 
     Attributes
     ----------
@@ -128,7 +162,7 @@ class KernelPCA(TransformerMixin, Estimator):
 
     def __init__(self, kernel=None, n_components=None, *, eigen_solver="auto", tol=None,
                  max_iter=None, fit_inverse_transform=False, alpha=1.0, backend=None,
-                 random_state=None):
+                 random_state=None, verbose=False):
         self.kernel = kernel
         self.n_components = n_components
         self.eigen_solver = eigen_solver
@@ -138,6 +172,7 @@ class KernelPCA(TransformerMixin, Estimator):
         self.alpha = alpha
         self.backend = backend
         self.random_state = random_state
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -195,7 +230,7 @@ class KernelPCA(TransformerMixin, Estimator):
             solver = "dense" if n <= 1000 or k > n // 4 else "randomized"
         if solver != "dense" and type(K) is DenseKernelMatrix and K.device.type == "cpu":
             K = _RowBlockDense(K.tensor)
-        Kc = K.centered()
+        Kc = _centered_symmetric(K)
         evals, evecs = self._top_eigenpairs(Kc, k, solver)
         evals = _psd_clip(evals, K.dtype)
         evecs = _flip_signs(evecs)
@@ -218,15 +253,24 @@ class KernelPCA(TransformerMixin, Estimator):
 
     def _top_eigenpairs(self, Kc, k, solver):
         """The k largest eigenpairs of the centered Gram, descending, by ``solver``."""
+        desc = f"KernelPCA ({solver})"
         if solver == "dense":
+            bar = progress_bar(self.verbose, 1, desc, unit="eigh")
             D = Kc.to_dense().to(torch.float64)
             evals, evecs = torch.linalg.eigh((D + D.T) / 2)
+            if bar is not None:
+                bar.update(1)
+                bar.close()
             return evals[-k:].flip(0), evecs[:, -k:].flip(1)
+        verbose = desc if self.verbose else False
         if solver == "lanczos":
             return eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
-                         random_state=self.random_state)
+                         random_state=self.random_state, verbose=verbose)
+        b = _block_width(Kc.shape[0], k, max(10, k))
+        start = _nystrom_start(Kc, b, self.random_state)
         evals, evecs, ok, steps = _randomized_eigsh(Kc, k, tol=self.tol, max_iter=self.max_iter,
-                                                    random_state=self.random_state)
+                                                    random_state=self.random_state, start=start,
+                                                    verbose=verbose)
         if not ok:
             warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in {steps} "
                           f"steps; raise max_iter", ConvergenceWarning, stacklevel=4)
