@@ -143,6 +143,30 @@ def test_pair_steps_on_a_solved_subproblem_are_noops():
     assert float((u - u0).abs().max()) < 1e-12 and float((sB - s0).abs().max()) < 1e-11
 
 
+@pytest.mark.parametrize("mode, then", [("graph", "host"), ("triton", "eager")])
+def test_failed_fast_path_falls_back_with_a_warning(binary, mode, then):
+    """On the CPU the CUDA graph cannot be recorded and the Triton kernel cannot run on
+    CPU tensors: each falls back one level (graph → host, triton → eager steps), says so
+    once, and the solve still reaches the host's optimum."""
+    X, y = binary
+    K = RBF(lengthscale=1.0)(torch.tensor(X[:150]), backend="dense")
+    ys = torch.tensor(np.where(y[:150] == 1, 1.0, -1.0))
+    C = torch.full((150,), 2.0, dtype=torch.float64)
+    ref = solve_dual(K.rows, K.diag(), ys, -torch.ones_like(ys), C, tol=1e-6, working_set=32,
+                     block_fn=K.submatrix, inner="host")
+    init = _DeviceSMO.__init__
+    _DeviceSMO.__init__ = lambda self, device, k=32, mode=mode: init(self, device, k, mode)
+    try:
+        with pytest.warns(RuntimeWarning, match="failed") as caught:
+            sol = solve_dual(K.rows, K.diag(), ys, -torch.ones_like(ys), C, tol=1e-6,
+                             working_set=32, block_fn=K.submatrix, inner="device")
+    finally:
+        _DeviceSMO.__init__ = init
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+    assert sol.inner == then and sol.converged
+    assert abs(sol.obj - ref.obj) <= 1e-9 * abs(ref.obj)
+
+
 def test_padded_step_buffers_of_the_cuda_graph():
     """The CUDA graph's fixed-size buffers (here run eagerly on the CPU): a 40-variable
     subproblem padded to 64 reaches the unpadded solution; the padding never moves."""
