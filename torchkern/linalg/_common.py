@@ -2,6 +2,16 @@
 
 The linalg layer accepts any square operator ``A`` that has ``shape``, ``dtype``,
 ``device`` and ``A @ V`` for ``V`` of shape (n, r): a dense tensor or a lazy matrix.
+
+Row-sharded operators (:mod:`torchkern.distributed`) take and return only this process's
+rows of the vectors. They say so by three members, and the solvers take every inner
+product, norm and random draw through the helpers below, which use them:
+
+- ``local_rows``: the rows of the vectors held here (n for an ordinary operator);
+- ``reduce_sum(T)``: Σ over the processes of a partial sum T (an all-reduce);
+- ``own_rows(T)``: this process's rows of an (n, ...) tensor every process holds (random
+  probes are drawn whole from the same generator and cut, so every process count gives
+  the single-process iterates).
 """
 
 import torch
@@ -52,10 +62,11 @@ def _dense(A):
     if isinstance(A, torch.Tensor):
         return A
     to_dense = getattr(A, "to_dense", None)
-    return to_dense() if callable(to_dense) else None
+    return to_dense() if callable(to_dense) and not _sharded(A) else None
 
 def _has_dense(A):
-    return isinstance(A, torch.Tensor) or callable(getattr(A, "to_dense", None))
+    return isinstance(A, torch.Tensor) or (
+        callable(getattr(A, "to_dense", None)) and not _sharded(A))
 
 def _maybe_requires_grad(A):
     """False when A's products certainly carry no gradient; None when unknown."""
@@ -79,3 +90,36 @@ def _rademacher(shape, dtype, device, generator):
 def _dot(U, V):
     """Column-wise inner products in float64: (U * V).sum(0)."""
     return (U.to(_FLOAT64) * V.to(_FLOAT64)).sum(0)
+
+
+def _sharded(A) -> bool:
+    """Whether A is row-sharded over processes (module docstring)."""
+    return callable(getattr(A, "reduce_sum", None))
+
+
+def _rows(A, n):
+    """Rows of the vectors A acts on in this process: n, or a sharded A's local rows."""
+    return getattr(A, "local_rows", n) if _sharded(A) else n
+
+
+def _reduce(A, T):
+    """T summed over the processes of a sharded A (T itself otherwise)."""
+    return A.reduce_sum(T) if _sharded(A) else T
+
+
+def _own(A, T):
+    """This process's rows of a tensor held whole (T itself unless A is sharded)."""
+    return A.own_rows(T) if _sharded(A) else T
+
+
+def _inner(A, U, V):
+    """Column-wise inner products ``(U * V).sum(0)`` in float64 over all rows of the
+    vectors of A (all-reduced when A is sharded)."""
+    return _reduce(A, _dot(U, V))
+
+
+def _col_norms(A, U):
+    """Column 2-norms of U in float64 over all rows of the vectors of A."""
+    if not _sharded(A):
+        return U.to(_FLOAT64).norm(dim=0)
+    return A.reduce_sum(U.to(_FLOAT64).square().sum(0)).sqrt()

@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 import torch
 
-from ._common import ConvergenceWarning, _check_operator, _check_rhs, _dot, _maybe_requires_grad
+from ._common import (ConvergenceWarning, _check_operator, _check_rhs, _col_norms, _inner,
+                      _maybe_requires_grad, _rows)
 
 _FLOAT64 = torch.float64
 _MAX_ITER_CAP = 1000
@@ -61,16 +62,16 @@ def _cg_steps(A, X, R, active, precond, tol, max_iter, it, b_den, report=None):
     dtype = R.dtype
     Z = precond(R)
     P = Z.clone()
-    rz = _dot(R, Z)
+    rz = _inner(A, R, Z)
     while it < max_iter:
         AP = A @ P
         it += 1
-        pAp = _dot(P, AP)
+        pAp = _inner(A, P, AP)
         bad = active & ~(pAp > 0)
         alpha = torch.where(active & ~bad, rz / pAp, torch.zeros_like(pAp))
         X.add_(alpha.to(dtype) * P)
         R.sub_(alpha.to(dtype) * AP)
-        res = R.to(_FLOAT64).norm(dim=0) / b_den
+        res = _col_norms(A, R) / b_den
         active = active & (res > tol)
         any_active, any_bad = torch.stack([active.any(), bad.any()]).tolist()
         if any_bad:
@@ -83,7 +84,7 @@ def _cg_steps(A, X, R, active, precond, tol, max_iter, it, b_den, report=None):
         if not any_active:
             return it, True
         Z = precond(R)
-        rz_new = _dot(R, Z)
+        rz_new = _inner(A, R, Z)
         beta = torch.where(active, rz_new / rz, torch.zeros_like(rz))
         rz = rz_new
         P = Z + beta.to(dtype) * P
@@ -101,7 +102,7 @@ def _pcg(A, B, precond, tol, max_iter, X0=None, progress=None):
     """
     if B.dtype != _FLOAT64:
         return _refine(A, B, precond, tol, max_iter, X0, progress)
-    b_den, nonzero = _norms(B)
+    b_den, nonzero = _norms(B, A)
     if X0 is None:
         X = torch.zeros_like(B)
         R = B.clone()
@@ -109,7 +110,7 @@ def _pcg(A, B, precond, tol, max_iter, X0=None, progress=None):
         X = X0.clone()
         X[:, ~nonzero] = 0
         R = B - A @ X
-    res = R.norm(dim=0) / b_den
+    res = _col_norms(A, R) / b_den
     active = nonzero & (res > tol)
     stalled = torch.zeros_like(active)
     it = 0
@@ -118,16 +119,17 @@ def _pcg(A, B, precond, tol, max_iter, X0=None, progress=None):
         it, claimed = _cg_steps(A, X, R, active, precond, tol, max_iter, it, b_den, progress)
         # Verify with the true residual; restart the columns it rejects.
         R = B - A @ X
-        res = R.norm(dim=0) / b_den
+        res = _col_norms(A, R) / b_den
         if claimed:
             stalled |= active & (res > tol) & (res > _STALL * before)
         active = nonzero & (res > tol) & ~stalled
     return X, _info(it, res, nonzero, tol, stalled)
 
 
-def _norms(B):
-    """Column norms of B in float64, with 1 for zero columns, and the non-zero mask."""
-    b_norm = B.to(_FLOAT64).norm(dim=0)
+def _norms(B, A=None):
+    """Column norms of B in float64 (over all rows of A's vectors), with 1 for zero
+    columns, and the non-zero mask."""
+    b_norm = _col_norms(A, B)
     nonzero = b_norm > 0
     return torch.where(nonzero, b_norm, torch.ones_like(b_norm)), nonzero
 
@@ -181,7 +183,7 @@ def _refine(A, B, precond, tol, max_iter, X0=None, progress=None):
     dtype = B.dtype
     r = B.shape[1]
     B64 = B.to(_FLOAT64)
-    b_den, nonzero = _norms(B)
+    b_den, nonzero = _norms(B, A)
     X64 = torch.zeros_like(B64) if X0 is None else X0.to(_FLOAT64) * nonzero
     exact = _float64_products(A)
 
@@ -196,7 +198,7 @@ def _refine(A, B, precond, tol, max_iter, X0=None, progress=None):
             AX = (A @ torch.cat([hi, lo], dim=1)).to(_FLOAT64)
             R_out = B64 - AX[:, :r]
             R = R_out - AX[:, r:]
-        return R, R.norm(dim=0) / b_den, R_out.norm(dim=0) / b_den
+        return R, _col_norms(A, R) / b_den, _col_norms(A, R_out) / b_den
 
     if X0 is None:
         R, res = B64, nonzero.to(_FLOAT64)
@@ -274,6 +276,11 @@ def _identity(R):
     return R
 
 
+def _columns(B):
+    """B as (rows, r): a vector becomes one column (rows may be 0 on a sharded rank)."""
+    return B[:, None] if B.ndim == 1 else B
+
+
 def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_info=False,
        verbose=False):
     r"""Solve :math:`A X = B` for symmetric positive definite A by (preconditioned) CG.
@@ -303,7 +310,9 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     A : torch.Tensor or operator
         Symmetric positive definite (n, n) matrix, or any object with ``shape``,
         ``dtype``, ``device`` and ``A @ V`` for V of shape (n, r) (a lazy KernelMatrix).
-        A is only multiplied, never materialized.
+        A is only multiplied, never materialized. A row-sharded operator
+        (:mod:`torchkern.distributed`) takes and returns this process's rows of B and X,
+        with every inner product and norm all-reduced.
     B : torch.Tensor
         Right-hand side(s) of shape (n,) or (n, r), same dtype and device as A.
     preconditioner : callable, optional
@@ -369,7 +378,8 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     tensor([0.0909, 0.6364], dtype=torch.float64)
     """
     n = _check_operator(A, "A")
-    _check_rhs(B, n, A, "B")
+    rows = _rows(A, n)  # a row-sharded A: this process's rows of B and X
+    _check_rhs(B, rows, A, "B")
     if not tol > 0:
         raise ValueError(f"tol must be positive, got {tol}")
     if max_iter is None:
@@ -379,14 +389,14 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
     if x0 is not None:
         if not isinstance(x0, torch.Tensor) or x0.shape != B.shape:
             raise ValueError(f"x0 must be a tensor of the shape of B {tuple(B.shape)}")
-        _check_rhs(x0, n, A, "x0")
+        _check_rhs(x0, rows, A, "x0")
     precond = _identity if preconditioner is None else preconditioner
     if not callable(precond):
         raise TypeError(f"preconditioner must be callable, got {type(preconditioner).__name__}")
 
     vector = B.ndim == 1
-    B2 = B.detach().reshape(n, -1)
-    X0 = None if x0 is None else x0.detach().reshape(n, -1)
+    B2 = _columns(B.detach())
+    X0 = None if x0 is None else _columns(x0.detach())
     bar = None
     if verbose:
         from .._progress import ResidualBar
@@ -410,13 +420,13 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
 
                 def solve(G):
                     with torch.no_grad():
-                        Y, back_info = _pcg(A, G.reshape(n, -1), precond, tol, max_iter)
+                        Y, back_info = _pcg(A, _columns(G), precond, tol, max_iter)
                     _warn_not_converged(back_info, tol, "cg (backward solve)", B.dtype)
                     return Y.reshape(G.shape)
 
-                X = X + _AdjointSolve.apply(B.reshape(n, -1) - AX, solve)
+                X = X + _AdjointSolve.apply(_columns(B) - AX, solve)
 
     if vector:
-        X = X.reshape(n)
+        X = X.reshape(rows)
         info = info._replace(residual=info.residual.reshape(()))
     return (X, info) if return_info else X

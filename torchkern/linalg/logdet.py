@@ -7,12 +7,17 @@ import torch
 from ._common import (
     _check_operator,
     _check_rhs,
+    _col_norms,
     _dense,
-    _dot,
     _generator,
     _has_dense,
+    _inner,
     _maybe_requires_grad,
+    _own,
     _rademacher,
+    _reduce,
+    _rows,
+    _sharded,
 )
 from .cg import _identity, _pcg, _warn_not_converged
 
@@ -43,18 +48,19 @@ def _check_count(value, name):
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
-def _lanczos_quadrature(A, Q0, AQ0, steps):
+def _lanczos_quadrature(A, Q0, AQ0, steps, n):
     """Σ_columns-mean of ‖z‖² e₁ᵀ log(T) e₁ for block Q0 of unit columns (float64 result).
 
     Runs one Lanczos process per column of Q0 (all in one product A @ Q per step), with
-    full reorthogonalization against the stored basis. ``AQ0`` is A @ Q0, already known.
+    full reorthogonalization against the stored basis. ``AQ0`` is A @ Q0, already known;
+    n is A's order (Q0 holds this process's rows of the vectors when A is sharded).
     Returns the per-column quadratures e₁ᵀ log(T_m) e₁ (shape (p,), float64).
     """
-    n, p = Q0.shape
+    rows, p = Q0.shape
     m = min(steps, n)
     dtype = Q0.dtype
     # basis[i, j] is the j-th Lanczos vector of column i: batched GEMVs reorthogonalize
-    basis = torch.empty(p, m, n, dtype=dtype, device=Q0.device)
+    basis = torch.empty(p, m, rows, dtype=dtype, device=Q0.device)
     alpha = torch.zeros(m, p, dtype=_FLOAT64, device=Q0.device)
     beta = torch.zeros(m, p, dtype=_FLOAT64, device=Q0.device)
     q = Q0
@@ -63,7 +69,7 @@ def _lanczos_quadrature(A, Q0, AQ0, steps):
         basis[:, j] = q.T
         if j > 0:
             w = A @ q
-        a = _dot(q, w)
+        a = _inner(A, q, w)
         alpha[j] = a
         w = w - a.to(dtype) * q
         if j > 0:
@@ -71,9 +77,9 @@ def _lanczos_quadrature(A, Q0, AQ0, steps):
         Vj = basis[:, : j + 1]
         wt = w.T.unsqueeze(-1)
         for _ in range(2):
-            wt = wt - Vj.transpose(1, 2) @ (Vj @ wt)
+            wt = wt - Vj.transpose(1, 2) @ _reduce(A, Vj @ wt)
         w = wt.squeeze(-1).T
-        b = w.to(_FLOAT64).norm(dim=0)
+        b = _col_norms(A, w)
         beta[j] = b
         q = w / torch.where(b > 0, b, torch.ones_like(b)).to(dtype)
 
@@ -110,18 +116,22 @@ def _whitens(preconditioner):
 
 def _slq_logdet(A, n, num_probes, lanczos_steps, generator, preconditioner, cg_tol, cg_max_iter):
     if _whitens(preconditioner):
+        if _sharded(A):
+            raise ValueError("logdet: a whitening preconditioner is not supported on a "
+                             "row-sharded A (its square root needs a distributed QR); "
+                             "pass preconditioner=None")
         # log det A = log det M + log det(M^{-1/2} A M^{-1/2}); M is held fixed, so the
         # gradient is the SLQ surrogate's on the whitened operator, tr(A⁻¹ ∂A).
         B = _Whitened(A, preconditioner)
         ld = _slq_logdet(B, n, num_probes, lanczos_steps, generator, None, cg_tol, cg_max_iter)
         return ld + preconditioner.logdet().to(ld.dtype)
-    Z = _rademacher((n, num_probes), A.dtype, torch.device(A.device), generator)
+    Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device), generator))
     grad_possible = torch.is_grad_enabled() and _maybe_requires_grad(A) is not False
     AZ = A @ Z if grad_possible else None
     with torch.no_grad():
         AZ0 = AZ.detach() if AZ is not None else A @ Z
         scale = math.sqrt(n)
-        quad = _lanczos_quadrature(A, Z / scale, AZ0 / scale, lanczos_steps)
+        quad = _lanczos_quadrature(A, Z / scale, AZ0 / scale, lanczos_steps, n)
         estimate = n * quad.mean()
     value = estimate.to(A.dtype)
     if AZ is not None and AZ.requires_grad:
@@ -129,6 +139,8 @@ def _slq_logdet(A, n, num_probes, lanczos_steps, generator, preconditioner, cg_t
         with torch.no_grad():
             W, info = _pcg(A, Z, preconditioner or _identity, cg_tol, cg_max_iter)
         _warn_not_converged(info, cg_tol, "logdet (cg solves for the gradient)")
+        # On a sharded A this is each process's share: the surrogate's value is 0 and the
+        # hyperparameter gradients are summed over the processes by the sharded products.
         s = (W * AZ).sum() / num_probes
         value = value + (s - s.detach())
     return value
@@ -254,10 +266,11 @@ def trace(A, *, num_probes=30, random_state=None):
     if isinstance(A, torch.Tensor):
         return A.diagonal().sum()
     if callable(getattr(A, "diag", None)):
-        return A.diag().sum()
+        return _reduce(A, A.diag().sum())
     _check_count(num_probes, "num_probes")
-    Z = _rademacher((n, num_probes), A.dtype, torch.device(A.device), _generator(random_state))
-    return (Z * (A @ Z)).sum() / num_probes
+    Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device),
+                            _generator(random_state)))
+    return _reduce(A, (Z * (A @ Z)).sum()) / num_probes
 
 
 def inv_quad_logdet(
@@ -315,10 +328,11 @@ def inv_quad_logdet(
     GPU acceleration", NeurIPS 2018.
     """
     n = _check_operator(A, "A")
-    _check_rhs(b, n, A, "b")
+    rows = _rows(A, n)  # a row-sharded A: this process's rows of b
+    _check_rhs(b, rows, A, "b")
     method = _choose_method(A, n, method)
     vector = b.ndim == 1
-    b2 = b.reshape(n, -1)
+    b2 = b[:, None] if vector else b
     r = b2.shape[1]
     if method == "exact":
         L = _exact_cholesky(A)
@@ -332,17 +346,17 @@ def inv_quad_logdet(
     if max_iter is None:
         max_iter = min(10 * n, 1000)
     gen = _generator(random_state)
-    Z = _rademacher((n, num_probes), A.dtype, torch.device(A.device), gen)
+    Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device), gen))
     rhs = torch.cat([b2.detach(), Z], dim=1)
     with torch.no_grad():
         sol, info = _pcg(A, rhs, preconditioner or _identity, tol, max_iter)
         _warn_not_converged(info, tol, "inv_quad_logdet (cg)")
-        norms = rhs.to(_FLOAT64).norm(dim=0).clamp(min=torch.finfo(_FLOAT64).tiny)
+        norms = _col_norms(A, rhs).clamp(min=torch.finfo(_FLOAT64).tiny)
         Q0 = rhs / norms.to(A.dtype)
-        quad_all = _lanczos_quadrature(A, Q0, A @ Q0, lanczos_steps)
+        quad_all = _lanczos_quadrature(A, Q0, A @ Q0, lanczos_steps, n)
         ld_value = n * quad_all[r:].mean()
     X, W = sol[:, :r], sol[:, r:]
-    quad_value = _dot(b2.detach(), X).to(A.dtype)
+    quad_value = _inner(A, b2.detach(), X).to(A.dtype)
     quad, ld = quad_value, ld_value.to(A.dtype)
     need = torch.is_grad_enabled() and (b.requires_grad or _maybe_requires_grad(A) is not False)
     if need:

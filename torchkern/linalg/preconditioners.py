@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from ._common import _check_operator, _generator
+from ._common import _check_operator, _generator, _reduce, _rows, _sharded
 
 _FLOAT64 = torch.float64
 
@@ -47,10 +47,13 @@ def _check_lam(lam):
 class _WoodburyPreconditioner:
     """Applies (L Lᵀ + λI)⁻¹ R = (R − L (λI + LᵀL)⁻¹ Lᵀ R) / λ in float64."""
 
-    def __init__(self, L, lam):
+    def __init__(self, L, lam, sharded_by=None):
+        # sharded_by: a row-sharded K (torchkern.distributed) whose local rows L holds;
+        # LᵀL and LᵀR are then all-reduced.
         self.L = L
         self.lam = lam
-        core = L.T @ L
+        self._sharded_by = sharded_by
+        core = _reduce(sharded_by, L.T @ L)
         core.diagonal().add_(lam)
         self._core_chol = torch.linalg.cholesky(core)
 
@@ -67,7 +70,7 @@ class _WoodburyPreconditioner:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._sqrt = None
-        _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam))
+        _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam), self._sharded_by)
         return new
 
     def logdet(self) -> torch.Tensor:
@@ -98,7 +101,7 @@ class _WoodburyPreconditioner:
         vector = R64.ndim == 1
         if vector:
             R64 = R64[:, None]
-        S = torch.cholesky_solve(self.L.T @ R64, self._core_chol)
+        S = torch.cholesky_solve(_reduce(self._sharded_by, self.L.T @ R64), self._core_chol)
         out = (R64 - self.L @ S) / self.lam
         if vector:
             out = out[:, 0]
@@ -244,9 +247,10 @@ class NystromPreconditioner(_WoodburyPreconditioner):
         with torch.no_grad():
             idx = torch.randperm(n, generator=gen, device=gen_device)[:m].sort().values.to(device)
             Knm = _columns(K, idx).detach().to(_FLOAT64)
-            if Knm.shape != (n, m):
-                raise ValueError(f"K.cols(idx) must have shape ({n}, {m}), got {tuple(Knm.shape)}")
-            Kmm = Knm[idx]
+            rows = _rows(K, n)  # a row-sharded K: this process's rows of K_nm and of L
+            if Knm.shape != (rows, m):
+                raise ValueError(f"K.cols(idx) must have shape ({rows}, {m}), got {tuple(Knm.shape)}")
+            Kmm = K.submatrix(idx, idx).detach().to(_FLOAT64) if _sharded(K) else Knm[idx]
             Kmm = (Kmm + Kmm.T) / 2
             jitter = m * torch.finfo(K.dtype).eps * float(Kmm.diagonal().max().clamp(min=0))
             C, info = torch.linalg.cholesky_ex(Kmm + jitter * torch.eye(m, dtype=_FLOAT64, device=device))
@@ -261,7 +265,7 @@ class NystromPreconditioner(_WoodburyPreconditioner):
                     raise ValueError("K restricted to the centers has no positive eigenvalue")
                 L = Knm @ (Q[:, keep] / theta[keep].sqrt())
         self.centers = idx
-        super().__init__(L, lam)
+        super().__init__(L, lam, K if _sharded(K) else None)
 
     def __repr__(self):
         return f"NystromPreconditioner(n_centers={self.centers.numel()}, rank={self.rank}, lam={self.lam:g})"
