@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import NamedTuple
 
@@ -17,16 +18,17 @@ import torch
 
 from .._config import _check_backend
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, compact, count_rows, sorted_unique
+from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges, sorted_unique
 
 
 class WLEdges(NamedTuple):
     """The edges a WL round reads, built once per set (:func:`wl_edges`): sources ``src``
-    (sorted) and targets ``dst``, out-degrees ``deg`` (N,), and edge label ids
-    ``edge_label`` in [0, ``n_edge_labels``) or None."""
+    (sorted) and targets ``dst``, out-degrees ``deg`` and the first edge of every node
+    ``start`` (N,), edge label ids ``edge_label`` in [0, ``n_edge_labels``) or None."""
     src: torch.Tensor
     dst: torch.Tensor
     deg: torch.Tensor
+    start: torch.Tensor
     edge_label: torch.Tensor | None
     n_edge_labels: int
 
@@ -36,13 +38,14 @@ def wl_edges(G: GraphSet, edge_labels: bool = False) -> WLEdges:
     ``edge_attr``) into the neighbour signatures."""
     src, dst = G.edge_index  # sorted by source
     deg = torch.bincount(src, minlength=int(G.ptr[-1]))
+    start = torch.cumsum(deg, 0) - deg
     if not edge_labels:
-        return WLEdges(src, dst, deg, None, 1)
+        return WLEdges(src, dst, deg, start, None, 1)
     if G.edge_label is None:
         raise ValueError("edge_labels=True needs edge labels: give every graph edge_attr "
                          "(one row per edge; each distinct row is one label)")
     values, ids, _, _ = sorted_unique(G.edge_label)
-    return WLEdges(src, dst, deg, ids, max(values.numel(), 1))
+    return WLEdges(src, dst, deg, start, ids, max(values.numel(), 1))
 
 
 # odd 64-bit multipliers (golden ratio; SplitMix64's two), as signed int64
@@ -56,31 +59,43 @@ def _mix(h: torch.Tensor) -> torch.Tensor:
     return h ^ ((h >> 31) & ((1 << 33) - 1))
 
 
-def neighbour_tokens(labels: torch.Tensor, n_labels: int, edges: WLEdges):
+def _random_codes(n: int, salt: int, device) -> torch.Tensor:
+    """n pseudo-random int64 codes (SplitMix64 of 1..n times ``salt``)."""
+    return _mix(torch.arange(1, n + 1, device=device) * salt)
+
+
+def neighbour_tokens(labels: torch.Tensor, edges: WLEdges, sel=None):
     """What an edge s → t adds to the signature of s: ℓ(t), or the pair (edge label, ℓ(t))
-    as one id. Returns ``(tokens (E,), n_tokens)``."""
-    tokens = labels.index_select(0, edges.dst)
+    as one id ℓ(t)·C + edge label, for all edges or the edges ``sel``."""
+    dst = edges.dst if sel is None else edges.dst.index_select(0, sel)
+    tokens = labels.index_select(0, dst)
     if edges.edge_label is None:
-        return tokens, n_labels
-    return tokens * edges.n_edge_labels + edges.edge_label, n_labels * edges.n_edge_labels
+        return tokens
+    el = edges.edge_label if sel is None else edges.edge_label.index_select(0, sel)
+    return tokens * edges.n_edge_labels + el
 
 
-def _codes(ids: torch.Tensor, n_ids: int, salt: int) -> torch.Tensor:
-    """A pseudo-random int64 code of every id in [0, n_ids) (SplitMix64 of id and salt):
-    one code per distinct id, then a gather (the ids directly when they outnumber it)."""
-    if n_ids <= ids.numel():
-        table = _mix(torch.arange(1, n_ids + 1, device=ids.device) * salt)
-        return table.index_select(0, ids)
-    return _mix((ids + 1) * salt)
+def wl_hash(labels: torch.Tensor, n_labels: int, edges: WLEdges, radix: int | None = None):
+    """An int64 key of every node's signature (own label, multiset of its tokens): the own
+    label's code plus the sum of its tokens' codes — one segment sum over all edges, no
+    sort (a sum does not depend on the order).
 
-
-def wl_hash(labels: torch.Tensor, tokens: torch.Tensor, n_tokens: int, n_labels: int,
-            edges: WLEdges):
-    """A 64-bit hash of every node's signature (own label, multiset of its tokens): the
-    own label's code plus the sum of its tokens' codes (two independent code families;
-    a sum is order-free, so no sort) — one segment sum over all edges."""
-    h = _codes(labels, n_labels, _MIX[1])
-    return h.index_add_(0, edges.src, _codes(tokens, n_tokens, _MIX[0]))
+    ``radix=None``: pseudo-random 64-bit codes (two independent families), a hash.
+    ``radix=B`` (B > every out-degree): code(token t) = Bᵗ and code(own ℓ) = ℓ·B^T, so the
+    key is the signature written in base B — injective, when it fits in 63 bits."""
+    n_tokens = n_labels * edges.n_edge_labels
+    dev = labels.device
+    if radix is None:
+        token_code = _random_codes(n_tokens, _MIX[0], dev)
+        h = _random_codes(n_labels, _MIX[1], dev).index_select(0, labels)
+    else:
+        token_code = radix ** torch.arange(n_tokens, device=dev)
+        h = labels * radix ** n_tokens
+    if edges.edge_label is None:  # codes per node, then one gather over the edges
+        codes = token_code.index_select(0, labels).index_select(0, edges.dst)
+    else:
+        codes = token_code.index_select(0, neighbour_tokens(labels, edges))
+    return h.index_add_(0, edges.src, codes)
 
 
 def _sort(key: torch.Tensor) -> torch.Tensor:
@@ -101,10 +116,11 @@ def _sorted_in_segments(src: torch.Tensor, tokens: torch.Tensor, n_tokens: int, 
     return tokens.index_select(0, order)
 
 
-def _grouping_is_exact(labels, tokens, n_tokens, edges: WLEdges, inv, counts, first) -> bool:
+def _grouping_is_exact(labels, n_labels, edges: WLEdges, inv, counts, first) -> bool:
     """Whether every node has the own label and the token multiset of its group's first
     node, on the nodes of groups of two or more only: by token counts per node when the
-    tokens are few (N·T small), else entry by entry on the sorted tokens."""
+    tokens are few (N·T small), else entry by entry on the sorted tokens of those nodes'
+    edges."""
     shared = counts.index_select(0, inv) > 1
     nodes = shared.nonzero().reshape(-1)
     if not nodes.numel():
@@ -114,35 +130,31 @@ def _grouping_is_exact(labels, tokens, n_tokens, edges: WLEdges, inv, counts, fi
     for t in (labels, edges.deg):
         if not torch.equal(t.index_select(0, r), t.index_select(0, nodes)):
             return False
-    N, E = labels.numel(), tokens.numel()
-    if N * n_tokens <= max(4 * E, 2 ** 16):  # few tokens: compare token counts per node
-        cnt = torch.bincount(edges.src * n_tokens + tokens, minlength=N * n_tokens)
-        cnt = cnt.view(N, n_tokens)
+    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    # the edges of the shared nodes, in order (sources sorted)
+    sel = segment_ranges(edges.start.index_select(0, nodes), edges.deg.index_select(0, nodes))
+    s, tok = edges.src.index_select(0, sel), neighbour_tokens(labels, edges, sel)
+    if N * n_tokens <= max(4 * sel.numel(), 2 ** 16):  # few tokens: token counts per node
+        cnt = torch.bincount(s * n_tokens + tok, minlength=N * n_tokens).view(N, n_tokens)
         return torch.equal(cnt.index_select(0, r), cnt.index_select(0, nodes))
-    if 2 * nodes.numel() > N:  # most nodes: all edges, no selection
-        sel, s, tok = None, edges.src, tokens
-    else:
-        sel = shared.index_select(0, edges.src).nonzero().reshape(-1)
-        s, tok = edges.src.index_select(0, sel), tokens.index_select(0, sel)
     srt = _sorted_in_segments(s, tok, n_tokens, N)
-    d = edges.deg if sel is None else edges.deg * shared  # v's edges start at start[v]
-    start = torch.cumsum(d, 0) - d
+    d = edges.deg * shared
+    start = torch.cumsum(d, 0) - d  # where each shared node's block starts in srt
     shift = start.index_select(0, rep) - start  # from v's block to its rep's (same length)
     partner = torch.arange(s.numel(), device=s.device) + shift.index_select(0, s)
     return torch.equal(srt, srt.index_select(0, partner))
 
 
-def _exact_relabel(labels, n_labels, tokens, n_tokens, edges: WLEdges):
+def _exact_relabel(labels, n_labels, edges: WLEdges):
     """Signature ids by exact grouping, without hashing: each node's tokens sorted, then the
     rows (own label, d sorted tokens) of the nodes of each degree d grouped by one sort."""
-    N = labels.numel()
-    srt = _sorted_in_segments(edges.src, tokens, n_tokens, N)
-    start = torch.cumsum(edges.deg, 0) - edges.deg
+    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    srt = _sorted_in_segments(edges.src, neighbour_tokens(labels, edges), n_tokens, N)
     by_deg = torch.argsort(edges.deg, stable=True)
     degrees, counts = torch.unique_consecutive(edges.deg[by_deg], return_counts=True)
     new, n_new = torch.empty_like(labels), 0
     for d, nodes in zip(degrees.tolist(), torch.split(by_deg, counts.tolist())):
-        rows = srt[start[nodes, None] + torch.arange(d, device=labels.device)]
+        rows = srt[edges.start[nodes, None] + torch.arange(d, device=labels.device)]
         inv, cnt, _ = compact([labels[nodes], *rows.unbind(1)], [n_labels] + [n_tokens] * d)
         new[nodes] = inv + n_new
         n_new += cnt.numel()
@@ -154,26 +166,31 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     label, multiset of its out-neighbours' labels — with ``edges.edge_label``, of the
     (edge label, neighbour label) pairs), over all graphs at once.
 
-    Returns ``(new_labels, n_new)``, new labels in [0, n_new). Every signature is hashed
-    to 64 bits (:func:`wl_hash`: a segment sum of token codes over the edges) and all N
-    nodes are grouped by one sort of the hashes. The grouping is then *checked*: every
-    node of a group of two or more has the own label, degree and sorted tokens of the
-    group's first node, entry by entry (one sort of those nodes' edges) — so the ids are
-    exact. Should two different signatures share a hash, the whole round is regrouped
-    exactly (:func:`_exact_relabel`). O(N + E) work plus two sorts, no loop over nodes
-    or graphs.
+    Returns ``(new_labels, n_new)``, new labels in [0, n_new). Every signature gets an
+    int64 key (:func:`wl_hash`: a segment sum of token codes over the edges) and all N
+    nodes are grouped by one sort of the keys. When the signature written in base
+    (max degree + 1) fits in the key, the key is that number and the grouping is exact by
+    construction. Otherwise the key is a 64-bit hash and the grouping is *checked*: every
+    node of a group of two or more has the own label, degree and token multiset of the
+    group's first node, entry by entry — so the ids are exact. Should two different
+    signatures share a hash, the round is regrouped exactly (:func:`_exact_relabel`).
+    O(N + E) work plus sorts of the N keys and of the checked nodes' edges, no loop over
+    nodes or graphs.
     """
     N = labels.numel()
     if N == 0:
         return labels.clone(), 0
-    tokens, n_tokens = neighbour_tokens(labels, n_labels, edges)
-    h = wl_hash(labels, tokens, n_tokens, n_labels, edges)
-    b = max(int(N - 1).bit_length(), 1)
-    key = (h >> (b + 1)) & ((1 << (62 - b)) - 1)  # what sorted_unique sorts in one pass
+    b = max(int(N - 1).bit_length(), 1)  # sorted_unique packs positions into b bits
+    radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
+    n_tokens = n_labels * edges.n_edge_labels
+    exact = n_tokens * math.log2(radix) + math.log2(max(n_labels, 1)) < 61 - b
+    key = wl_hash(labels, n_labels, edges, radix if exact else None)
+    if not exact:
+        key = (key >> (b + 1)) & ((1 << (62 - b)) - 1)
     _, inv, counts, first = sorted_unique(key)
-    if _grouping_is_exact(labels, tokens, n_tokens, edges, inv, counts, first):
+    if exact or _grouping_is_exact(labels, n_labels, edges, inv, counts, first):
         return inv, counts.numel()
-    return _exact_relabel(labels, n_labels, tokens, n_tokens, edges)
+    return _exact_relabel(labels, n_labels, edges)
 
 
 def initial_labels(G: GraphSet):
