@@ -282,8 +282,7 @@ class GraphSet(KernelInput):
         ei = ei.to(device=device, dtype=torch.long)
         node_label, label_values = _label_ids(x, n, "x", device)
         # Merge duplicate edges; sorting by source keeps the graphs in order.
-        first = _sorted_distinct(ei[0] * max(n, 1) + ei[1])
-        edge_index = ei if first is None else ei.index_select(1, first)
+        edge_index, first = _merge_edges(ei, n, positions=ea is not None)
         self.ptr, self.edge_index = ptr, edge_index
         self.eptr = torch.searchsorted(edge_index[0], ptr)  # sources are sorted
         self.node_label, self.label_values = node_label, label_values
@@ -439,13 +438,13 @@ def _flatten(data_list):
         raise ValueError(f"graph {i}: edge_index must have shape (2, E), got {tuple(e.shape)}")
     counts = torch.tensor(sizes, dtype=torch.long, device=device)
     ecounts = torch.tensor(ecounts, dtype=torch.long, device=device)
-    gid = torch.repeat_interleave(torch.arange(len(eis), device=device), ecounts)
     if ei.numel():
-        over = ei >= counts.index_select(0, gid)
+        over = ei >= torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
         if bool(ei.amin() < 0) or bool(over.any()):
-            i = int(gid[((ei < 0) | over).any(0).nonzero()[0, 0]])
+            j = int(((ei < 0) | over).any(0).nonzero()[0, 0])
+            i = int(torch.searchsorted(torch.cumsum(ecounts, 0), j, right=True))
             raise ValueError(f"graph {i}: edge_index refers to nodes outside [0, {sizes[i]})")
-    ei = ei + _offsets(counts)[:-1].index_select(0, gid)
+    ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts, output_size=ei.shape[1])
     x = ea = None
     if xs[0] is not None:
         if any(v.shape[0] != c for v, c in zip(xs, sizes)):
@@ -456,12 +455,23 @@ def _flatten(data_list):
     return counts, ei, x, ea
 
 
-def _sorted_distinct(key: torch.Tensor):
-    """Positions of the distinct values of ``key`` in sorted order (one occurrence each,
-    the first), or None when ``key`` is sorted and distinct already (common in PyG)."""
+def _merge_edges(ei: torch.Tensor, n: int, positions: bool):
+    """``(edge_index, first)``: the distinct edges of ``ei`` sorted by (source, target), and
+    the position in ``ei`` of each (the first occurrence; None when ``ei`` is sorted and
+    distinct already, as PyG's coalesced graphs are). Without ``positions`` (nothing else
+    to reorder) the CPU path sorts the packed keys alone and decodes them."""
+    key = ei[0] * max(n, 1) + ei[1]
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
-        return None
-    return sorted_unique(key, inverse=False)[3]
+        return ei, None
+    if not positions and key.device.type == "cpu":
+        k = np.sort(key.numpy())
+        new = np.empty(k.size, dtype=bool)
+        new[0] = True
+        np.not_equal(k[1:], k[:-1], out=new[1:])
+        k = torch.from_numpy(k if new.all() else k[new])
+        return torch.stack([k // max(n, 1), k % max(n, 1)]), None
+    first = sorted_unique(key, inverse=False)[3]
+    return ei.index_select(1, first), first
 
 
 class GraphKernel(StructuredKernel):
