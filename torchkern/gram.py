@@ -264,8 +264,9 @@ def _cuda_probe_key(device) -> str:
             driver = fh.readline().strip()
     except OSError:
         driver = "?"
+    name = torch.cuda.get_device_name(dev) if torch.cuda.is_available() else "no CUDA device"
     return (f"pykeops {pykeops.__version__} | torch {torch.__version__} | cuda "
-            f"{torch.version.cuda} | driver {driver} | {torch.cuda.get_device_name(dev)}")
+            f"{torch.version.cuda} | driver {driver} | {name}")
 
 
 def _keops_cuda_verdict(device) -> str | None:
