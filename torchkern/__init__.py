@@ -19,5 +19,5 @@ __version__ = "0.1.0"
 
 __all__ = ["config", "get_backend", "set_backend", "use_backend", "KernelMatrix", "gram",
            "inputs", "kernels", "linalg", "approx", "supervised", "unsupervised", "stats",
-           "graphs", "sequences", "datasets", "ntk", "learning",
+           "graphs", "sequences", "datasets", "ntk", "learning", "distributed",
            *_kernel_names, *supervised.__all__, *unsupervised.__all__]
