@@ -161,6 +161,16 @@ def _exact_relabel(labels, n_labels, edges: WLEdges):
     return new, n_new
 
 
+def _exact_radix(n_labels: int, edges: WLEdges, bits: int) -> int | None:
+    """B = max out-degree + 1 when every signature written in base B (:func:`wl_hash`)
+    is below 2^bits, else None."""
+    radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
+    n_tokens = n_labels * edges.n_edge_labels
+    if n_tokens * math.log2(radix) + math.log2(max(n_labels, 1)) < bits:
+        return radix
+    return None
+
+
 def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     """One Weisfeiler–Lehman round: every node's new label is the id of its signature (own
     label, multiset of its out-neighbours' labels — with ``edges.edge_label``, of the
@@ -181,14 +191,12 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     if N == 0:
         return labels.clone(), 0
     b = max(int(N - 1).bit_length(), 1)  # sorted_unique packs positions into b bits
-    radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
-    n_tokens = n_labels * edges.n_edge_labels
-    exact = n_tokens * math.log2(radix) + math.log2(max(n_labels, 1)) < 61 - b
-    key = wl_hash(labels, n_labels, edges, radix if exact else None)
-    if not exact:
+    radix = _exact_radix(n_labels, edges, 61 - b)
+    key = wl_hash(labels, n_labels, edges, radix)
+    if radix is None:
         key = (key >> (b + 1)) & ((1 << (62 - b)) - 1)
     _, inv, counts, first = sorted_unique(key)
-    if exact or _grouping_is_exact(labels, n_labels, edges, inv, counts, first):
+    if radix is not None or _grouping_is_exact(labels, n_labels, edges, inv, counts, first):
         return inv, counts.numel()
     return _exact_relabel(labels, n_labels, edges)
 

@@ -1,0 +1,149 @@
+"""The Weisfeiler–Lehman relabelling: its exact keys, its hashed keys with their collision
+fallback, and edge labels — against GraKeL 0.1.11 on MUTAG and a dictionary-based WL."""
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import torchkern.graphs._labels as wl_core
+from torchkern.graphs import GraphSet, WeisfeilerLehman
+from tests.graphs.test_graph_kernels import (dense, labels_of, mutag, random_graphs,  # noqa: F401
+                                             to_grakel)
+
+grakel = pytest.importorskip("grakel")
+
+
+def grakel_wl(graphs, h):
+    gk = grakel.WeisfeilerLehman(n_iter=h, base_graph_kernel=grakel.VertexHistogram)
+    return gk.fit_transform(to_grakel(graphs))
+
+
+def edge_labels_of(d):
+    return d.edge_attr.argmax(1).tolist() if d.edge_attr.dim() == 2 else d.edge_attr.tolist()
+
+
+def wl_edge_reference(graphs, h):
+    """WL subtree Gram by dictionaries, a node's new label being (own label, sorted
+    (edge label, neighbour label) pairs over its out-edges)."""
+    lab = [[("init", int(v)) for v in labels_of(d)] for d in graphs]
+    nbrs = []
+    for d in graphs:
+        nb = [[] for _ in range(d.num_nodes)]
+        for (s, t), e in zip(d.edge_index.t().tolist(), edge_labels_of(d)):
+            nb[s].append((e, t))
+        nbrs.append(nb)
+    feats = [Counter((0, l) for l in L) for L in lab]
+    for it in range(1, h + 1):
+        lab = [[(L[v], tuple(sorted((e, L[u]) for e, u in nb[v]))) for v in range(len(L))]
+               for L, nb in zip(lab, nbrs)]
+        for f, L in zip(feats, lab):
+            f.update((it, l) for l in L)
+    return np.array([[sum(c * g[k] for k, c in f.items()) for g in feats] for f in feats], float)
+
+
+def with_edge_labels(graphs, n_edge_labels, seed, directed=False):
+    """Copies of ``graphs`` with one-hot edge labels; an undirected edge gets one label for
+    both directions."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in graphs:
+        s, t = d.edge_index
+        n = max(d.num_nodes, 1)
+        key = (s * n + t) if directed else torch.minimum(s, t) * n + torch.maximum(s, t)
+        uniq, inv = torch.unique(key, return_inverse=True)
+        lab = torch.as_tensor(rng.integers(0, n_edge_labels, uniq.numel()))
+        ea = torch.nn.functional.one_hot(lab[inv], n_edge_labels).float()
+        out.append(Data(x=d.x, edge_index=d.edge_index, edge_attr=ea, num_nodes=d.num_nodes))
+    return out
+
+
+# -- the two kinds of keys, and the collision fallback ---------------------------------------
+
+def test_mutag_uses_exact_keys_then_hashed_keys_and_equals_grakel(mutag, monkeypatch):
+    """On MUTAG round 1 fits base-(max degree + 1) keys, later rounds are hashed and
+    checked; both equal GraKeL."""
+    kinds = []
+    wl_hash = wl_core.wl_hash
+
+    def spy(labels, n_labels, edges, radix=None):
+        kinds.append("exact" if radix is not None else "hash")
+        return wl_hash(labels, n_labels, edges, radix)
+    monkeypatch.setattr(wl_core, "wl_hash", spy)
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(4)(mutag)), grakel_wl(mutag, 4))
+    assert kinds == ["exact", "hash", "hash", "hash"]
+
+
+@pytest.mark.parametrize("codes", ["tiny", "zero"])
+def test_hash_collisions_fall_back_to_exact_grouping(mutag, monkeypatch, codes):
+    """Codes squeezed into 2 bits (or all zero) make different signatures share a key: the
+    check must see it and regroup exactly — still GraKeL's values, exact integers."""
+    random_codes, exact = wl_core._random_codes, wl_core._exact_relabel
+    calls = []
+
+    def squeezed(n, salt, device):
+        c = random_codes(n, salt, device)
+        return c & 3 if codes == "tiny" else torch.zeros_like(c)
+
+    def spy(*args):
+        calls.append(1)
+        return exact(*args)
+    monkeypatch.setattr(wl_core, "_random_codes", squeezed)
+    monkeypatch.setattr(wl_core, "_exact_relabel", spy)
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(3)(mutag)), grakel_wl(mutag, 3))
+    assert len(calls) >= 2  # rounds 2 and 3 collided and were regrouped
+    X = random_graphs(12, 5, 14, 0.3, 3, seed=11, directed=True)
+    calls.clear()
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(3, edge_labels=True)(
+        with_edge_labels(X, 3, seed=2, directed=True))),
+        wl_edge_reference(with_edge_labels(X, 3, seed=2, directed=True), 3))
+    assert calls
+
+
+def test_relabel_without_the_exact_keys_gives_the_same_labels(mutag, monkeypatch):
+    """Every round hashed (the base-B keys switched off) gives the same partition of the
+    nodes as the exact keys, round by round."""
+    G = GraphSet(mutag)
+    ref = wl_core.wl_label_sequence(G, 3)
+    monkeypatch.setattr(wl_core, "_exact_radix", lambda *args: None)
+    seq = wl_core.wl_label_sequence(G, 3)
+    for (a, La), (b, Lb) in zip(ref, seq):
+        assert La == Lb
+        pairs = torch.unique(torch.stack([a, b]), dim=1)  # a bijection between the ids
+        assert pairs.shape[1] == La
+
+
+# -- edge labels ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("h", [1, 3])
+def test_wl_with_edge_labels_equals_dictionary_wl_on_mutag(mutag, h):
+    assert all(d.edge_attr is not None for d in mutag)  # bond types
+    K = dense(WeisfeilerLehman(h, edge_labels=True)(mutag))
+    np.testing.assert_array_equal(K, wl_edge_reference(mutag, h))
+    assert (K <= grakel_wl(mutag, h)).all() and (K != grakel_wl(mutag, h)).any()
+
+
+def test_wl_with_edge_labels_on_random_graphs_and_one_edge_label():
+    X = random_graphs(10, 4, 12, 0.35, 3, seed=12, isolated=1)
+    for directed, seed in ((False, 3), (True, 4)):
+        Xe = with_edge_labels(random_graphs(10, 4, 12, 0.35, 3, seed=seed, directed=directed),
+                              4, seed=seed, directed=directed)
+        np.testing.assert_array_equal(dense(WeisfeilerLehman(3, edge_labels=True)(Xe)),
+                                      wl_edge_reference(Xe, 3))
+    one = with_edge_labels(X, 1, seed=0)  # a single edge label: plain WL = GraKeL
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(3, edge_labels=True)(one)),
+                                  grakel_wl(X, 3))
+    # k(X, Y) shares one dictionary: rows of K(X ∪ Y)
+    Xe = with_edge_labels(X, 3, seed=5)
+    K = dense(WeisfeilerLehman(2, edge_labels=True)(Xe))
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(2, edge_labels=True)(Xe[:4], Xe[4:])),
+                                  K[:4, 4:])
+
+
+def test_wl_edge_labels_need_edge_attr():
+    X = random_graphs(3, 3, 5, 0.5, 2, seed=13)
+    with pytest.raises(ValueError, match="edge_labels=True needs edge labels"):
+        WeisfeilerLehman(2, edge_labels=True)(X)
+    with pytest.raises(TypeError, match="edge_labels must be a bool"):
+        WeisfeilerLehman(2, edge_labels="yes")
