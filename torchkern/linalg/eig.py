@@ -93,10 +93,10 @@ def _ritz(T, Bt, ABt, hi, k):
     return theta, S, U, AU, (AU - U * theta[:k]).norm(dim=0) / scale
 
 
-def _krylov_phase(A, Q0, k, tol, max_steps, max_depth, gen, on_step):
+def _krylov_iterate(A, Q0, k, tol, max_steps, max_depth, gen, on_step):
     """Block Krylov with Rayleigh–Ritz from the orthonormal start block Q0 (n × b,
-    float64), products by A in A's dtype. Returns (θ, S, basis rows Bt[:hi], converged,
-    steps, U, residuals); S rotates the basis to Ritz vectors."""
+    float64), products by A in A's dtype; ``on_step(steps, residual)`` after each.
+    Returns (θ, top-k Ritz vectors U, converged, steps)."""
     n, b = Q0.shape
     device, f64 = Q0.device, _FLOAT64
     cap = min(n, max(2, max_depth) * b)
@@ -130,7 +130,7 @@ def _krylov_phase(A, Q0, k, tol, max_steps, max_depth, gen, on_step):
         width = min(b, n - hi)
         Bt[hi:hi + width] = nxt[:, :width].T
         lo, hi = hi, hi + width
-    return theta, S, Bt[:hi], converged, steps, U, res
+    return theta, U, converged, steps
 
 
 def _start_block(n, b, start, device, gen):
@@ -150,8 +150,7 @@ def _start_block(n, b, start, device, gen):
 
 
 def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
-                       random_state=None, max_depth=8, start=None, A_low=None, tol_low=None,
-                       verbose=False):
+                       random_state=None, max_depth=8, start=None, verbose=False):
     r"""Top-k eigenpairs of a symmetric p.s.d. operator by randomized block Krylov
     iteration with Rayleigh–Ritz.
 
@@ -169,12 +168,6 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     per step for all b columns, and the Krylov space converges in far fewer steps than
     subspace (power) iteration.
 
-    Mixed precision: with ``A_low`` — the same matrix in a cheaper form, e.g. a float32
-    copy of a float64 Gram — the iteration first runs on ``A_low`` down to ``tol_low``,
-    then restarts on A from the top b Ritz vectors (one exact product gives their exact
-    Rayleigh–Ritz pairs and residuals) and continues on A until ``tol``: the accuracy is
-    A's, and most block products are ``A_low``'s.
-
     Parameters
     ----------
     A : torch.Tensor or operator
@@ -185,7 +178,7 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     tol : float, optional
         Relative residual; default 1e-8 (float64) or 1e-5 (float32).
     max_iter : int, optional
-        Cap on block products (default 200), both phases together.
+        Cap on block products (default 200).
     random_state : None, int or torch.Generator
         The Gaussian start block.
     max_depth : int
@@ -193,11 +186,6 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     start : Tensor (n, r), optional
         Start directions (e.g. a Nyström estimate of the eigenvectors); the first
         min(r, b) columns are used and the block is filled with Gaussian columns.
-    A_low : operator, optional
-        A cheaper approximation of A for the first phase.
-    tol_low : float, optional
-        Relative residual at which the ``A_low`` phase hands over to A; default
-        max(tol, 1e-5).
     verbose : bool or str
         Show a progress bar (tqdm, kept on screen): the digits of relative residual
         gained toward ``tol`` by the worst of the k pairs, and the block products taken.
@@ -221,9 +209,6 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     N. Halko, P.-G. Martinsson and J. Tropp, "Finding structure with randomness",
     SIAM Review 2011, §4. C. Musco and C. Musco, "Randomized block Krylov methods for
     stronger and faster approximate singular value decomposition", NeurIPS 2015.
-    Mixed-precision eigensolvers: J. Demmel et al., survey in A. Abdelfattah et al., "A
-    survey of numerical linear algebra methods utilizing mixed-precision arithmetic",
-    IJHPCA 35(4), 2021, §8.
     """
     n = _check_operator(A, "A")
     device = torch.device(A.device)
@@ -237,22 +222,10 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     gen = _generator(random_state)
     Q = _start_block(n, b, start, device, gen)
     progress = _ResidualProgress(verbose, tol, "block Krylov eigensolver")
-    steps = 0
     try:
-        if A_low is not None:
-            if _check_operator(A_low, "A_low") != n:
-                raise ValueError(f"A_low must have the shape of A ({n}, {n}), got "
-                                 f"{tuple(A_low.shape)}")
-            tol_low = max(tol, 1e-5) if tol_low is None else tol_low
-            theta, S, Bt, _, steps, _, _ = _krylov_phase(A_low, Q, k, tol_low, max_iter,
-                                                         max_depth, gen, progress)
-            # the top b Ritz vectors of the cheap phase start the exact one
-            Q = _orth_against((S[:, :b].T.contiguous() @ Bt).T,
-                              torch.zeros(n, 0, dtype=_FLOAT64, device=device), gen)
-        done = steps
-        theta, _, _, converged, more, U, _ = _krylov_phase(
-            A, Q, k, tol, max(1, max_iter - done), max_depth, gen,
-            lambda s, r: progress(done + s, r))
+        with torch.no_grad():  # the eigenpairs carry no gradients
+            theta, U, converged, steps = _krylov_iterate(A, Q, k, tol, max_iter, max_depth,
+                                                         gen, progress)
     finally:
         progress.close()
-    return theta[:k], U, converged, done + more
+    return theta[:k], U, converged, steps

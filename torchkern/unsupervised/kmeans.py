@@ -127,9 +127,10 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
         diag = K.diag()
         explicit = not isinstance(init, str)
         runs = range(1 if explicit else n_init)
-        if verbose:
+        if verbose:  # one tick per initialization, kept on screen
             from tqdm.auto import tqdm
-            runs = tqdm(runs, desc="KernelKMeans", leave=False)
+            runs = tqdm(runs, desc=verbose if isinstance(verbose, str) else "KernelKMeans",
+                        unit="init", leave=True)
         best = None
         for _ in runs:
             if explicit:

@@ -68,6 +68,10 @@ class SpectralClustering(ClusterMixin, Estimator):
         Gram-matrix backend (``None`` = ``torchkern.config``).
     random_state : None, int or torch.Generator
         Lanczos start vector and k-means seeding.
+    verbose : bool
+        Show progress bars (tqdm, kept on screen): the eigensolver's digits of relative
+        residual gained toward its tolerance by the worst of the k eigenpairs, then the
+        k-means initializations.
 
     Attributes
     ----------
@@ -92,13 +96,14 @@ class SpectralClustering(ClusterMixin, Estimator):
     """
 
     def __init__(self, kernel=None, n_clusters=8, *, normalized=True, n_init=10,
-                 backend=None, random_state=None):
+                 backend=None, random_state=None, verbose=False):
         self.kernel = kernel
         self.n_clusters = n_clusters
         self.normalized = normalized
         self.n_init = n_init
         self.backend = backend
         self.random_state = random_state
+        self.verbose = verbose
 
     @torch.no_grad()
     def fit(self, X, y=None):
@@ -111,7 +116,8 @@ class SpectralClustering(ClusterMixin, Estimator):
         check_int(self.n_init, "n_init")
         with torch.no_grad():
             A = _spectral_operator(K, self.normalized)
-            evals, U = eigsh(A, k, random_state=self.random_state)
+            evals, U = eigsh(A, k, random_state=self.random_state,
+                             verbose="SpectralClustering (Lanczos)" if self.verbose else False)
             U = U.to(torch.float64)
             if self.normalized:
                 U = U / U.norm(dim=1, keepdim=True).clamp_min(torch.finfo(U.dtype).tiny)
@@ -119,7 +125,9 @@ class SpectralClustering(ClusterMixin, Estimator):
             else:
                 self.eigenvalues_ = 2 * K.sum(1).max() - evals
             labels, *_ = _kernel_kmeans(FeatureKernelMatrix(U), k, n_init=self.n_init,
-                                        max_iter=300, tol=0.0, random_state=self.random_state)
+                                        max_iter=300, tol=0.0, random_state=self.random_state,
+                                        verbose="SpectralClustering (k-means)" if self.verbose
+                                        else False)
         self.kernel_ = kernel
         self.embedding_ = U.to(K.dtype)
         self.labels_ = labels
