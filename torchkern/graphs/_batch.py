@@ -333,16 +333,24 @@ class GraphSet(KernelInput):
         start, count = self.ptr[:-1][graph_ids], self.num_nodes[graph_ids]
         return torch.where(local < count[:, None], start[:, None] + local, -1)
 
-    def dense_adjacency(self, graph_ids: torch.Tensor, n_pad: int, dtype) -> torch.Tensor:
+    def dense_adjacency(self, graph_ids: torch.Tensor, n_pad: int, dtype,
+                        edge_label: torch.Tensor | None = None,
+                        n_edge_labels: int = 1) -> torch.Tensor:
         """Adjacency matrices A[s, t] = 1 for every edge s → t of the graphs ``graph_ids``,
-        zero-padded to (B, n_pad, n_pad)."""
+        zero-padded to (B, n_pad, n_pad). With ``edge_label`` (ids in [0, C) for all
+        edges of the set): one matrix per edge label, (B, C, n_pad, n_pad)."""
         ec = self.num_edges[graph_ids]
         edges = segment_ranges(self.eptr[:-1][graph_ids], ec)
         b = torch.repeat_interleave(torch.arange(len(graph_ids), device=self.device), ec)
         start = torch.repeat_interleave(self.ptr[:-1][graph_ids], ec)
         s, t = self.edge_index[:, edges] - start
-        A = torch.zeros(len(graph_ids), n_pad, n_pad, dtype=dtype, device=self.device)
-        A[b, s, t] = 1
+        if edge_label is None:
+            A = torch.zeros(len(graph_ids), n_pad, n_pad, dtype=dtype, device=self.device)
+            A[b, s, t] = 1
+            return A
+        A = torch.zeros(len(graph_ids), n_edge_labels, n_pad, n_pad, dtype=dtype,
+                        device=self.device)
+        A[b, edge_label[edges], s, t] = 1
         return A
 
     def take(self, idx: torch.Tensor) -> "GraphSet":

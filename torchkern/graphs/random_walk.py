@@ -31,13 +31,19 @@ class _ProductSystem:
     requires_grad = False
 
     def __init__(self, A1, A2, M, lam):
-        self.A1, self.A2T, self.M, self.lam = A1, A2.transpose(1, 2), M, lam
+        self.A1, self.A2T, self.M, self.lam = A1, A2.transpose(-1, -2), M, lam
         n = M.shape[1] * M.shape[2]
         self.shape, self.dtype, self.device = (n, n), M.dtype, M.device
 
     def walk(self, V):
-        """M ∘ (A₁ V A₂ᵀ) for V of shape (P, n₁, n₂): one step on every product graph."""
-        return self.M * torch.bmm(torch.bmm(self.A1, V), self.A2T)
+        """M ∘ (A₁ V A₂ᵀ) for V of shape (P, n₁, n₂): one step on every product graph.
+        With edge labels (A of shape (P, C, n, n), one matrix per edge label) a step
+        follows two edges of the same label: M ∘ Σ_c A₁⁽ᶜ⁾ V A₂⁽ᶜ⁾ᵀ."""
+        if self.A1.dim() == 3:
+            return self.M * torch.bmm(torch.bmm(self.A1, V), self.A2T)
+        P, C, n1, n2 = *self.A1.shape[:2], *V.shape[1:]
+        W = torch.matmul(torch.matmul(self.A1, V[:, None]), self.A2T)  # (P, C, n₁, n₂)
+        return self.M * W.sum(1)
 
     def __matmul__(self, cols):
         P, (n1, n2) = self.M.shape[0], self.M.shape[1:]
@@ -75,7 +81,9 @@ class RandomWalk(GraphKernel):
       ``tol``; a ConvergenceWarning says when it stops short). For directed graphs
       (I − λA× not symmetric), the exponential and the truncated kinds, the series is
       summed term by term (terms ≥ 0) until a term is below ``tol`` times the sum.
-    - **unlabeled** (or a single label in all): A×^k = A₁^k ⊗ A₂^k, so
+    - **edge labels**: A×V = M ∘ Σ_c A₁⁽ᶜ⁾ (M ∘ V) A₂⁽ᶜ⁾ᵀ, the labeled path with C
+      batched products per step (C edge labels); also with ``labeled=False``.
+    - **unlabeled** (or a single label in all), without edge labels: A×^k = A₁^k ⊗ A₂^k, so
       1ᵀA×^k 1 = w_k(G₁) w_k(G₂) with w_k(G) = 1ᵀA^k 1 the number of walks of length k,
       and k(G₁, G₂) = Σ_k c_k w_k(G₁) w_k(G₂): a features kernel with
       φ_k(G) = √c_k w_k(G), the walk counts found by k sparse products on all graphs at
@@ -92,6 +100,11 @@ class RandomWalk(GraphKernel):
         Number of steps of the truncated kernel.
     labeled : bool
         Walks must match node labels (the label-matched product graph).
+    edge_labels : bool
+        Walks must also match edge labels (each distinct row of ``edge_attr`` is one
+        label): the product graph has an edge (u, v) → (u', v') only when u → u' and
+        v → v' carry the same label, A× = Σ_c A₁⁽ᶜ⁾ ⊗ A₂⁽ᶜ⁾ (Gärtner et al., 2003; one
+        adjacency matrix A⁽ᶜ⁾ per edge label c). Every graph then needs ``edge_attr``.
     normalize : bool
         Cosine normalization, applied lazily.
     tol : float
@@ -104,7 +117,8 @@ class RandomWalk(GraphKernel):
     ValueError
         For the geometric kind without ``p`` when λ ≥ 1/(max ρ(A₁) · max ρ(A₂)) over the
         graphs given: the message names that largest admissible λ. λ is never lowered
-        silently (GraKeL lowers it).
+        silently (GraKeL lowers it). With edge labels the same bound is used: it is
+        sufficient (A× ≤ A₁ ⊗ A₂ entrywise, so ρ(A×) ≤ ρ(A₁)ρ(A₂)), not necessary.
 
     Notes
     -----
@@ -134,7 +148,7 @@ class RandomWalk(GraphKernel):
 
     def __init__(self, lam: float, kind: str = "geometric", p: int | None = None,
                  labeled: bool = True, normalize: bool = False, tol: float = 1e-12,
-                 max_iter: int = 1000):
+                 max_iter: int = 1000, edge_labels: bool = False):
         super().__init__()
         lam = float(lam)
         if not (math.isfinite(lam) and lam > 0):
@@ -147,11 +161,15 @@ class RandomWalk(GraphKernel):
             raise ValueError(f"tol must be > 0, got {tol!r}")
         if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+        if not isinstance(edge_labels, bool):
+            raise TypeError(f"edge_labels must be a bool, got {edge_labels!r}")
         self.lam, self.kind, self.p, self.labeled = lam, kind, p, bool(labeled)
+        self.edge_labels = edge_labels
         self.normalize, self.tol, self.max_iter = bool(normalize), float(tol), max_iter
 
     def extra_repr(self) -> str:
         return (f"lam={self.lam:g}, kind={self.kind!r}, p={self.p}, labeled={self.labeled}, "
+                f"edge_labels={self.edge_labels}, "
                 f"normalize={self.normalize}")
 
     @property
@@ -174,26 +192,48 @@ class RandomWalk(GraphKernel):
         self._check_pair(X, Y)
         (rx, nx), (ry, ny) = _spectra(X), _spectra(X if Y is None else Y)
         self._check_lam(rx, ry)
-        if not self.labeled or _single_label(X, Y):
+        if not self.edge_labels and (not self.labeled or _single_label(X, Y)):
             K = self._n_terms(nx, ny)
             phi_x = walk_counts(X, self._step_scales(K))
             return FeatureKernelMatrix(phi_x, None if Y is None else walk_counts(Y, self._step_scales(K)))
+        sides = [X] if Y is None else [X, Y]
+        nodes, edges = self._labels(sides)
         if Y is None:
-            return DenseKernelMatrix(self._pairwise(X, X.node_label, X, X.node_label, True))
-        (lx, ly), _ = unify_labels([(X.node_label, X.label_values), (Y.node_label, Y.label_values)])
-        return DenseKernelMatrix(self._pairwise(X, lx, Y, ly, False))
+            return DenseKernelMatrix(self._pairwise(X, nodes[0], X, nodes[0], True,
+                                                    None if edges is None else edges * 2))
+        return DenseKernelMatrix(self._pairwise(X, nodes[0], Y, nodes[1], False, edges))
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
         r, n = _spectra(X)
         self._check_lam(r, r)
-        if not self.labeled or _single_label(X, None):
+        if not self.edge_labels and (not self.labeled or _single_label(X, None)):
             phi = walk_counts(X, self._step_scales(self._n_terms(n, n)))
             return (phi * phi).sum(1)
+        (labels,), edges = self._labels([X])
+        edges = None if edges is None else edges[0]
+        C = 1 if edges is None else edges[1]
         d = torch.zeros(len(X), dtype=X.dtype, device=X.device)
-        for g, n in X.size_chunks(_PRODUCT_BUDGET, power=2):
-            A, L = _block(X, X.node_label, g, n, -1)
+        for g, n in X.size_chunks(_PRODUCT_BUDGET // C, power=2):
+            A, L = _block(X, labels, g, n, -1, edges)
             d[g] = self._pairs(A, A, L, torch.where(L < 0, -2, L)).to(d.dtype)
         return d
+
+    def _labels(self, sides):
+        """Node label ids of every set in ``sides`` in one dictionary (all 0 when
+        ``labeled=False``), and ``(edge label ids, C)`` per set (or None) for
+        ``edge_labels=True`` — the edge labels of all sets in one dictionary too."""
+        if self.labeled:
+            nodes, _ = unify_labels([(G.node_label, G.label_values) for G in sides])
+        else:
+            nodes = [torch.zeros_like(G.node_label) for G in sides]
+        if not self.edge_labels:
+            return nodes, None
+        for name, G in zip("XY", sides):
+            if G.edge_label is None:
+                raise ValueError(f"{name}: edge_labels=True needs edge labels: give every "
+                                 f"graph edge_attr (one row per edge)")
+        ids, values = unify_labels([(G.edge_label, G.edge_label_values) for G in sides])
+        return nodes, tuple((i, values.shape[0]) for i in ids)
 
     # -- unlabeled: walk counts ----------------------------------------------------------
     def _step_scales(self, K: int):
@@ -227,17 +267,20 @@ class RandomWalk(GraphKernel):
         return K
 
     # -- labeled: pairs on the product graph ---------------------------------------------
-    def _pairwise(self, X, lx, Y, ly, sym: bool) -> torch.Tensor:
+    def _pairwise(self, X, lx, Y, ly, sym: bool, edges=None) -> torch.Tensor:
+        """K[i, j] for all pairs, by blocks of graphs of similar size; ``edges``: (edge
+        label ids, C) of X and of Y, or None."""
         K = torch.zeros(len(X), len(Y), dtype=X.dtype, device=X.device)
-        side = int(math.sqrt(_PRODUCT_BUDGET))
+        ex, ey = (None, None) if edges is None else edges
+        side = int(math.sqrt(_PRODUCT_BUDGET // (1 if ex is None else ex[1])))
         xblocks = list(X.size_chunks(side, power=1))
         yblocks = xblocks if sym else list(Y.size_chunks(side, power=1))
         for I, (gx, nx) in enumerate(xblocks):
-            Ax, Lx = _block(X, lx, gx, nx, -1)
+            Ax, Lx = _block(X, lx, gx, nx, -1, ex)
             for J, (gy, ny) in enumerate(yblocks):
                 if sym and J < I:
                     continue
-                Ay, Ly = _block(Y, ly, gy, ny, -2)
+                Ay, Ly = _block(Y, ly, gy, ny, -2, ey)
                 a, b = torch.meshgrid(torch.arange(len(gx), device=X.device),
                                       torch.arange(len(gy), device=X.device), indexing="ij")
                 a, b = a.reshape(-1), b.reshape(-1)
@@ -256,7 +299,8 @@ class RandomWalk(GraphKernel):
         if M.numel() == 0:
             return M.new_zeros(M.shape[0])
         system = _ProductSystem(A1, A2, M, self.lam)
-        symmetric = bool((A1 == A1.transpose(1, 2)).all()) and bool((A2 == A2.transpose(1, 2)).all())
+        symmetric = (bool((A1 == A1.transpose(-1, -2)).all())
+                     and bool((A2 == A2.transpose(-1, -2)).all()))
         if self._infinite_geometric and symmetric:
             # Columns are pairs; memory stays pair-major (the transpose is a view), so
             # CG's column reductions run over contiguous memory.
@@ -310,12 +354,14 @@ def _single_label(X: GraphSet, Y: GraphSet | None) -> bool:
     return torch.unique(torch.cat([lx, ly])).numel() <= 1
 
 
-def _block(G: GraphSet, labels, gids, n, pad):
-    """Dense adjacency (B, n, n) of the graphs ``gids`` and their node labels (B, n),
+def _block(G: GraphSet, labels, gids, n, pad, edges=None):
+    """Dense adjacency (B, n, n) of the graphs ``gids`` — (B, C, n, n), one matrix per
+    edge label, with ``edges`` = (edge label ids, C) — and their node labels (B, n),
     ``pad`` past each graph's last node."""
     nodes = G.padded_nodes(gids, n)
     L = torch.where(nodes >= 0, labels[nodes.clamp_min(0)], pad)
-    return G.dense_adjacency(gids, n, torch.float64), L  # solves in float64 for any dtype
+    el, C = (None, 1) if edges is None else edges
+    return G.dense_adjacency(gids, n, torch.float64, el, C), L  # float64 for any dtype
 
 
 def _spectra(G: GraphSet):
