@@ -2,7 +2,8 @@
 
 Run with ``torchrun --nproc_per_node=2 examples/distributed_krr.py`` (gloo on CPUs, NCCL
 with one GPU per process). Each rank reads only its rows; the fit runs on every rank with
-the Gram matrix row-sharded, and gives the single-process model.
+the Gram matrix and the solver's vectors row-sharded (each rank its rows, CG's inner
+products all-reduced), and gives the single-process model.
 """
 import torch
 
@@ -22,7 +23,8 @@ Xs = tkd.ShardedInput(X_local)                       # the switch: sharded data 
 kernel = tkd.ShardedKernel(torchkern.RBF(1.0))       # ... and a sharded kernel
 model = torchkern.KernelRidge(kernel, alpha=1e-2, solver="cg", n_centers=200, tol=1e-8,
                               random_state=0)        # an int seed: same centres on all ranks
-model.fit(Xs, y.to(device))                          # targets: all n, on every rank
+model.fit(Xs, y.to(device))                          # targets: all n; each rank keeps its rows
+# model.dual_coef_ holds this rank's rows of the coefficients; predict all-reduces.
 
 X_test = torch.randn(5, 3, generator=g, dtype=torch.float64).to(device)
 pred = model.predict(X_test)

@@ -13,7 +13,7 @@ from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
 
 import torchkern
 from torchkern import distributed as tkd
-from torchkern.linalg import cg, eigsh, logdet
+from torchkern.linalg import NystromPreconditioner, cg, eigsh, logdet, trace
 from torchkern.stats import MMDTest
 
 from ._spawn import spawn
@@ -47,59 +47,100 @@ def _products_and_solvers(rank, world):
     X, _ = _data(60, 3, F64)
     Z = torch.randn(9, 3, dtype=F64, generator=torch.Generator().manual_seed(1))
     V = torch.randn(60, 2, dtype=F64, generator=torch.Generator().manual_seed(2))
+    mine = slice(sum(counts[:rank]), sum(counts[:rank + 1]))
     Xs = tkd.ShardedInput(_my_rows(X, counts, rank))
     assert len(Xs) == 60 and Xs.shape == (60, 3) and Xs.sharding.counts == counts
     D = _rbf(X, X, 0.8)
     for backend in ("dense", "blocked"):
         K = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, backend=backend)
-        assert K.shape == (60, 60)
-        torch.testing.assert_close(K @ V, D @ V, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(K @ V[:, 0], D @ V[:, 0], rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(K.diag(), D.diagonal())
-    torch.testing.assert_close(K.cols([3, 59, 0]), D[:, [3, 59, 0]])
+        assert K.shape == (60, 60) and K.local_rows == counts[rank]
+        # sharded vectors: this rank's rows in, this rank's rows of K V out
+        torch.testing.assert_close(K @ V[mine], (D @ V)[mine], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(K @ V[mine, 0], (D @ V[:, 0])[mine], rtol=1e-12,
+                                   atol=1e-12)
+    with pytest.raises(ValueError, match=f"this rank's {counts[rank]} rows"):
+        K @ V
+    torch.testing.assert_close(K.diag(), D.diagonal()[mine])
+    torch.testing.assert_close(K.cols([3, 59, 0]), D[mine][:, [3, 59, 0]])
     torch.testing.assert_close(K.rows([41, 2]), D[[41, 2]])
     torch.testing.assert_close(K.submatrix([5, 30], [1, 50]), D[[5, 30]][:, [1, 50]])
-    torch.testing.assert_close(K.to_dense(), D)
-    torch.testing.assert_close(K.add_diag(0.5) @ V, D @ V + 0.5 * V)
+    torch.testing.assert_close(K.to_dense(), D[mine])
+    torch.testing.assert_close(K.add_diag(0.5) @ V[mine], (D @ V + 0.5 * V)[mine])
+    torch.testing.assert_close(K.add_diag(0.5).cols([0, 30]),
+                               (D + 0.5 * torch.eye(60, dtype=F64))[mine][:, [0, 30]])
     H = torch.eye(60, dtype=F64) - 1 / 60
-    torch.testing.assert_close(K.centered() @ V, H @ D @ H @ V)
+    torch.testing.assert_close(K.centered() @ V[mine], (H @ D @ H @ V)[mine])
+    torch.testing.assert_close(K.centered().diag(), (H @ D @ H).diagonal()[mine])
     # rectangular: sharded rows against replicated centres, and its transpose
     R = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, Z)
-    torch.testing.assert_close(R @ V[:9], _rbf(X, Z, 0.8) @ V[:9])
-    torch.testing.assert_close(R.T @ V, _rbf(Z, X, 0.8) @ V)
+    torch.testing.assert_close(R @ V[:9], (_rbf(X, Z, 0.8) @ V[:9])[mine])
+    torch.testing.assert_close(R.T @ V[mine], _rbf(Z, X, 0.8) @ V)
     T = tkd.ShardedKernel(torchkern.RBF(0.8))(Z, Xs)  # replicated rows, sharded columns
-    torch.testing.assert_close(T @ V, _rbf(Z, X, 0.8) @ V)
-    # solvers on replicated vectors: dense references
+    torch.testing.assert_close(T @ V[mine], _rbf(Z, X, 0.8) @ V)
+    # the replicated mode: whole vectors in and out
+    Kr = K.replicated()
+    torch.testing.assert_close(Kr @ V, D @ V, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(Kr.diag(), D.diagonal())
+    torch.testing.assert_close(Kr.cols([3, 59]), D[:, [3, 59]])
+    torch.testing.assert_close(Kr.to_dense(), D)
+    # solvers on sharded vectors: dense references
     A = K.add_diag(0.1)
     Ad = D + 0.1 * torch.eye(60, dtype=F64)
-    x, info = cg(A, V, tol=1e-12, return_info=True)
-    torch.testing.assert_close(x, torch.linalg.solve(Ad, V), rtol=1e-9, atol=1e-9)
-    evals, evecs = eigsh(K, 4, random_state=0)
+    ref_x = torch.linalg.solve(Ad, V)
+    x, info = cg(A, V[mine], tol=1e-12, return_info=True)
+    torch.testing.assert_close(x, ref_x[mine], rtol=1e-9, atol=1e-9)
+    one = cg(Ad, V, tol=1e-12, return_info=True)[1]  # one process, same iterations
+    assert info.iterations == one.iterations
+    pc = NystromPreconditioner(K, 20, 0.1, random_state=0)
+    pc1 = NystromPreconditioner(D, 20, 0.1, random_state=0)
+    torch.testing.assert_close(pc(V[mine]), pc1(V)[mine], rtol=1e-9, atol=1e-10)
+    xp, infop = cg(A, V[mine], preconditioner=pc, tol=1e-12, return_info=True)
+    torch.testing.assert_close(xp, ref_x[mine], rtol=1e-9, atol=1e-9)
+    assert infop.iterations < info.iterations
+    evals, evecs = eigsh(K, 4, random_state=0, ncv=20)
+    e1, v1 = eigsh(_Operator(D), 4, random_state=0, ncv=20)  # one process, Lanczos too
     ref = torch.linalg.eigh(D)
     torch.testing.assert_close(evals, ref.eigenvalues[-4:].flip(0), rtol=1e-9, atol=1e-10)
-    torch.testing.assert_close((evecs.T @ ref.eigenvectors[:, -4:].flip(1)).abs().diagonal(),
-                               torch.ones(4, dtype=F64), rtol=1e-7, atol=1e-7)
+    torch.testing.assert_close(evals, e1, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(evecs, v1[mine], rtol=1e-8, atol=1e-9)
     ld = logdet(A, method="slq", num_probes=200, lanczos_steps=40, random_state=0)
+    ld1 = logdet(_Operator(Ad), method="slq", num_probes=200, lanczos_steps=40,
+                 random_state=0)
+    torch.testing.assert_close(ld, ld1, rtol=1e-10, atol=1e-10)  # same probes, one process
     assert abs(float(ld) - float(torch.logdet(Ad))) < 0.05 * abs(float(torch.logdet(Ad)))
-    # identical iterates: every rank returns bit-identical solutions
-    every = [torch.empty_like(x) for _ in range(world)]
-    torch.distributed.all_gather(every, x.contiguous())
-    assert all(torch.equal(e, x) for e in every)
-    # gradients of a sharded quadratic form vᵀ(K + λI)⁻¹v and vᵀKv (hyperparameters)
+    torch.testing.assert_close(trace(A), Ad.diagonal().sum())
+    # identical iterates: every rank holds bit-identical scalars
+    every = [torch.empty_like(evals) for _ in range(world)]
+    torch.distributed.all_gather(every, evals.contiguous())
+    assert all(torch.equal(e, evals) for e in every)
+    # gradients of a sharded quadratic form vᵀ(K + λI)⁻¹v and vᵀKv (hyperparameters):
+    # each rank's share of the sum, all-reduced, is the loss
     for quad in ("Kv", "solve"):
         ks = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
         k1 = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
         v = V[:, 0]
         Ks, K1 = tkd.ShardedKernel(ks)(Xs, backend="blocked"), k1(X, backend="blocked")
         if quad == "Kv":
-            qs, q1 = v @ (Ks @ v), v @ (K1 @ v)
+            qs, q1 = v[mine] @ (Ks @ v[mine]), v @ (K1 @ v)
         else:
-            qs = v @ cg(Ks.add_diag(0.1), v, tol=1e-12)
+            qs = v[mine] @ cg(Ks.add_diag(0.1), v[mine], tol=1e-12)
             q1 = v @ torch.linalg.solve(K1.to_dense() + 0.1 * torch.eye(60, dtype=F64), v)
+        qs = Ks.reduce_sum(qs)
+        torch.testing.assert_close(qs, q1, rtol=1e-10, atol=1e-12)
         gs = torch.autograd.grad(qs, list(ks.parameters()))
         g1 = torch.autograd.grad(q1, list(k1.parameters()))
         for a, b in zip(gs, g1):
             torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+class _Operator:
+    """A dense matrix known only through @: the one-process run of the iterative path."""
+
+    def __init__(self, D):
+        self.D, self.shape, self.dtype, self.device = D, D.shape, D.dtype, D.device
+
+    def __matmul__(self, V):
+        return self.D @ V
 
 
 def _estimators(rank, world):
@@ -108,18 +149,30 @@ def _estimators(rank, world):
     Xt = torch.randn(7, 2, dtype=F64, generator=torch.Generator().manual_seed(3))
     Xs = tkd.ShardedInput(_my_rows(X, counts, rank))
 
-    def sharded():
-        return tkd.ShardedKernel(torchkern.RBF(1.0))
+    mine = slice(sum(counts[:rank]), sum(counts[:rank + 1]))
 
-    # KernelRidge: CG against scikit-learn (exact), Nyström against one process
+    def sharded(vectors="replicated"):
+        return tkd.ShardedKernel(torchkern.RBF(1.0), vectors=vectors)
+
+    # KernelRidge on sharded vectors: CG (Nyström-preconditioned) against scikit-learn
+    # (exact), its dual coefficients kept sharded; Nyström against one process
     kw = dict(alpha=0.1, random_state=0, tol=1e-11)
-    a = torchkern.KernelRidge(sharded(), solver="cg", n_centers=20, **kw).fit(Xs, y)
+    a = torchkern.KernelRidge(sharded("sharded"), solver="cg", n_centers=20, **kw).fit(Xs, y)
     sk = SkKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X.numpy(), y.numpy())
+    np.testing.assert_allclose(a.dual_coef_.numpy(), sk.dual_coef_[mine], rtol=1e-8,
+                               atol=1e-9)
     np.testing.assert_allclose(a.predict(Xt).numpy(), sk.predict(Xt.numpy()), rtol=1e-8,
                                atol=1e-9)
-    a = torchkern.KernelRidge(sharded(), solver="nystrom", n_centers=20, **kw).fit(Xs, y)
-    b = torchkern.KernelRidge(torchkern.RBF(1.0), solver="nystrom", n_centers=20, **kw).fit(X, y)
-    torch.testing.assert_close(a.predict(Xt), b.predict(Xt), rtol=1e-9, atol=1e-9)
+    for keep in (None, "blocked"):  # K_nm rows stored, and evaluated at every iteration
+        kw["backend"] = keep
+        a = torchkern.KernelRidge(sharded("sharded"), solver="nystrom", n_centers=20,
+                                  **kw).fit(Xs, y)
+        b = torchkern.KernelRidge(torchkern.RBF(1.0), solver="nystrom", n_centers=20,
+                                  **kw).fit(X, y)
+        torch.testing.assert_close(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(a.predict(Xt), b.predict(Xt), rtol=1e-9, atol=1e-9)
+        assert abs(a.n_iter_ - b.n_iter_) <= 1  # rounding at the stopping threshold
+    # GP, KernelPCA and MMDTest read whole vectors: the replicated mode
     # GP: predictions, std and log marginal likelihood (SLQ, same probes) = one process;
     # the mean also = the closed form K*(K + σ²I)⁻¹y
     kw = dict(noise=0.1, method="cg", random_state=0, tol=1e-11)
@@ -175,11 +228,14 @@ def _float32(rank, world):
     assert Xs.sharding.counts == [30, 31] and Xs.dtype == torch.float32
     K = tkd.ShardedKernel(torchkern.RBF(1.2))(Xs, backend="blocked")
     D = _rbf(X.double(), X.double(), 1.2)
+    mine = slice(0, 30) if rank == 0 else slice(30, 61)
     V = torch.randn(61, 3, generator=torch.Generator().manual_seed(5))
-    torch.testing.assert_close((K @ V).double(), D @ V.double(), rtol=1e-5, atol=1e-5)
-    x = cg(K.add_diag(0.1), y, tol=1e-5)
+    torch.testing.assert_close((K @ V[mine]).double(), (D @ V.double())[mine], rtol=1e-5,
+                               atol=1e-5)
+    x = cg(K.add_diag(0.1), y[mine], tol=1e-5)  # mixed-precision refinement, sharded
     ref = torch.linalg.solve(D + 0.1 * torch.eye(61, dtype=F64), y.double())
-    assert float((x.double() - ref).norm() / ref.norm()) < 1e-4
+    err = K.reduce_sum(((x.double() - ref[mine]) ** 2).sum()).sqrt()
+    assert float(err / ref.norm()) < 1e-4
     kw = dict(alpha=0.1, solver="cg", random_state=0, tol=1e-5)
     a = torchkern.KernelRidge(tkd.ShardedKernel(torchkern.RBF(1.2)), **kw).fit(Xs, y)
     b = torchkern.KernelRidge(torchkern.RBF(1.2), **kw).fit(X, y)
@@ -205,23 +261,24 @@ def _failures(rank, world, timeout):
         tkd.ShardedInput(local)
     # a rank whose local evaluation raises inside a product
     Xs = tkd.ShardedInput(tkd.shard_rows(X))
+    ones = torch.ones(Xs.sharding.n_local, dtype=F64)
     K = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked")
     if rank == 0:
         def broken(V):
             raise MemoryError("out of memory in the row block")
         K.local._matmul = broken
     with pytest.raises(tkd.RankFailedError, match="rank 0 raised MemoryError"):
-        K @ torch.ones(20, dtype=F64)
+        K @ ones
     # the group still works afterwards
     K.local = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked").local
-    torch.testing.assert_close(K @ torch.ones(20, dtype=F64), _rbf(X, X, 1.0).sum(1))
+    torch.testing.assert_close(K @ ones, tkd.shard_rows(_rbf(X, X, 1.0).sum(1)))
     # a rank that stops answering: the others raise within the process-group timeout
     if rank == 1:
         time.sleep(timeout + 3)
         return
     start = time.monotonic()
     with pytest.raises(tkd.RankFailedError, match="timeout"):
-        K @ torch.ones(20, dtype=F64)
+        K @ ones
     assert time.monotonic() - start < timeout + 10
 
 

@@ -12,6 +12,8 @@ forward                           from → to                       backward
 :func:`local_rows`                replicated → own rows           gather rows
 :func:`all_reduce_sum`            partial sum → replicated        identity (no comm)
 :func:`sum_grads`                 replicated, used partially      all-reduce of gradients
+:func:`gather_shared`             local rows → replicated, used   all-reduce, own rows
+                                  partially
 ================================  ==============================  =======================
 
 With every rank computing the same replicated loss, these rules give every rank the
@@ -26,8 +28,8 @@ import datetime
 import torch
 import torch.distributed as dist
 
-__all__ = ["RankFailedError", "init_process_group", "gather_rows", "local_rows",
-           "all_reduce_sum", "sum_grads", "agree"]
+__all__ = ["RankFailedError", "init_process_group", "gather_rows", "gather_shared",
+           "local_rows", "all_reduce_sum", "sum_grads", "agree"]
 
 
 class RankFailedError(RuntimeError):
@@ -149,6 +151,21 @@ class _GatherRows(torch.autograd.Function):
         return ctx.sh.own(grad), None
 
 
+class _GatherShared(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, local, sh):
+        ctx.sh = sh
+        return sh.place(_gather_flat(local, sh.counts, sh.group))
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = grad.contiguous().clone()
+        dev = total.device
+        total = total.to(_comm_device(ctx.sh.group))
+        _collective(dist.all_reduce, total, group=ctx.sh.group)
+        return ctx.sh.own(total.to(dev)), None
+
+
 class _LocalRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, full, sh):
@@ -211,6 +228,15 @@ def gather_rows(local: torch.Tensor, sh, error: BaseException | None = None) -> 
         _gather_flat(local, sh.counts, sh.group, error)  # raises on every rank
     if _tracks(local):
         return _GatherRows.apply(local, sh)
+    return sh.place(_gather_flat(local, sh.counts, sh.group))
+
+
+def gather_shared(local: torch.Tensor, sh) -> torch.Tensor:
+    """The rows of every rank (as :func:`gather_rows`), for a tensor each rank then uses
+    in its *partial* share of a sum (the columns V of its row block's product): backward
+    sums the ranks' gradients of the whole and keeps this rank's rows."""
+    if _tracks(local):
+        return _GatherShared.apply(local, sh)
     return sh.place(_gather_flat(local, sh.counts, sh.group))
 
 

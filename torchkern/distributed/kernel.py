@@ -25,9 +25,12 @@ class ShardedKernel(StructuredKernel):
         model.predict(X_test)                  # replicated test points
 
     ``k(X, Y)`` with a sharded X is a
-    :class:`~torchkern.distributed.ShardedKernelMatrix` (rows on their ranks, products
-    gathered); with X replicated and Y sharded its transpose (products all-reduced); with
-    both replicated the wrapped kernel's own matrix (no communication). ``backend``
+    :class:`~torchkern.distributed.ShardedKernelMatrix` (rows on their ranks); with X
+    replicated and Y sharded its transpose (products all-reduced); with both replicated
+    the wrapped kernel's own matrix (no communication). ``vectors`` says how the vectors
+    the matrix meets are held: ``"sharded"`` (each rank its rows: the solvers all-reduce
+    their inner products) or ``"replicated"`` (whole on every rank, products gathered:
+    for estimators that read whole vectors). ``backend``
     chooses how each rank evaluates its block (``"dense"`` stores the rank's n_j × m
     rows). Random draws inside estimators (Nyström centres, probes) must agree on all
     ranks: pass an int ``random_state``.
@@ -39,15 +42,20 @@ class ShardedKernel(StructuredKernel):
         gradients all-reduced over the ranks).
     group : ProcessGroup, optional
         Default: the world.
+    vectors : {"sharded", "replicated"}
+        How the vectors of products, solvers and fitted estimators are held (above).
     """
 
-    def __init__(self, kernel: Kernel, group=None):
+    def __init__(self, kernel: Kernel, group=None, vectors: str = "sharded"):
         super().__init__()
         if not isinstance(kernel, Kernel) or not getattr(kernel, "vector_input", True):
             raise TypeError(f"kernel must be a torchkern vector Kernel, got "
                             f"{type(kernel).__name__}")
+        if vectors not in ("sharded", "replicated"):
+            raise ValueError(f"vectors must be 'sharded' or 'replicated', got {vectors!r}")
         self.base = kernel
         self._group = _Group(group)
+        self.vectors = vectors
 
     def check_input(self, X, name: str = "X", **kw):
         """A :class:`ShardedInput` as it is; anything else as the wrapped kernel takes it
@@ -64,9 +72,11 @@ class ShardedKernel(StructuredKernel):
         if Y is not None and (Y.dtype != X.dtype or Y.device != X.device):
             Y = Y.to(dtype=X.dtype, device=X.device)
         if isinstance(X, ShardedInput):
-            return ShardedKernelMatrix(self.base, X, Y, backend)
+            K = ShardedKernelMatrix(self.base, X, Y, backend)
+            return K if self.vectors == "sharded" else K.replicated()
         if isinstance(Y, ShardedInput):
-            return ShardedKernelMatrix(self.base, Y, X, backend).T
+            K = ShardedKernelMatrix(self.base, Y, X, backend)
+            return (K if self.vectors == "sharded" else K.replicated()).T
         return self.base(X, Y, backend=backend)
 
     def _diag(self, X) -> torch.Tensor:
@@ -81,4 +91,4 @@ class ShardedKernel(StructuredKernel):
         return self.base.pairs(X, Y)
 
     def extra_repr(self) -> str:
-        return ""
+        return "" if self.vectors == "sharded" else "vectors='replicated'"

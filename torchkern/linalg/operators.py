@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ._common import _reduce, _rows
+
 _FLOAT64 = torch.float64
 
 __all__ = ["row_blocked_mm", "RowBlockOperator"]
@@ -49,15 +51,21 @@ class RowBlockOperator:
     keep : bool
         Evaluate the blocks once and keep them (O(n·m) memory); otherwise they are
         recomputed at every product (O(block_rows·m) memory).
+    sharded_by : matrix, optional
+        A row-sharded matrix (:mod:`torchkern.distributed`) of which A is, or holds, this
+        process's rows: the blocks are those rows and both products are summed over the
+        processes.
 
     Notes
     -----
     Cost per product: one evaluation of A (n·m entries, unless kept) and O(n·m·r) flops.
     """
 
-    def __init__(self, A, block_rows: int, keep: bool = False):
+    def __init__(self, A, block_rows: int, keep: bool = False, sharded_by=None):
         self.A = A
-        self.shape = tuple(A.shape)
+        self.shape = tuple(A.shape if sharded_by is None else sharded_by.shape)
+        self._sharded_by = sharded_by
+        self._rows_here = A.shape[0] if isinstance(A, torch.Tensor) else _rows(A, self.shape[0])
         self.dtype, self.device = A.dtype, A.device
         self.block_rows = max(1, int(block_rows))
         self._kept = None
@@ -71,10 +79,14 @@ class RowBlockOperator:
         if self._kept is not None:
             yield from self._kept
             return
-        n = self.shape[0]
+        n, rows = self._rows_here, getattr(self.A, "rows_here", self.A.rows)
         for s in range(0, n, self.block_rows):
             e = min(n, s + self.block_rows)
-            yield s, e, self.A.rows(torch.arange(s, e, device=self.device))
+            yield s, e, rows(torch.arange(s, e, device=self.device))
+
+    def total(self, T: torch.Tensor) -> torch.Tensor:
+        """T summed over the processes holding rows of A (``sharded_by``), else T."""
+        return _reduce(self._sharded_by, T)
 
     def normal_matmul(self, V64: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
         """Aᵀ diag(w) A V for V of shape (m, r), float64 in and out. Each block is
@@ -88,7 +100,7 @@ class RowBlockOperator:
             if w is not None:
                 U = U * w[s:e, None].to(_FLOAT64)
             out += B.T @ U
-        return out
+        return self.total(out)
 
     def rmatmul(self, U: torch.Tensor) -> torch.Tensor:
         """Aᵀ U for U of shape (n, r) in A's dtype; float64 result."""
@@ -96,4 +108,4 @@ class RowBlockOperator:
         for s, e, B in self.blocks():
             part = (B.T @ U[s:e]).to(_FLOAT64)
             out = part if out is None else out + part
-        return out
+        return self.total(out)

@@ -14,6 +14,7 @@ from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import NystromPreconditioner, cg
+from ..linalg._common import _own
 from ..linalg.operators import RowBlockOperator
 
 __all__ = ["KernelRidge"]
@@ -165,7 +166,7 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     M, evals = basis.whitening, basis.values
     Yw = Y if w is None else Y * w[:, None]
     rhs = M.T @ Knm.rmatmul(Yw)
-    c = (Knm.shape[0] if w is None else float(w.sum())) / M.shape[0]
+    c = (Knm.shape[0] if w is None else float(Knm.total(w.sum()))) / M.shape[0]
     Theta = torch.empty_like(rhs)
     n_iter = 0
     r = M.shape[1]
@@ -353,6 +354,8 @@ class KernelRidge(RegressorMixin, Estimator):
         """c = S (S K S + αI)⁻¹ S y (S = diag(√w), or I) by Cholesky or CG."""
         K = kernel_matrix(kernel, X, backend="dense" if solver == "cholesky" else self.backend,
                           reuse=True)
+        # A row-sharded K (torchkern.distributed): this rank's rows; c stays sharded.
+        Y, w = _own(K, Y), None if w is None else _own(K, w)
         s = None if w is None else w.sqrt()
         if s is not None:
             K, Y = K.scaled(s), Y * s[:, None]
@@ -378,7 +381,9 @@ class KernelRidge(RegressorMixin, Estimator):
         else:
             Z = take(X, idx)
             K = kernel(X, Z, backend="blocked")
-            Knm = RowBlockOperator(K, K.block_rows(), keep=n * m <= config.dense_max_entries)
+            Knm = RowBlockOperator(K, K.block_rows(), keep=n * m <= config.dense_max_entries,
+                                   sharded_by=K)
+            Y, w = _own(K, Y), None if w is None else _own(K, w)  # K row-sharded: own rows
             Kmm = kernel(Z, backend="dense").to_dense()
         B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol),
                                          max_iter=self.max_iter, verbose=self.verbose)
