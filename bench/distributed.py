@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def _worker(rank, world, init_file, args, out_file):
 
     import torchkern
     from torchkern import distributed as tkd
-    from torchkern.distributed._comm import gather_rows
+    from torchkern.distributed._comm import agree, all_reduce_sum, gather_rows
 
     torch.set_num_threads(args.threads)
     backend = "nccl" if args.device == "cuda" else "gloo"
@@ -75,12 +76,19 @@ def _worker(rank, world, init_file, args, out_file):
     local = "keops" if device.type == "cuda" and torchkern.gram.keops_available(device) \
         else "blocked"
     K = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend=local)
-    v = torch.randn(args.n, 1, generator=g).to(device)
+    v = tkd.shard_rows(torch.randn(args.n, 1, generator=g)).to(device)  # this rank's rows
     with torch.no_grad():
         K @ v  # warm-up (KeOps compile, thread pools)
         t_mv = _best(lambda: K @ v, device, barrier)
         part = torch.zeros(Xs.sharding.n_local, 1, device=device)
-        t_comm = _best(lambda: gather_rows(part, Xs.sharding), device, barrier, inner=10)
+
+        def product_comm():  # what a product communicates: V's all-gather, a failure flag
+            gather_rows(part, Xs.sharding)
+            agree(None)
+        t_comm = _best(product_comm, device, barrier, inner=10)
+        # one all-reduce of a few numbers: each inner product / norm of the solvers
+        t_reduce = _best(lambda: all_reduce_sum(part.new_zeros(2), None), device, barrier,
+                         inner=10)
         # gather bandwidth for the model: a 2**22-float (16 MB) all-gather
         big = torch.zeros(2**22 // world, 1, device=device)
         sh = tkd.Sharding([big.shape[0]] * world, None)
@@ -99,7 +107,7 @@ def _worker(rank, world, init_file, args, out_file):
     t_krr = time.perf_counter() - t
     if rank == 0:
         with open(out_file, "w") as f:
-            json.dump(dict(world=world, matvec=t_mv, comm=t_comm, krr=t_krr,
+            json.dump(dict(world=world, matvec=t_mv, comm=t_comm, reduce=t_reduce, krr=t_krr,
                            krr_iter=model.n_iter_, gather_s=t_big, gather_bytes=4 * 2**22,
                            local=local), f)
     dist.destroy_process_group()
@@ -120,17 +128,19 @@ def weak_scaling_model(rate, gather_bw, latency, gpus=(1, 2, 4, 8, 16, 32, 64),
     """Rows of the weak-scaling model: fixed rows per device, n = n_max·p/max(p).
 
     A product costs n·(n/p) kernel entries per device (rate entries/s) plus a ring
-    all-gather of the n·r float32 result ((p−1)/p of it through each link, ``latency``
-    per step). Memory per device: the gathered columns n·d (float32) and ~6 replicated
-    float64 CG vectors of n·r (iterative refinement keeps X, R, P, Z, AP in float64).
+    all-gather of the n·r float32 V ((p−1)/p of it through each link, ``latency`` per
+    step); a CG step adds three all-reduces of r numbers (2·log₂p latencies each).
+    Memory per device: the gathered columns n·d (float32), the gathered V (n·r float32)
+    and ~6 sharded float64 CG vectors of (n/p)·r (X, R, P, Z, AP in float64).
     """
     rows = []
     for p in gpus:
         n = n_max * p / max(gpus)
         compute = n * (n / p) / rate
-        comm = 0.0 if p == 1 else latency * (p - 1) + 4 * n * (p - 1) / p / gather_bw
+        comm = 0.0 if p == 1 else (latency * (p - 1) + 4 * n * (p - 1) / p / gather_bw
+                                   + 3 * 2 * math.log2(p) * latency)
         mem = {f"cols GB d={d}": 4 * n * d / 1e9 for d in (3, 100)}
-        mem.update({f"vectors GB r={r}": 48 * n * r / 1e9 for r in (1, 31)})
+        mem.update({f"vectors GB r={r}": (4 * n * r + 48 * n * r / p) / 1e9 for r in (1, 31)})
         rows.append({"GPUs": p, "n": f"{n:.3g}", "s/product": f"{compute + comm:.3g}",
                      "comm %": f"{100 * comm / (compute + comm):.2g}",
                      **{k: f"{v:.3g}" + ("" if v < 0.5 * memory_gb else " (!)")
@@ -164,6 +174,7 @@ def main():
         rows.append({"procs": res["world"], "local": res["local"],
                      "ms/product": f"{1e3 * res['matvec']:.1f}",
                      "comm %": f"{100 * res['comm'] / res['matvec']:.1f}",
+                     "us/reduce": f"{1e6 * res['reduce']:.0f}",
                      "eff. product": f"{base['matvec'] / (p * res['matvec']):.2f}",
                      "KRR s": f"{res['krr']:.2f}", "KRR iter": res["krr_iter"],
                      "eff. KRR": f"{base['krr'] / (p * res['krr']):.2f}"})
@@ -185,12 +196,11 @@ def main():
           "(!) marks memory above half an 80 GB GPU")
     rows = weak_scaling_model(gpu_rate, args.gpu_bandwidth, 30e-6)
     table(rows, list(rows[0]))
-    print("\nThe product all-gathers n·r numbers against n²·d/p kernel work: under 1% of a "
-          "product at every size here. What stops gathering is memory: the gathered\n"
-          "columns (n·d) and the replicated CG vectors (n·r, r = 31 for a GP with 30 SLQ "
-          "probes) on every rank. Past half a GPU, stream instead: pass column blocks X_j\n"
-          "(with V_j) round a ring (isend/irecv overlapped with the block products, n·d/p "
-          "per rank) and shard the vectors, all-reducing the solvers' inner products.")
+    print("\nThe product all-gathers V (n·r numbers) against n²·d/p kernel work, and the "
+          "solvers' vectors are sharded ((n/p)·r per rank). What stops gathering is\n"
+          "memory: the gathered columns (n·d) and the gathered V (n·r) on every rank. Past "
+          "half a GPU, stream instead: pass column blocks (X_j, V_j) round a ring\n"
+          "(isend/irecv overlapped with the block products, n·(d + r)/p per rank).")
 
 
 if __name__ == "__main__":
