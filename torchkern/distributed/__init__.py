@@ -12,11 +12,12 @@ rows of the data; the switch is two wrappers around what an estimator already ta
     model = torchkern.KernelRidge(kernel, alpha=1e-2, solver="cg", random_state=0)
     model.fit(X, y)                              # every rank runs the same fit
 
-Gram matrices of sharded data are :class:`ShardedKernelMatrix`: every product evaluates
-the rank's row block with the kernel's own backend and all-gathers the result, so the
-solvers of :mod:`torchkern.linalg` and the estimators run on replicated vectors, with the
-same iterates on every rank and the single-process results to solver tolerance. See
-``docs/distributed.md``.
+Gram matrices of sharded data are :class:`ShardedKernelMatrix`: each rank holds its rows
+of X and of every vector; a product evaluates the rank's row block with the kernel's own
+backend against the all-gathered V, and the solvers of :mod:`torchkern.linalg` all-reduce
+every inner product and norm, with the same iterates on every rank and the single-process
+results to solver tolerance (``ShardedKernel(..., vectors="replicated")`` holds vectors
+whole instead, for estimators that read them whole). See ``docs/distributed.md``.
 """
 from ._comm import RankFailedError, agree, init_process_group
 from .gram import ShardedKernelMatrix
