@@ -147,3 +147,16 @@ def test_wl_edge_labels_need_edge_attr():
         WeisfeilerLehman(2, edge_labels=True)(X)
     with pytest.raises(TypeError, match="edge_labels must be a bool"):
         WeisfeilerLehman(2, edge_labels="yes")
+
+
+def test_row_blocks_and_matvec_of_the_sparse_gram(mutag):
+    """Row blocks (uncoalesced sparse slices), K @ V and the diagonal agree with the
+    dense Gram, which equals GraKeL's."""
+    K = WeisfeilerLehman(3)(mutag)
+    full = dense(K)
+    np.testing.assert_array_equal(full, grakel_wl(mutag, 3))
+    idx = torch.tensor([187, 3, 3, 90, 0])
+    np.testing.assert_array_equal(K.rows(idx).numpy(), full[idx.numpy()])
+    V = torch.randn(len(mutag), 2, dtype=torch.float64)
+    np.testing.assert_allclose((K @ V).numpy(), full @ V.numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(K.diag().numpy(), np.diag(full))

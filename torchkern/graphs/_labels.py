@@ -247,9 +247,10 @@ def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
 
 
 def _add_sparse_gram(out, a, b):
-    """out += a bᵀ (dense out), for coalesced sparse COO a and b with the same columns. On
+    """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On
     the CPU by SciPy's sparse product (about twice torch's speed there), its nonzeros
     added in place; elsewhere by torch's."""
+    a, b = a.coalesce(), b.coalesce()  # no-ops on coalesced tensors (row blocks are not)
     if a.device.type == "cpu":
         c = (_csr(a) @ _csr(b).T).tocoo()  # distinct (row, col) entries
         flat = torch.from_numpy(c.row.astype(np.int64) * out.shape[1] + c.col)
