@@ -216,8 +216,8 @@ class GraphSet(KernelInput):
       paths and walks follow the edge directions (as GraKeL does with a one-way edge
       dictionary). Call ``torch_geometric.utils.to_undirected`` first to compare it as
       undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept.
-    - **Edge labels**: each distinct row of ``edge_attr`` is one label (kept for kernels
-      that use them).
+    - **Edge labels**: each distinct row of ``edge_attr`` is one label, used by
+      ``WeisfeilerLehman(edge_labels=True)`` and ``RandomWalk(edge_labels=True)``.
 
     Attributes
     ----------
@@ -441,7 +441,7 @@ def _flatten(data_list):
         ecounts = [e.shape[1] for e in eis]
     except (RuntimeError, IndexError):
         ei = None
-    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # find the culprit (cat checks shapes for free)
+    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # the culprit (cat checked shapes)
         i, e = next((i, e) for i, e in enumerate(eis) if e.dim() != 2 or e.shape[0] != 2)
         raise ValueError(f"graph {i}: edge_index must have shape (2, E), got {tuple(e.shape)}")
     counts = torch.tensor(sizes, dtype=torch.long, device=device)

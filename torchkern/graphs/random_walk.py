@@ -195,7 +195,8 @@ class RandomWalk(GraphKernel):
         if not self.edge_labels and (not self.labeled or _single_label(X, Y)):
             K = self._n_terms(nx, ny)
             phi_x = walk_counts(X, self._step_scales(K))
-            return FeatureKernelMatrix(phi_x, None if Y is None else walk_counts(Y, self._step_scales(K)))
+            phi_y = None if Y is None else walk_counts(Y, self._step_scales(K))
+            return FeatureKernelMatrix(phi_x, phi_y)
         sides = [X] if Y is None else [X, Y]
         nodes, edges = self._labels(sides)
         if Y is None:
