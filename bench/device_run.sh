@@ -38,6 +38,15 @@ for s in $steps; do case $s in
   solvers200k) step solvers200k 45 python3 bench/solvers.py --device cuda --sizes 200000 \
                --skip-plain-above 50000 ;;
   mmd) step mmd 40 python3 bench/mmd.py --device cuda --sizes 2000 10000 50000 ;;
+  compiledtests) step compiledtests 120 python3 -m pytest -q -p no:cacheprovider -rfE \
+                 tests/test_compiled_devices.py tests/supervised/test_svm_device_smo.py ;;
+  compiled) step compiled 90 python3 bench/gram_matvec.py --sizes 10000 100000 --dtypes float32 \
+            --budget 15 --skip "dense torch" "torchkern compiled tiles" ;;
+  svcgpu) step svcgpu 150 python3 bench/supervised_classifiers.py --device cuda --sections svc \
+          --svc-sizes 20000 50000 100000 --threads 16 --ref-timeout 15 --timeout 30 ;;
+  distributed) step distributed 100 python3 bench/distributed.py --procs 1 2 4 8 ;;
+  distributedgpu) step distributedgpu 60 python3 bench/distributed.py --device cuda --procs 1 \
+                  --n 50000 --krr-n 20000 ;;
   classifiers) step classifiers 90 python3 bench/supervised_classifiers.py --device cuda \
                --svc-sizes 5000 20000 --threads 16 ;;
 esac; done

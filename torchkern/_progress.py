@@ -24,12 +24,13 @@ class ResidualBar:
 
     Its length is log₁₀(start / tol) digits; it is filled to the digits gained so far,
     −log₁₀(residual / start) (the best reached: CG residuals are not monotone), and shows
-    the residual and the iterations taken.
+    the residual (named ``label``: a KKT gap, a Newton step...) and the iterations taken.
     """
 
-    def __init__(self, tol: float, desc: str = "cg", start: float = 1.0):
+    def __init__(self, tol: float, desc: str = "cg", start: float = 1.0,
+                 label: str = "residual"):
         from tqdm.auto import tqdm
-        self.tol, self.start = float(tol), float(start)
+        self.tol, self.start, self.label = float(tol), float(start), label
         self.total = max(math.log10(self.start / self.tol), 1e-3)
         self.digits = 0.0
         self.bar = tqdm(total=self.total, desc=desc, leave=True,
@@ -43,7 +44,7 @@ class ResidualBar:
         else:
             gained = self.total if residual == 0 else 0.0
         gained = min(max(gained, self.digits), self.total)
-        self.bar.set_postfix_str(f"residual {residual:.1e}, {iterations} it", refresh=False)
+        self.bar.set_postfix_str(f"{self.label} {residual:.1e}, {iterations} it", refresh=False)
         self.bar.update(gained - self.digits)
         self.digits = gained
 

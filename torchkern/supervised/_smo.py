@@ -527,7 +527,7 @@ def _gap_bar(verbose, tol, desc, gap):
     if not verbose or not math.isfinite(gap) or gap < tol:
         return None
     from .._progress import ResidualBar
-    return ResidualBar(tol, f"{desc} (KKT gap)", start=gap)
+    return ResidualBar(tol, f"{desc} (KKT gap)", start=gap, label="gap")
 
 
 @torch.no_grad()

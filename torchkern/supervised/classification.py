@@ -320,7 +320,7 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     F = KA + b
     reg = 0.0  # Σ_c α_cᵀ K α_c
     J = C * _loss_terms(F, codes, binary)[0]
-    bar = ResidualBar(tol, "KernelLogisticRegression (Newton)") if verbose else None
+    bar = ResidualBar(tol, "KernelLogisticRegression (Newton)", label="step") if verbose else None
     converged, it, step = False, 0, float("inf")
     for it in range(1, max_iter + 1):
         _, G, S = _loss_terms(F, codes, binary)
