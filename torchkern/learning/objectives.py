@@ -15,7 +15,7 @@ import torch
 
 from .._validation import as_generator, as_vector
 from ..gram import KernelMatrix
-from ..linalg import PivotedCholesky, cg, inv_quad_logdet
+from ..linalg import PivotedCholesky, cg
 from ..linalg._common import _rademacher
 from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
@@ -106,11 +106,15 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     noise : float or 0-d Tensor
         σ² > 0; a tensor that requires grad is learned with the kernel.
     method : {"auto", "exact", "cg"}
-        ``"exact"``: float64 Cholesky of the dense K + σ²I, O(n³) time, O(n²) memory.
+        ``"exact"``: float64 Cholesky of the dense K + σ²I, O(n³) time, O(n²) memory;
+        the gradient is the closed form ½ tr((aaᵀ − A⁻¹)∂A) − aᵀ∂y (ibid., eq. 5.9), one
+        ``cholesky_inverse`` in backward, autograd only through the kernel's entries.
         ``"cg"``: matrix-free — the quadratic term by preconditioned CG and the
         log-determinant by stochastic Lanczos quadrature with a rank-200 pivoted-Cholesky
-        preconditioner (:func:`torchkern.linalg.inv_quad_logdet`); O(n² (r + p)) kernel
+        preconditioner (:func:`torchkern.linalg.logdet`); O(n² (r + p)) kernel
         evaluations per CG / Lanczos step and O(n (r + p)) memory on a lazy Gram matrix.
+        Both are the implementation of :class:`torchkern.GaussianProcessRegressor`'s
+        likelihood (``lml_cholesky`` and ``lml_cg`` in ``torchkern.supervised.gp``).
         Its value and gradient are stochastic (relative error of the log-determinant
         ~ 1e-3 with p = 30 probes and the preconditioner). ``"auto"``: exact for
         n ≤ 3000.
@@ -136,28 +140,18 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     Gaussian process inference with GPU acceleration", NeurIPS 2018 (the matrix-free
     estimate).
     """
+    from ..supervised.gp import lml_cg, lml_cholesky  # the estimator's implementation
     kernel, X, Y, _ = _inputs(kernel, X, y)
-    n, r = Y.shape
     s2 = _positive(noise, "noise", Y)
-    if _method(method, n) == "exact":
-        A = _dense_system(kernel, X, s2)
-        Y64 = Y.to(_F64)
-        with torch.no_grad():
-            L = _cholesky(A, "K + noise*I")
-            a = torch.cholesky_solve(Y64, L)
-            lml = -0.5 * (Y64 * a).sum() - r * L.diagonal().log().sum() - 0.5 * n * r * _LOG_2PI
-        if torch.is_grad_enabled() and (A.requires_grad or Y.requires_grad):
-            # ∂ log p = ½ tr((aaᵀ − r A⁻¹) ∂A) − aᵀ∂y (Rasmussen & Williams, eq. 5.9): a
-            # surrogate with that gradient, so autograd differentiates the kernel entries
-            # and not the O(n³) factorization (twice faster than through the Cholesky).
-            W = a @ a.T - r * torch.cholesky_inverse(L)
-            sur = 0.5 * (W * A).sum() - (a * Y64).sum()
-            lml = lml + (sur - sur.detach())
+    if _method(method, Y.shape[0]) == "exact":
+        lml, _ = lml_cholesky(kernel(X, backend="dense").to_dense(), Y, s2)
         return lml.to(Y.dtype)
-    A, P = _lazy_system(kernel, X, s2, backend)
-    quad, ld = inv_quad_logdet(A, Y, method="slq", num_probes=num_probes, preconditioner=P,
-                               tol=tol, max_iter=max_iter, random_state=random_state)
-    return -0.5 * quad.sum() - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
+    K = kernel(X, backend=backend)
+    with torch.no_grad():
+        P = PivotedCholesky(K, min(K.shape[0], _PRECOND_RANK), float(s2.detach()))
+    lml, _ = lml_cg(K, Y, s2, P, tol=tol, max_iter=max_iter, num_probes=num_probes,
+                    generator=as_generator(random_state))
+    return lml
 
 
 # -- kernel-target alignment -----------------------------------------------------------

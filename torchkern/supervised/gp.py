@@ -1,6 +1,7 @@
 r"""Exact Gaussian-process regression: dense Cholesky or matrix-free CG + SLQ."""
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -17,7 +18,7 @@ from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .ridge import _default_rank, _r2_score
 
-__all__ = ["GaussianProcessRegressor"]
+__all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
 
 _F64 = torch.float64
 _METHODS = ("auto", "cholesky", "cg")
@@ -29,6 +30,11 @@ _FTOL = 2.220446049250313e-09
 _GTOL = 1e-6
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
+# Exact fits on the CPU up to this many points run on one torch thread: their operations
+# (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
+# and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
+# 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2).
+_SINGLE_THREAD_MAX_N = 1_000
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -181,13 +187,18 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
         The objective is −log p(y)/n in unconstrained parameters: σ² = softplus(ρ) and the
         kernel's hyperparameters in their own softplus parameterization. Its gradient is
-        ½ tr((ααᵀ − A⁻¹)∂A) from the float64 Cholesky factor, autograd reaching only the
-        kernel entries (``"cholesky"``; Rasmussen and Williams 2006, eq. 5.9), or
+        ½ tr((ααᵀ − A⁻¹)∂A) from the float64 Cholesky factor in closed form (one
+        ``cholesky_inverse``), autograd reaching only the kernel entries (``"cholesky"``;
+        Rasmussen and Williams 2006, eq. 5.9; the implementation of
+        :func:`torchkern.learning.log_marginal_likelihood`), or
         (``"cg"``) that of the surrogate 2yᵀx − xᵀAx of the quadratic term (x = A⁻¹y by
         preconditioned CG) and the Hutchinson gradient of the preconditioned SLQ
         log-determinant: CG solves of width r (+ num_probes), O(n²) kernel evaluations per
         product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
-        one deterministic objective.
+        one deterministic objective. Exact fits of at most 1,000 points on the CPU run on
+        one torch thread (the setting is restored afterwards): at that size a second
+        thread gains little, and on a busy machine its waits cost several times the work
+        (``docs/performance.md``).
 
         ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
         float64 objective and gradient, at most ``n_iter`` iterations (each one or a few
@@ -245,7 +256,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             if noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (it is softplus-parameterized)")
             learn = self._lbfgs if self.optimizer == "lbfgs" else self._adam
-            noise = learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
+            with _threads_for(method, Xf):
+                noise = learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
         else:
             self.n_iter_ = 1  # one direct solve, no hyperparameter steps
 
@@ -255,68 +267,24 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         self.X_train_ = Xt
         self.y_train_ = Y2.reshape(-1) if ravel else Y2
         self._y_mean, self._y_std, self._ravel = y_mean, y_std, ravel
-        with torch.no_grad():
+        with torch.no_grad(), _threads_for(method, Xf):
             self._condition(Xf, Yf)
         self.n_features_in_ = Xt.shape[1]
         return self
 
     # -- the marginal likelihood -------------------------------------------------------
     def _lml(self, kernel, X, Y, noise, method, generator):
-        """log p(Y) summed over targets, differentiable in the kernel and ``noise``.
-
-        Also returns what conditioning needs: (μ, A⁻¹(Y − μ), L or preconditioner).
-        The constant mean μ is profiled out (its ML value); by the envelope theorem its
-        gradient contribution vanishes, so it is computed without gradient.
-        """
-        n, r = Y.shape
+        """log p(Y) summed over targets, differentiable in the kernel and ``noise``, and
+        what conditioning needs: (μ, A⁻¹(Y − μ), L or preconditioner)."""
         const = self.mean == "constant"
         if method == "cholesky":
-            A = kernel(X, backend="dense").to_dense().clone()
-            A.diagonal().add_(noise)
-            with torch.no_grad():
-                L, info = torch.linalg.cholesky_ex(A.detach())
-                if int(info) != 0:
-                    raise ValueError("K + noise*I is not positive definite; increase noise")
-                mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
-                if const:
-                    ones = torch.ones(n, 1, dtype=Y.dtype, device=Y.device)
-                    S = torch.cholesky_solve(torch.cat([Y, ones], 1), L)
-                    mu = S[:, :r].sum(0) / S[:, r].sum()
-                Yc = Y - mu
-                a = torch.cholesky_solve(Yc, L)
-                lml = (-0.5 * (Yc * a).sum() - r * L.diagonal().log().sum()
-                       - 0.5 * n * r * _LOG_2PI)
-            if A.requires_grad:
-                # ∂ log p / ∂θ = ½ tr((aaᵀ − r A⁻¹) ∂A/∂θ) (Rasmussen & Williams, eq. 5.9):
-                # a surrogate with that gradient, so autograd differentiates only the
-                # kernel entries, not the O(n³) Cholesky factorization.
-                W = a @ a.T - r * torch.cholesky_inverse(L)
-                sur = 0.5 * (W * A).sum()
-                lml = lml + (sur - sur.detach())
-            return lml, (mu, a, L)
+            K = kernel(X, backend="dense").to_dense()
+            return lml_cholesky(K, Y, noise, constant_mean=const)
         Kop = kernel(X, backend=self.backend)
-        A = Kop.add_diag(noise)
         with torch.no_grad():
-            P = PivotedCholesky(Kop, _default_rank(n), float(noise))
-            rhs = Y if not const else torch.cat(
-                [Y, torch.ones(n, 1, dtype=Y.dtype, device=Y.device)], 1)
-            S = cg(A, rhs, preconditioner=P, tol=self.tol, max_iter=self.max_iter)
-        mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
-        a = S[:, :r]
-        if const:
-            mu = S[:, :r].sum(0) / S[:, r].sum()
-            a = S[:, :r] - mu * S[:, r:]  # A⁻¹(Y − μ1)
-        Yc = Y - mu
-        # yᵀA⁻¹y with the surrogate 2yᵀx − xᵀAx (x = A⁻¹y detached): its gradient is
-        # −xᵀ(∂A)x, exact at the solution, from one product with A.
-        quad = (Yc * a).sum()
-        if torch.is_grad_enabled():
-            sur = 2 * (Yc * a).sum() - (a * (A @ a)).sum()
-            quad = quad + (sur - sur.detach())
-        ld = logdet(A, method="slq", num_probes=self.num_probes, lanczos_steps=30,
-                    preconditioner=P, random_state=generator)
-        lml = -0.5 * quad - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
-        return lml, (mu, a.detach(), P)
+            P = PivotedCholesky(Kop, _default_rank(X.shape[0]), float(noise))
+        return lml_cg(Kop, Y, noise, P, constant_mean=const, tol=self.tol,
+                      max_iter=self.max_iter, num_probes=self.num_probes, generator=generator)
 
     def _objective(self, kernel, X, Y, method, noise):
         """The learnable parameters (kernel's, then ρ with σ² = softplus(ρ)) and
@@ -348,6 +316,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         last = {}
 
         def fun(theta):
+            if "theta" in last and np.array_equal(theta, last["theta"]):
+                return last["f"], last["g"]  # SciPy's first call repeats x0
             assign(theta)
             gen = None if seed is None else torch.Generator().manual_seed(seed)
             with torch.enable_grad():
@@ -358,8 +328,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                 grads = torch.autograd.grad(value, params, allow_unused=True)
             g = torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).to(_F64).cpu()
                            for p, d in zip(params, grads)])
-            last["f"] = float(value.detach())
-            return last["f"], g.numpy()
+            last.update(theta=np.array(theta), f=float(value.detach()), g=g.numpy())
+            return last["f"], last["g"]
 
         theta0 = torch.cat([p.detach().reshape(-1).to(_F64).cpu() for p in params]).numpy()
         f0, _ = fun(theta0)
@@ -556,6 +526,131 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def score(self, X, y, sample_weight=None) -> float:
         """R² of the posterior mean (scikit-learn's ``r2_score``, uniform over targets)."""
         return _r2_score(y, self.predict(X), sample_weight)
+
+
+class _CholeskyLML(torch.autograd.Function):
+    """log p(Y) from A = K + σ²I with the closed-form backward of Rasmussen and Williams
+    (2006, eq. 5.9): ∂/∂K = ½(aaᵀ − r A⁻¹), ∂/∂σ² = its trace, ∂/∂Y = −a, a = A⁻¹(Y − μ).
+    The O(n³) factorization is never differentiated and A⁻¹ is formed only in backward."""
+
+    @staticmethod
+    def forward(ctx, K, noise, Y, constant_mean, out):
+        n, r = Y.shape
+        A = K.detach().to(_F64, copy=True)
+        A.diagonal().add_(noise.detach().to(_F64))
+        L, info = torch.linalg.cholesky_ex(A)
+        del A
+        if int(info) != 0:
+            raise ValueError("K + noise*I is not positive definite; increase noise")
+        Y64 = Y.detach().to(_F64)
+        mu = torch.zeros(r, dtype=_F64, device=Y.device)
+        if constant_mean:  # the maximum-likelihood constant (generalized least squares)
+            ones = torch.ones(n, 1, dtype=_F64, device=Y.device)
+            S = torch.cholesky_solve(torch.cat([Y64, ones], 1), L)
+            mu = S[:, :r].sum(0) / S[:, r].sum()
+        Yc = Y64 - mu
+        a = torch.cholesky_solve(Yc, L)
+        lml = -0.5 * (Yc * a).sum() - r * L.diagonal().log().sum() - 0.5 * n * r * _LOG_2PI
+        out.update(mu=mu, a=a, L=L)
+        ctx.save_for_backward(L, a)
+        ctx.dtypes = (K.dtype, noise.dtype, Y.dtype)
+        return lml
+
+    @staticmethod
+    def backward(ctx, g):
+        L, a = ctx.saved_tensors
+        gK = gs2 = gY = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            W = torch.cholesky_inverse(L)
+            W.mul_(-a.shape[1]).addmm_(a, a.T).mul_(0.5 * g)  # ½ g (aaᵀ − r A⁻¹), in place
+            if ctx.needs_input_grad[1]:
+                gs2 = W.diagonal().sum().to(ctx.dtypes[1])
+            if ctx.needs_input_grad[0]:
+                gK = W.to(ctx.dtypes[0])
+        if ctx.needs_input_grad[2]:
+            # μ is profiled out: by the envelope theorem it adds nothing to ∂/∂Y
+            gY = (-g * a).to(ctx.dtypes[2])
+        return gK, gs2, gY, None, None
+
+
+def lml_cholesky(K, Y, noise, *, constant_mean=False):
+    r"""Exact log p(Y) of a GP with Gram matrix ``K`` (dense, any float dtype) and noise
+    variance ``noise``: the one implementation behind
+    :meth:`GaussianProcessRegressor.log_marginal_likelihood` and
+    :func:`torchkern.learning.log_marginal_likelihood`.
+
+    .. math::
+        \log p(Y) = \sum_j -\tfrac12 (y_j - \mu_j)^\top A^{-1}(y_j - \mu_j)
+        - \tfrac r2 \log\det A - \tfrac{nr}2\log 2\pi,\qquad A = K + \sigma^2 I
+
+    (Rasmussen and Williams 2006, eq. 2.30), μ = 0 or, with ``constant_mean``, its
+    maximum-likelihood value 1ᵀA⁻¹Y / 1ᵀA⁻¹1. One float64 Cholesky factorization
+    (n³/3 flops); the gradient with respect to K, ``noise`` and Y is the closed form
+    ½ tr((aaᵀ − rA⁻¹) ∂A) − aᵀ∂Y (ibid., eq. 5.9): one ``cholesky_inverse`` (2n³/3) in
+    backward and autograd only through the kernel's entries.
+
+    Returns
+    -------
+    (lml, mu, a, L): 0-d float64 tensor, the constant (r,), a = A⁻¹(Y − μ) of shape
+    (n, r) and the lower Cholesky factor of A (float64, no gradients).
+    """
+    if not isinstance(noise, torch.Tensor):
+        noise = torch.tensor(float(noise), dtype=_F64, device=K.device)
+    out = {}
+    lml = _CholeskyLML.apply(K, noise.reshape(()), Y, bool(constant_mean), out)
+    return lml, (out["mu"].to(Y.dtype), out["a"], out["L"])
+
+
+def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_iter=None,
+           num_probes=30, lanczos_steps=30, generator=None):
+    r"""Matrix-free estimate of log p(Y) on a lazy Gram matrix ``K``, differentiable.
+
+    A⁻¹(Y − μ) by preconditioned CG (:func:`torchkern.linalg.cg`); the quadratic term
+    through the surrogate 2yᵀx − xᵀAx (x = A⁻¹y detached: value yᵀA⁻¹y, gradient
+    −xᵀ(∂A)x, exact at the solution); log det A by stochastic Lanczos quadrature on the
+    ``preconditioner``-whitened A with its Hutchinson gradient
+    (:func:`torchkern.linalg.logdet`; Gardner et al. 2018). O(n²) kernel evaluations per
+    product, O(n (r + p)) memory.
+
+    Returns
+    -------
+    (lml, mu, a, preconditioner)
+    """
+    n, r = Y.shape
+    A = K.add_diag(noise)
+    with torch.no_grad():
+        rhs = Y if not constant_mean else torch.cat(
+            [Y, torch.ones(n, 1, dtype=Y.dtype, device=Y.device)], 1)
+        S = cg(A, rhs.detach(), preconditioner=preconditioner, tol=tol, max_iter=max_iter)
+    mu = torch.zeros(r, dtype=Y.dtype, device=Y.device)
+    a = S[:, :r]
+    if constant_mean:
+        mu = S[:, :r].sum(0) / S[:, r].sum()
+        a = S[:, :r] - mu * S[:, r:]  # A⁻¹(Y − μ1)
+    Yc = Y - mu
+    quad = (Yc * a).sum()
+    if torch.is_grad_enabled():
+        sur = 2 * (Yc * a).sum() - (a * (A @ a)).sum()
+        quad = quad + (sur - sur.detach())
+    ld = logdet(A, method="slq", num_probes=num_probes, lanczos_steps=lanczos_steps,
+                preconditioner=preconditioner, random_state=generator)
+    lml = -0.5 * quad - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
+    return lml, (mu, a.detach(), preconditioner)
+
+
+@contextlib.contextmanager
+def _threads_for(method, X):
+    """One torch thread (restored afterwards) for an exact fit of at most
+    ``_SINGLE_THREAD_MAX_N`` points on the CPU; the current setting otherwise."""
+    small = method == "cholesky" and X.device.type == "cpu" and X.shape[0] <= _SINGLE_THREAD_MAX_N
+    prev = torch.get_num_threads()
+    if small and prev > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != prev:
+            torch.set_num_threads(prev)
 
 
 def _probe_seed(random_state) -> int:
