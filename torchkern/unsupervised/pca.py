@@ -11,7 +11,7 @@ from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed,
 from .._progress import progress_bar
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from .._validation import check_positive
-from ..gram import DenseKernelMatrix
+from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
 from ..linalg.eig import _block_width
@@ -44,7 +44,10 @@ def _psd_clip(evals, dtype):
 
 def _centered_symmetric(K):
     """``K.centered()`` of a symmetric Gram matrix with one product K1 instead of two:
-    its column means are its row means."""
+    its column means are its row means. (Matrices with their own centering, such as
+    row-sharded ones, keep it.)"""
+    if type(K).centered is not KernelMatrix.centered:
+        return K.centered()
     Kc = K.centered(col_mean=torch.zeros(K.shape[0], dtype=K.dtype, device=K.device))
     Kc.col_mean, Kc.mean = Kc.row_mean, Kc.row_mean.mean()
     return Kc
