@@ -51,7 +51,8 @@ def test_fit_learn_kernel_loo_equals_learn_kernel_then_fit_and_beats_a_poor_band
     np.testing.assert_allclose(np.asarray(est.predict(Xte)), sk.predict(Xte.numpy()),
                                rtol=1e-7, atol=1e-9)
     # and it is much better than the poor initial bandwidth: LOO (numpy) and test error
-    assert _loo_numpy(X.numpy(), y.numpy(), ls, 0.05) < 0.2 * _loo_numpy(X.numpy(), y.numpy(), 3.0, 0.05)
+    Xn, yn = X.numpy(), y.numpy()
+    assert _loo_numpy(Xn, yn, ls, 0.05) < 0.2 * _loo_numpy(Xn, yn, 3.0, 0.05)
     poor = torchkern.KernelRidge(torchkern.RBF(3.0), alpha=0.05).fit(X, y)
     assert est.score(Xte, yte) > 0.9 > poor.score(Xte, yte)
 

@@ -2,7 +2,8 @@
 
 - differentiable objectives (:mod:`~torchkern.learning.objectives`):
   :func:`log_marginal_likelihood`, :func:`kernel_alignment`, :func:`loo_error`,
-  :func:`gcv`, :func:`kernel_ridge_predict`, :func:`mmd_test_power`, :func:`sgpr_bound`;
+  :func:`gcv`, :func:`kernel_ridge_predict`, :func:`mmd_test_power`, :func:`sgpr_bound`,
+  :func:`nystrom_complexity_reg`;
 - :func:`fit_kernel`, a training loop with early stopping, and :func:`learn_kernel`, which
   learns an estimator's kernel (leave-one-out, holdout, alignment, likelihood) and fits it;
 - :class:`MultipleKernel` (learnable weights on the simplex) and :class:`SimpleMKL`;
@@ -15,10 +16,11 @@ from .fit import fit_kernel
 from .layers import KernelLayer, MMDLoss
 from .mkl import MultipleKernel, SimpleMKL
 from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_marginal_likelihood,
-                         loo_error, mmd_test_power, sgpr_bound)
+                         loo_error, mmd_test_power, nystrom_complexity_reg,
+                         sgpr_bound)
 
 __all__ = [
     "log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
-    "kernel_ridge_predict", "mmd_test_power", "sgpr_bound",
+    "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg",
     "fit_kernel", "learn_kernel", "MultipleKernel", "SimpleMKL", "KernelLayer", "MMDLoss",
 ]

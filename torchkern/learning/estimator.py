@@ -34,7 +34,8 @@ def _regularization(estimator) -> float:
         raise ValueError(f"learning the kernel by 'loo' or 'holdout' needs one scalar "
                          f"regularization; the estimator's alpha is {value!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"learning the kernel by 'loo' or 'holdout' needs alpha > 0, got {value!r}")
+        raise ValueError(f"learning the kernel by 'loo' or 'holdout' needs alpha > 0, "
+                         f"got {value!r}")
     return value
 
 

@@ -21,7 +21,7 @@ from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
 
 __all__ = ["log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
-           "kernel_ridge_predict", "mmd_test_power", "sgpr_bound"]
+           "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
 
 _F64 = torch.float64
 _LOG_2PI = math.log(2 * math.pi)
@@ -411,20 +411,76 @@ def sgpr_bound(kernel, X, y, centers, noise, *, jitter=1e-6):
     AISTATS 2009.
     """
     kernel, X, Y, _ = _inputs(kernel, X, y)
-    Z = kernel.check_input(centers, "centers")
     n, r = Y.shape
-    m = Z.shape[0]
     s2 = _positive(noise, "noise", Y).to(_F64)
+    A, LB = _nystrom_factors(kernel, X, centers, s2, jitter)
+    Y64 = Y.to(_F64)
+    c = torch.linalg.solve_triangular(LB, A @ Y64, upper=False)
+    log_n = (-0.5 * n * r * (_LOG_2PI + s2.log()) - r * LB.diagonal().log().sum()
+             - 0.5 * ((Y64 * Y64).sum() - (c * c).sum()) / s2)
+    trace = kernel.diag(X).to(_F64).sum() / s2 - (A * A).sum()
+    return (log_n - 0.5 * r * trace).to(Y.dtype)
+
+
+def _nystrom_factors(kernel, X, centers, s2, jitter):
+    """(A = L⁻¹K_mn/σ, L_B) with K_mm + jitter·I = LLᵀ and I + AAᵀ = L_B L_Bᵀ (float64):
+    Q = K_nm K_mm⁻¹ K_mn = σ²AᵀA, in O(n m²) time and O(n m) memory."""
+    Z = kernel.check_input(centers, "centers")
+    m = Z.shape[0]
+    eye = torch.eye(m, dtype=_F64, device=Z.device)
     Kmm = kernel(Z, backend="dense").to_dense().to(_F64)
-    Kmm = Kmm + jitter * Kmm.diagonal().mean().detach() * torch.eye(m, dtype=_F64, device=Z.device)
+    Kmm = Kmm + jitter * Kmm.diagonal().mean().detach() * eye
     Knm = kernel(X, Z, backend="dense").to_dense().to(_F64)
     L = _cholesky(Kmm, "K_mm of the centers")
     A = torch.linalg.solve_triangular(L, Knm.T, upper=False) / s2.sqrt()  # (m, n)
-    B = torch.eye(m, dtype=_F64, device=Z.device) + A @ A.T
-    LB = _cholesky(B, "I + A Aᵀ")
+    return A, _cholesky(eye + A @ A.T, "I + A Aᵀ")
+
+
+def nystrom_complexity_reg(kernel, X, y, centers, penalty, *, jitter=1e-6):
+    r"""The complexity-regularized objective of Nyström kernel ridge regression.
+
+    With the Nyström approximation Q = K_nm K_mm⁻¹ K_mn of the Gram matrix on m centres
+    and v = nλ (``penalty`` λ, the ridge of Falkon; ``KernelRidge(alpha=nλ)``),
+
+    .. math::
+        \mathcal L = \mathrm{tr}\,Q(Q + vI)^{-1}
+        + v\,\mathrm{tr}\,Y^\top(Q + vI)^{-1}Y
+        \Big(1 + \frac{\mathrm{tr}(K - Q)}{v\,n}\Big)
+
+    summed over the columns of Y: the effective dimension (first term) penalizes complex
+    models, the data fit (second) is the ridge residual, and the trace factor charges the
+    Nyström approximation error (Meanti, Carratino, De Vito and Rosasco, "Efficient
+    hyperparameter tuning for large scale kernel ridge regression", AISTATS 2022, the
+    complexity-regularization objective). Minimizing it over the kernel, λ (a tensor that
+    requires grad) and the ``centers`` learns a Nyström model on large n. Cost O(n m²)
+    time, O(n m) memory (K_nm materialized), never n × n: with A = L⁻¹K_mn/√v
+    (K_mm = LLᵀ) and I + AAᵀ = L_B L_Bᵀ, the effective dimension is ‖L_B⁻¹A‖²_F and the
+    data fit ‖Y‖²_F − ‖L_B⁻¹AY‖²_F.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : kernel input of n samples
+    y : Tensor or array of shape (n,) or (n, r)
+    centers : Tensor of shape (m, d)
+        Nyström centres; learned when they require grad.
+    penalty : float or 0-d Tensor, > 0
+        λ.
+    jitter : float
+        Added to K_mm's diagonal (relative to its mean diagonal).
+
+    Returns
+    -------
+    Tensor
+        0-d, to minimize; differentiable.
+    """
+    kernel, X, Y, _ = _inputs(kernel, X, y)
+    n = Y.shape[0]
+    v = _positive(penalty, "penalty", Y).to(_F64) * n
+    A, LB = _nystrom_factors(kernel, X, centers, v, jitter)
     Y64 = Y.to(_F64)
-    c = torch.linalg.solve_triangular(LB, A @ Y64, upper=False) / s2.sqrt()
-    log_n = (-0.5 * n * r * (_LOG_2PI + s2.log()) - r * LB.diagonal().log().sum()
-             - 0.5 * (Y64 * Y64).sum() / s2 + 0.5 * (c * c).sum())
-    trace = kernel.diag(X).to(_F64).sum() / s2 - (A * A).sum()
-    return (log_n - 0.5 * r * trace).to(Y.dtype)
+    d_eff = torch.linalg.solve_triangular(LB, A, upper=False).square().sum()
+    AY = torch.linalg.solve_triangular(LB, A @ Y64, upper=False)
+    fit = (Y64 * Y64).sum() - AY.square().sum()
+    trace = kernel.diag(X).to(_F64).sum() - v * (A * A).sum()
+    return (d_eff + fit * (1 + trace / (v * n))).to(Y.dtype)
