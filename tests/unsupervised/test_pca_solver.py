@@ -1,12 +1,12 @@
 """KernelPCA's randomized solver (Nyström start, one-pass centering) against scikit-learn's
-ARPACK, and the verbose progress bars of KernelPCA and SpectralClustering."""
+ARPACK, and its verbose progress bar."""
 import numpy as np
 import pytest
 import torch
 from sklearn.decomposition import KernelPCA as SkKernelPCA
 
 import torchkern
-from torchkern import KernelPCA, SpectralClustering
+from torchkern import KernelPCA
 
 
 def _mixture(n, d=5, seed=0):
@@ -61,23 +61,3 @@ def test_kernel_pca_verbose_shows_progress(capsys):
     assert float(last.split("residual ")[1].split(",")[0]) <= 1e-8
     KernelPCA(torchkern.RBF(2.0), 4, eigen_solver="dense", verbose=True).fit(X[:200])
     assert "KernelPCA (dense): 100%" in capsys.readouterr().err
-
-
-def test_spectral_verbose_shows_progress(capsys):
-    X = _mixture(700, d=2, seed=3)  # n > 500: Lanczos on the affinity, not dense eigh
-    sc = SpectralClustering(torchkern.RBF(1.0), n_clusters=3, random_state=0,
-                            verbose=True).fit(torch.tensor(X))
-    err = capsys.readouterr().err
-    lines = err.replace("\r", "\n").strip().splitlines()
-    lanczos = [ln for ln in lines if ln.startswith("SpectralClustering (Lanczos)")]
-    assert lanczos and "100%" in lanczos[-1]
-    assert float(lanczos[-1].split("residual ")[1].split(",")[0]) <= 1e-8
-    assert any(ln.startswith("SpectralClustering (k-means)") and "10/10" in ln for ln in lines)
-    quiet = SpectralClustering(torchkern.RBF(1.0), n_clusters=3, random_state=0).fit(
-        torch.tensor(X))
-    assert torch.equal(sc.labels_, quiet.labels_)
-    # eigenvalues of D^{-1/2} K D^{-1/2}, built with NumPy
-    K = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1) / 2)
-    s = 1 / np.sqrt(K.sum(1))
-    ref = np.linalg.eigvalsh(s[:, None] * K * s[None, :])[::-1][:3]
-    np.testing.assert_allclose(np.asarray(sc.eigenvalues_), ref, rtol=1e-10)

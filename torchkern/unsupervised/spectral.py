@@ -1,17 +1,22 @@
 """Spectral clustering on a lazy affinity matrix (Ng, Jordan and Weiss, 2002)."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 from sklearn.base import ClusterMixin
 
 from .._estimator import Estimator, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_input, check_precomputed, n_features
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
-from ..linalg import eigsh
+from ..linalg import ConvergenceWarning, eigsh
+from ..linalg.eig import block_krylov_eigsh
 from ._common import check_int
 from .kmeans import _kernel_kmeans
 
 __all__ = ["SpectralClustering"]
+
+_LANCZOS_MAX_N = 1000
 
 
 def _spectral_operator(K, normalized):
@@ -49,9 +54,11 @@ class SpectralClustering(ClusterMixin, Estimator):
     ``normalized=False``: the bottom-k eigenvectors of the Laplacian L = D − K (ratio
     cut), without row normalization.
 
-    The eigenvectors come from :func:`torchkern.linalg.eigsh` (Lanczos) on a lazy
-    operator whose product is :math:`d^{-1/2}\odot K(d^{-1/2}\odot v)` — the affinity
-    matrix is never stored on the lazy backends. The k-means rounding is
+    The eigenvectors come from :func:`torchkern.linalg.eigsh` (Lanczos) for n ≤ 1000 and
+    from randomized block Krylov iteration above (Halko, Martinsson and Tropp 2011; one
+    product with a block of ≥ 24 vectors per step), on a lazy operator whose product is
+    :math:`d^{-1/2}\odot K(d^{-1/2}\odot V)` — the affinity matrix is never stored on
+    the lazy backends. The k-means rounding is
     :class:`KernelKMeans`'s Lloyd iteration on the explicit n × k embedding (k-means++,
     ``n_init`` restarts).
 
@@ -67,7 +74,7 @@ class SpectralClustering(ClusterMixin, Estimator):
     backend : str or None
         Gram-matrix backend (``None`` = ``torchkern.config``).
     random_state : None, int or torch.Generator
-        Lanczos start vector and k-means seeding.
+        Eigensolver start vectors and k-means seeding.
     verbose : bool
         Show progress bars (tqdm, kept on screen): the eigensolver's digits of relative
         residual gained toward its tolerance by the worst of the k eigenpairs, then the
@@ -83,8 +90,8 @@ class SpectralClustering(ClusterMixin, Estimator):
 
     Notes
     -----
-    Cost: s Lanczos products with K (O(s n² d) kernel evaluations lazily, O(n k) memory
-    beyond the Krylov basis) plus k-means on n × k, O(n k²) per iteration.
+    Cost: s products with K (O(s n² d) kernel evaluations lazily, O(n k) memory beyond
+    the Krylov basis) plus k-means on n × k, O(n k²) per iteration.
 
     Examples
     --------
@@ -116,8 +123,7 @@ class SpectralClustering(ClusterMixin, Estimator):
         check_int(self.n_init, "n_init")
         with torch.no_grad():
             A = _spectral_operator(K, self.normalized)
-            evals, U = eigsh(A, k, random_state=self.random_state,
-                             verbose="SpectralClustering (Lanczos)" if self.verbose else False)
+            evals, U = self._embedding(A, k)
             U = U.to(torch.float64)
             if self.normalized:
                 U = U / U.norm(dim=1, keepdim=True).clamp_min(torch.finfo(U.dtype).tiny)
@@ -134,6 +140,22 @@ class SpectralClustering(ClusterMixin, Estimator):
         if not is_precomputed(kernel) and n_features(X) is not None:
             self.n_features_in_ = n_features(X)
         return self
+
+    def _embedding(self, A, k):
+        """Top-k eigenpairs of the spectral operator A: Lanczos up to n = 1000, block
+        Krylov above (one block product per step: several times fewer passes over the
+        affinity matrix)."""
+        n = A.shape[0]
+        if n <= _LANCZOS_MAX_N:
+            return eigsh(A, k, random_state=self.random_state,
+                         verbose="SpectralClustering (Lanczos)" if self.verbose else False)
+        evals, U, ok, steps = block_krylov_eigsh(
+            A, k, random_state=self.random_state,
+            verbose="SpectralClustering (block Krylov)" if self.verbose else False)
+        if not ok:
+            warnings.warn(f"SpectralClustering: the eigensolver did not reach its tolerance "
+                          f"in {steps} block products", ConvergenceWarning, stacklevel=3)
+        return evals.to(A.dtype), U.to(A.dtype)
 
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_``."""
