@@ -8,6 +8,7 @@ imports and data excluded). Times exclude imports and data generation.
     python bench/supervised.py --large      # + exact solvers and scikit-learn at n = 20k
     python bench/supervised.py --no-200k    # skip the n = 200k Nyström run
     python bench/supervised.py --device cuda --large   # torchkern and GPyTorch on the GPU
+    python bench/supervised.py --sections falkon --falkon-n 200000 1000000   # vs Falkon
 
 With ``--device cuda`` torchkern and GPyTorch run on the GPU (scikit-learn on the CPU, as
 it must) and their peak memory is the CUDA allocator's peak, not the process RSS.
@@ -17,6 +18,8 @@ Sections
 KRR   n ∈ {5k, 20k}: scikit-learn ``KernelRidge`` vs torchkern ``solver="cholesky" | "cg" |
       "nystrom"`` — fit + predict time, test MSE, peak memory; ratio = time / sklearn's.
 KRR   n = 200k: torchkern ``solver="nystrom"`` only (the dense Gram matrix would be 320 GB).
+Falkon  n = 200k (and 1M): float32 Nyström KRR (d = 5, M = 1,000, λ = 1e-3) against Falkon
+      (built from source as a local peer, never a dependency) at equal test MSE (1 %).
 GPR   n = 5k: one log-marginal-likelihood evaluation *with its gradient* — scikit-learn
       ``log_marginal_likelihood(theta, eval_gradient=True)``, GPyTorch ``ExactGP`` +
       ``ExactMarginalLogLikelihood`` backward (its default: CG/Lanczos above 800 points),
@@ -39,9 +42,9 @@ _COMMON = textwrap.dedent("""
     import json, math, os, resource, time, warnings
     warnings.simplefilter("ignore")
     import numpy as np, torch
-    def data(n, seed=0):
+    def data(n, seed=0, d={d}):
         rng = np.random.default_rng(seed)
-        X = rng.uniform(-1, 1, size=(n + {n_test}, {d}))
+        X = rng.uniform(-1, 1, size=(n + {n_test}, d))
         f = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
         y = f + 0.1 * rng.normal(size=len(X))
         return X[:n], y[:n], X[n:], f[n:]
@@ -79,6 +82,45 @@ _KRR_END = """
     sync(); seconds = time.perf_counter() - t
     print(json.dumps(dict(seconds=seconds, mse=float(np.mean((pred - fte) ** 2)),
                           peak_mb=mem_mb() - base)))
+"""
+
+# Nyström KRR at scale against Falkon (a local benchmark peer, installed from source; never
+# a dependency). Falkon's λ multiplies the mean squared error, torchkern's α the sum: α = λn.
+# Each side gets one small untimed fit first (KeOps compiles, thread pools start).
+_NYS = {
+    "torchkern": """
+        import torchkern as tk
+        Xtr, ytr, Xte, fte = data({n}, d={d})
+        Xtr, ytr, Xte = (torch.as_tensor(a, dtype=torch.{dtype}, device=DEV) for a in (Xtr, ytr, Xte))
+        def fit(X, y):
+            return tk.KernelRidge(tk.RBF({ls}), alpha={lam} * len(X), solver="nystrom",
+                                  n_centers={m}, tol={tol}, random_state=0).fit(X, y)
+        fit(Xtr[:5000], ytr[:5000]); sync()
+        base = mem_mb(); t = time.perf_counter()
+        model = fit(Xtr, ytr)
+        pred = model.predict(Xte).double().cpu().numpy()
+        iters = model.n_iter_
+    """,
+    "falkon": """
+        import falkon
+        Xtr, ytr, Xte, fte = data({n}, d={d})
+        Xtr, ytr, Xte = (torch.as_tensor(a, dtype=torch.{dtype}) for a in (Xtr, ytr, Xte))
+        opt = falkon.FalkonOptions(use_cpu=True, keops_active="{keops}")
+        def fit(X, y):
+            kernel = falkon.kernels.GaussianKernel(sigma={ls}, opt=opt)
+            return falkon.Falkon(kernel=kernel, penalty={lam}, M={m}, maxiter={maxiter},
+                                 seed=0, options=opt).fit(X, y[:, None])
+        fit(Xtr[:5000], ytr[:5000])
+        base = mem_mb(); t = time.perf_counter()
+        model = fit(Xtr, ytr)
+        pred = model.predict(Xte).double().numpy().ravel()
+        iters = {maxiter}
+    """,
+}
+_NYS_END = """
+    sync(); seconds = time.perf_counter() - t
+    print(json.dumps(dict(seconds=seconds, mse=float(np.mean((pred - fte) ** 2)),
+                          peak_mb=mem_mb() - base, iters=int(iters))))
 """
 
 _GPR = {
@@ -159,6 +201,13 @@ def _krr(peer, n, **kw):
     return _run(_KRR[peer].format(**params), _KRR_END)
 
 
+def _nys(peer, n, **kw):
+    params = dict(n=n, d=5, ls=1.0, lam=1e-3, m=1000, dtype="float32", tol=1e-4, maxiter=20,
+                  keops="auto")
+    params.update(kw)
+    return _run(_NYS[peer].format(**params), _NYS_END, timeout=3600)
+
+
 def _gpr(peer, n, reps=1, **kw):
     params = dict(n=n, ls=LS, noise=ALPHA, reps=reps, method="cholesky")
     params.update(kw)
@@ -182,7 +231,12 @@ def main(argv=None):
     ap.add_argument("--no-200k", action="store_true", help="skip the n = 200k Nyström run")
     ap.add_argument("--centers", type=int, default=1000, help="Nyström centers m")
     ap.add_argument("--device", default="cpu", help="where torchkern and GPyTorch run")
-    ap.add_argument("--sections", nargs="+", default=["krr", "gpr"], choices=["krr", "gpr"])
+    ap.add_argument("--sections", nargs="+", default=["krr", "gpr"],
+                    choices=["krr", "gpr", "falkon"])
+    ap.add_argument("--falkon-n", nargs="+", type=int, default=[200_000],
+                    help="sizes of the Falkon section (1000000 needs ~5 GB)")
+    ap.add_argument("--falkon-dtypes", nargs="+", default=["float32"],
+                    choices=["float32", "float64"])
     args = ap.parse_args(argv)
     global DEVICE
     DEVICE = args.device
@@ -194,7 +248,10 @@ def main(argv=None):
         _krr_rows(rows, m, args)
     if "gpr" in args.sections:
         _gpr_rows(rows)
-    print("\n".join(rows), flush=True)
+    if len(rows) > 2:
+        print("\n".join(rows), flush=True)
+    if "falkon" in args.sections:
+        _falkon_rows(args)
 
 
 def _krr_rows(rows, m, args):
@@ -227,6 +284,39 @@ def _krr_rows(rows, m, args):
         n = 200_000
         _fmt_row(rows, f"KRR n={n} torchkern nystrom m={m} (f32; sklearn: 320 GB Gram)",
                  _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), None)
+
+
+def _falkon_rows(args):
+    """Nyström KRR, d = 5, M = 1,000 uniform centres, λ = 10⁻³ (α = λn), Gaussian kernel
+    ℓ = σ = 1: torchkern (tol 1e-4) against Falkon at its default 20 CG iterations and at
+    torchkern's iteration count, KeOps on the CPU where Falkon's "auto" picks it. The
+    ratio is Falkon's time over torchkern's, against the fastest Falkon run whose test MSE
+    is within 1 % of torchkern's."""
+    rows = ["| n | dtype | torchkern s (CG it.) | Falkon s (CG it.) | Falkon / torchkern "
+            "| test MSE torchkern | test MSE Falkon | peak MB tk / Falkon |",
+            "|---|---|---|---|---|---|---|---|"]
+    for n in args.falkon_n:
+        for dtype in args.falkon_dtypes:
+            tk = _nys("torchkern", n, dtype=dtype)
+            if "error" in tk:
+                rows.append(f"| {n} | {dtype} | failed: {tk['error']} | | | | | |")
+                print(rows[-1], file=sys.stderr, flush=True)
+                continue
+            runs = [_nys("falkon", n, dtype=dtype)]
+            if tk["iters"] < 20:
+                runs.append(_nys("falkon", n, dtype=dtype, maxiter=max(1, tk["iters"])))
+            for fk in runs:
+                if "error" in fk:
+                    rows.append(f"| {n} | {dtype} | | Falkon failed: {fk['error']} | | | | |")
+                    continue
+                same = abs(fk["mse"] - tk["mse"]) <= 0.01 * tk["mse"]
+                rows.append(
+                    f"| {n:,} | {dtype} | {tk['seconds']:.2f} ({tk['iters']}) | "
+                    f"{fk['seconds']:.2f} ({fk['iters']}) | {fk['seconds'] / tk['seconds']:.2f}"
+                    f"{'' if same else ' (MSE differs > 1 %)'} | {tk['mse']:.5f} | "
+                    f"{fk['mse']:.5f} | {tk['peak_mb']:.0f} / {fk['peak_mb']:.0f} |")
+                print(rows[-1], file=sys.stderr, flush=True)
+    print("\n".join(rows), flush=True)
 
 
 def _gpr_rows(rows):

@@ -140,16 +140,21 @@ def _info(it, res, nonzero, tol, stalled):
                   stalled=not converged and bool(stalled.any()))
 
 
+# Kernel-matrix backends whose rows cost more than a product: an operator has none, and
+# a row of a feature matrix Φ_X Φ_Yᵀ costs O(m·p) where a product with it costs O(p).
+_NO_ROWS = ("operator", "features")
+
+
 def _float64_products(A):
     """``V ↦ A V`` with A's entries (in A's dtype) multiplied and summed in float64, read
-    in row blocks of at most ~2²⁴ entries; None when A offers no rows (an operator known
-    only through ``@``)."""
+    in row blocks of at most ~2²⁴ entries; None when A offers no rows, or none cheaper than
+    its products (an operator known only through ``@``, a low-rank feature matrix)."""
     if isinstance(A, torch.Tensor):
         rows = max(1, 2**24 // max(A.shape[1], 1))
         blocks = lambda: ((s, min(s + rows, A.shape[0]), A[s:s + rows])  # noqa: E731
                           for s in range(0, A.shape[0], rows))
     elif callable(getattr(A, "row_blocks", None)) and \
-            "operator" not in str(getattr(A, "backend", "operator")):
+            not any(b in str(getattr(A, "backend", "operator")) for b in _NO_ROWS):
         blocks = A.row_blocks
     else:
         return None

@@ -8,9 +8,10 @@ import torch
 from sklearn.base import RegressorMixin
 
 from .._config import config
+from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_generator as _generator, as_vector
-from ..approx.nystroem import nystrom_basis, uniform_centers
+from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import NystromPreconditioner, cg
@@ -94,10 +95,12 @@ def _alpha_groups(alpha: torch.Tensor):
 # Solvers: each returns the coefficients c (n, r) in float64 or the data dtype
 # --------------------------------------------------------------------------------------
 
-def _solve_cholesky(K: KernelMatrix, Y: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+def _solve_cholesky(K: KernelMatrix, Y: torch.Tensor, alpha: torch.Tensor,
+                    verbose=False) -> torch.Tensor:
     """c = (K + αI)⁻¹ Y by a float64 Cholesky factorization; O(n³) time, O(n²) memory.
 
-    α = 0 with a singular K falls back to least squares, as scikit-learn does.
+    α = 0 with a singular K falls back to least squares, as scikit-learn does. With
+    ``verbose`` a bar counts the factorizations (one per distinct α) and their time.
     """
     K64 = K.to_dense().to(_F64)
     Y64 = Y.to(_F64)
@@ -106,21 +109,30 @@ def _solve_cholesky(K: KernelMatrix, Y: torch.Tensor, alpha: torch.Tensor) -> to
     # Memory: K (once, in float64) and one n × n work array that becomes the factor.
     A = torch.empty_like(K64)
     info = torch.empty((), dtype=torch.int32, device=K64.device)
-    for a, cols in groups:
-        A.copy_(K64)
-        A.diagonal().add_(a)
-        if a == 0:
-            A0 = A.clone()
-        torch.linalg.cholesky_ex(A, out=(A, info))
-        if int(info) == 0:
-            C[:, cols] = torch.cholesky_solve(Y64[:, cols], A)
-        elif a > 0:
-            raise ValueError("K + alpha*I is not positive definite: the kernel matrix is "
-                             "not positive semi-definite")
-        else:
-            warnings.warn("Singular matrix in solving the dual problem (alpha=0); using "
-                          "the least-squares solution instead.", RuntimeWarning, stacklevel=3)
-            C[:, cols] = torch.linalg.lstsq(A0, Y64[:, cols], driver="gelsd").solution
+    bar = progress_bar(verbose, total=len(groups), unit="factorization",
+                       desc=f"KernelRidge (cholesky, n={K64.shape[0]}, float64)")
+    try:
+        for a, cols in groups:
+            A.copy_(K64)
+            A.diagonal().add_(a)
+            if a == 0:
+                A0 = A.clone()
+            torch.linalg.cholesky_ex(A, out=(A, info))
+            if int(info) == 0:
+                C[:, cols] = torch.cholesky_solve(Y64[:, cols], A)
+            elif a > 0:
+                raise ValueError("K + alpha*I is not positive definite: the kernel matrix is "
+                                 "not positive semi-definite")
+            else:
+                warnings.warn("Singular matrix in solving the dual problem (alpha=0); using "
+                              "the least-squares solution instead.", RuntimeWarning,
+                              stacklevel=3)
+                C[:, cols] = torch.linalg.lstsq(A0, Y64[:, cols], driver="gelsd").solution
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
     return C
 
 
@@ -149,36 +161,89 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose,
     return C, n_iter
 
 
+# A chunk of K_nm of about this many entries is converted to float64 once and read by
+# both products of the normal equations while it sits in the L2 cache (1 MB in float64).
+_CHUNK_ENTRIES = 2**17
+
+
+def _float64_chunks(Knm: RowBlockOperator):
+    """``(start, stop, K_nm[start:stop])`` in float64, in chunks of ~``_CHUNK_ENTRIES``
+    entries on the CPU, converted into one reused buffer (a fresh float64 copy of a large
+    block per product would cost an allocation and a pass through memory); whole blocks on
+    other devices."""
+    buf = None
+    for s, e, B in Knm.blocks():
+        if B.device.type != "cpu":
+            yield s, e, B.to(_F64)
+            continue
+        rows = max(1, _CHUNK_ENTRIES // max(B.shape[1], 1))
+        for c in range(0, e - s, rows):
+            part = B[c:c + rows]
+            if part.dtype == _F64:
+                yield s + c, s + c + part.shape[0], part
+                continue
+            if buf is None or buf.shape[1] != B.shape[1]:
+                buf = torch.empty(rows, B.shape[1], dtype=_F64)
+            chunk = buf[:part.shape[0]]
+            chunk.copy_(part)
+            yield s + c, s + c + part.shape[0], chunk
+
+
+def _normal_matmul(Knm: RowBlockOperator, V: torch.Tensor, w=None) -> torch.Tensor:
+    """K_mn W K_nm V for V (m, r) in float64, in one pass over K_nm whose entries are
+    multiplied and summed in float64 (a float32 kernel's only error is its values' own
+    rounding, so CG reaches tight tolerances). O(n·m·r) flops."""
+    out = torch.zeros_like(V)
+    for s, e, B in _float64_chunks(Knm):
+        U = B @ V
+        if w is not None:
+            U *= w[s:e, None].to(_F64)
+        out.addmm_(B.T, U)
+    return Knm.total(out)
+
+
+def _rmatmul(Knm: RowBlockOperator, U: torch.Tensor) -> torch.Tensor:
+    """K_mn U for U (n, r), float64 result (entries summed in float64)."""
+    U = U.to(_F64)
+    out = torch.zeros(Knm.shape[1], U.shape[1], dtype=_F64, device=U.device)
+    for s, e, B in _float64_chunks(Knm):
+        out.addmm_(B.T, U[s:e])
+    return Knm.total(out)
+
+
 def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
                    verbose) -> torch.Tensor:
     r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β. Returns β (m, r) in float64.
 
-    Solved in the eigenbasis of K_mm (Falkon's preconditioning, Rudi et al. 2017, written
-    with K_mm = UΛUᵀ instead of its Cholesky factor): with β = M θ, M = UΛ^{-1/2}, the
-    normal equations become (Mᵀ K_mn W K_nm M + αI) θ = Mᵀ K_mn W y — symmetric positive
-    definite with eigenvalues ≥ α even when K_mm is numerically singular (smooth kernels,
-    close centers), where the β-form is only semi-definite. For uniform centers
-    K_mn W K_nm ≈ c K_mm² (c = Σw/m), so the system is ≈ cΛ + αI: its inverse is a
-    diagonal preconditioner. Cost per iteration: one pass over K_nm (O(n·m·d)), O(m²)
-    memory.
+    Falkon's preconditioned normal equations (Rudi, Carratino and Rosasco, NeurIPS 2017):
+    with β = M θ for a whitening M of K_mm (:func:`~torchkern.approx.nystroem.
+    nystrom_whitening`: Mᵀ K_mm M ≈ I, the inverse Cholesky factor), they read
+    (Mᵀ K_mn W K_nm M + αI) θ = Mᵀ K_mn W y — symmetric positive definite with
+    eigenvalues ≥ α even when K_mm is numerically singular, where the β-form is only
+    semi-definite. For uniform centers K_mn W K_nm ≈ c K_mm² (c = Σw/m), so the system is
+    ≈ c (K_mm M)ᵀ(K_mm M) + αI, whose Cholesky factor is the preconditioner. Cost per iteration: one pass over K_nm (stored, or evaluated in row
+    blocks: O(n·m·d)), O(n·m·r) flops in float64 and O(m²·r) for M and the factor.
     """
-    basis = nystrom_basis(Kmm, Kmm.shape[0] * torch.finfo(_F64).eps)
-    M, evals = basis.whitening, basis.values
+    M = nystrom_whitening(Kmm)
+    KM = Kmm.to(_F64) @ M
+    G = KM.T @ KM
     Yw = Y if w is None else Y * w[:, None]
-    rhs = M.T @ Knm.rmatmul(Yw)
+    rhs = M.T @ _rmatmul(Knm, Yw)
     c = (Knm.shape[0] if w is None else float(Knm.total(w.sum()))) / M.shape[0]
     Theta = torch.empty_like(rhs)
     n_iter = 0
     r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
-        H = OperatorKernelMatrix(lambda V, a=a: M.T @ Knm.normal_matmul(M @ V, w) + a * V,
+        H = OperatorKernelMatrix(lambda V, a=a: M.T @ _normal_matmul(Knm, M @ V, w) + a * V,
                                  (r, r), _F64, M.device)
-        diag = c * evals + a
+        P = c * G
+        P.diagonal().add_(a)
+        P = torch.linalg.cholesky(P)
         Theta[:, cols], info = cg(H, rhs[:, cols].contiguous(),
-                            preconditioner=lambda R, d=diag: R / d[:, None], tol=tol,
-                            max_iter=max_iter,
-                            verbose="KernelRidge (nystrom)" if verbose else False,
-                                     return_info=True)
+                                  preconditioner=lambda R, P=P: torch.cholesky_solve(R, P),
+                                  tol=tol, max_iter=max_iter,
+                                  verbose="KernelRidge (nystrom)" if verbose else False,
+                                  return_info=True)
         n_iter = max(n_iter, info.iterations)
     return M @ Theta, n_iter
 
@@ -231,7 +296,8 @@ class KernelRidge(RegressorMixin, Estimator):
     random_state : None, int or torch.Generator
         Draw of the Nyström centers.
     verbose : bool
-        Show a tqdm bar of the CG iterations.
+        Show a tqdm bar: CG's residual toward ``tol`` (``"cg"``, ``"nystrom"``), the
+        factorizations and their time (``"cholesky"``).
     backend : str, optional
         Gram-matrix backend (``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``) for the
         lazy products of ``"cg"`` and for ``predict``.
@@ -258,11 +324,16 @@ class KernelRidge(RegressorMixin, Estimator):
     Nyström KRR (Rudi, Carratino, Rosasco, "FALKON", NeurIPS 2017) restricts f to the span
     of m centers z_j drawn uniformly (``random_state``): f(x) = Σ_j β_j k(z_j, x) with β
     minimizing :math:`\lVert K_{nm}\beta - y\rVert^2 + \alpha\,\beta^\top K_{mm}\beta`,
-    i.e. solving :math:`(K_{mn}K_{nm} + \alpha K_{mm})\beta = K_{mn}y` by PCG in the
-    eigenbasis of K_mm (β = UΛ^{-1/2}θ, float64), where Falkon's preconditioner
-    (n/m)Λ + αI is diagonal and the system stays positive definite when K_mm is
-    numerically singular. Each iteration passes over K_nm once in row blocks: O(n·m) kernel evaluations, O(m²) memory (K_nm is kept only when
-    n·m ≤ ``torchkern.config.dense_max_entries``). With m = n it is exact KRR.
+    i.e. solving :math:`(K_{mn}K_{nm} + \alpha K_{mm})\beta = K_{mn}y` by PCG after the
+    change of variables β = T⁻¹θ (TᵀT the Cholesky factorization of K_mm, float64), with
+    Falkon's preconditioner, the Cholesky factor of (n/m)·TTᵀ + αI; the system stays
+    positive definite when K_mm is numerically singular. K_nm is evaluated once and
+    stored in the data's dtype when its n·m entries fit
+    ``torchkern.config.materialize_max_bytes`` (4 GiB: n = 10⁶, m = 1,000 in float32) and
+    ``backend`` is None, "auto" or "dense"; otherwise each iteration evaluates it again in
+    row blocks (O(n·m) kernel evaluations, O(m²) memory besides a block). Each iteration
+    reads K_nm once, multiplying its entries in float64: float32 data reach tight
+    tolerances. With m = n it is exact KRR.
 
     Examples
     --------
@@ -360,7 +431,7 @@ class KernelRidge(RegressorMixin, Estimator):
         if s is not None:
             K, Y = K.scaled(s), Y * s[:, None]
         if solver == "cholesky":
-            C = _solve_cholesky(K, Y, alpha).to(Y.dtype)
+            C = _solve_cholesky(K, Y, alpha, self.verbose).to(Y.dtype)
             self.n_iter_ = 1  # one direct solve
         else:
             n_centers = _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers
@@ -381,13 +452,21 @@ class KernelRidge(RegressorMixin, Estimator):
         else:
             Z = take(X, idx)
             K = kernel(X, Z, backend="blocked")
-            Knm = RowBlockOperator(K, K.block_rows(), keep=n * m <= config.dense_max_entries,
-                                   sharded_by=K)
+            Knm = RowBlockOperator(K.to_dense() if self._keep_knm(n, m, K.dtype) else K,
+                                   K.block_rows(), sharded_by=K)
             Y, w = _own(K, Y), None if w is None else _own(K, w)  # K row-sharded: own rows
             Kmm = kernel(Z, backend="dense").to_dense()
         B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol),
                                          max_iter=self.max_iter, verbose=self.verbose)
         return B.to(Y.dtype), Z
+
+    def _keep_knm(self, n: int, m: int, dtype) -> bool:
+        """Whether the Nyström solver stores K_nm (evaluated once) rather than evaluating
+        it in row blocks at every CG iteration: under ``backend`` None, "auto" or "dense",
+        when its n·m entries take at most ``config.materialize_max_bytes``."""
+        if self.backend not in (None, "auto", "dense"):
+            return False
+        return n * m * torch.finfo(dtype).bits // 8 <= config.materialize_max_bytes
 
     def predict(self, X) -> torch.Tensor:
         """f(x) = Σ_i c_i k(x_i, x) for each row of X; O(n_test·n) kernel evaluations.
