@@ -60,15 +60,19 @@ def _nystrom_start(Kc, b, random_state):
     matrices it starts the iteration within a few percent of the wanted eigenvectors
     (relative residual 4e-2–7e-2 against ~4 for a Gaussian block): two block products
     fewer (RBF, n = 4,000–8,000, 8 → 6 at tol 1e-6; m = 5b to 40b all gave 6). Cost: m
-    rows of K̃ (m/n of one pass) and O(m³ + n m b). None where m < b or the rows of K̃
-    are not cheaper than a product (operator matrices)."""
+    rows of K̃ (m/n of one pass) and O(m³ + n m b). None where m < b, where the rows of
+    K̃ are not cheaper than a product (operator matrices) or where K̃ vanishes on the
+    sample."""
     n = Kc.shape[0]
     m = min(n // 2, 10 * b)
     if m < b or Kc.backend == "operator":
         return None
     idx = uniform_centers(n, m, random_state, Kc.device)
     C = Kc.rows(idx).to(torch.float64)  # K̃[idx, :] = K̃[:, idx]ᵀ
-    V = nystrom_basis(C[:, idx], 1e-12).vectors.flip(1)[:, :b]
+    try:
+        V = nystrom_basis(C[:, idx], 1e-12).vectors.flip(1)[:, :b]
+    except ValueError:  # K̃ = 0 on the sample (e.g. identical points): a Gaussian start
+        return None
     return C.T @ V
 
 
@@ -88,12 +92,14 @@ class KernelPCA(TransformerMixin, Estimator):
     \tilde\varphi(x_i)` with :math:`\alpha_j = u_j/\sqrt{\lambda_j}`, where
     :math:`(\lambda_j, u_j)` are the top eigenpairs of the centered Gram matrix
     :math:`\tilde K = (I - U)K(I - U)`, :math:`U = \mathbf 1\mathbf 1^\top/n` (Schölkopf
-    et al. 1998, §2; the normalization α = u/√λ gives ‖f_j‖ = 1). The projection of a point is
+    et al. 1998, §2; the normalization α = u/√λ gives ‖f_j‖ = 1). The projection of a
+    point is
     :math:`\langle f_j, \tilde\varphi(x)\rangle = \tilde k(x, X)\,\alpha_j`; on the
     training points it equals :math:`u_j\sqrt{\lambda_j}`.
 
     Centering is lazy (``K.centered()``: rank-one corrections of the products, never a
-    centered n × n copy on the lazy path). New points are centered with the training
+    centered n × n copy on the lazy path; the row sums of the symmetric training Gram,
+    one product K1, give the column means too). New points are centered with the training
     statistics: :math:`\tilde k(x, x_i) = k(x, x_i) - \frac1n\sum_l k(x, x_l) -
     \bar k_i + \bar k`, with :math:`\bar k_i` the training column means and
     :math:`\bar k` the training mean.
@@ -113,9 +119,10 @@ class KernelPCA(TransformerMixin, Estimator):
         Lanczos, one matrix-vector product per step). ``"randomized"``: randomized block
         Krylov iteration with Rayleigh–Ritz (Halko et al. 2011; Musco and Musco 2015),
         one *block* product K Q (k + max(10, k) columns, rounded up to a multiple of
-        12) per step, started from a Nyström estimate of the eigenvectors — the kernel is evaluated once per step for all columns, so it
-        needs several times fewer kernel evaluations than Lanczos on lazy Gram
-        matrices, and on a materialized Gram several times fewer passes over memory. ``"auto"``: dense when n ≤ 1000,
+        12) per step, started from a Nyström estimate of the eigenvectors — the kernel
+        is evaluated once per step for all columns, so it needs several times fewer
+        kernel evaluations than Lanczos on lazy Gram matrices, and on a materialized
+        Gram several times fewer passes over memory. ``"auto"``: dense when n ≤ 1000,
         k > n/4 or ``n_components=None``, randomized otherwise.
     tol : float or None
         Relative residual ‖K̃u − θu‖ ≤ tol·θ₁ of the iterative solvers; default 1e-8
