@@ -160,3 +160,23 @@ def test_row_blocks_and_matvec_of_the_sparse_gram(mutag):
     V = torch.randn(len(mutag), 2, dtype=torch.float64)
     np.testing.assert_allclose((K @ V).numpy(), full @ V.numpy(), rtol=1e-12)
     np.testing.assert_array_equal(K.diag().numpy(), np.diag(full))
+
+
+def test_dense_part_of_the_gram_in_int8_and_in_float32(mutag, monkeypatch):
+    """Counts ≤ 127 go through the int8 product where torch has one, larger counts (a
+    300-node graph) through float32, and without the int8 product everything through
+    float32 — the same exact integers (GraKeL's) on every path."""
+    big = random_graphs(1, 300, 300, 0.01, 2, seed=14)
+    X = mutag[:60] + big
+    X = [Data(x=torch.nn.functional.one_hot(d.x.argmax(1) % 2, 2).float(),
+              edge_index=d.edge_index, num_nodes=d.num_nodes) for d in X]  # counts to ~150
+    ref_m, ref_x = grakel_wl(mutag, 3), grakel_wl(X, 3)
+    K = WeisfeilerLehman(3)(mutag)
+    np.testing.assert_array_equal(dense(K), ref_m)
+    assert K._parts()[0][0].dtype == (torch.int8 if wl_core._int8_product_works()
+                                      else torch.float32)
+    K = WeisfeilerLehman(3)(X)
+    np.testing.assert_array_equal(dense(K), ref_x)
+    assert K._parts()[0][0].dtype == torch.float32
+    monkeypatch.setattr(wl_core, "_int8_product_works", lambda: False)
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(3)(mutag)), ref_m)

@@ -261,6 +261,37 @@ def _add_sparse_gram(out, a, b):
         return out.add_(torch.sparse.mm(a, b.t()).to_dense())
 
 
+def _dense_dtype(phi_x, phi_y):
+    """int8 for the dense columns of small non-negative integer counts (all ≤ 127) on the
+    CPU when torch's int8 product works here, else float32 (see
+    :class:`SparseFeatureKernelMatrix`)."""
+    if phi_x.device.type != "cpu" or not _int8_product_works():
+        return torch.float32
+    top = max(float(p.values().max()) if p._nnz() else 0.0 for p in (phi_x, phi_y))
+    return torch.int8 if top <= 127 else torch.float32
+
+
+_INT8_OK = []
+
+
+def _int8_product_works() -> bool:
+    """Whether ``torch._int_mm`` (int8 × int8 → int32) runs on the CPU here; probed once."""
+    if not _INT8_OK:
+        try:
+            a = torch.ones(17, 8, dtype=torch.int8)
+            _INT8_OK.append(bool((torch._int_mm(a, a.T.contiguous()) == 8).all()))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _INT8_OK.append(False)
+    return _INT8_OK[0]
+
+
+def _int8_product(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """dx dyᵀ (int32) of int8 blocks: exact integer sums below 2^31."""
+    if dx.shape[0] == 0 or dy.shape[0] == 0 or dx.shape[1] == 0:
+        return torch.zeros(dx.shape[0], dy.shape[0], dtype=torch.int32)
+    return torch._int_mm(dx.contiguous(), dy.T.contiguous())
+
+
 def _symmetric_product(D: torch.Tensor, dtype, block: int = 500) -> torch.Tensor:
     """D Dᵀ in ``dtype``: blocks of rows on and above the diagonal only, each computed in
     D's dtype and written twice (itself, and transposed below the diagonal) — about
@@ -305,7 +336,10 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
     ``small_counts``: Φ holds non-negative integers and every row has ‖φ‖² < 2^24. Then
     the dense part runs in float32 (about twice float64's speed) and is still exact:
     every partial sum of non-negative integer products is at most the final value
-    ⟨φ, φ'⟩ ≤ max ‖φ‖² < 2^24, an integer float32 holds exactly.
+    ⟨φ, φ'⟩ ≤ max ‖φ‖² < 2^24, an integer float32 holds exactly. When moreover every
+    count is ≤ 127 and torch has an int8 product on the CPU (``torch._int_mm``: int8
+    inputs, int32 sums — exact by the same bound), the dense part runs in int8, two to
+    three times float32's speed on CPUs with int8 matrix units.
     """
 
     _dense_ratio = 2048  # cost of a sparse multiply-add / a dense (float32) flop, CPU
@@ -331,7 +365,7 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
             (r, c), v = self.phi_x.indices(), self.phi_x.values()
             diag = torch.zeros(n, dtype=self.dtype, device=self.device).index_add_(
                 0, r, v * v * alone.index_select(0, c))
-            wide = torch.float32 if self.small_counts else None
+            wide = _dense_dtype(self.phi_x, self.phi_y) if self.small_counts else None
             px = (_dense_columns(self.phi_x, dense, wide), _keep_columns(self.phi_x, sparse))
             py = px if same else (_dense_columns(self.phi_y, dense, wide),
                                   _keep_columns(self.phi_y, sparse))
@@ -343,7 +377,9 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
         (dx, lx), (dy, ly), diag = self._parts()
         if idx is not None:
             dx, lx = dx[idx], lx.index_select(0, idx)
-        if idx is None and dy is dx:
+        if dx.dtype == torch.int8:
+            out = _int8_product(dx, dy).to(self.dtype)
+        elif idx is None and dy is dx:
             out = _symmetric_product(dx, self.dtype)
         else:
             out = (dx @ dy.T).to(self.dtype)
