@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import warnings
 
 import numpy as np
@@ -33,7 +34,8 @@ _AUTO_CHOLESKY_MAX_N = 5_000
 # Exact fits on the CPU up to this many points run on one torch thread: their operations
 # (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
 # and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
-# 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2).
+# 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger exact fits do so only
+# while the machine is busy (1-minute load average above the usable cores).
 _SINGLE_THREAD_MAX_N = 1_000
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
@@ -195,9 +197,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         preconditioned CG) and the Hutchinson gradient of the preconditioned SLQ
         log-determinant: CG solves of width r (+ num_probes), O(n²) kernel evaluations per
         product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
-        one deterministic objective. Exact fits of at most 1,000 points on the CPU run on
-        one torch thread (the setting is restored afterwards): at that size a second
-        thread gains little, and on a busy machine its waits cost several times the work
+        one deterministic objective. Exact fits on the CPU run on one torch thread (the
+        setting is restored afterwards) when n ≤ 1,000 or the machine is busy (1-minute
+        load average above the usable cores): at that size a second thread gains little,
+        and on a busy machine its waits cost several times the work
         (``docs/performance.md``).
 
         ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
@@ -535,6 +538,11 @@ class _CholeskyLML(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, K, noise, Y, constant_mean, out):
+        with _threads_for("cholesky", K):
+            return _CholeskyLML._forward(ctx, K, noise, Y, constant_mean, out)
+
+    @staticmethod
+    def _forward(ctx, K, noise, Y, constant_mean, out):
         n, r = Y.shape
         A = K.detach().to(_F64, copy=True)
         A.diagonal().add_(noise.detach().to(_F64))
@@ -561,8 +569,9 @@ class _CholeskyLML(torch.autograd.Function):
         L, a = ctx.saved_tensors
         gK = gs2 = gY = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            W = torch.cholesky_inverse(L)
-            W.mul_(-a.shape[1]).addmm_(a, a.T).mul_(0.5 * g)  # ½ g (aaᵀ − r A⁻¹), in place
+            with _threads_for("cholesky", L):
+                W = torch.cholesky_inverse(L)
+                W.mul_(-a.shape[1]).addmm_(a, a.T).mul_(0.5 * g)  # ½ g (aaᵀ − r A⁻¹)
             if ctx.needs_input_grad[1]:
                 gs2 = W.diagonal().sum().to(ctx.dtypes[1])
             if ctx.needs_input_grad[0]:
@@ -640,17 +649,27 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
 
 @contextlib.contextmanager
 def _threads_for(method, X):
-    """One torch thread (restored afterwards) for an exact fit of at most
-    ``_SINGLE_THREAD_MAX_N`` points on the CPU; the current setting otherwise."""
-    small = method == "cholesky" and X.device.type == "cpu" and X.shape[0] <= _SINGLE_THREAD_MAX_N
+    """One torch thread (restored afterwards) for an exact fit on the CPU of at most
+    ``_SINGLE_THREAD_MAX_N`` points, or of any size while the machine is busy; the current
+    setting otherwise."""
+    one = method == "cholesky" and X.device.type == "cpu" and (
+        X.shape[0] <= _SINGLE_THREAD_MAX_N or _machine_busy())
     prev = torch.get_num_threads()
-    if small and prev > 1:
+    if one and prev > 1:
         torch.set_num_threads(1)
     try:
         yield
     finally:
         if torch.get_num_threads() != prev:
             torch.set_num_threads(prev)
+
+
+def _machine_busy() -> bool:
+    """Whether the 1-minute load average exceeds the cores this process may use."""
+    try:
+        return os.getloadavg()[0] > len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no load average or affinity on this platform
+        return False
 
 
 def _probe_seed(random_state) -> int:
