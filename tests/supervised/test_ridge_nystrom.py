@@ -105,7 +105,8 @@ def test_nystrom_whitening_whitens_the_center_gram():
 
 def test_cholesky_verbose_says_what_it_does(capsys):
     X, y = _data(200)
-    KernelRidge(RBF(LS), alpha=[0.1, 1.0], solver="cholesky", verbose=True).fit(X, np.stack([y, y], 1))
+    Y = np.stack([y, y], 1)
+    KernelRidge(RBF(LS), alpha=[0.1, 1.0], solver="cholesky", verbose=True).fit(X, Y)
     err = capsys.readouterr().err
     assert "KernelRidge (cholesky, n=200, float64)" in err
     assert "2/2" in err and "factorization" in err  # one factorization per distinct α

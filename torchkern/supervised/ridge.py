@@ -216,13 +216,14 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β. Returns β (m, r) in float64.
 
     Falkon's preconditioned normal equations (Rudi, Carratino and Rosasco, NeurIPS 2017):
-    with β = M θ for a whitening M of K_mm (:func:`~torchkern.approx.nystroem.
-    nystrom_whitening`: Mᵀ K_mm M ≈ I, the inverse Cholesky factor), they read
+    with β = M θ for a whitening M of K_mm (Mᵀ K_mm M ≈ I: the inverse Cholesky factor,
+    :func:`~torchkern.approx.nystroem.nystrom_whitening`), they read
     (Mᵀ K_mn W K_nm M + αI) θ = Mᵀ K_mn W y — symmetric positive definite with
     eigenvalues ≥ α even when K_mm is numerically singular, where the β-form is only
     semi-definite. For uniform centers K_mn W K_nm ≈ c K_mm² (c = Σw/m), so the system is
-    ≈ c (K_mm M)ᵀ(K_mm M) + αI, whose Cholesky factor is the preconditioner. Cost per iteration: one pass over K_nm (stored, or evaluated in row
-    blocks: O(n·m·d)), O(n·m·r) flops in float64 and O(m²·r) for M and the factor.
+    ≈ c (K_mm M)ᵀ(K_mm M) + αI, whose Cholesky factor is the preconditioner. Cost per
+    iteration: one pass over K_nm (stored, or evaluated in row blocks: O(n·m·d)),
+    O(n·m·r) flops in float64 and O(m²·r) for M and the factor.
     """
     M = nystrom_whitening(Kmm)
     KM = Kmm.to(_F64) @ M
