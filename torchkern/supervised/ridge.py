@@ -169,18 +169,17 @@ _CHUNK_ENTRIES = 2**17
 def _float64_chunks(Knm: RowBlockOperator):
     """``(start, stop, K_nm[start:stop])`` in float64, in chunks of ~``_CHUNK_ENTRIES``
     entries on the CPU, converted into one reused buffer (a fresh float64 copy of a large
-    block per product would cost an allocation and a pass through memory); whole blocks on
-    other devices."""
+    block per product would cost an allocation and a pass through memory); chunks of
+    ``config.block_bytes`` on other devices."""
     buf = None
     for s, e, B in Knm.blocks():
-        if B.device.type != "cpu":
-            yield s, e, B.to(_F64)
-            continue
-        rows = max(1, _CHUNK_ENTRIES // max(B.shape[1], 1))
+        cpu = B.device.type == "cpu"
+        entries = _CHUNK_ENTRIES if cpu else config.block_bytes(B.device) // 8
+        rows = max(1, entries // max(B.shape[1], 1))
         for c in range(0, e - s, rows):
             part = B[c:c + rows]
-            if part.dtype == _F64:
-                yield s + c, s + c + part.shape[0], part
+            if part.dtype == _F64 or not cpu:
+                yield s + c, s + c + part.shape[0], part.to(_F64)
                 continue
             if buf is None or buf.shape[1] != B.shape[1]:
                 buf = torch.empty(rows, B.shape[1], dtype=_F64)
