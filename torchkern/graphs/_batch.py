@@ -430,9 +430,9 @@ def _flatten(data_list):
     xs = [st.get("x") for st in stores]
     eas = [st.get("edge_attr") for st in stores]
     for name, vals in (("x", xs), ("edge_attr", eas)):
-        has = [v is not None for v in vals]
-        if any(has) and not all(has):
-            raise ValueError(f"graph {has.index(False)} has no {name} while others do: "
+        missing = [i for i, v in enumerate(vals) if v is None]
+        if 0 < len(missing) < len(vals):
+            raise ValueError(f"graph {missing[0]} has no {name} while others do: "
                              f"give every graph {name} or none")
     empty = torch.zeros(2, 0, dtype=torch.long, device=device)
     eis = [empty if e is None else e for e in eis]
@@ -455,7 +455,7 @@ def _flatten(data_list):
     ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts, output_size=ei.shape[1])
     x = ea = None
     if xs[0] is not None:
-        if any(v.shape[0] != c for v, c in zip(xs, sizes)):
+        if [v.shape[0] for v in xs] != sizes:
             raise ValueError("every graph's x must have one row per node (num_nodes rows)")
         x = _cat(xs, device)
     if eas[0] is not None:
