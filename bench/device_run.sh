@@ -26,7 +26,7 @@ for s in $steps; do case $s in
   info) step info 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv;
         python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
   keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
-  kpca) step kpca 90 python3 bench/kpca_device.py ;;
+  kpca) step kpca 90 python3 bench/kpca_device.py --sizes 8000 20000 ;;
   tests) step tests 70 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;
   structured) step structured 120 python3 -m pytest -q -p no:cacheprovider -rfE \
               tests/sequences/test_sequences_devices.py tests/graphs/test_graph_devices.py ;;
@@ -44,6 +44,8 @@ for s in $steps; do case $s in
             --budget 15 --skip "dense torch" "torchkern compiled tiles" ;;
   svcgpu) step svcgpu 150 python3 bench/supervised_classifiers.py --device cuda --sections svc \
           --svc-sizes 20000 50000 100000 --threads 16 --ref-timeout 15 --timeout 30 ;;
+  svc20k) step svc20k 90 python3 bench/supervised_classifiers.py --device cuda --sections svc \
+          --svc-sizes 20000 --threads 16 --ref-timeout 70 --timeout 15 ;;
   distributed) step distributed 100 python3 bench/distributed.py --procs 1 2 4 8 ;;
   distributedgpu) step distributedgpu 60 python3 bench/distributed.py --device cuda --procs 1 \
                   --n 50000 --krr-n 20000 ;;
