@@ -131,8 +131,13 @@ class Estimator(BaseEstimator):
             if learnable:
                 cls.fit.__doc__ = _document_learn_kernel(cls.fit.__doc__)
         for name in _OUTPUT_METHODS:
-            if name in cls.__dict__ and not getattr(cls.__dict__[name], "_follows_input", False):
-                setattr(cls, name, _wrap_output(cls.__dict__[name]))
+            method = cls.__dict__.get(name)
+            if method is None or getattr(method, "_follows_input", False):
+                continue
+            if callable(getattr(method, "check", None)) and callable(getattr(method, "fn", None)):
+                method.fn = _wrap_output(method.fn)  # sklearn's available_if descriptor
+            else:
+                setattr(cls, name, _wrap_output(method))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

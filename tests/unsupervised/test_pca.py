@@ -174,8 +174,10 @@ def test_bad_input():
     with pytest.raises(NotFittedError):
         KernelPCA(n_components=2).transform(X)
     m = KernelPCA(n_components=2).fit(X)
-    with pytest.raises(ValueError, match="fit_inverse_transform"):
+    assert not hasattr(m, "inverse_transform")  # sklearn's available_if convention
+    with pytest.raises(AttributeError, match="inverse_transform") as err:
         m.inverse_transform(torch.zeros(3, 2, dtype=torch.float64))
+    assert "fit_inverse_transform=True" in str(err.value.__cause__)
     with pytest.raises(ValueError, match="X"):
         KernelPCA(n_components=2).fit(torch.full((5, 2), float("nan")))
 

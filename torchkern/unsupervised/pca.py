@@ -5,6 +5,7 @@ import warnings
 
 import torch
 from sklearn.base import TransformerMixin
+from sklearn.utils.metaestimators import available_if
 
 from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix,
                           resolve_kernel)
@@ -74,6 +75,12 @@ def _nystrom_start(Kc, b, random_state):
     except ValueError:  # K̃ = 0 on the sample (e.g. identical points): a Gaussian start
         return None
     return C.T @ V
+
+
+def _has_inverse_transform(kpca) -> bool:
+    if not kpca.fit_inverse_transform:
+        raise AttributeError("inverse_transform needs fit_inverse_transform=True at fit time")
+    return True
 
 
 def _flip_signs(V):
@@ -331,15 +338,15 @@ class KernelPCA(TransformerMixin, Estimator):
         self.dual_coef_ = dual
         self.X_transformed_fit_ = X_t
 
+    @available_if(_has_inverse_transform)
     @torch.no_grad()
     def inverse_transform(self, X):
         r"""Approximate pre-images: :math:`k(Z, Z_{fit})\,(k(Z_{fit}, Z_{fit}) + \alpha
         I)^{-1} X_{fit}` — kernel ridge regression learned at fit time from the training
         projections :math:`Z_{fit}` to the training inputs (Bakır, Weston and Schölkopf,
-        2004; scikit-learn's method). Needs ``fit_inverse_transform=True``.
+        2004; scikit-learn's method). Exists only with ``fit_inverse_transform=True``
+        (``hasattr(kpca, "inverse_transform")`` says whether pre-images are available).
         """
-        if not self.fit_inverse_transform:
-            raise ValueError("inverse_transform needs fit_inverse_transform=True at fit time")
         check_fitted(self, "dual_coef_")
         Z = check_fitted_input(self.kernel_, X, self.X_transformed_fit_, estimator=self)
         K = kernel_matrix(self.kernel_, Z, self.X_transformed_fit_, backend=self.backend)
