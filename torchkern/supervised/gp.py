@@ -35,7 +35,8 @@ _AUTO_CHOLESKY_MAX_N = 5_000
 # (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
 # and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
 # 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger exact fits do so only
-# while the machine is busy (1-minute load average above the usable cores).
+# while other work holds a core (1-minute load average above the usable cores minus one):
+# n = 2,000 at load 2.5 on 2 cores took 164 s on 2 threads and 14 s on 1.
 _SINGLE_THREAD_MAX_N = 1_000
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
@@ -199,8 +200,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
         one deterministic objective. Exact fits on the CPU run on one torch thread (the
         setting is restored afterwards) when n ≤ 1,000 or the machine is busy (1-minute
-        load average above the usable cores): at that size a second thread gains little,
-        and on a busy machine its waits cost several times the work
+        load average above the usable cores minus one): at that size a second thread
+        gains little, and on a busy machine its waits cost several times the work
         (``docs/performance.md``).
 
         ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
@@ -665,9 +666,10 @@ def _threads_for(method, X):
 
 
 def _machine_busy() -> bool:
-    """Whether the 1-minute load average exceeds the cores this process may use."""
+    """Whether the 1-minute load average exceeds the cores this process may use, minus
+    one (the core this fit itself keeps busy)."""
     try:
-        return os.getloadavg()[0] > len(os.sched_getaffinity(0))
+        return os.getloadavg()[0] > len(os.sched_getaffinity(0)) - 1
     except (AttributeError, OSError):  # no load average or affinity on this platform
         return False
 
