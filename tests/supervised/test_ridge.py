@@ -294,8 +294,9 @@ def test_lazy_solvers_at_100k_points_stay_far_below_n_squared_bytes():
     # features of an RBF kernel — the solver path (pivoted-Cholesky preconditioner from
     # K.diag()/K.cols(), CG on the lazy K + αI) is the same for every lazy K; that no
     # dense n × n piece is taken from a formula matrix is checked above with to_dense
-    # forbidden. "nystrom": the RBF formula with m = 200 centers; K_nm (20M entries) is
-    # recomputed in row blocks each iteration, never stored. α = 10³ (λ = α/n = 10⁻²)
+    # forbidden. "nystrom": the RBF formula with m = 200 centers; K_nm (20M entries,
+    # 80 MB in float32) is stored once (under config.materialize_max_bytes), a small
+    # fraction of the 40 GB n × n Gram. α = 10³ (λ = α/n = 10⁻²)
     # keeps both solves to a few iterations.
     res = subprocess.run([sys.executable, "-c", _MEMORY_CODE], capture_output=True, text=True,
                          timeout=600)
