@@ -21,7 +21,8 @@ Rows
   against torchkern's ``c * RBF`` with learned noise; test R² and log p(y)/n.
 
 Usage: ``python bench/small_data.py [--sizes 500 2000 5000] [--rows svc,grid,krr,klr,kpca,gp]
-[--threads 2]``
+[--threads 2]`` (``--threads`` sets torch's threads and, through threadpoolctl, the
+BLAS threads scikit-learn uses, so both libraries run on the same number of threads)
 """
 from __future__ import annotations
 
@@ -157,8 +158,10 @@ def main():
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()
     import torch
-    if args.threads:
+    if args.threads:  # both libraries: torch's pool and NumPy's BLAS (threadpoolctl)
         torch.set_num_threads(args.threads)
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(args.threads)
     warnings.simplefilter("ignore")
     print(f"# small data: torchkern vs scikit-learn on {device_name('cpu')}")
     out = []
