@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import warnings
 
 import numpy as np
@@ -651,10 +650,10 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
 @contextlib.contextmanager
 def _threads_for(method, X):
     """One torch thread (restored afterwards) for an exact fit on the CPU of at most
-    ``_SINGLE_THREAD_MAX_N`` points, or of any size while the machine is busy; the current
-    setting otherwise."""
-    one = method == "cholesky" and X.device.type == "cpu" and (
-        X.shape[0] <= _SINGLE_THREAD_MAX_N or _machine_busy())
+    ``_SINGLE_THREAD_MAX_N`` points — there the factorizations are too small to gain from
+    threads, and the pool's spin-waits cost more than they save —; the current setting
+    otherwise (see docs/performance.md on threads)."""
+    one = method == "cholesky" and X.device.type == "cpu" and X.shape[0] <= _SINGLE_THREAD_MAX_N
     prev = torch.get_num_threads()
     if one and prev > 1:
         torch.set_num_threads(1)
@@ -663,15 +662,6 @@ def _threads_for(method, X):
     finally:
         if torch.get_num_threads() != prev:
             torch.set_num_threads(prev)
-
-
-def _machine_busy() -> bool:
-    """Whether the 1-minute load average exceeds the cores this process may use, minus
-    one (the core this fit itself keeps busy)."""
-    try:
-        return os.getloadavg()[0] > len(os.sched_getaffinity(0)) - 1
-    except (AttributeError, OSError):  # no load average or affinity on this platform
-        return False
 
 
 def _probe_seed(random_state) -> int:
