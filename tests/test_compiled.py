@@ -187,3 +187,25 @@ def test_keops_cuda_verdict_is_cached_on_disk(monkeypatch, tmp_path):
     monkeypatch.setattr(gram, "_probe_keops_cuda", lambda: calls.append(1) or None)
     assert gram._keops_cuda_verdict("cuda") is None
     assert gram._keops_cuda_verdict("cuda") is None and len(calls) == 2
+
+
+@pytest.mark.parametrize("dtype", [D64, D32])
+def test_stored_gram_of_radial_kernels_is_written_by_the_native_loop(monkeypatch, dtype):
+    # Above gram._NATIVE_GRAM_MIN_ENTRIES a stored Gram matrix (outside autograd) of a
+    # native radial kernel is written by the C++ loop; it must equal the torch evaluation.
+    calls = []
+    real = native.radial_gram
+    monkeypatch.setattr(native, "radial_gram", lambda *a: calls.append(a[0]) or real(*a))
+    monkeypatch.setattr(gram, "_NATIVE_GRAM_MIN_ENTRIES", 0)
+    g = torch.Generator().manual_seed(3)
+    for d in (3, 8, 11):  # unrolled widths and the generic loop
+        X = torch.randn(130, d, generator=g, dtype=dtype)
+        Y = torch.randn(70, d, generator=g, dtype=dtype)
+        for kernel in (tk.RBF(1.3), tk.Laplacian(0.9), tk.Matern(1.5, lengthscale=1.1),
+                       tk.Matern(2.5, lengthscale=0.7)):
+            with torch.no_grad():
+                K = kernel(X, Y, backend="dense").to_dense()
+            f = kernel.formula(X, Y)
+            ref = gram._eval_torch(f.fn, f.xs, f.ys, f.ps).detach()
+            assert _rel(K, ref) < TOL[dtype], (kernel, d)
+    assert calls == ["gauss", "laplace", "matern32", "matern52"] * 3

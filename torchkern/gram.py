@@ -129,6 +129,10 @@ class Formula:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _eval_torch(self.fn, self.xs, self.ys, self.ps)
         n, m = self.shape
+        if n * m >= _NATIVE_GRAM_MIN_ENTRIES:
+            K = _native_gram(self)
+            if K is not None:
+                return K
         block = _block_rows(self, 0)
         if block >= n:
             return _eval_torch(self.fn, self.xs, self.ys, self.ps)
@@ -435,6 +439,29 @@ def _native_profile(formula: Formula) -> str | None:
             and len(formula.xs) == 1 and formula.dtype in (torch.float32, torch.float64)):
         return formula.profile
     return None
+
+
+# Stored Gram matrices of natively compiled radial kernels are written by the C++ loop from
+# this size on (a fifth of the time of the blocked torch evaluation, which writes and reads
+# each block's temporaries); below it, the first call's one-off build (seconds, once per
+# machine) would not pay.
+_NATIVE_GRAM_MIN_ENTRIES = 2**24
+
+
+def _native_gram(formula: Formula) -> torch.Tensor | None:
+    """The dense Gram matrix by the native radial loop, or None where it does not apply
+    (not a native profile, compiled backends switched off, or no compiler: then the torch
+    evaluation runs, silently — the user asked for a dense matrix, not for a compiler)."""
+    profile = _native_profile(formula)
+    if profile is None or not config.compiled_auto or _COMPILED_STATE["native"] is not None:
+        return None
+    from ._compiled import native
+    try:
+        native.load()
+    except RuntimeError as exc:
+        _COMPILED_STATE["native"] = f"{type(exc).__name__}: {exc}".strip()[:500]
+        return None
+    return native.radial_gram(profile, formula.xs[0], formula.ys[0])
 
 
 def _compiled_matmul(formula: Formula, V: torch.Tensor):

@@ -90,7 +90,8 @@ def load():
             try:
                 lib = ctypes.CDLL(str(_build(os.environ.get("CXX", "g++"))))
                 for name in ("tk_radial_forward_f32", "tk_radial_forward_f64",
-                             "tk_radial_gradient_f32", "tk_radial_gradient_f64"):
+                             "tk_radial_gradient_f32", "tk_radial_gradient_f64",
+                             "tk_radial_gram_f32", "tk_radial_gram_f64"):
                     getattr(lib, name).restype = None
                 _STATE["lib"] = lib
             except Exception as exc:  # noqa: BLE001 (any failure means: not usable here)
@@ -171,3 +172,12 @@ def radial_matmul(profile: str, x: torch.Tensor, y: torch.Tensor, V: torch.Tenso
     differentiable in V, x and y. x (n, d), y (m, d), V (m, r), on the CPU, float32 or
     float64. Cost O(n·m·(d + r)) time, O((n + m)(d + r)) memory."""
     return _RadialMatmul.apply(PROFILES[profile], V, x, y)
+
+
+def radial_gram(profile: str, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The (n, m) matrix K_ij = φ(‖x_i − y_j‖²) itself, written row by row in one pass (no
+    temporaries beyond K). Not differentiable: for stored Gram matrices outside autograd.
+    x (n, d), y (m, d) on the CPU, float32 or float64."""
+    x, yt = x.contiguous(), y.T.contiguous()
+    out = x.new_empty(x.shape[0], y.shape[0])
+    return _run("tk_radial_gram", PROFILES[profile], x, (yt,), out, y.shape[0], 0)

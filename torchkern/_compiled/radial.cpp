@@ -176,6 +176,46 @@ void gradient(const T* x, const T* yt, const T* g, const T* vt, T* gx, int64_t i
   }
 }
 
+// Rows [i0, i1) of the Gram matrix itself, K_ij = phi(|x_i - y_j|^2), written in place
+// into out (n x m, row-major): distances chunk by chunk, then the profile on each chunk.
+template <int P, int D, typename T>
+void gram(const T* x, const T* yt, T* out, int64_t i0, int64_t i1, int64_t m, int64_t d) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const T* xi = x + i * d;
+    T* oi = out + i * m;
+    for (int64_t j0 = 0; j0 < m; j0 += CHUNK) {
+      const int64_t len = m - j0 < CHUNK ? m - j0 : CHUNK;
+      sqdist_chunk<D>(xi, yt, m, d, j0, len, oi + j0);
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) oi[j0 + j] = phi<P>(oi[j0 + j]);
+    }
+  }
+}
+
+template <int P, typename T>
+void gram_any(const T* x, const T* yt, T* out, int64_t i0, int64_t i1, int64_t m,
+              int64_t d) {
+  switch (d) {
+    case 1: return gram<P, 1>(x, yt, out, i0, i1, m, d);
+    case 2: return gram<P, 2>(x, yt, out, i0, i1, m, d);
+    case 3: return gram<P, 3>(x, yt, out, i0, i1, m, d);
+    case 4: return gram<P, 4>(x, yt, out, i0, i1, m, d);
+    case 8: return gram<P, 8>(x, yt, out, i0, i1, m, d);
+    default: return gram<P, 0>(x, yt, out, i0, i1, m, d);
+  }
+}
+
+template <typename T>
+void dispatch_gram(int p, const T* x, const T* yt, T* out, int64_t i0, int64_t i1,
+                   int64_t m, int64_t d) {
+  switch (p) {
+    case GAUSS: return gram_any<GAUSS>(x, yt, out, i0, i1, m, d);
+    case LAPLACE: return gram_any<LAPLACE>(x, yt, out, i0, i1, m, d);
+    case MATERN32: return gram_any<MATERN32>(x, yt, out, i0, i1, m, d);
+    default: return gram_any<MATERN52>(x, yt, out, i0, i1, m, d);
+  }
+}
+
 template <int P, typename T>
 void forward_any(const T* x, const T* yt, const T* vt, T* out, int64_t i0, int64_t i1,
                  int64_t m, int64_t d, int64_t r) {
@@ -247,6 +287,19 @@ void tk_radial_gradient_f64(int p, const double* x, const double* yt, const doub
                             const double* vt, double* gx, int64_t i0, int64_t i1, int64_t m,
                             int64_t d, int64_t r) {
   dispatch_gradient<double>(p, x, yt, g, vt, gx, i0, i1, m, d, r);
+}
+
+// r is unused: the signature matches the other entry points (one calling convention).
+void tk_radial_gram_f32(int p, const float* x, const float* yt, float* out, int64_t i0,
+                        int64_t i1, int64_t m, int64_t d, int64_t r) {
+  (void)r;
+  dispatch_gram<float>(p, x, yt, out, i0, i1, m, d);
+}
+
+void tk_radial_gram_f64(int p, const double* x, const double* yt, double* out, int64_t i0,
+                        int64_t i1, int64_t m, int64_t d, int64_t r) {
+  (void)r;
+  dispatch_gram<double>(p, x, yt, out, i0, i1, m, d);
 }
 
 }  // extern "C"
