@@ -191,8 +191,9 @@ def test_keops_cuda_verdict_is_cached_on_disk(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("dtype", [D64, D32])
 def test_stored_gram_of_radial_kernels_is_written_by_the_native_loop(monkeypatch, dtype):
-    # Above gram._NATIVE_GRAM_MIN_ENTRIES a stored Gram matrix (outside autograd) of a
-    # native radial kernel is written by the C++ loop; it must equal the torch evaluation.
+    # Above gram._NATIVE_GRAM_MIN_ENTRIES a stored float64 Gram matrix (outside autograd)
+    # of a native radial kernel is written by the C++ loop; it must equal the torch
+    # evaluation. float32 stays with torch (bit-consistent with the lazy products).
     calls = []
     real = native.radial_gram
     monkeypatch.setattr(native, "radial_gram", lambda *a: calls.append(a[0]) or real(*a))
@@ -208,4 +209,4 @@ def test_stored_gram_of_radial_kernels_is_written_by_the_native_loop(monkeypatch
             f = kernel.formula(X, Y)
             ref = gram._eval_torch(f.fn, f.xs, f.ys, f.ps).detach()
             assert _rel(K, ref) < TOL[dtype], (kernel, d)
-    assert calls == ["gauss", "laplace", "matern32", "matern52"] * 3
+    assert calls == (["gauss", "laplace", "matern32", "matern52"] * 3 if dtype == D64 else [])

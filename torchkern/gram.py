@@ -129,7 +129,7 @@ class Formula:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _eval_torch(self.fn, self.xs, self.ys, self.ps)
         n, m = self.shape
-        if n * m >= _NATIVE_GRAM_MIN_ENTRIES:
+        if n * m >= _NATIVE_GRAM_MIN_ENTRIES and self.dtype == torch.float64:
             K = _native_gram(self)
             if K is not None:
                 return K
@@ -441,10 +441,11 @@ def _native_profile(formula: Formula) -> str | None:
     return None
 
 
-# Stored Gram matrices of natively compiled radial kernels are written by the C++ loop from
-# this size on (a fifth of the time of the blocked torch evaluation, which writes and reads
-# each block's temporaries); below it, the first call's one-off build (seconds, once per
-# machine) would not pay.
+# Stored float64 Gram matrices of natively compiled radial kernels are written by the C++
+# loop from this size on (a fourth of the time of the blocked torch evaluation, which writes
+# and reads each block's temporaries); below it, the first call's one-off build (seconds,
+# once per machine) would not pay. float32 keeps the torch evaluation: there the two differ
+# by float32 rounding, and a stored matrix must equal the lazy products it stands in for.
 _NATIVE_GRAM_MIN_ENTRIES = 2**24
 
 
