@@ -13,3 +13,13 @@ import torch  # noqa: E402
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test, restored afterwards: on the shared, oversubscribed
+    CI CPUs two spinning OpenMP threads make small eigh/matmul calls 10-20x slower."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

@@ -113,6 +113,12 @@ def rw_reference(d1, d2, lam, labeled, kind="geometric", p=None):
         else np.ones(d1.num_nodes * d2.num_nodes, bool)
     m = m.astype(float)
     Ax = m[:, None] * np.kron(adjacency(d1), adjacency(d2)) * m[None, :]
+    return walk_sum(Ax, m, lam, kind, p)
+
+
+def walk_sum(Ax, m, lam, kind="geometric", p=None):
+    """mᵀ f(λ A×) m for the product-graph adjacency A×: (I − λA×)⁻¹ (geometric),
+    exp(λA×) (exponential), or their first p + 1 terms (p-step)."""
     if p is not None:
         c = [lam ** k / (math.factorial(k) if kind == "exponential" else 1) for k in range(p + 1)]
         return sum(ck * m @ np.linalg.matrix_power(Ax, k) @ m for k, ck in enumerate(c))

@@ -1,14 +1,12 @@
 """Random walks that follow edge labels (``RandomWalk(edge_labels=True)``) against the
 explicit product graph Σ_c A₁⁽ᶜ⁾ ⊗ A₂⁽ᶜ⁾ (dense Kronecker products, numpy / scipy)."""
-import math
 
 import numpy as np
 import pytest
-import scipy.linalg as sl
 import torch
 
 from torchkern.graphs import RandomWalk
-from tests.graphs.test_graph_kernels import dense, labels_of, random_graphs
+from tests.graphs.test_graph_kernels import dense, labels_of, random_graphs, walk_sum
 from tests.graphs.test_wl_relabel import edge_labels_of, with_edge_labels
 
 
@@ -26,12 +24,7 @@ def rw_edge_reference(d1, d2, lam, labeled, C, kind="geometric", p=None):
     m = m.astype(float)
     A1, A2 = adjacency_per_label(d1, C), adjacency_per_label(d2, C)
     Ax = m[:, None] * sum(np.kron(A1[c], A2[c]) for c in range(C)) * m[None, :]
-    if p is not None:
-        c = [lam ** k / (math.factorial(k) if kind == "exponential" else 1) for k in range(p + 1)]
-        return sum(ck * m @ np.linalg.matrix_power(Ax, k) @ m for k, ck in enumerate(c))
-    if kind == "geometric":
-        return m @ np.linalg.solve(np.eye(len(m)) - lam * Ax, m)
-    return m @ sl.expm(lam * Ax) @ m
+    return walk_sum(Ax, m, lam, kind, p)
 
 
 CASES = [dict(kind="geometric"), dict(kind="exponential"), dict(kind="geometric", p=3)]

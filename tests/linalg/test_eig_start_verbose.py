@@ -8,13 +8,8 @@ from torchkern.linalg.eig import block_krylov_eigsh
 from .conftest import MatmulOnly
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # small dense products: two threads on the shared CPUs only add synchronization
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# small dense products: two threads on the shared CPUs only add synchronization
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _slow_spectrum(n=500, seed=0):

@@ -1,12 +1,6 @@
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    # On the shared, oversubscribed CI/dev CPUs two BLAS threads make small eigh/matmul
-    # calls 10-20x slower than one; these tests are small, so run them single-threaded.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+def _one_thread(one_thread):
+    """Every test here on one torch thread (tests/conftest.py's ``one_thread``)."""

@@ -68,18 +68,26 @@ def _pad_rows(t: torch.Tensor, total: int, zero: bool = False) -> torch.Tensor:
     return torch.cat([t, pad])
 
 
+def _padded(xs, ys, V):
+    """Sizes (n, m, r), the tile shape (B, C, R), and xs, ys, V padded to whole tiles
+    (rows to multiples of B and C, V's columns to R), detached."""
+    n, m, r = xs[0].shape[0], ys[0].shape[0], V.shape[1]
+    B, C, R = tile_shape(n, m, r, V.device)
+    nb, mb = -(-n // B) * B, -(-m // C) * C
+    xs_p = [_pad_rows(x.detach(), nb) for x in xs]
+    ys_p = [_pad_rows(y.detach(), mb) for y in ys]
+    Vp = torch.nn.functional.pad(_pad_rows(V.detach(), mb, zero=True), (0, R - r))
+    return (n, m, r), (B, C, R), xs_p, ys_p, Vp
+
+
 class _TiledMatmul(torch.autograd.Function):
     """out = K V tile by tile with compiled tiles; backward by compiled tile VJPs."""
 
     @staticmethod
     def forward(ctx, block, nx, ny, V, *tensors):
         xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
-        n, m, r = xs[0].shape[0], ys[0].shape[0], V.shape[1]
-        B, C, R = tile_shape(n, m, r, V.device)
-        nb, mb = -(-n // B) * B, -(-m // C) * C
-        xs_p = [_pad_rows(x.detach(), nb) for x in xs]
-        ys_p = [_pad_rows(y.detach(), mb) for y in ys]
-        Vp = torch.nn.functional.pad(_pad_rows(V.detach(), mb, zero=True), (0, R - r))
+        (n, m, r), (B, C, R), xs_p, ys_p, Vp = _padded(xs, ys, V)
+        nb, mb = xs_p[0].shape[0], ys_p[0].shape[0]
         out = V.new_zeros(nb, R)
         for s in range(0, nb, B):
             xb = [x[s:s + B] for x in xs_p]
@@ -96,12 +104,8 @@ class _TiledMatmul(torch.autograd.Function):
         V, *tensors = ctx.saved_tensors
         nx, ny, block = ctx.nx, ctx.ny, ctx.block
         xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], [p.detach() for p in tensors[nx + ny:]]
-        n, m, r = xs[0].shape[0], ys[0].shape[0], V.shape[1]
-        B, C, R = tile_shape(n, m, r, V.device)
-        nb, mb = -(-n // B) * B, -(-m // C) * C
-        xs_p = [_pad_rows(x.detach(), nb) for x in xs]
-        ys_p = [_pad_rows(y.detach(), mb) for y in ys]
-        Vp = torch.nn.functional.pad(_pad_rows(V.detach(), mb, zero=True), (0, R - r))
+        (n, m, r), (B, C, R), xs_p, ys_p, Vp = _padded(xs, ys, V)
+        nb, mb = xs_p[0].shape[0], ys_p[0].shape[0]
         Gp = torch.nn.functional.pad(_pad_rows(G.contiguous(), nb, zero=True), (0, R - r))
         gxs = [torch.zeros_like(x) for x in xs_p]
         gys = [torch.zeros_like(y) for y in ys_p]

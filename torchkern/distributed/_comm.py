@@ -141,6 +141,9 @@ def _gather_flat(local: torch.Tensor, counts, group, error=None) -> torch.Tensor
 
 
 class _GatherRows(torch.autograd.Function):
+    """All ranks' rows, gathered; the gradient of a value every rank computes alike is
+    this rank's rows of its gradient."""
+
     @staticmethod
     def forward(ctx, local, sh):
         ctx.sh = sh
@@ -151,11 +154,9 @@ class _GatherRows(torch.autograd.Function):
         return ctx.sh.own(grad), None
 
 
-class _GatherShared(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, local, sh):
-        ctx.sh = sh
-        return sh.place(_gather_flat(local, sh.counts, sh.group))
+class _GatherShared(_GatherRows):
+    """The same gather, for a value each rank computes its own part of: the gradient is
+    summed over the ranks before this rank keeps its rows."""
 
     @staticmethod
     def backward(ctx, grad):
