@@ -191,22 +191,44 @@ def test_keops_cuda_verdict_is_cached_on_disk(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("dtype", [D64, D32])
 def test_stored_gram_of_radial_kernels_is_written_by_the_native_loop(monkeypatch, dtype):
-    # Above gram._NATIVE_GRAM_MIN_ENTRIES a stored float64 Gram matrix (outside autograd)
-    # of a native radial kernel is written by the C++ loop; it must equal the torch
-    # evaluation. float32 stays with torch (bit-consistent with the lazy products).
+    # Above gram._NATIVE_GRAM_MIN_ENTRIES a stored Gram matrix (outside autograd) of a
+    # native radial kernel is written by the C++ loop; it must equal the float64 torch
+    # evaluation to the dtype's rounding. A blocked matrix's to_dense in float32 stays with
+    # the torch evaluation: entry for entry the matrix its lazy products use.
     calls = []
     real = native.radial_gram
     monkeypatch.setattr(native, "radial_gram", lambda *a: calls.append(a[0]) or real(*a))
     monkeypatch.setattr(gram, "_NATIVE_GRAM_MIN_ENTRIES", 0)
     g = torch.Generator().manual_seed(3)
     for d in (3, 8, 11):  # unrolled widths and the generic loop
-        X = torch.randn(130, d, generator=g, dtype=dtype)
-        Y = torch.randn(70, d, generator=g, dtype=dtype)
+        X = torch.randn(130, d, generator=g, dtype=D64)
+        Y = torch.randn(70, d, generator=g, dtype=D64)
         for kernel in (tk.RBF(1.3), tk.Laplacian(0.9), tk.Matern(1.5, lengthscale=1.1),
                        tk.Matern(2.5, lengthscale=0.7)):
             with torch.no_grad():
-                K = kernel(X, Y, backend="dense").to_dense()
+                K = kernel(X.to(dtype), Y.to(dtype), backend="dense").to_dense()
+                Kb = kernel(X.to(dtype), Y.to(dtype), backend="blocked").to_dense()
             f = kernel.formula(X, Y)
             ref = gram._eval_torch(f.fn, f.xs, f.ys, f.ps).detach()
-            assert _rel(K, ref) < TOL[dtype], (kernel, d)
-    assert calls == (["gauss", "laplace", "matern32", "matern52"] * 3 if dtype == D64 else [])
+            assert K.dtype == dtype and _rel(K.double(), ref) < TOL[dtype], (kernel, d)
+            f32 = kernel.formula(X.to(dtype), Y.to(dtype))
+            assert torch.equal(Kb, gram._eval_torch(f32.fn, f32.xs, f32.ys, f32.ps)) or (
+                dtype == D64), (kernel, d)
+    names = ["gauss", "laplace", "matern32", "matern52"] * 3
+    assert calls == ([n for n in names for _ in (0, 1)] if dtype == D64 else names)
+
+
+def test_native_float32_gram_is_more_accurate_than_the_torch_evaluation(monkeypatch):
+    # The C++ loop sums squared differences; torch's float32 evaluation expands
+    # ‖x‖² + ‖y‖² − 2xᵀy and loses digits to cancellation on points far from the origin.
+    monkeypatch.setattr(gram, "_NATIVE_GRAM_MIN_ENTRIES", 0)
+    g = torch.Generator().manual_seed(5)
+    X = 30 + torch.randn(300, 4, generator=g, dtype=D64)
+    with torch.no_grad():
+        K32 = tk.RBF(1.0)(X.float(), backend="dense").to_dense()
+        Kb32 = tk.RBF(1.0)(X.float(), backend="blocked").to_dense()
+    # entries of the float32 inputs: the float64 Gram of the rounded points
+    ref = tk.RBF(1.0)(X.float().double(), backend="dense").to_dense()
+    err_native = (K32.double() - ref).abs().max().item()
+    err_torch = (Kb32.double() - ref).abs().max().item()
+    assert err_native < 1e-6 and err_native < err_torch / 4, (err_native, err_torch)

@@ -118,18 +118,22 @@ class Formula:
     def take_cols(self, idx) -> "Formula":
         return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn, self.profile)
 
-    def evaluate(self) -> torch.Tensor:
+    def evaluate(self, native_float32: bool = False) -> torch.Tensor:
         """Dense (n, m) evaluation with plain torch (differentiable).
 
         Without autograd the matrix is filled row block by row block into one buffer, so
         the formula's temporaries stay within ``config.block_bytes(device)`` instead of being
-        n × m each.
+        n × m each. Large float64 Gram matrices of radial kernels are written by the native
+        C++ loop instead (see ``_NATIVE_GRAM_MIN_ENTRIES``); float32 ones too with
+        ``native_float32=True`` — for matrices that are not compared entry by entry with
+        blocked torch products (a ``"dense"`` backend's own matrix, the compiled backend's
+        rows).
         """
         tensors = (*self.xs, *self.ys, *self.ps)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _eval_torch(self.fn, self.xs, self.ys, self.ps)
         n, m = self.shape
-        if n * m >= _NATIVE_GRAM_MIN_ENTRIES and self.dtype == torch.float64:
+        if n * m >= _NATIVE_GRAM_MIN_ENTRIES and (self.dtype == torch.float64 or native_float32):
             K = _native_gram(self)
             if K is not None:
                 return K
@@ -441,11 +445,15 @@ def _native_profile(formula: Formula) -> str | None:
     return None
 
 
-# Stored float64 Gram matrices of natively compiled radial kernels are written by the C++
-# loop from this size on (a fourth of the time of the blocked torch evaluation, which writes
-# and reads each block's temporaries); below it, the first call's one-off build (seconds,
-# once per machine) would not pay. float32 keeps the torch evaluation: there the two differ
-# by float32 rounding, and a stored matrix must equal the lazy products it stands in for.
+# Stored Gram matrices of natively compiled radial kernels are written by the C++ loop from
+# this size on (a fourth of the time of the blocked torch evaluation, which writes and reads
+# each block's temporaries); below it, the first call's one-off build (seconds, once per
+# machine) would not pay. In float64 the two agree to round-off. In float32 they differ by
+# float32 rounding — the C++ loop sums squared differences (max abs error 1e-7 on an RBF
+# Gram), the torch evaluation uses ‖x‖² + ‖y‖² − 2xᵀy (cancellation: 4e-6) — so a float32
+# matrix that stands in for blocked torch products (``to_dense`` of a blocked matrix) keeps
+# the torch evaluation, and only matrices stored for themselves use the C++ loop
+# (``Formula.evaluate(native_float32=True)``).
 _NATIVE_GRAM_MIN_ENTRIES = 2**24
 
 
@@ -751,11 +759,13 @@ class FormulaKernelMatrix(KernelMatrix):
         return FormulaKernelMatrix(self.formula.transpose(), self.backend, self.fallback)
 
     def rows(self, idx):
-        return self.formula.take_rows(_as_index(idx, self.shape[0], self.device)).evaluate()
+        f = self.formula.take_rows(_as_index(idx, self.shape[0], self.device))
+        return f.evaluate(native_float32=self.backend == "compiled")
 
     def submatrix(self, rows, cols):
         f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device))
-        return f.take_cols(_as_index(cols, self.shape[1], self.device)).evaluate()
+        f = f.take_cols(_as_index(cols, self.shape[1], self.device))
+        return f.evaluate(native_float32=self.backend == "compiled")
 
     def diag(self):
         k = min(self.shape)
@@ -932,7 +942,8 @@ class CenteredKernelMatrix(KernelMatrix):
 
     def rows(self, idx):
         idx = _as_index(idx, self.shape[0], self.device)
-        return self.base.rows(idx) - self.row_mean[idx, None] - self.col_mean[None, :] + self.mean
+        out = self.base.rows(idx) - self.row_mean[idx, None]  # a new tensor: update it in place
+        return out.sub_(self.col_mean[None, :]).add_(self.mean)
 
     def diag(self):
         k = min(self.shape)

@@ -54,3 +54,40 @@ def test_float32_operator_and_seed():
     torch.testing.assert_close(e32, _top(A, 5)[0], rtol=1e-5, atol=1e-5)
     a = block_krylov_eigsh(A, 5, random_state=3)[0]
     torch.testing.assert_close(a, block_krylov_eigsh(A, 5, random_state=3)[0], rtol=0, atol=0)
+
+
+def test_orthogonalization_against_a_basis():
+    # A new Krylov block: orthonormal, orthogonal to the basis, and spanning what W adds
+    # to it — by Cholesky QR where W is well conditioned, by the SVD fill-up where it is
+    # rank-deficient outside the basis (then Cholesky QR must decline).
+    from torchkern.linalg.eig import _cholesky_qr2, _orth_against
+    g = torch.Generator().manual_seed(4)
+    n, b = 500, 12
+    B = torch.linalg.qr(torch.randn(n, 30, generator=g, dtype=torch.float64)).Q
+    W = torch.randn(n, b, generator=g, dtype=torch.float64) @ torch.diag(
+        torch.logspace(0, -5, b, dtype=torch.float64))  # condition number 1e5
+    Q = _orth_against(W, B)
+    I = torch.eye(b, dtype=torch.float64)
+    assert torch.dist(Q.T @ Q, I) < 1e-13 and (B.T @ Q).abs().max() < 1e-13
+    P = W - B @ (B.T @ W)
+    assert torch.dist(Q @ (Q.T @ P), P) < 1e-12 * P.norm()  # span(Q) ⊇ the new part of W
+    assert _cholesky_qr2(P, 1e-6 * float(W.norm(dim=0).max())) is not None
+    W2 = torch.cat([W[:, :6], B[:, :6] + 1e-14 * W[:, 6:]], 1)  # half of it inside span(B)
+    assert _cholesky_qr2(W2 - B @ (B.T @ W2), 1e-6 * float(W2.norm(dim=0).max())) is None
+    Q2 = _orth_against(W2, B)
+    assert torch.dist(Q2.T @ Q2, I) < 1e-13 and (B.T @ Q2).abs().max() < 1e-12
+
+
+def test_one_thread_eigh_restores_the_thread_count():
+    from torchkern.linalg._common import _eigh, one_thread
+    prev = torch.get_num_threads()
+    A = torch.randn(50, 50, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    A = A + A.T
+    w, V = _eigh(A)
+    torch.testing.assert_close(V @ torch.diag(w) @ V.T, A, rtol=0, atol=1e-12)
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == prev
+    with pytest.raises(RuntimeError), one_thread():
+        raise RuntimeError("restored on errors too")
+    assert torch.get_num_threads() == prev

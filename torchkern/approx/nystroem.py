@@ -11,6 +11,7 @@ from .._validation import as_generator
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
+from ..linalg._common import _eigh
 from ._kmeans import kmeans
 
 __all__ = ["Nystroem", "NystromBasis", "nystrom_basis", "nystrom_whitening", "uniform_centers"]
@@ -54,7 +55,7 @@ def nystrom_basis(Kmm: torch.Tensor, rcond: float) -> NystromBasis:
     NeurIPS 2001). Cost O(m³).
     """
     K = Kmm.to(_F64)
-    evals, U = torch.linalg.eigh((K + K.T) / 2)
+    evals, U = _eigh((K + K.T) / 2)
     keep = evals > rcond * evals[-1].clamp_min(0)
     if not bool(keep.any()):
         raise ValueError("the kernel matrix of the Nyström centers is zero: no Nyström features")

@@ -299,7 +299,7 @@ class Kernel(nn.Module):
             name = "dense"
         f = self.formula(X, Y)
         if name == "dense":
-            return DenseKernelMatrix(f.evaluate())
+            return DenseKernelMatrix(f.evaluate(native_float32=True))
         return FormulaKernelMatrix(f, name)  # "auto" picks its lazy backend from f
 
     def diag(self, X) -> torch.Tensor:

@@ -1,7 +1,6 @@
 r"""Exact Gaussian-process regression: dense Cholesky or matrix-free CG + SLQ."""
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 
@@ -16,6 +15,7 @@ from ..inputs import check_fitted_input, check_input
 from ..kernels.base import inv_softplus
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
+from ..linalg._common import one_thread
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -647,21 +647,13 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
     return lml, (mu, a.detach(), preconditioner)
 
 
-@contextlib.contextmanager
 def _threads_for(method, X):
     """One torch thread (restored afterwards) for an exact fit on the CPU of at most
     ``_SINGLE_THREAD_MAX_N`` points — there the factorizations are too small to gain from
     threads, and the pool's spin-waits cost more than they save —; the current setting
     otherwise (see docs/performance.md on threads)."""
-    one = method == "cholesky" and X.device.type == "cpu" and X.shape[0] <= _SINGLE_THREAD_MAX_N
-    prev = torch.get_num_threads()
-    if one and prev > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != prev:
-            torch.set_num_threads(prev)
+    return one_thread(method == "cholesky" and X.device.type == "cpu"
+                      and X.shape[0] <= _SINGLE_THREAD_MAX_N)
 
 
 def _probe_seed(random_state) -> int:
