@@ -172,6 +172,21 @@ def test_auto_picks_compiled_for_large_radial_products_on_the_cpu(monkeypatch):
         tk.set_backend("compile")
 
 
+def test_auto_on_cuda_picks_compiled_from_its_own_threshold(monkeypatch):
+    # Without KeOps, CUDA products use the Triton tiles from config.cuda_compiled_min_entries
+    # on (any formula), blocked torch below; the CPU threshold does not apply there.
+    from types import SimpleNamespace
+    monkeypatch.setattr(gram, "keops_available", lambda device: False)
+    monkeypatch.setattr(tk.config, "compiled_min_entries", 1)
+    cuda = torch.device("cuda")
+    f = lambda n: SimpleNamespace(shape=(n, n), device=cuda)  # noqa: E731
+    limit = tk.config.cuda_compiled_min_entries
+    assert gram._lazy_backend(f(int(limit**0.5) - 1)) == "blocked"
+    assert gram._lazy_backend(f(int(limit**0.5) + 1)) == "compiled"
+    monkeypatch.setattr(tk.config, "compiled_auto", False)
+    assert gram._lazy_backend(f(int(limit**0.5) + 1)) == "blocked"
+
+
 def test_keops_cuda_verdict_is_cached_on_disk(monkeypatch, tmp_path):
     # The child-process KeOps check runs once per machine and versions, not per process.
     monkeypatch.setenv("TORCHKERN_CACHE_DIR", str(tmp_path))

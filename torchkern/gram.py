@@ -499,17 +499,22 @@ def _lazy_backend(formula: Formula) -> str:
     """What ``backend="auto"`` uses for a product too large to store.
 
     KeOps on CUDA where it works; otherwise the compiled backend where it was measured
-    faster than blocked torch: on CUDA, and on the CPU for the natively compiled radial
-    kernels, when the product has at least ``config.compiled_min_entries`` entries (the
-    first use compiles for a few seconds, once per machine). Blocked torch otherwise.
+    faster than blocked torch: on CUDA for products of at least
+    ``config.cuda_compiled_min_entries`` entries, and on the CPU for the natively compiled
+    radial kernels from ``config.compiled_min_entries`` entries (the first use compiles
+    for a few seconds, once per machine). Blocked torch otherwise.
     """
     n, m = formula.shape
     cuda = formula.device.type == "cuda"
     if (cuda or config.keops_on_cpu) and keops_available(formula.device):
         return "keops"
-    if config.compiled_auto and n * m >= config.compiled_min_entries and (
-            (cuda and _COMPILED_STATE["inductor"] is None)
-            or (_native_profile(formula) is not None and _COMPILED_STATE["native"] is None)):
+    if not config.compiled_auto:
+        return "blocked"
+    if cuda:
+        if n * m >= config.cuda_compiled_min_entries and _COMPILED_STATE["inductor"] is None:
+            return "compiled"
+    elif (n * m >= config.compiled_min_entries and _native_profile(formula) is not None
+          and _COMPILED_STATE["native"] is None):
         return "compiled"
     return "blocked"
 
