@@ -8,7 +8,7 @@ from sklearn.base import ClusterMixin
 
 from .._estimator import Estimator, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_input, check_precomputed, n_features
-from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
+from ..gram import FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import ConvergenceWarning, eigsh
 from ..linalg.eig import block_krylov_eigsh
 from ._common import check_int
@@ -20,7 +20,8 @@ _LANCZOS_MAX_N = 1000
 
 
 def _spectral_operator(K, normalized):
-    """The matrix whose top eigenvectors embed the points, lazily when K is lazy.
+    """The matrix whose top eigenvectors embed the points, as an operator on K's products
+    (a stored K is not copied: no second n × n matrix).
 
     normalized: :math:`D^{-1/2}KD^{-1/2}`, applied as d^{-1/2} ⊙ K(d^{-1/2} ⊙ V).
     unnormalized: :math:`cI - L = cI - D + K` with c = 2 max d ≥ λ_max(L) (Gershgorin),
@@ -33,12 +34,8 @@ def _spectral_operator(K, normalized):
     n = K.shape[0]
     if normalized:
         s = d.rsqrt()[:, None]
-        if isinstance(K, DenseKernelMatrix):
-            return s * K.to_dense() * s.T
         return OperatorKernelMatrix(lambda V: s * (K @ (s * V)), (n, n), K.dtype, K.device)
     c = 2 * d.max()
-    if isinstance(K, DenseKernelMatrix):
-        return K.to_dense() - torch.diag(d) + c * torch.eye(n, dtype=K.dtype, device=K.device)
     return OperatorKernelMatrix(lambda V: K @ V + (c - d)[:, None] * V, (n, n), K.dtype,
                                 K.device)
 
