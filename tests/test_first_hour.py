@@ -171,3 +171,32 @@ def test_kernel_cca_and_klr_progress_bars_stay_and_show_progress(capsys):
     # a full bar: the relative Newton step went below tol = 1e-8, 8 digits
     assert last.startswith("KernelLogisticRegression (Newton): 100%") and "8.0/8.0" in last
     assert f"{klr.n_iter_} it" in last
+
+
+# -- NumPy scalars as hyperparameters (grids built with np.arange / np.logspace) ------------
+@pytest.mark.parametrize("make, params, target", [
+    (lambda **p: tk.KernelPCA(eigen_solver="randomized", random_state=0, **p),
+     dict(n_components=3, max_iter=50), None),
+    (lambda **p: tk.KernelKMeans(random_state=0, **p), dict(n_clusters=3, n_init=2), None),
+    (lambda **p: tk.SpectralClustering(random_state=0, **p), dict(n_clusters=2), None),
+    (lambda **p: tk.KernelRidge(solver="nystrom", random_state=0, **p),
+     dict(n_centers=20, tol=1e-8), "regression"),
+    (lambda **p: tk.SVC(**p), dict(max_iter=1000, working_set_size=4), "classification"),
+    (lambda **p: tk.KernelLogisticRegression(**p), dict(max_iter=50), "classification"),
+    (lambda **p: tk.approx.Nystroem(random_state=0, **p), dict(n_components=20), None),
+])
+def test_numpy_scalar_hyperparameters_are_accepted(make, params, target):
+    # np.int64 / np.float32 from a parameter grid fit exactly as the Python numbers do.
+    g = np.random.default_rng(0)
+    X = g.normal(size=(80, 3))
+    y = {"regression": X[:, 0] + 0.1 * g.normal(size=80),
+         "classification": (X[:, 0] > 0).astype(int), None: None}[target]
+    as_numpy = {k: (np.int64(v) if isinstance(v, int) else np.float32(v))
+                for k, v in params.items()}
+    ref, est = make(**params).fit(X, y), make(**as_numpy).fit(X, y)
+    out = (lambda m: m.predict(X)) if target else (
+        lambda m: m.labels_ if hasattr(m, "labels_") else m.transform(X))
+    np.testing.assert_allclose(np.asarray(out(est)), np.asarray(out(ref)), rtol=1e-6,
+                               atol=1e-6 if target == "regression" else 0)
+    with pytest.raises(ValueError, match=next(iter(params))):
+        make(**{next(iter(params)): True}).fit(X, y)  # a bool is not an int

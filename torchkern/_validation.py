@@ -1,6 +1,8 @@
 """Input checks shared by every layer: clear errors that name the argument."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -105,6 +107,26 @@ def check_positive(value, name: str, *, allow_zero: bool = False) -> None:
     if not bool(torch.isfinite(t).all()) or not bool(ok.all()):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+
+
+def is_int(value) -> bool:
+    """Whether ``value`` is an integer — a Python int or a NumPy integer (hyperparameter
+    grids built with ``np.arange`` hold those), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value) -> bool:
+    """Whether ``value`` is a real number (int, float, or a NumPy scalar of either), not a
+    bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(value, name: str, low: int = 1, high: int | None = None) -> int:
+    """``value`` as an int in [low, high], else a ValueError naming the argument."""
+    if not is_int(value) or value < low or (high is not None and value > high):
+        bound = f"{low} <= {name}" + (f" <= {high}" if high is not None else "")
+        raise ValueError(f"{name} must be an int with {bound}, got {value!r}")
+    return int(value)
 
 
 def as_generator(random_state) -> torch.Generator | None:

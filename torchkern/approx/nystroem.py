@@ -7,7 +7,7 @@ from sklearn.base import TransformerMixin
 from typing import NamedTuple
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, resolve_kernel
-from .._validation import as_generator
+from .._validation import as_generator, is_int
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
@@ -180,7 +180,7 @@ class Nystroem(TransformerMixin, Estimator):
 
     def _check_params(self, n):
         m = self.n_components
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        if not is_int(m) or m < 1:
             raise ValueError(f"n_components must be a positive int, got {m!r}")
         if m > n:
             raise ValueError(f"n_components={m} is larger than the number of samples n={n}")

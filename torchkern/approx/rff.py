@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import as_tensor
+from .._validation import as_tensor, is_int
 from ..gram import FeatureKernelMatrix
 from .spectral import Draws, as_generator, assemble, decompose, draw, law_params
 
@@ -113,7 +113,7 @@ class RandomFourierFeatures(nn.Module):
                  orthogonal: bool = False, variant: str = "paired", random_state=None):
         super().__init__()
         self._spectrum = decompose(kernel)  # TypeError for unsupported kernels
-        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+        if not is_int(n_features) or n_features < 1:
             raise ValueError(f"n_features must be a positive int, got {n_features!r}")
         if variant not in _VARIANTS:
             raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
@@ -124,7 +124,7 @@ class RandomFourierFeatures(nn.Module):
             raise TypeError(f"orthogonal must be a bool, got {type(orthogonal).__name__}")
         ard = self._spectrum.ard_dims
         if in_features is not None:
-            if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
+            if not is_int(in_features) or in_features < 1:
                 raise ValueError(f"in_features must be a positive int, got {in_features!r}")
             if ard is not None and ard != in_features:
                 raise ValueError(f"in_features={in_features} but the kernel has ard_dims={ard}")

@@ -28,6 +28,8 @@ import datetime
 import torch
 import torch.distributed as dist
 
+from .._validation import is_real
+
 __all__ = ["RankFailedError", "init_process_group", "gather_rows", "gather_shared",
            "local_rows", "all_reduce_sum", "sum_grads", "agree"]
 
@@ -53,7 +55,7 @@ def init_process_group(backend: str | None = None, *, timeout: float = 300.0,
         The device this rank should put its data on.
     """
     import os
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
+    if not (is_real(timeout) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"

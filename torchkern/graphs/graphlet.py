@@ -5,7 +5,7 @@ import itertools
 
 import torch
 
-from .._validation import as_generator
+from .._validation import as_generator, is_int
 from ..gram import FeatureKernelMatrix
 from ._batch import GraphKernel, GraphSet
 
@@ -97,7 +97,7 @@ class GraphletSampling(GraphKernel):
         if k not in (3, 4) or isinstance(k, bool):
             raise ValueError(f"k must be 3 or 4, got {k!r}")
         if n_samples is not None and (isinstance(n_samples, bool) or
-                                      not isinstance(n_samples, int) or n_samples < 1):
+                                      not is_int(n_samples) or n_samples < 1):
             raise ValueError(f"n_samples must be a positive int or None, got {n_samples!r}")
         as_generator(random_state)  # validate now
         self.k, self.n_samples, self.random_state = k, n_samples, random_state

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import KernelInput
 from ..kernels.structured import StructuredKernel
@@ -174,9 +175,9 @@ class _NodeKernel(StructuredKernel):
         super().__init__()
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and 0 < tol < 1):
+        if not (is_real(tol) and 0 < tol < 1):
             raise ValueError(f"tol must be a float in (0, 1), got {tol!r}")
-        if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, int)
+        if max_iter is not None and (not is_int(max_iter)
                                      or max_iter < 1):
             raise ValueError(f"max_iter must be a positive int or None, got {max_iter!r}")
         self.method, self.tol, self.max_iter = method, float(tol), max_iter
@@ -427,7 +428,7 @@ class PStepRandomWalk(_NodeKernel):
     def __init__(self, a=2.0, p=1, graph=None, method="auto", tol=1e-10, max_iter=None):
         super().__init__(graph, method, tol, max_iter)
         _check_a(a)
-        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        if not is_int(p) or p < 1:
             raise ValueError(f"p must be a positive int (number of steps), got {p!r}")
         self.register_hyperparameter("a", a, learnable=False)
         self.p = int(p)

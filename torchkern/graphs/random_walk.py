@@ -6,6 +6,7 @@ import warnings
 
 import torch
 
+from .._validation import is_int
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..linalg import cg
 from ..linalg._common import ConvergenceWarning
@@ -155,11 +156,11 @@ class RandomWalk(GraphKernel):
             raise ValueError(f"lam must be finite and > 0, got {lam!r}")
         if kind not in ("geometric", "exponential"):
             raise ValueError(f"kind must be 'geometric' or 'exponential', got {kind!r}")
-        if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 0):
+        if p is not None and (not is_int(p) or p < 0):
             raise ValueError(f"p must be None or a non-negative int, got {p!r}")
         if not (tol > 0):
             raise ValueError(f"tol must be > 0, got {tol!r}")
-        if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        if not is_int(max_iter) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
         if not isinstance(edge_labels, bool):
             raise TypeError(f"edge_labels must be a bool, got {edge_labels!r}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from .._validation import is_int
 from ._batch import GraphSet
 from ._labels import CountFeatureKernel, round_histograms, wl_label_sequence
 from .shortest_path import hop_distances, shortest_path_entries
@@ -81,7 +82,7 @@ class WeisfeilerLehman(CountFeatureKernel):
     def __init__(self, n_iter: int = 3, normalize: bool = False, base: str = "subtree",
                  edge_labels: bool = False):
         super().__init__()
-        if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 0:
+        if not is_int(n_iter) or n_iter < 0:
             raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
         if base not in ("subtree", "shortest_path"):
             raise ValueError(f"base must be 'subtree' or 'shortest_path', got {base!r}")

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor
+from .._validation import as_tensor, is_int
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, combine_formulas)
@@ -506,7 +506,7 @@ class _Lengthscale:
             elif ls.numel() != ard_dims:
                 raise ValueError(f"lengthscale has {ls.numel()} entries but ard_dims={ard_dims}")
         if ard_dims is not None:
-            if not isinstance(ard_dims, int) or ard_dims < 1:
+            if not is_int(ard_dims) or ard_dims < 1:
                 raise ValueError(f"ard_dims must be a positive int, got {ard_dims!r}")
             ls = ls.reshape(-1).expand(ard_dims).clone() if ls.numel() == 1 else ls
         else:

@@ -1,6 +1,7 @@
 r"""Kernels of inner products: linear, polynomial, exponential, arc-cosine."""
 import math
 
+from .._validation import is_int
 from ._ops import dot, fsum, safe_sqrt
 from .base import Kernel
 
@@ -32,7 +33,7 @@ class Polynomial(Kernel):
 
     def __init__(self, degree: int = 2, offset=1.0):
         super().__init__()
-        if not isinstance(degree, int) or degree < 1:
+        if not is_int(degree) or degree < 1:
             raise ValueError(f"degree must be a positive int, got {degree!r}")
         self.degree = degree
         self.register_hyperparameter("offset", offset, allow_zero=True)

@@ -6,6 +6,7 @@ import math
 import torch
 from torch import nn
 
+from .._validation import is_int
 from .._progress import progress_bar
 
 __all__ = ["fit_kernel"]
@@ -83,11 +84,11 @@ def fit_kernel(objective, module_or_params, *, optimizer="adam", lr=0.05, n_iter
         raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
     if not callable(objective):
         raise TypeError(f"objective must be callable, got {type(objective).__name__}")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+    if not is_int(n_iter) or n_iter < 1:
         raise ValueError(f"n_iter must be a positive int, got {n_iter!r}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr!r}")
-    if patience is not None and (not isinstance(patience, int) or patience < 1):
+    if patience is not None and (not is_int(patience) or patience < 1):
         raise ValueError(f"patience must be a positive int or None, got {patience!r}")
     params = _parameters(module_or_params)
     if optimizer == "adam":

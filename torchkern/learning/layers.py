@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import as_generator
+from .._validation import as_generator, is_int
 from ..kernels.base import Kernel
 from ..stats.mmd import ESTIMATORS, mmd2
 
@@ -60,7 +60,7 @@ class KernelLayer(nn.Module):
         if not isinstance(kernel, Kernel) or not kernel.vector_input:
             raise TypeError(f"kernel must be a torchkern Kernel on vectors, got "
                             f"{type(kernel).__name__}")
-        if isinstance(out_features, bool) or not isinstance(out_features, int) or out_features < 1:
+        if not is_int(out_features) or out_features < 1:
             raise ValueError(f"out_features must be a positive int, got {out_features!r}")
         gen = as_generator(random_state)
         if centers is not None:
@@ -68,10 +68,10 @@ class KernelLayer(nn.Module):
                 raise ValueError("give either n_centers or centers, not both")
             C = kernel.check_input(centers, "centers").detach().clone()
         else:
-            if isinstance(n_centers, bool) or not isinstance(n_centers, int) or n_centers < 1:
+            if not is_int(n_centers) or n_centers < 1:
                 raise ValueError(f"n_centers must be a positive int (or give centers), got "
                                  f"{n_centers!r}")
-            if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
+            if not is_int(in_features) or in_features < 1:
                 raise ValueError(f"in_features must be a positive int with n_centers, got "
                                  f"{in_features!r}")
             C = torch.randn(n_centers, in_features, generator=gen,

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator
 from torch import nn
 
-from .._validation import as_generator
+from .._validation import as_generator, is_int
 from ..gram import DenseKernelMatrix, Formula, ScaledKernelMatrix, SumKernelMatrix, combine_formulas
 from ..inputs import take
 from ..kernels.base import Kernel, _fmt, inv_softplus
@@ -319,7 +319,7 @@ class SimpleMKL(BaseEstimator):
                 y.cpu() if isinstance(y, torch.Tensor) else y))) != 2:
             raise ValueError("SimpleMKL(estimator='svc') needs binary labels (2 classes)")
         it = self.max_iter
-        if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        if not is_int(it) or it < 0:
             raise ValueError(f"max_iter must be a non-negative int, got {self.max_iter!r}")
         return kernels, X
 

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._validation import is_int
 from ._common import (ConvergenceWarning, _check_operator, _check_rhs, _col_norms, _inner,
                       _maybe_requires_grad, _rows)
 
@@ -389,7 +390,7 @@ def cg(A, B, *, preconditioner=None, tol=1e-6, max_iter=None, x0=None, return_in
         raise ValueError(f"tol must be positive, got {tol}")
     if max_iter is None:
         max_iter = _default_max_iter(n)
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 0:
+    if not is_int(max_iter) or max_iter < 0:
         raise ValueError(f"max_iter must be a non-negative int, got {max_iter!r}")
     if x0 is not None:
         if not isinstance(x0, torch.Tensor) or x0.shape != B.shape:

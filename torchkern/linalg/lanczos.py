@@ -4,6 +4,7 @@ import warnings
 
 import torch
 
+from .._validation import is_int
 from ._common import (ConvergenceWarning, _check_operator, _col_norms, _dense, _generator,
                       _has_dense, _own, _randn, _reduce, _rows)
 from .eig import _ResidualProgress
@@ -153,7 +154,7 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
     symmetric eigenvalue problems", SIAM J. Matrix Anal. Appl. 22 (2000).
     """
     n = _check_operator(A, "A")
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+    if not is_int(k) or not 1 <= k <= n:
         raise ValueError(f"k must be an int with 1 <= k <= n={n}, got {k!r}")
     if which not in ("largest", "smallest"):
         raise ValueError(f"which must be 'largest' or 'smallest', got {which!r}")
@@ -163,7 +164,7 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
         raise ValueError(f"tol must be positive, got {tol}")
     if ncv is None:
         ncv = min(n, max(2 * k + 1, k + 20))
-    if isinstance(ncv, bool) or not isinstance(ncv, int) or not k < ncv <= n and not ncv == n:
+    if not is_int(ncv) or not k < ncv <= n and not ncv == n:
         raise ValueError(f"ncv must be an int with k < ncv <= n, got {ncv!r}")
     if max_iter is None:
         max_iter = max(1000, 50 * ncv)

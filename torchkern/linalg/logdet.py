@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from .._validation import is_int
 from ._common import (
     _check_operator,
     _check_rhs,
@@ -44,7 +45,7 @@ def _choose_method(A, n, method):
 
 
 def _check_count(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 

@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from .._validation import is_int
 from ._common import _check_operator, _generator, _reduce, _rows, _sharded
 
 _FLOAT64 = torch.float64
@@ -156,7 +157,7 @@ class PivotedCholesky(_WoodburyPreconditioner):
 
     def __init__(self, K, rank, lam, *, tol=1e-12):
         n = _check_operator(K, "K")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        if not is_int(rank) or rank < 1:
             raise ValueError(f"rank must be a positive int, got {rank!r}")
         lam = _check_lam(lam)
         rank = min(rank, n)
@@ -237,7 +238,7 @@ class NystromPreconditioner(_WoodburyPreconditioner):
 
     def __init__(self, K, n_centers, lam, *, random_state=None):
         n = _check_operator(K, "K")
-        if isinstance(n_centers, bool) or not isinstance(n_centers, int) or n_centers < 1:
+        if not is_int(n_centers) or n_centers < 1:
             raise ValueError(f"n_centers must be a positive int, got {n_centers!r}")
         lam = _check_lam(lam)
         m = min(n_centers, n)

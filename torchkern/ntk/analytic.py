@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from .._validation import is_int
 from ..kernels._ops import dot, fdim, fsum, safe_sqrt, sqdist, sqdist_exact
 from ..kernels.base import Kernel
 
@@ -59,7 +60,7 @@ class _InfiniteMLP(Kernel):
     def __init__(self, depth: int = 1, activation: str = "relu", weight_std=1.0,
                  bias_std=0.0, parameterization: str = "ntk", width: int | None = None):
         super().__init__()
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        if not is_int(depth) or depth < 0:
             raise ValueError(f"depth must be an int >= 0 (hidden layers), got {depth!r}")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
@@ -67,7 +68,7 @@ class _InfiniteMLP(Kernel):
             raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, "
                              f"got {parameterization!r}")
         if parameterization == "standard" and self._ntk and depth > 0:
-            if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            if not is_int(width) or width < 1:
                 raise ValueError(f"the standard-parameterization NTK grows with the hidden "
                                  f"width: pass width= (a positive int), got {width!r}")
         self.depth, self.activation = depth, activation

@@ -17,7 +17,7 @@ from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
 
 from .._config import _check_backend, config
-from .._validation import as_tensor
+from .._validation import as_tensor, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
 from ..kernels.base import Kernel
@@ -101,7 +101,7 @@ class _Net:
         if chunk_size is None:
             per = self.n_outputs(X) * self.n_params * X.element_size()
             return max(1, _CHUNK_BYTES // per)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if not is_int(chunk_size) or chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
         return chunk_size
 

@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..gram import KernelMatrix
-from ..unsupervised._common import check_int
+from .._validation import check_int
 from ._encode import SequenceSet
 from .spectrum import CountKernelMatrix, Spectrum
 

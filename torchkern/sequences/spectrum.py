@@ -8,7 +8,7 @@ import torch
 
 from ..gram import KernelMatrix, _as_index
 from ..kernels.structured import StructuredKernel
-from ..unsupervised._common import check_int
+from .._validation import check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 
 __all__ = ["Spectrum"]

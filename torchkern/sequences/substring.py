@@ -8,7 +8,7 @@ import torch
 
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
-from ..unsupervised._common import check_int
+from .._validation import check_int
 from ._encode import SequenceSet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
 

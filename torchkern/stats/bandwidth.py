@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import as_tensor
+from .._validation import as_tensor, is_int
 from ._common import check_samples, generator, randperm
 
 __all__ = ["median_heuristic"]
@@ -49,7 +49,7 @@ def median_heuristic(X, Y=None, *, max_samples: int = 1000, random_state=None) -
     else:
         X, Y = check_samples(X, Y)
         Z = torch.cat([X, Y])
-    if not isinstance(max_samples, int) or isinstance(max_samples, bool) or max_samples < 2:
+    if not is_int(max_samples) or max_samples < 2:
         raise ValueError(f"max_samples must be an int >= 2, got {max_samples!r}")
     if Z.shape[0] < 2:
         raise ValueError(f"the median heuristic needs at least 2 points, got {Z.shape[0]}")

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from sklearn.base import BaseEstimator
 
+from .._validation import is_int, is_real
 from ..inputs import check_input, concat
 from ..approx import Nystroem
 from ..kernels import RBF
@@ -46,9 +47,9 @@ class PermutationTestResult(NamedTuple):
 
 def _check_test_params(est, estimators):
     P = est.n_permutations
-    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+    if not is_int(P) or P < 1:
         raise ValueError(f"n_permutations must be a positive int, got {P!r}")
-    if not (isinstance(est.alpha, (int, float)) and 0 < est.alpha < 1):
+    if not (is_real(est.alpha) and 0 < est.alpha < 1):
         raise ValueError(f"alpha must be a float in (0, 1), got {est.alpha!r}")
     if est.estimator not in estimators:
         raise ValueError(f"estimator must be one of {estimators}, got {est.estimator!r}")
@@ -320,7 +321,7 @@ class HSICTest(BaseEstimator):
         if self.method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
         m = self.n_features
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        if m is not None and (not is_int(m) or m < 1):
             raise ValueError(f"n_features must be None or a positive int, got {m!r}")
         kx = None if self.kernel_x is None else check_kernel(self.kernel_x, "kernel_x")
         ky = None if self.kernel_y is None else check_kernel(self.kernel_y, "kernel_y")

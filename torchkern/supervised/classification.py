@@ -8,7 +8,7 @@ from sklearn.base import ClassifierMixin
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._progress import ResidualBar
-from .._validation import check_positive
+from .._validation import check_positive, is_int
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -155,7 +155,7 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         check_positive(self.tol, "tol")
         if self.solver != "newton":
             raise ValueError(f"solver must be 'newton', got {self.solver!r}")
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
+        if not is_int(self.max_iter) or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         self.kernel_ = resolve_kernel(self.kernel)
         precomputed = is_precomputed(self.kernel_)
@@ -192,7 +192,7 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         :func:`~torchkern.approx.nystroem.nystrom_basis`) and the map M from feature
         weights to center coefficients."""
         m = self.n_centers
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        if not is_int(m) or m < 1:
             raise ValueError(f"n_centers must be None or a positive int, got {m!r}")
         n = X.shape[0]
         m = min(m, n)

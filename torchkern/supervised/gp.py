@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, resolve_kernel
-from .._validation import as_generator as _generator, as_vector
+from .._validation import as_generator as _generator, as_vector, is_int, is_real
 from ..inputs import check_fitted_input, check_input
 from ..kernels.base import inv_softplus
 from .._progress import progress_bar
@@ -174,7 +174,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError(f"noise must be a finite float >= 0, got {noise!r}")
         if method == "cg" and float(noise) == 0:
             raise ValueError("noise must be > 0 with method='cg'")
-        if not (isinstance(self.tol, (int, float)) and self.tol > 0):
+        if not (is_real(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
         return method
 
@@ -252,9 +252,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         noise = float(self.noise)
         self.loss_history_ = []
         if optimize:
-            if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 0:
+            if not is_int(n_iter) or n_iter < 0:
                 raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
-            if not (isinstance(lr, (int, float)) and lr > 0):
+            if not (is_real(lr) and lr > 0):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
             if noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (it is softplus-parameterized)")
@@ -500,7 +500,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         -------
         Tensor of shape (n_test, n_samples), or (n_test, r, n_samples) for several targets.
         """
-        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        if not is_int(n_samples) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         mean, cov = self.predict(X, return_cov=True)
         gen = _generator(self.random_state if random_state is None else random_state)

@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 from .._config import config
 from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import as_generator as _generator, as_vector
+from .._validation import as_generator as _generator, as_vector, is_int, is_real
 from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -414,10 +414,10 @@ class KernelRidge(RegressorMixin, Estimator):
         return self
 
     def _check_params(self, solver):
-        if not (isinstance(self.tol, (int, float)) and self.tol > 0):
+        if not (is_real(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
         if self.n_centers is not None and (isinstance(self.n_centers, bool)
-                                           or not isinstance(self.n_centers, int)
+                                           or not is_int(self.n_centers)
                                            or self.n_centers < (1 if solver == "nystrom" else 0)):
             raise ValueError(f"n_centers must be a positive int, got {self.n_centers!r}")
 

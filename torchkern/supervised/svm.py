@@ -11,7 +11,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import as_vector, check_positive
+from .._validation import as_vector, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..linalg import ConvergenceWarning
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -42,10 +42,10 @@ class _BaseSVM(Estimator):
         check_positive(self.C, "C")
         check_positive(self.tol, "tol")
         check_positive(self.cache_size, "cache_size")
-        if not (isinstance(self.working_set_size, int) and self.working_set_size >= 2):
+        if not (is_int(self.working_set_size) and self.working_set_size >= 2):
             raise ValueError(f"working_set_size must be an int >= 2, got {self.working_set_size!r}")
         if self.max_iter is not None and self.max_iter != -1 and not (
-                isinstance(self.max_iter, int) and self.max_iter >= 1):
+                is_int(self.max_iter) and self.max_iter >= 1):
             raise ValueError(f"max_iter must be None, -1 or a positive int, got {self.max_iter!r}")
 
     def _train_gram(self, X):

@@ -11,7 +11,7 @@ from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed,
                           resolve_kernel)
 from .._progress import progress_bar
 from ..approx.nystroem import nystrom_basis, uniform_centers
-from .._validation import check_positive
+from .._validation import check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
@@ -202,12 +202,12 @@ class KernelPCA(TransformerMixin, Estimator):
         if self.eigen_solver not in _SOLVERS:
             raise ValueError(f"eigen_solver must be one of {_SOLVERS}, got {self.eigen_solver!r}")
         k = self.n_components
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n):
+        if k is not None and (not is_int(k) or not 1 <= k <= n):
             raise ValueError(f"n_components must be None or an int with 1 <= n_components "
                              f"<= n_samples={n}, got {k!r}")
         if self.tol is not None:
             check_positive(self.tol, "tol")
-        if self.max_iter is not None and (not isinstance(self.max_iter, int) or self.max_iter < 1):
+        if self.max_iter is not None and (not is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         check_positive(self.alpha, "alpha")
         solver = self.eigen_solver
