@@ -11,7 +11,7 @@ from .._validation import as_generator, is_int
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
-from ..linalg._common import _eigh
+from ..linalg._common import _eigh, uniform_centers  # noqa: F401 (re-exported)
 from ._kmeans import kmeans
 
 __all__ = ["Nystroem", "NystromBasis", "nystrom_basis", "nystrom_whitening", "uniform_centers"]
@@ -83,15 +83,6 @@ def nystrom_whitening(Kmm: torch.Tensor) -> torch.Tensor:
     if int(info) == 0 and jitter > 0:
         return torch.linalg.solve_triangular(T, eye, upper=True)
     return nystrom_basis(K, m * torch.finfo(_F64).eps).whitening
-
-
-def uniform_centers(n: int, m: int, random_state=None, device=None) -> torch.Tensor:
-    """m distinct indices of range(n) drawn uniformly (``random_state``: None, an int or a
-    torch.Generator), sorted, on ``device``."""
-    gen = as_generator(random_state)
-    gen_device = gen.device if gen is not None else device
-    idx = torch.randperm(n, generator=gen, device=gen_device)[:m]
-    return idx.sort().values.to(device)
 
 
 class Nystroem(TransformerMixin, Estimator):

@@ -152,3 +152,12 @@ def _eigh(A):
     matrices of order ≤ ``_ONE_THREAD_EIGH_MAX``."""
     with one_thread(A.device.type == "cpu" and A.shape[-1] <= _ONE_THREAD_EIGH_MAX):
         return torch.linalg.eigh(A)
+
+
+def uniform_centers(n: int, m: int, random_state=None, device=None) -> torch.Tensor:
+    """m distinct indices of range(n) drawn uniformly (``random_state``: None, an int or a
+    torch.Generator), sorted, on ``device``."""
+    gen = _generator(random_state)
+    gen_device = gen.device if gen is not None else device
+    idx = torch.randperm(n, generator=gen, device=gen_device)[:m]
+    return idx.sort().values.to(device)

@@ -15,7 +15,7 @@ import math
 import torch
 
 from .._validation import is_int
-from ._common import _check_operator, _generator, _reduce, _rows, _sharded
+from ._common import _check_operator, _reduce, _rows, _sharded, uniform_centers
 
 _FLOAT64 = torch.float64
 
@@ -242,11 +242,9 @@ class NystromPreconditioner(_WoodburyPreconditioner):
             raise ValueError(f"n_centers must be a positive int, got {n_centers!r}")
         lam = _check_lam(lam)
         m = min(n_centers, n)
-        gen = _generator(random_state)
         device = torch.device(K.device)
-        gen_device = gen.device if gen is not None else device
         with torch.no_grad():
-            idx = torch.randperm(n, generator=gen, device=gen_device)[:m].sort().values.to(device)
+            idx = uniform_centers(n, m, random_state, device)
             Knm = _columns(K, idx).detach().to(_FLOAT64)
             rows = _rows(K, n)  # a row-sharded K: this process's rows of K_nm and of L
             if Knm.shape != (rows, m):
