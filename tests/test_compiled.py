@@ -65,6 +65,29 @@ def test_native_radial_kernels_equal_dense_with_gradients(kernel, dtype):
                  "native")
 
 
+@pytest.mark.parametrize("dtype", [D64, D32])
+def test_scaled_radial_kernels_stay_native(monkeypatch, dtype):
+    # c · φ (ScaleKernel of a radial kernel, GPyTorch's usual ScaleKernel(RBF)): the C++
+    # loop computes φ and the scale multiplies after — products, gradients (to the
+    # outputscale too) and the stored Gram equal torch's dense evaluation; never the
+    # torch.compile engine.
+    from torchkern._compiled import inductor
+    monkeypatch.setattr(inductor, "tiled_matmul", None)  # would raise if it were used
+    g = torch.Generator().manual_seed(6)
+    X = torch.randn(200, 3, generator=g, dtype=dtype)
+    for kernel in (1.7 * tk.RBF([0.7, 1.3, 0.9]), 0.6 * tk.Matern(2.5, 1.2)):
+        kernel = kernel.to(dtype)
+        assert kernel.formula(X).profile in native.PROFILES
+        _check_equal(kernel, X, X[:150] + 0.05, torch.randn(150, 2, generator=g, dtype=dtype),
+                     "native")
+        assert (2.0 * kernel).formula(X).profile is None  # c₁ · c₂ · φ: not a native form
+        monkeypatch.setattr(gram, "_NATIVE_GRAM_MIN_ENTRIES", 0)
+        with torch.no_grad():
+            K = kernel(X, backend="dense").to_dense()
+            ref = kernel(X.double(), backend="blocked").to_dense()
+        assert _rel(K.double(), ref) < TOL[dtype]
+
+
 def _zoo():
     """Every kernel on vectors in one formula: one compile per dtype (compiles cost
     seconds each; a test per kernel would cost minutes)."""

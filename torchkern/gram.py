@@ -86,7 +86,8 @@ class Formula:
         Set by radial kernels whose ``fn`` is φ(‖x − y‖²) of one variable pair and no
         hyperparameters, with φ a profile the compiled backend evaluates natively
         (``"gauss"``, ``"laplace"``, ``"matern32"``, ``"matern52"``; see
-        :mod:`torchkern._compiled.native`). ``fn`` stays the definition; the profile only
+        :mod:`torchkern._compiled.native`), and kept by a scale c · k of one (then ``fn``
+        is c · φ and ``ps`` is ``(c,)``). ``fn`` stays the definition; the profile only
         names it.
     """
 
@@ -437,12 +438,18 @@ def _compiled_failed(engine: str, exc: Exception, fallback: str) -> None:
 
 
 def _native_profile(formula: Formula) -> str | None:
-    """The formula's radial profile when the hand-written C++ loop can evaluate it."""
+    """The formula's radial profile when the hand-written C++ loop can evaluate it (φ, or
+    c · φ with ``ps = (c,)``: the loop computes φ, the scale is applied after)."""
     from ._compiled.native import PROFILES
-    if (formula.profile in PROFILES and formula.device.type == "cpu" and not formula.ps
+    if (formula.profile in PROFILES and formula.device.type == "cpu" and len(formula.ps) <= 1
             and len(formula.xs) == 1 and formula.dtype in (torch.float32, torch.float64)):
         return formula.profile
     return None
+
+
+def _native_scaled(formula: Formula, out: torch.Tensor) -> torch.Tensor:
+    """The native loop's φ-result times the formula's scale c (``ps = (c,)``), if any."""
+    return formula.ps[0].reshape(()) * out if formula.ps else out
 
 
 # Stored Gram matrices of natively compiled radial kernels are written by the C++ loop from
@@ -470,7 +477,8 @@ def _native_gram(formula: Formula) -> torch.Tensor | None:
     except RuntimeError as exc:
         _COMPILED_STATE["native"] = f"{type(exc).__name__}: {exc}".strip()[:500]
         return None
-    return native.radial_gram(profile, formula.xs[0], formula.ys[0])
+    K = native.radial_gram(profile, formula.xs[0], formula.ys[0])
+    return K.mul_(formula.ps[0].detach().reshape(())) if formula.ps else K
 
 
 def _compiled_matmul(formula: Formula, V: torch.Tensor):
@@ -484,7 +492,8 @@ def _compiled_matmul(formula: Formula, V: torch.Tensor):
         except RuntimeError as exc:
             _compiled_failed("native", exc, "torch.compile")
         else:
-            return native.radial_matmul(profile, formula.xs[0], formula.ys[0], V)
+            return _native_scaled(formula, native.radial_matmul(profile, formula.xs[0],
+                                                                formula.ys[0], V))
     if _COMPILED_STATE["inductor"] is None:
         f = formula
         try:

@@ -487,7 +487,10 @@ class ScaleKernel(Kernel):
     def _formula(self, X, Y=None):
         f = self.base.formula(X, Y)
         c, fn = self._param("outputscale", f.xs[0]), f.fn
-        return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]))
+        # c · φ of a native radial profile stays native: the C++ loop computes φ, c after
+        profile = f.profile if not f.ps else None
+        return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]),
+                       profile)
 
     def __repr__(self) -> str:
         return f"{_fmt(self.outputscale)} * {_term_repr(self.base, self)}"
