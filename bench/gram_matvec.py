@@ -5,8 +5,9 @@
 
 Compared in one run on the same data: torchkern with ``backend="auto"``, its
 ``"compiled"`` backend (on the CPU the native C++ loop for radial kernels; ``compiled
-tiles`` is the torch.compile engine, forced by writing the kernel as ``1.0 * RBF``, which
-has no native profile; on CUDA both are torch.compile/Triton), ``"keops"`` and
+tiles`` is the torch.compile engine, forced by writing the kernel as
+``1.0 * (1.0 * RBF)``, which has no native profile — one scale of a radial kernel keeps
+it; on CUDA both are torch.compile/Triton), ``"keops"`` and
 ``"blocked"``, a raw pykeops LazyTensor reduction, and dense torch (where n² floats fit).
 ``evals/s`` is n² / seconds. A method is skipped at a size when its time extrapolated
 (∝ n²) from the previous size exceeds ``--budget`` seconds. First calls (KeOps and
@@ -46,7 +47,7 @@ def dense_torch(X, V):
 
 def _methods(dev, dtype):
     k = tk.RBF(LS).to(dev, dtype)
-    k_tiles = (1.0 * tk.RBF(LS)).to(dev, dtype)  # no native profile: torch.compile tiles
+    k_tiles = (1.0 * (1.0 * tk.RBF(LS))).to(dev, dtype)  # no native profile: compile tiles
     return {
         "torchkern auto": lambda X, V: k(X, backend="auto") @ V,
         "torchkern compiled": lambda X, V: k(X, backend="compiled") @ V,
