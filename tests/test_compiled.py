@@ -88,6 +88,32 @@ def test_scaled_radial_kernels_stay_native(monkeypatch, dtype):
         assert _rel(K.double(), ref) < TOL[dtype]
 
 
+def test_sums_with_native_terms_split_into_their_terms(monkeypatch):
+    # RBF + c·Matern + Linear on the CPU: the radial terms on the C++ loop, Linear blocked;
+    # products and gradients (inputs, every hyperparameter) equal the dense evaluation of
+    # the whole formula. (Under "compiled" Linear would take the torch.compile tiles: the
+    # split only, not its products — each new formula compiles for seconds.)
+    backend = "auto"
+    monkeypatch.setattr(tk.config, "dense_max_entries", 100)
+    monkeypatch.setattr(tk.config, "compiled_min_entries", 100)
+    calls = []
+    real = native.radial_matmul
+    monkeypatch.setattr(native, "radial_matmul", lambda *a: calls.append(a[0]) or real(*a))
+    g = torch.Generator().manual_seed(8)
+    X = torch.randn(90, 3, generator=g, dtype=D64)
+    V = torch.randn(70, 2, generator=g, dtype=D64)
+    kernel = (tk.RBF(0.8) + 0.5 * tk.Matern(2.5, 1.3) + 0.2 * tk.Linear()).to(D64)
+    K, out, grads = _product_and_grads(kernel, X, X[:70] + 0.1, V, backend)
+    assert isinstance(K, tk.gram.SumKernelMatrix) and K.backend == "blocked+compiled"
+    assert calls == ["gauss", "matern52"]
+    Kc = kernel(X, backend="compiled")
+    assert isinstance(Kc, tk.gram.SumKernelMatrix) and Kc.backend == "compiled"
+    _, ref, ref_grads = _product_and_grads(kernel, X, X[:70] + 0.1, V, "dense")
+    assert _rel(out, ref) < 1e-10
+    for gr, r in zip(grads, ref_grads):
+        assert gr is not None and _rel(gr, r) < 1e-9
+
+
 def _zoo():
     """Every kernel on vectors in one formula: one compile per dtype (compiles cost
     seconds each; a test per kernel would cost minutes)."""
@@ -186,9 +212,11 @@ def test_auto_picks_compiled_for_large_radial_products_on_the_cpu(monkeypatch):
     v = torch.randn(120)
     torch.testing.assert_close(K @ v, tk.RBF(0.6)(X, backend="dense").to_dense() @ v)
     assert tk.Matern(2.5)(X).backend == "compiled"
-    # measured slower than blocked on the CPU: the torch.compile engine (sums, others)
+    # measured slower than blocked on the CPU: the torch.compile engine (others)
     assert tk.RationalQuadratic()(X).backend == "blocked"
-    assert (tk.RBF() + tk.Linear())(X).backend == "blocked"
+    assert (tk.RationalQuadratic() + tk.Linear())(X).backend == "blocked"
+    # a sum with a native term: that term fused, the others blocked
+    assert (tk.RBF() + tk.Linear())(X).backend == "blocked+compiled"
     monkeypatch.setattr(tk.config, "compiled_auto", False)
     assert tk.RBF()(X).backend == "blocked"
     with pytest.raises(ValueError, match="compiled"):

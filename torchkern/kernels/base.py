@@ -14,7 +14,7 @@ from .._config import _check_backend, config
 from .._validation import as_tensor, is_int
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
-                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas)
+                    ScaledKernelMatrix, SumKernelMatrix, _native_profile, combine_formulas)
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
 
@@ -300,7 +300,12 @@ class Kernel(nn.Module):
         f = self.formula(X, Y)
         if name == "dense":
             return DenseKernelMatrix(f.evaluate(native_float32=True))
-        return FormulaKernelMatrix(f, name)  # "auto" picks its lazy backend from f
+        return self._lazy_matrix(X, Y, f, name)
+
+    def _lazy_matrix(self, X, Y, f: Formula, backend: str) -> KernelMatrix:
+        """The lazy matrix of this kernel's formula ``f`` on X, Y (``"auto"`` picks its
+        lazy backend from f)."""
+        return FormulaKernelMatrix(f, backend)
 
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) for every row of X, shape (n,), without forming the matrix."""
@@ -385,6 +390,20 @@ class _CompositeKernel(Kernel):
             return super().diag(X)
         X = self.check_input(X, "X")
         return functools.reduce(self._op, [k.diag(X) for k in self.kernels])
+
+    def _lazy_matrix(self, X, Y, f, backend):
+        # On the CPU a sum with a term that the native C++ loop would evaluate (a radial
+        # kernel or a scale of one, under "compiled", or under "auto" where its product is
+        # large enough) stays a sum of its terms' matrices: that term's products run fused
+        # (~10x the blocked evaluation), the others' as before — one pass per term instead
+        # of one blocked (or torch.compile) pass over the whole formula.
+        if self._op is operator.add and f.device.type == "cpu" and backend in ("auto",
+                                                                               "compiled"):
+            mats = [FormulaKernelMatrix(k.formula(X, Y), backend) for k in self.kernels]
+            if any(M.backend == "compiled" and _native_profile(M.formula) is not None
+                   for M in mats):
+                return SumKernelMatrix(mats)
+        return FormulaKernelMatrix(f, backend)
 
     def _formula(self, X, Y=None):
         return combine_formulas([k.formula(X, Y) for k in self.kernels],
