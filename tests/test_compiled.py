@@ -216,7 +216,7 @@ def test_auto_picks_compiled_for_large_radial_products_on_the_cpu(monkeypatch):
     assert tk.RationalQuadratic()(X).backend == "blocked"
     assert (tk.RationalQuadratic() + tk.Linear())(X).backend == "blocked"
     # a sum with a native term: that term fused, the others blocked
-    assert (tk.RBF() + tk.Linear())(X).backend == "blocked+compiled"
+    assert (tk.RBF() + tk.Matern(1.5) * tk.Linear())(X).backend == "blocked+compiled"
     monkeypatch.setattr(tk.config, "compiled_auto", False)
     assert tk.RBF()(X).backend == "blocked"
     with pytest.raises(ValueError, match="compiled"):

@@ -65,6 +65,22 @@ def test_blocked_matches_dense_values_and_gradients(name, monkeypatch):
         _assert_rel(got[3][pname], ref[3][pname])
 
 
+def test_linear_kernel_under_auto_is_factored_and_exact(monkeypatch):
+    # Lazy Linear under "auto": K = X Yᵀ in factored form, products and gradients equal
+    # to the dense evaluation; inside a sum it stays a term of its own only where the sum
+    # is split (a native radial term), otherwise the sum is one formula.
+    monkeypatch.setattr(tk.config, "dense_max_entries", 10)
+    k = tk.Linear().double()
+    X, Y = _data("linear", 37, 29)
+    V = torch.randn(29, 2, dtype=torch.float64)
+    assert isinstance(k(X, Y), tk.gram.FeatureKernelMatrix)
+    got, ref = _grads(k, X, Y, V, "auto"), _grads(k, X, Y, V, "dense")
+    for a, b in zip(got[:3], ref[:3]):
+        _assert_rel(a, b, 1e-13)
+    assert k(X, Y, backend="blocked").backend == "blocked"  # an explicit backend is kept
+    assert type((tk.RationalQuadratic() + tk.Linear())(X)).__name__ == "FormulaKernelMatrix"
+
+
 def test_blocked_gradient_with_respect_to_vector():
     k = tk.Matern(2.5, 0.9)
     X = torch.randn(50, 3, dtype=torch.float64)

@@ -399,9 +399,9 @@ class _CompositeKernel(Kernel):
         # of one blocked (or torch.compile) pass over the whole formula.
         if self._op is operator.add and f.device.type == "cpu" and backend in ("auto",
                                                                                "compiled"):
-            mats = [FormulaKernelMatrix(k.formula(X, Y), backend) for k in self.kernels]
+            mats = [k._lazy_matrix(X, Y, k.formula(X, Y), backend) for k in self.kernels]
             if any(M.backend == "compiled" and _native_profile(M.formula) is not None
-                   for M in mats):
+                   for M in mats if isinstance(M, FormulaKernelMatrix)):
                 return SumKernelMatrix(mats)
         return FormulaKernelMatrix(f, backend)
 
