@@ -89,7 +89,8 @@ def test_scaled_radial_kernels_stay_native(monkeypatch, dtype):
 
 
 def test_sums_with_native_terms_split_into_their_terms(monkeypatch):
-    # RBF + c·Matern + Linear on the CPU: the radial terms on the C++ loop, Linear blocked;
+    # RBF + c·Matern + c·Linear on the CPU: the radial terms on the C++ loop, Linear
+    # factored (X Yᵀ);
     # products and gradients (inputs, every hyperparameter) equal the dense evaluation of
     # the whole formula. (Under "compiled" Linear would take the torch.compile tiles: the
     # split only, not its products — each new formula compiles for seconds.)
@@ -104,7 +105,7 @@ def test_sums_with_native_terms_split_into_their_terms(monkeypatch):
     V = torch.randn(70, 2, generator=g, dtype=D64)
     kernel = (tk.RBF(0.8) + 0.5 * tk.Matern(2.5, 1.3) + 0.2 * tk.Linear()).to(D64)
     K, out, grads = _product_and_grads(kernel, X, X[:70] + 0.1, V, backend)
-    assert isinstance(K, tk.gram.SumKernelMatrix) and K.backend == "blocked+compiled"
+    assert isinstance(K, tk.gram.SumKernelMatrix) and K.backend == "compiled+features"
     assert calls == ["gauss", "matern52"]
     Kc = kernel(X, backend="compiled")
     assert isinstance(Kc, tk.gram.SumKernelMatrix) and Kc.backend == "compiled"

@@ -78,6 +78,12 @@ def test_linear_kernel_under_auto_is_factored_and_exact(monkeypatch):
     for a, b in zip(got[:3], ref[:3]):
         _assert_rel(a, b, 1e-13)
     assert k(X, Y, backend="blocked").backend == "blocked"  # an explicit backend is kept
+    k2 = (0.7 * tk.Linear()).double()  # a learnable variance keeps the factored form
+    assert k2(X, Y).backend == "features"
+    got, ref = _grads(k2, X, Y, V, "auto"), _grads(k2, X, Y, V, "dense")
+    for a, b in zip(got[:3], ref[:3]):
+        _assert_rel(a, b, 1e-13)
+    _assert_rel(got[3]["raw_outputscale"], ref[3]["raw_outputscale"], 1e-13)
     assert type((tk.RationalQuadratic() + tk.Linear())(X)).__name__ == "FormulaKernelMatrix"
 
 

@@ -503,6 +503,14 @@ class ScaleKernel(Kernel):
         d = self.base.diag(X)
         return self.outputscale.to(dtype=d.dtype, device=d.device) * d
 
+    def _lazy_matrix(self, X, Y, f, backend):
+        # c times the base's own lazy representation where it has one (a factored
+        # Linear under "auto"); otherwise the formula c · k.
+        M = self.base._lazy_matrix(X, Y, self.base.formula(X, Y), backend)
+        if isinstance(M, FormulaKernelMatrix):
+            return FormulaKernelMatrix(f, backend)
+        return ScaledKernelMatrix(M, self.outputscale.to(dtype=M.dtype, device=M.device).reshape(()))
+
     def _formula(self, X, Y=None):
         f = self.base.formula(X, Y)
         c, fn = self._param("outputscale", f.xs[0]), f.fn
