@@ -5,8 +5,13 @@ scikit-learn's own test suite does the same for its counterpart: ``KernelCCA`` r
 ``n_components=1`` (the checks pass a single target column as the second view, as for
 scikit-learn's ``CCA``, which its common tests also run with one component), and
 ``Nystroem`` with ``n_components=5`` (the checks fit on as few as 10 samples; torchkern
-refuses more components than samples where scikit-learn clips with a warning). No check
-is expected to fail.
+refuses more components than samples where scikit-learn clips with a warning).
+
+One check is expected to fail, for SVC and SVR only, as scikit-learn expects it of its own
+SVC and SVR: ``check_sample_weight_equivalence_on_dense_data`` compares a fit with integer
+weights against one on repeated samples at rtol 1e-7, while the two duals agree only to
+the solver's tolerance (``tol=1e-3``: decision values differ by ~1e-4; the weighted
+solutions themselves are tested against LIBSVM in tests/supervised/test_svm.py).
 """
 import warnings
 
@@ -23,7 +28,14 @@ ESTIMATORS = [
 ]
 
 
-@parametrize_with_checks(ESTIMATORS)
+def _expected_failures(estimator):
+    if type(estimator).__name__ in ("SVC", "SVR"):
+        return {"check_sample_weight_equivalence_on_dense_data":
+                "weights multiply C: equal to repeated samples only to the solver's tol"}
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -89,6 +89,57 @@ def test_svc_class_weight_balanced_matches_sklearn():
                                ref_w.decision_function(X), atol=1e-3)
 
 
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
+def test_svc_sample_weight_matches_sklearn(binary, solver):
+    # C_i = C · w_i, and samples of weight ≤ 0 are left out (as LIBSVM does). scikit-learn
+    # numbers support_ among the samples it kept (its open issue #5150 / PR #27763);
+    # torchkern keeps the caller's numbering, so the reference's indices are mapped back.
+    X, y = binary
+    w = np.random.default_rng(0).uniform(0.2, 3.0, len(y))
+    w[:10], w[10:15] = 0.0, -1.0
+    ours = SVC(RBF(lengthscale=LS), C=2.0, tol=1e-6, solver=solver).fit(torch.tensor(X), y,
+                                                                         sample_weight=w)
+    ref = SkSVC(C=2.0, gamma=GAMMA, tol=1e-6).fit(X, y, sample_weight=w)
+    kept = np.flatnonzero(w > 0)
+    np.testing.assert_array_equal(np.asarray(ours.support_), kept[ref.support_])
+    np.testing.assert_array_equal(np.asarray(ours.n_support_), ref.n_support_)
+    np.testing.assert_allclose(np.asarray(ours.dual_coef_), ref.dual_coef_, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(X))),
+                               ref.decision_function(X), atol=1e-3)
+    assert not set(range(15)) & set(np.asarray(ours.support_).tolist())
+    # weights multiply C: uniform weights 3 are C = 6
+    w3 = SVC(RBF(lengthscale=LS), C=2.0, tol=1e-6, solver=solver).fit(
+        torch.tensor(X), y, sample_weight=np.full(len(y), 3.0))
+    c6 = SVC(RBF(lengthscale=LS), C=6.0, tol=1e-6, solver=solver).fit(torch.tensor(X), y)
+    np.testing.assert_allclose(np.asarray(w3.dual_coef_), np.asarray(c6.dual_coef_), atol=1e-6)
+
+
+def test_svc_multiclass_and_svr_sample_weight_match_sklearn():
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(y))
+    w[:7] = 0.0
+    ours = SVC(RBF(lengthscale=LS), C=2.0, tol=1e-6, solver="smo").fit(torch.tensor(X), y,
+                                                                        sample_weight=w)
+    ref = SkSVC(C=2.0, gamma=GAMMA, tol=1e-6).fit(X, y, sample_weight=w)
+    np.testing.assert_array_equal(np.asarray(ours.support_), np.flatnonzero(w > 0)[ref.support_])
+    np.testing.assert_allclose(np.asarray(ours.decision_function(torch.tensor(X))),
+                               ref.decision_function(X), atol=1e-3)
+    z = X[:, 0] + 0.1 * np.random.default_rng(2).normal(size=len(y))
+    ours = SVR(RBF(lengthscale=LS), C=2.0, epsilon=0.05, tol=1e-6).fit(torch.tensor(X), z,
+                                                                        sample_weight=w)
+    ref = SkSVR(C=2.0, epsilon=0.05, gamma=GAMMA, tol=1e-6).fit(X, z, sample_weight=w)
+    np.testing.assert_array_equal(np.asarray(ours.support_), np.flatnonzero(w > 0)[ref.support_])
+    np.testing.assert_allclose(np.asarray(ours.predict(torch.tensor(X))), ref.predict(X),
+                               atol=1e-3)
+    with pytest.raises(ValueError, match="sample_weight"):
+        SVC().fit(X, y, sample_weight=np.where(y == 2, 0.0, 1.0))  # class 2 left empty
+    with pytest.raises(ValueError, match="sample_weight"):
+        SVR().fit(X, z, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        SVC().fit(X, y, sample_weight=np.ones(len(y) - 1))
+
+
 @pytest.fixture(scope="module")
 def digits():
     d = load_digits()

@@ -66,6 +66,22 @@ class _BaseSVM(Estimator):
         """The inputs of the support vectors (None for a precomputed kernel)."""
         return None if is_precomputed(self.kernel_) else take(X, support)
 
+    @staticmethod
+    def _sample_weight(sample_weight, n, device):
+        """(weights as float64, the mask of samples kept): as LIBSVM, a sample of weight
+        ≤ 0 is left out of the problem, and the others multiply C. (None, None) without
+        weights."""
+        if sample_weight is None:
+            return None, None
+        w = as_vector(sample_weight, "sample_weight", n=n, dtype=torch.float64, device=device)
+        if w.dim() != 1:
+            raise ValueError(f"sample_weight must have shape ({n},), got {tuple(w.shape)}")
+        keep = w > 0
+        if not bool(keep.any()):
+            raise ValueError("sample_weight has no positive entry (all weights are zero or "
+                             "negative): every sample would be left out")
+        return w, (None if bool(keep.all()) else keep)
+
     def _solve(self, K, sub, y, p, C, kidx=None, desc="SMO", inner="auto"):
         """Run the decomposition solver on the rows ``sub`` of K (None: all of K);
         ``inner`` says where its subproblems are solved (:func:`._smo.solve_dual`)."""
@@ -228,9 +244,10 @@ class SVC(ClassifierMixin, _BaseSVM):
         self.verbose = verbose
         self.backend = backend
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the one-vs-one machines. X: any input of the kernel (:mod:`torchkern.inputs`),
-        or the (n, n) Gram when precomputed."""
+        or the (n, n) Gram when precomputed. ``sample_weight`` (n,) multiplies C per
+        sample (scikit-learn's convention); samples of weight ≤ 0 are left out."""
         self._check_params()
         if self.decision_function_shape not in ("ovr", "ovo"):
             raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', "
@@ -248,16 +265,27 @@ class SVC(ClassifierMixin, _BaseSVM):
         device = K.device
         codes_t = torch.as_tensor(codes, device=device)
         f64 = torch.float64
+        sw, keep = self._sample_weight(sample_weight, n, device)
+        if keep is not None:
+            empty = [c for c in range(k) if not bool((keep & (codes_t == c)).any())]
+            if empty:
+                raise ValueError(f"sample_weight gives no positive weight to class "
+                                 f"{classes[empty[0]]!r}: it would have no training sample")
         coef_full = torch.zeros(n, k * (k - 1) // 2, dtype=f64, device=device)
         rhos, iters, inners = [], [], set()
         with torch.no_grad():
             pair = 0
             for i in range(k):
                 for j in range(i + 1, k):
-                    sub = None if k == 2 else torch.nonzero((codes_t == i) | (codes_t == j)).squeeze(1)
+                    pair_mask = None if k == 2 else (codes_t == i) | (codes_t == j)
+                    if keep is not None:
+                        pair_mask = keep if pair_mask is None else pair_mask & keep
+                    sub = None if pair_mask is None else torch.nonzero(pair_mask).squeeze(1)
                     c_sub = codes_t if sub is None else codes_t[sub]
                     ys = torch.where(c_sub == i, 1.0, -1.0).to(f64)
                     Cs = torch.where(c_sub == i, self.C * weights[i], self.C * weights[j]).to(f64)
+                    if sw is not None:
+                        Cs = Cs * (sw if sub is None else sw[sub])
                     sol = solve(K, sub, ys, -torch.ones_like(ys), Cs,
                                 desc=f"SVC {classes[i]} vs {classes[j]}")
                     coef = ys * sol.alpha
@@ -454,9 +482,10 @@ class SVR(RegressorMixin, _BaseSVM):
         self.verbose = verbose
         self.backend = backend
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on X — any input of the kernel, or the (n, n) Gram when precomputed — and
-        targets y (n,)."""
+        targets y (n,). ``sample_weight`` (n,) multiplies C per sample (scikit-learn's
+        convention); samples of weight ≤ 0 are left out."""
         self._check_params()
         check_positive(self.epsilon, "epsilon", allow_zero=True)
         X, K = self._train_gram(X)
@@ -470,14 +499,22 @@ class SVR(RegressorMixin, _BaseSVM):
         f64 = torch.float64
         device = K.device
         z = z.to(dtype=f64, device=device)
+        sw, keep = self._sample_weight(sample_weight, n, device)
+        sub = None if keep is None else torch.nonzero(keep).squeeze(1)
+        nk = n if sub is None else sub.numel()
         with torch.no_grad():
-            ones = torch.ones(n, dtype=f64, device=device)
+            zk = z if sub is None else z[sub]
+            ones = torch.ones(nk, dtype=f64, device=device)
             ys = torch.cat([ones, -ones])
-            p = torch.cat([self.epsilon - z, self.epsilon + z])
-            Cs = torch.full((2 * n,), float(self.C), dtype=f64, device=device)
-            kidx = torch.cat([torch.arange(n, device=device)] * 2)
-            sol = self._solve(K, None, ys, p, Cs, kidx=kidx, desc="SVR")
-        coef = sol.alpha[:n] - sol.alpha[n:]
+            p = torch.cat([self.epsilon - zk, self.epsilon + zk])
+            Ck = torch.full((nk,), float(self.C), dtype=f64, device=device)
+            if sw is not None:
+                Ck = Ck * (sw if sub is None else sw[sub])
+            kidx = torch.cat([torch.arange(nk, device=device)] * 2)
+            sol = self._solve(K, sub, ys, p, torch.cat([Ck, Ck]), kidx=kidx, desc="SVR")
+        coef = sol.alpha[:nk] - sol.alpha[nk:]
+        if sub is not None:
+            coef = torch.zeros(n, dtype=f64, device=device).index_copy_(0, sub, coef)
         support = torch.nonzero(coef).squeeze(1)
         self.support_ = support
         self.support_vectors_ = self._support_vectors(X, support)
