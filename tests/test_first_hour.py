@@ -200,3 +200,33 @@ def test_numpy_scalar_hyperparameters_are_accepted(make, params, target):
                                atol=1e-6 if target == "regression" else 0)
     with pytest.raises(ValueError, match=next(iter(params))):
         make(**{next(iter(params)): True}).fit(X, y)  # a bool is not an int
+
+
+# -- set_output and read-only arrays ------------------------------------------------------
+def test_transformers_name_their_features_and_set_output_pandas():
+    import pandas as pd
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    g = np.random.default_rng(0)
+    X = pd.DataFrame(g.normal(size=(60, 3)), columns=["a", "b", "c"])
+    pipe = make_pipeline(StandardScaler(), tk.KernelPCA(n_components=3)).set_output(
+        transform="pandas")
+    Z = pipe.fit_transform(X)
+    assert isinstance(Z, pd.DataFrame) and list(Z.columns) == ["kernelpca0", "kernelpca1",
+                                                               "kernelpca2"]
+    ref = tk.KernelPCA(n_components=3).fit_transform(StandardScaler().fit_transform(X))
+    np.testing.assert_allclose(Z.to_numpy(), np.asarray(ref), rtol=1e-10, atol=1e-12)
+    ny = tk.approx.Nystroem(n_components=4, random_state=0).fit(X)
+    assert list(ny.get_feature_names_out()) == [f"nystroem{i}" for i in range(4)]
+    with pytest.raises(Exception, match="not fitted"):
+        tk.KernelPCA(n_components=2).get_feature_names_out()
+
+
+def test_read_only_arrays_are_taken_without_a_warning():
+    A = np.random.default_rng(1).normal(size=(30, 2))
+    A.flags.writeable = False  # pandas copy-on-write frames hand out such arrays
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pred = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(A, A[:, 0]).predict(A)
+    ref = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(A.copy(), A[:, 0].copy()).predict(A.copy())
+    np.testing.assert_array_equal(pred, ref)

@@ -33,7 +33,7 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
             A = A.astype(np.float64)  # TypeError naming the offending element if not numeric
         elif A.dtype.kind in "US":
             raise TypeError(f"{name} must hold numbers, got an array of strings")
-        T = torch.as_tensor(A)
+        T = torch.as_tensor(_writable(A))
     else:
         raise TypeError(f"{name} must be a torch.Tensor or a NumPy array, got {type(X).__name__}")
     if T.is_complex():
@@ -64,6 +64,12 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
     return T
 
 
+def _writable(A: np.ndarray) -> np.ndarray:
+    """A itself, or a copy where it is read-only (pandas' copy-on-write frames, memory
+    maps): torch shares the memory of the arrays it wraps and warns on read-only ones."""
+    return A if A.flags.writeable else A.copy()
+
+
 def _is_scipy_sparse(X) -> bool:
     try:
         import scipy.sparse as sp
@@ -88,7 +94,7 @@ def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=No
             except (TypeError, ValueError):
                 raise ValueError(f"Unknown label type: {name} must hold numbers, got "
                                  f"dtype {A.dtype}") from None
-        T = torch.as_tensor(A)
+        T = torch.as_tensor(_writable(A))
     if dtype is not None or device is not None:
         T = T.to(dtype=dtype or T.dtype, device=device or T.device)
     if T.dim() not in (1, 2):

@@ -2,7 +2,7 @@ r"""Nyström features: projection onto the span of a few anchor points."""
 from __future__ import annotations
 
 import torch
-from sklearn.base import TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from typing import NamedTuple
 
@@ -85,7 +85,7 @@ def nystrom_whitening(Kmm: torch.Tensor) -> torch.Tensor:
     return nystrom_basis(K, m * torch.finfo(_F64).eps).whitening
 
 
-class Nystroem(TransformerMixin, Estimator):
+class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     r"""Nyström feature map ψ(x) = K_ZZ^{−1/2} k_Z(x) from m anchor points Z.
 
     ψ(x)ᵀψ(y) = k_Z(x)ᵀ K_ZZ⁺ k_Z(y) is the inner product of the orthogonal projections of
@@ -219,6 +219,11 @@ class Nystroem(TransformerMixin, Estimator):
         if d is not None:
             self.n_features_in_ = d
         return self
+
+    @property
+    def _n_features_out(self):
+        """Number of features (``get_feature_names_out``: nystroem0, nystroem1, …)."""
+        return self.n_components_
 
     def transform(self, X) -> torch.Tensor:
         """ψ(X) = k(X, Z) K_ZZ^{−1/2}, shape (n, ``n_components_``), in X's dtype and device."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import warnings
 
 import torch
-from sklearn.base import TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.metaestimators import available_if
 
 from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix,
@@ -92,7 +92,7 @@ def _flip_signs(V):
     return V * signs
 
 
-class KernelPCA(TransformerMixin, Estimator):
+class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     r"""Kernel principal component analysis (Schölkopf, Smola and Müller, 1998).
 
     The principal directions in feature space are :math:`f_j = \sum_i \alpha_{ij}
@@ -196,6 +196,11 @@ class KernelPCA(TransformerMixin, Estimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = is_precomputed(self.kernel)
         return tags
+
+    @property
+    def _n_features_out(self):
+        """Number of components (``get_feature_names_out``: kernelpca0, kernelpca1, …)."""
+        return self.eigenvalues_.shape[0]
 
     # ---------------------------------------------------------------------------------
     def _check_params(self, n):
