@@ -140,6 +140,72 @@ def test_svc_multiclass_and_svr_sample_weight_match_sklearn():
         SVC().fit(X, y, sample_weight=np.ones(len(y) - 1))
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # scikit-learn 1.9 deprecates it
+@pytest.mark.parametrize("solver", ["smo", "libsvm"])
+def test_svc_probability_matches_sklearn(binary, solver):
+    # LIBSVM's folds for the same random_state, its sigmoid fit and its coupling: Platt's
+    # parameters and the probabilities equal scikit-learn's to the solver's tolerance.
+    from sklearn.datasets import load_iris
+    X, y = binary
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(y))
+    fitted = []
+    for XX, yy, sw in ((X, y, None), (X, y, w), load_iris(return_X_y=True) + (None,)):
+        ours = SVC(RBF(lengthscale=LS), C=2.0, tol=1e-6, probability=True, random_state=7,
+                   solver=solver).fit(torch.tensor(XX), yy, sample_weight=sw)
+        ref = SkSVC(C=2.0, gamma=GAMMA, tol=1e-6, probability=True, random_state=7).fit(
+            XX, yy, sample_weight=sw)
+        np.testing.assert_allclose(np.asarray(ours.probA_), ref.probA_, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(ours.probB_), ref.probB_, rtol=1e-5, atol=1e-6)
+        P = np.asarray(ours.predict_proba(torch.tensor(XX)))
+        np.testing.assert_allclose(P, ref.predict_proba(XX), atol=1e-5)
+        np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(ours.predict_log_proba(torch.tensor(XX))),
+                                   ref.predict_log_proba(XX), atol=1e-4)
+        fitted.append(ours)
+    # another seed, other folds: other parameters (the folds matter, and are followed)
+    other = SVC(RBF(lengthscale=LS), C=2.0, tol=1e-6, probability=True, random_state=8,
+                solver=solver).fit(torch.tensor(X), y)
+    assert abs(float(other.probA_[0]) - float(fitted[0].probA_[0])) > 1e-4
+    assert not hasattr(SVC(), "predict_proba")
+
+
+def test_fold_order_is_libsvms_shuffle():
+    # scikit-learn's LIBSVM draws its folds with a Mersenne Twister and Lemire's bounded
+    # integers: the same seed gives the same permutation (its wrapped generator as the
+    # reference), including ranges where the rejection step runs.
+    from sklearn.svm._newrand import bounded_rand_int_wrap, set_seed_wrap
+    from torchkern.supervised._platt import fold_order
+    for seed, n in ((0, 10), (12345, 257), (2**31 - 2, 3000)):
+        set_seed_wrap(seed)
+        perm = np.arange(n)
+        for i in range(n):
+            j = i + bounded_rand_int_wrap(n - i)
+            perm[i], perm[j] = perm[j], perm[i]
+        np.testing.assert_array_equal(fold_order(n, seed), perm)
+
+
+def test_pairwise_coupling_solves_its_quadratic_program():
+    # Wu, Lin and Weng's method 2: p minimizes pᵀQp on the simplex — against a dense
+    # solve of the KKT system [2Q 1; 1ᵀ 0] for consistent and inconsistent pairwise r.
+    from torchkern.supervised._platt import couple
+    g = torch.Generator().manual_seed(0)
+    k = 4
+    R = torch.rand(50, k, k, generator=g, dtype=torch.float64) * 0.98 + 0.01
+    R = torch.triu(R, 1) + torch.tril(1 - R.transpose(1, 2), -1)
+    P = couple(R)
+    for r, p in zip(R, P):
+        Q = torch.zeros(k, k, dtype=torch.float64)
+        for t in range(k):
+            for j in range(k):
+                if j != t:
+                    Q[t, t] += r[j, t] ** 2
+                    Q[t, j] = -r[j, t] * r[t, j]
+        A = torch.zeros(k + 1, k + 1, dtype=torch.float64)
+        A[:k, :k], A[:k, k], A[k, :k] = 2 * Q, 1.0, 1.0
+        ref = torch.linalg.solve(A, torch.cat([torch.zeros(k), torch.ones(1)]).double())[:k]
+        torch.testing.assert_close(p, ref, rtol=0, atol=5e-3 / k)
+
+
 @pytest.fixture(scope="module")
 def digits():
     d = load_digits()

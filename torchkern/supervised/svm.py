@@ -9,6 +9,7 @@ from typing import NamedTuple
 import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
+from sklearn.utils.metaestimators import available_if
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_vector, check_positive, is_int
@@ -16,6 +17,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..linalg import ConvergenceWarning
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ._labels import warn_column_vector, class_weights, decode_labels, encode_labels
+from ._platt import couple, fit_sigmoid, fold_bounds, fold_order, libsvm_seed, sigmoid
 from ._smo import solve_dual
 
 __all__ = ["SVC", "SVR"]
@@ -115,6 +117,12 @@ class _BaseSVM(Estimator):
         return Ks @ coef.to(dtype=Ks.dtype, device=X.device)
 
 
+def _has_probability(svc) -> bool:
+    if not svc.probability:
+        raise AttributeError("predict_proba is not available when probability=False")
+    return True
+
+
 class SVC(ClassifierMixin, _BaseSVM):
     r"""C-support vector classification with an intercept, solved on the lazy Gram matrix.
 
@@ -156,6 +164,14 @@ class SVC(ClassifierMixin, _BaseSVM):
         As scikit-learn: ``"ovo"`` returns the n_classes(n_classes−1)/2 pairwise values,
         ``"ovr"`` (default) turns them into per-class scores, votes plus a confidence in
         (−1/3, 1/3). Ignored for two classes.
+    probability : bool
+        Also fit LIBSVM's probability model, for :meth:`predict_proba`: per pair of
+        classes Platt's sigmoid 1/(1 + exp(A f + B)) of decision values from a 5-fold
+        cross-validation (five more fits per pair), coupled over the pairs by Wu, Lin and
+        Weng's method. The folds follow scikit-learn's LIBSVM for the same
+        ``random_state``, so the probabilities equal scikit-learn's (to the solver's
+        tolerance). scikit-learn 1.9 deprecates this option in favour of
+        ``CalibratedClassifierCV(SVC(), ensemble=False)``, which works with this SVC too.
     cache_size : float
         Megabytes of kernel rows to cache.
     working_set_size : int
@@ -174,7 +190,8 @@ class SVC(ClassifierMixin, _BaseSVM):
         (measured in ``bench/small_data.py``), ``"smo"`` otherwise (so the GPU solver on
         CUDA). All stop on the same KKT criterion and reach the same optimum.
     random_state : None, int or torch.Generator
-        Accepted for scikit-learn compatibility; the solver makes no random choice.
+        The cross-validation folds of ``probability=True`` (scikit-learn's seed derivation:
+        the same int gives the same folds). The solver itself makes no random choice.
     verbose : bool
         Show a tqdm bar per binary problem (``"smo"``): the KKT gap m(α) − M(α) on a
         log scale from its first value down to ``tol``, kept on screen at the end.
@@ -199,6 +216,9 @@ class SVC(ClassifierMixin, _BaseSVM):
         ρ, with the sign flip of ``dual_coef_``).
     n_iter_ : torch.Tensor
         Outer iterations of each binary problem.
+    probA_, probB_ : torch.Tensor
+        (n_classes (n_classes − 1) / 2,) Platt parameters A, B of each pair (empty unless
+        ``probability=True``).
     solver_ : str
         The solver that ran: ``"libsvm"``, or ``"smo (<where>)"`` with where the
         subproblems were solved — ``host`` (NumPy), ``triton`` (one fused GPU kernel per
@@ -229,11 +249,13 @@ class SVC(ClassifierMixin, _BaseSVM):
     """
 
     def __init__(self, kernel=None, C=1.0, *, tol=1e-3, max_iter=None, class_weight=None,
-                 decision_function_shape="ovr", cache_size=200, working_set_size=256,
-                 solver="auto", random_state=None, verbose=False, backend=None):
+                 decision_function_shape="ovr", probability=False, cache_size=200,
+                 working_set_size=256, solver="auto", random_state=None, verbose=False,
+                 backend=None):
         self.kernel = kernel
         self.solver = solver
         self.C = C
+        self.probability = probability
         self.tol = tol
         self.max_iter = max_iter
         self.class_weight = class_weight
@@ -297,6 +319,11 @@ class SVC(ClassifierMixin, _BaseSVM):
                     iters.append(sol.n_iter)
                     inners.add(getattr(sol, "inner", "libsvm"))
                     pair += 1
+            if self.probability:
+                self.probA_, self.probB_ = self._fit_platt(K, codes_t, keep, sw, weights,
+                                                           classes, solve)
+            else:
+                self.probA_ = self.probB_ = torch.zeros(0, dtype=f64)
         is_sv = (coef_full != 0).any(1)
         # scikit-learn's order: grouped by class, increasing index within a class.
         order = torch.cat([torch.nonzero(is_sv & (codes_t == c)).squeeze(1) for c in range(k)])
@@ -325,6 +352,46 @@ class SVC(ClassifierMixin, _BaseSVM):
         self.n_iter_ = torch.tensor(iters)
         self.solver_ = "libsvm" if inners == {"libsvm"} else "smo (" + ", ".join(sorted(inners)) + ")"
         return self
+
+    def _fit_platt(self, K, codes_t, keep, sw, weights, classes, solve):
+        """Platt's sigmoid (A, B) of every pair, fitted to decision values from a 5-fold
+        cross-validation on the pair's samples, as LIBSVM: its sample order (class i,
+        then class j), its random folds for ``random_state``, its C per sample."""
+        f64, device = torch.float64, K.device
+        seed = libsvm_seed(self.random_state)
+        k = classes.size
+        As, Bs = [], []
+        for i in range(k):
+            for j in range(i + 1, k):
+                gi, gj = codes_t == i, codes_t == j
+                if keep is not None:
+                    gi, gj = gi & keep, gj & keep
+                idx = torch.cat([torch.nonzero(gi).squeeze(1), torch.nonzero(gj).squeeze(1)])
+                ni, nj = int(gi.sum()), int(gj.sum())
+                ys = torch.cat([torch.ones(ni, dtype=f64), -torch.ones(nj, dtype=f64)]).to(device)
+                Cs = torch.cat([torch.full((ni,), self.C * weights[i], dtype=f64),
+                                torch.full((nj,), self.C * weights[j], dtype=f64)]).to(device)
+                if sw is not None:
+                    Cs = Cs * sw[idx]
+                order = torch.as_tensor(fold_order(idx.numel(), seed), device=device)
+                dec = torch.zeros(idx.numel(), dtype=f64, device=device)
+                for f, (b, e) in enumerate(fold_bounds(idx.numel())):
+                    test, train = order[b:e], torch.cat([order[:b], order[e:]])
+                    yt = ys[train]
+                    if train.numel() == 0:
+                        continue  # decision 0
+                    if bool((yt > 0).all()) or bool((yt < 0).all()):
+                        dec[test] = yt[0]
+                        continue
+                    sol = solve(K, idx[train], yt, -torch.ones_like(yt), Cs[train],
+                                desc=f"SVC {classes[i]} vs {classes[j]} (probability, "
+                                     f"fold {f + 1}/5)")
+                    block = K.submatrix(idx[test], idx[train]).to(f64)
+                    dec[test] = block @ (yt * sol.alpha) - sol.rho
+                A, B = fit_sigmoid(dec.cpu().numpy(), ys.cpu().numpy())
+                As.append(A)
+                Bs.append(B)
+        return torch.tensor(As, dtype=f64), torch.tensor(Bs, dtype=f64)
 
     def _use_libsvm(self, K) -> bool:
         if self.solver not in ("auto", "smo", "smo-device", "libsvm"):
@@ -377,6 +444,32 @@ class SVC(ClassifierMixin, _BaseSVM):
         if self.decision_function_shape == "ovo":
             return dec
         return _ovr_scores(dec, k)
+
+    @available_if(_has_probability)
+    def predict_proba(self, X):
+        """Class probabilities (m, n_classes), columns in ``classes_`` order (only with
+        ``probability=True``): each pair's sigmoid of its decision value, clipped to
+        [1e-7, 1 − 1e-7], then coupled over the pairs (Wu, Lin and Weng 2004) — LIBSVM's
+        estimates. As in scikit-learn they may disagree with ``predict`` (votes)."""
+        return self._proba(X)
+
+    @available_if(_has_probability)
+    def predict_log_proba(self, X):
+        """log of :meth:`predict_proba` (only with ``probability=True``)."""
+        return torch.log(self._proba(X))
+
+    def _proba(self, X):
+        dec = self._ovo(X)
+        k = self.classes_.size
+        R = torch.zeros(dec.shape[0], k, k, dtype=torch.float64, device=dec.device)
+        A, B = self.probA_.to(dec.device), self.probB_.to(dec.device)
+        pair = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                r = sigmoid(dec[:, pair].to(torch.float64), A[pair], B[pair])
+                R[:, i, j], R[:, j, i] = r, 1 - r
+                pair += 1
+        return couple(R).to(dec.dtype)
 
     def predict(self, X):
         """One-vs-one votes (LIBSVM): pair (i, j) votes i when its decision is > 0."""
