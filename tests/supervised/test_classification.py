@@ -54,6 +54,32 @@ def test_binary_no_intercept_matches_sklearn(binary):
     assert float(np.abs(ours.intercept_).max()) == 0.0
 
 
+def test_sample_weight_matches_sklearn_and_repeated_samples(binary):
+    # C Σ w_i ℓ_i: scikit-learn's LogisticRegression with the same weights (binary with
+    # zero weights, and multinomial); integer weights equal repeated samples (RBF).
+    X, y = binary
+    w = np.random.default_rng(0).uniform(0.0, 3.0, len(y))
+    w[:10] = 0.0
+    ours = KernelLogisticRegression(Linear(), C=0.7, tol=1e-10).fit(X, y, sample_weight=w)
+    ref = _sk_logreg(0.7).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(np.asarray(ours.decision_function(X)), ref.decision_function(X),
+                               atol=1e-6)
+    X4, y4 = make_classification(240, 6, n_informative=4, n_classes=4, random_state=1)
+    w4 = np.random.default_rng(1).uniform(0.1, 3.0, len(y4))
+    ours = KernelLogisticRegression(Linear(), C=2.0, tol=1e-10).fit(X4, y4, sample_weight=w4)
+    ref = _sk_logreg(2.0).fit(X4, y4, sample_weight=w4)
+    np.testing.assert_allclose(np.asarray(ours.predict_proba(X4)), ref.predict_proba(X4),
+                               atol=1e-6)
+    a = KernelLogisticRegression(RBF(lengthscale=1.0), tol=1e-10).fit(
+        X[:50], y[:50], sample_weight=np.full(50, 2.0))
+    b = KernelLogisticRegression(RBF(lengthscale=1.0), tol=1e-10).fit(
+        np.repeat(X[:50], 2, axis=0), np.repeat(y[:50], 2))
+    np.testing.assert_allclose(np.asarray(a.predict_proba(X)), np.asarray(b.predict_proba(X)),
+                               atol=1e-8)
+    with pytest.raises(ValueError, match="sample_weight"):
+        KernelLogisticRegression().fit(X, y, sample_weight=-w)
+
+
 @pytest.mark.parametrize("C", [0.1, 10.0])
 def test_multinomial_linear_matches_sklearn(C):
     X, y = make_classification(240, 6, n_informative=4, n_classes=4, random_state=1)
@@ -146,6 +172,13 @@ def test_nystrom_matches_logreg_on_nystrom_features():
     T = Q[:, keep] / np.sqrt(th[keep])
     ref = _sk_logreg(C).fit(gram(X, Z) @ T, y)
     Xt = make_circles(200, noise=0.1, factor=0.5, random_state=1)[0]
+    np.testing.assert_allclose(np.asarray(est.decision_function(Xt)),
+                               ref.decision_function(gram(Xt, Z) @ T), atol=1e-4)
+    # with sample weights: the same weights in the feature-space regression
+    w = np.random.default_rng(4).uniform(0.0, 2.0, len(y))
+    est = KernelLogisticRegression(RBF(lengthscale=ls), C=C, tol=1e-10, n_centers=m,
+                                   random_state=0).fit(X, y, sample_weight=w)
+    ref = _sk_logreg(C).fit(gram(X, Z) @ T, y, sample_weight=w)
     np.testing.assert_allclose(np.asarray(est.decision_function(Xt)),
                                ref.decision_function(gram(Xt, Z) @ T), atol=1e-4)
 

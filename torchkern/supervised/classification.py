@@ -1,6 +1,7 @@
 """Kernel logistic regression (binary and multinomial) by Newton's method on the lazy Gram."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -8,7 +9,7 @@ from sklearn.base import ClassifierMixin
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._progress import ResidualBar
-from .._validation import check_positive, is_int
+from .._validation import as_vector, check_positive, is_int
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -148,9 +149,10 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         self.backend = backend
 
     # -- fit ---------------------------------------------------------------------------
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit on X — any input of the kernel (:mod:`torchkern.inputs`), or the (n, n) Gram
-        when precomputed — and labels y (n,)."""
+        when precomputed — and labels y (n,). ``sample_weight`` (n,) weights each sample's
+        loss, C Σ_i w_i ℓ_i (scikit-learn's ``LogisticRegression`` convention)."""
         check_positive(self.C, "C")
         check_positive(self.tol, "tol")
         if self.solver != "newton":
@@ -162,6 +164,12 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         X = check_precomputed(X, square=True) if precomputed else input_matrix(self.kernel_, X, "X")
         n = X.shape[0]
         classes, codes = encode_labels(y, n)
+        w = None
+        if sample_weight is not None:
+            w = as_vector(sample_weight, "sample_weight", n=n, dtype=_F64)
+            if w.dim() != 1 or bool((w < 0).any()) or not bool((w > 0).any()):
+                raise ValueError(f"sample_weight must be a nonnegative vector of shape ({n},) "
+                                 f"with a positive entry (not all zero)")
         with torch.no_grad():
             if self.n_centers is None:
                 K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
@@ -173,7 +181,8 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
                 L = K.phi_x.to(_F64)
             A, b, n_iter = _newton(K, torch.as_tensor(codes, device=K.device), classes.size,
                                    float(self.C), self.fit_intercept, float(self.tol),
-                                   self.max_iter, self.verbose, factor=L)
+                                   self.max_iter, self.verbose, factor=L,
+                                   weights=None if w is None else w.to(K.device))
             if to_centers is not None:  # α on the n points → coefficients on the m centers
                 A = to_centers @ (K.phi_x.T @ A.to(K.dtype)).to(_F64)
         self.classes_ = classes
@@ -246,24 +255,28 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
 # Newton–CG
 # --------------------------------------------------------------------------------------
 
-def _loss_terms(F, codes, binary):
-    """Loss value, gradient G (n, c) and Hessian square roots S (n, c, c) (binary: (n, 1))."""
+def _loss_terms(F, codes, binary, weights=None):
+    """Loss value Σ_i w_i ℓ_i, gradient G (n, c) and Hessian square roots S (n, c, c)
+    (binary: (n, 1)) — each row scaled by w_i (G, H) or √w_i (S) with sample weights."""
     if binary:
         y = codes.to(_F64) * 2 - 1
         u = y * F[:, 0]
-        value = torch.nn.functional.softplus(-u).sum()
+        loss = torch.nn.functional.softplus(-u)
         G = (-y * torch.sigmoid(-u))[:, None]
-        w = torch.sigmoid(u) * torch.sigmoid(-u)
-        return value, G, w.sqrt()[:, None]
-    logp = torch.log_softmax(F, dim=1)
-    value = -logp.gather(1, codes[:, None]).sum()
-    P = logp.exp()
-    G = P.clone()
-    G[torch.arange(F.shape[0], device=F.device), codes] -= 1
-    H = torch.diag_embed(P) - P[:, :, None] * P[:, None, :]
-    lam, V = torch.linalg.eigh(H)
-    S = (V * lam.clamp(min=0).sqrt()[:, None, :]) @ V.transpose(1, 2)
-    return value, G, S
+        S = (torch.sigmoid(u) * torch.sigmoid(-u)).sqrt()[:, None]
+    else:
+        logp = torch.log_softmax(F, dim=1)
+        loss = -logp.gather(1, codes[:, None])[:, 0]
+        P = logp.exp()
+        G = P.clone()
+        G[torch.arange(F.shape[0], device=F.device), codes] -= 1
+        H = torch.diag_embed(P) - P[:, :, None] * P[:, None, :]
+        lam, V = torch.linalg.eigh(H)
+        S = (V * lam.clamp(min=0).sqrt()[:, None, :]) @ V.transpose(1, 2)
+    if weights is None:
+        return loss.sum(), G, S
+    root = weights.sqrt().reshape(-1, *([1] * (S.dim() - 1)))
+    return (weights * loss).sum(), weights[:, None] * G, root * S
 
 
 def _low_rank_factor(K, c):
@@ -273,12 +286,13 @@ def _low_rank_factor(K, c):
     return PivotedCholesky(K, min(k, K.shape[0]), 1.0).L
 
 
-def _initial_intercept(codes, n_classes, fit_intercept, device):
-    """b at the start: the log class frequencies (centered for softmax), or 0."""
+def _initial_intercept(codes, n_classes, fit_intercept, device, weights=None):
+    """b at the start: the log (weighted) class frequencies (centered for softmax), or 0."""
     c = 1 if n_classes == 2 else n_classes
     if not fit_intercept:
         return torch.zeros(c, dtype=_F64, device=device)
-    counts = torch.bincount(codes, minlength=n_classes).to(_F64)
+    counts = torch.bincount(codes, weights=weights, minlength=n_classes).to(_F64)
+    counts = counts.clamp_min(1e-12 * float(counts.max()))  # a class of weight 0
     if n_classes == 2:
         return torch.log(counts[1:] / counts[:1])
     return counts.log() - counts.log().mean()
@@ -295,7 +309,8 @@ def _armijo(objective, J0, slope):
         t *= 0.5
 
 
-def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, factor=None):
+def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, factor=None,
+            weights=None):
     """Minimize C Σ loss(F_i) + ½ Σ_c α_cᵀ K α_c, F = Kα + 1bᵀ by damped Newton steps
     (:func:`torchkern.linalg.newton.newton_direction` and an Armijo line search on the
     exact objective); returns α (n, c), b, steps. ``factor``: K ≈ L Lᵀ for the
@@ -314,16 +329,17 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     elif factor is None or factor.shape[1] > max(4, _PRECOND_WIDTH // c):
         factor = _low_rank_factor(K, c)
 
-    b = _initial_intercept(codes, n_classes, fit_intercept, K.device)
+    b = _initial_intercept(codes, n_classes, fit_intercept, K.device, weights)
+    loss_terms = functools.partial(_loss_terms, codes=codes, binary=binary, weights=weights)
     A = torch.zeros(n, c, dtype=_F64, device=K.device)
     KA = torch.zeros_like(A)
     F = KA + b
     reg = 0.0  # Σ_c α_cᵀ K α_c
-    J = C * _loss_terms(F, codes, binary)[0]
+    J = C * loss_terms(F)[0]
     bar = ResidualBar(tol, "KernelLogisticRegression (Newton)", label="step") if verbose else None
     converged, it, step = False, 0, float("inf")
     for it in range(1, max_iter + 1):
-        _, G, S = _loss_terms(F, codes, binary)
+        _, G, S = loss_terms(F)
         A_new, b_new = newton_direction(K, F, G, S, C, factor, b=b,
                                         fit_intercept=fit_intercept, tol=cg_tol)
         KA_new = (K @ A_new.to(K.dtype)).to(_F64)
@@ -333,7 +349,7 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
         cross = float((dA * KA).sum() + (A * dKA).sum()) / 2
         quad = float((dA * dKA).sum())
         slope = C * float((G * dF).sum()) + cross  # dJ/dt at t = 0
-        t, J = _armijo(lambda t: C * _loss_terms(F + t * dF, codes, binary)[0]
+        t, J = _armijo(lambda t: C * loss_terms(F + t * dF)[0]
                        + 0.5 * (reg + 2 * t * cross + t * t * quad), J, slope)
         A, KA, b = A + t * dA, KA + t * dKA, b + t * db
         reg = reg + 2 * t * cross + t * t * quad
