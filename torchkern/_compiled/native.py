@@ -17,10 +17,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+
+from .._threads import pool
 
 __all__ = ["PROFILES", "cache_dir", "load", "radial_matmul"]
 
@@ -34,7 +35,6 @@ _FLAGS = [["-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno
           ["-O3", "-fno-math-errno", "-fno-trapping-math"]]  # compilers without -march=native
 _STATE: dict = {"lib": None, "error": None, "seconds": None}
 _LOCK = threading.Lock()
-_POOL: dict = {}
 
 
 def cache_dir() -> Path:
@@ -102,13 +102,6 @@ def load():
         return _STATE["lib"]
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
-    pid = os.getpid()  # a forked child must not reuse the parent's (dead) threads
-    if _POOL.get("key") != (pid, threads):
-        _POOL.update(key=(pid, threads), pool=ThreadPoolExecutor(threads, "torchkern-radial"))
-    return _POOL["pool"]
-
-
 _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 
@@ -129,7 +122,7 @@ def _run(name: str, profile: int, rows: torch.Tensor, args, out: torch.Tensor, m
         return out
     # More pieces than threads: a thread that other processes slow down gets fewer rows.
     step = max(1, -(-n // (4 * threads)))
-    list(_pool(threads).map(lambda s: span(s, min(n, s + step)), range(0, n, step)))
+    list(pool(threads).map(lambda s: span(s, min(n, s + step)), range(0, n, step)))
     return out
 
 

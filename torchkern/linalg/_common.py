@@ -14,9 +14,9 @@ product, norm and random draw through the helpers below, which use them:
   the single-process iterates).
 """
 
-import contextlib
-
 import torch
+
+from .._threads import one_thread  # noqa: F401 (re-exported)
 
 _FLOAT64 = torch.float64
 
@@ -131,20 +131,6 @@ def _col_norms(A, U):
     if not _sharded(A):
         return U.to(_FLOAT64).norm(dim=0)
     return A.reduce_sum(U.to(_FLOAT64).square().sum(0)).sqrt()
-
-
-@contextlib.contextmanager
-def one_thread(on: bool = True):
-    """Run the block with one torch thread (restored afterwards); a no-op when ``on`` is
-    False or torch already uses one."""
-    prev = torch.get_num_threads()
-    if on and prev > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != prev:
-            torch.set_num_threads(prev)
 
 
 def _eigh(A):

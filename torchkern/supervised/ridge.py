@@ -12,7 +12,7 @@ from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import as_generator as _generator, as_vector, is_int, is_real
 from ..approx.nystroem import nystrom_whitening, uniform_centers
-from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
+from ..gram import DenseKernelMatrix, FormulaKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import NystromPreconditioner, cg
 from ..linalg._common import _own
@@ -161,55 +161,6 @@ def _solve_cg(K: KernelMatrix, Y, alpha, *, rank, tol, max_iter, verbose,
     return C, n_iter
 
 
-# A chunk of K_nm of about this many entries is converted to float64 once and read by
-# both products of the normal equations while it sits in the L2 cache (1 MB in float64).
-_CHUNK_ENTRIES = 2**17
-
-
-def _float64_chunks(Knm: RowBlockOperator):
-    """``(start, stop, K_nm[start:stop])`` in float64, in chunks of ~``_CHUNK_ENTRIES``
-    entries on the CPU, converted into one reused buffer (a fresh float64 copy of a large
-    block per product would cost an allocation and a pass through memory); chunks of
-    ``config.block_bytes`` on other devices."""
-    buf = None
-    for s, e, B in Knm.blocks():
-        cpu = B.device.type == "cpu"
-        entries = _CHUNK_ENTRIES if cpu else config.block_bytes(B.device) // 8
-        rows = max(1, entries // max(B.shape[1], 1))
-        for c in range(0, e - s, rows):
-            part = B[c:c + rows]
-            if part.dtype == _F64 or not cpu:
-                yield s + c, s + c + part.shape[0], part.to(_F64)
-                continue
-            if buf is None or buf.shape[1] != B.shape[1]:
-                buf = torch.empty(rows, B.shape[1], dtype=_F64)
-            chunk = buf[:part.shape[0]]
-            chunk.copy_(part)
-            yield s + c, s + c + part.shape[0], chunk
-
-
-def _normal_matmul(Knm: RowBlockOperator, V: torch.Tensor, w=None) -> torch.Tensor:
-    """K_mn W K_nm V for V (m, r) in float64, in one pass over K_nm whose entries are
-    multiplied and summed in float64 (a float32 kernel's only error is its values' own
-    rounding, so CG reaches tight tolerances). O(n·m·r) flops."""
-    out = torch.zeros_like(V)
-    for s, e, B in _float64_chunks(Knm):
-        U = B @ V
-        if w is not None:
-            U *= w[s:e, None].to(_F64)
-        out.addmm_(B.T, U)
-    return Knm.total(out)
-
-
-def _rmatmul(Knm: RowBlockOperator, U: torch.Tensor) -> torch.Tensor:
-    """K_mn U for U (n, r), float64 result (entries summed in float64)."""
-    U = U.to(_F64)
-    out = torch.zeros(Knm.shape[1], U.shape[1], dtype=_F64, device=U.device)
-    for s, e, B in _float64_chunks(Knm):
-        out.addmm_(B.T, U[s:e])
-    return Knm.total(out)
-
-
 def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol, max_iter,
                    verbose) -> torch.Tensor:
     r"""β minimizing Σ_i w_i (K_nm β − y)_i² + α βᵀ K_mm β. Returns β (m, r) in float64.
@@ -228,13 +179,13 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     KM = Kmm.to(_F64) @ M
     G = KM.T @ KM
     Yw = Y if w is None else Y * w[:, None]
-    rhs = M.T @ _rmatmul(Knm, Yw)
+    rhs = M.T @ Knm.rmatmul(Yw)
     c = (Knm.shape[0] if w is None else float(Knm.total(w.sum()))) / M.shape[0]
     Theta = torch.empty_like(rhs)
     n_iter = 0
     r = M.shape[1]
     for a, cols in _alpha_groups(alpha):
-        H = OperatorKernelMatrix(lambda V, a=a: M.T @ _normal_matmul(Knm, M @ V, w) + a * V,
+        H = OperatorKernelMatrix(lambda V, a=a: M.T @ Knm.normal_matmul(M @ V, w) + a * V,
                                  (r, r), _F64, M.device)
         P = c * G
         P.diagonal().add_(a)
@@ -452,8 +403,14 @@ class KernelRidge(RegressorMixin, Estimator):
         else:
             Z = take(X, idx)
             K = kernel(X, Z, backend="blocked")
-            Knm = RowBlockOperator(K.to_dense() if self._keep_knm(n, m, K.dtype) else K,
-                                   K.block_rows(), sharded_by=K)
+            if self._keep_knm(n, m, K.dtype):
+                # stored for itself: written by the native loop in float32 too, where the
+                # kernel has one (FormulaKernelMatrix.rows of the compiled backend)
+                dense = (FormulaKernelMatrix(K.formula, "compiled").to_dense()
+                         if isinstance(K, FormulaKernelMatrix) else K.to_dense())
+                Knm = RowBlockOperator(dense, K.block_rows(), sharded_by=K)
+            else:
+                Knm = RowBlockOperator(K, K.block_rows(), sharded_by=K)
             Y, w = _own(K, Y), None if w is None else _own(K, w)  # K row-sharded: own rows
             Kmm = kernel(Z, backend="dense").to_dense()
         B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol),
