@@ -230,3 +230,42 @@ def test_read_only_arrays_are_taken_without_a_warning():
         pred = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(A, A[:, 0]).predict(A)
     ref = tk.KernelRidge(tk.RBF(1.0), alpha=0.1).fit(A.copy(), A[:, 0].copy()).predict(A.copy())
     np.testing.assert_array_equal(pred, ref)
+
+
+# -- constructor arguments of kernels in a grid search -------------------------------------
+def test_structural_kernel_arguments_are_settable_in_grid_searches():
+    # kernel__n_iter / kernel__nu / kernel__degree: the kernel is rebuilt with the new
+    # argument (checked by its constructor), keeping its other arguments and current
+    # hyperparameter values — equal to a kernel built that way.
+    from sklearn.metrics.pairwise import polynomial_kernel
+    from sklearn.model_selection import GridSearchCV
+    from torch_geometric.data import Data
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    m = tk.Matern(1.5, [0.7, 1.1, 0.9])
+    m.set_params(nu=2.5)
+    ref = tk.Matern(2.5, [0.7, 1.1, 0.9])
+    np.testing.assert_array_equal(m(X, backend="dense").to_dense().detach().numpy(),
+                                  ref(X, backend="dense").to_dense().detach().numpy())
+    est = tk.KernelRidge(tk.Polynomial(3, offset=0.5), alpha=0.1)
+    est.set_params(kernel__degree=2)
+    K = est.kernel(X, backend="dense").to_dense().detach().numpy()
+    np.testing.assert_allclose(K, polynomial_kernel(X, degree=2, gamma=1, coef0=0.5), rtol=1e-12)
+    with pytest.raises(ValueError, match="degree"):
+        tk.Polynomial(3).set_params(degree=0)
+    with pytest.raises(ValueError, match="n_iter"):  # the error lists what can be set
+        tk.graphs.WeisfeilerLehman().set_params(depth=2)
+    graphs, labels = [], []
+    for i in range(30):
+        n = int(rng.integers(5, 10))
+        A = np.triu((rng.random((n, n)) < (0.2 if i % 2 else 0.5)).astype(int), 1)
+        graphs.append(Data(edge_index=torch.as_tensor(np.array(np.nonzero(A + A.T))),
+                           x=torch.as_tensor(rng.integers(0, 3, n))[:, None], num_nodes=n))
+        labels.append(i % 2)
+    search = GridSearchCV(tk.SVC(tk.graphs.WeisfeilerLehman()), {"kernel__n_iter": [0, 2]},
+                          cv=3).fit(graphs, labels)
+    assert search.best_params_["kernel__n_iter"] in (0, 2)
+    wl = tk.graphs.WeisfeilerLehman(n_iter=3).set_params(n_iter=1)
+    np.testing.assert_array_equal(
+        wl(graphs, backend="dense").to_dense().numpy(),
+        tk.graphs.WeisfeilerLehman(n_iter=1)(graphs, backend="dense").to_dense().numpy())

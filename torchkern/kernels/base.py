@@ -199,10 +199,42 @@ class Kernel(nn.Module):
                 if not isinstance(value, Kernel):
                     raise TypeError(f"{head} must be a Kernel, got {type(value).__name__}")
                 self._replace_sub_kernel(head, value)
+            elif head in self._structural_args():
+                self._rebuild(head, value)
             else:
                 raise ValueError(f"{type(self).__name__} has no hyperparameter {head!r}; "
-                                 f"it has {sorted(self._hypers)}")
+                                 f"it has {sorted(self._hypers)}"
+                                 + (f" and the arguments {sorted(self._structural_args())}"
+                                    if self._structural_args() else ""))
         return self
+
+    def _structural_args(self) -> dict:
+        """Constructor arguments that are not hyperparameters and that the kernel keeps
+        under their own name (``n_iter`` of Weisfeiler–Lehman, ``nu`` of Matérn, ``k`` of
+        a spectrum kernel, …), with their current values."""
+        init = type(self).__init__
+        if init is object.__init__ or init is nn.Module.__init__:
+            return {}
+        out = {}
+        for name, par in inspect.signature(init).parameters.items():
+            if (name == "self" or name in self._hypers or name == "active_dims"
+                    or par.kind in (par.VAR_POSITIONAL, par.VAR_KEYWORD)):
+                continue
+            if name in self.__dict__:  # a plain attribute: not a parameter, buffer or module
+                out[name] = self.__dict__[name]
+        return out
+
+    def _rebuild(self, name: str, value) -> None:
+        """Set constructor argument ``name`` (GridSearchCV over ``kernel__n_iter``): the
+        kernel is built anew with it — the constructor checks it and derives what depends
+        on it — keeping the current values of the other arguments and hyperparameters."""
+        args = self._structural_args()
+        args.update({k: v.detach().clone() for k, v in self.hyperparameters().items()})
+        args[name] = value
+        fresh = type(self)(**args)
+        if self.active_dims is not None:
+            fresh.set_active_dims(self.active_dims)
+        self.__dict__.update(fresh.__dict__)
 
     def _sub_kernel(self, name: str):
         """The child module called ``name`` (None if there is none)."""
