@@ -228,6 +228,34 @@ def test_svc_auto_on_device_uses_gpu_smo(dev):
     assert all(abs(coef[i]) < 1e-3 for i in set(got.support_.cpu().tolist()) ^ set(ref.support_))
 
 
+def test_svc_probability_and_sample_weight_on_device(dev):
+    """SVC(probability=True) with sample weights on device data (the GPU SMO for every
+    cross-validation fold): scikit-learn's probabilities, as on the CPU."""
+    import warnings
+
+    from sklearn.svm import SVC as SkSVC
+    X, y = _data(600, seed=3)
+    lab = (y > y.median()).long()
+    w = torch.rand(600, generator=torch.Generator().manual_seed(4), dtype=D64) + 0.5
+    got = tk.SVC(tk.RBF(1.0), C=1.0, tol=1e-5, probability=True, random_state=2).fit(
+        X.to(dev), lab.to(dev), sample_weight=w.to(dev))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated in scikit-learn 1.9
+        ref = SkSVC(C=1.0, gamma=0.5, tol=1e-5, probability=True, random_state=2).fit(
+            X.numpy(), lab.numpy(), sample_weight=w.numpy())
+        P = ref.predict_proba(X[:100].numpy())
+    np.testing.assert_allclose(got.predict_proba(X[:100].to(dev)).cpu().numpy(), P, atol=1e-4)
+
+
+def test_linear_kernel_factored_on_device(dev):
+    """A lazy Linear() under "auto" is X Yᵀ in factored form on the device too."""
+    X, _ = _data(3000, seed=5)
+    K = tk.Linear()(X.to(dev), backend="auto")
+    assert isinstance(K, tk.gram.FeatureKernelMatrix) and K.device.type == dev.type
+    v = torch.randn(3000, dtype=D64)
+    assert _rel(K @ v.to(dev), X @ (X.T @ v)) < 1e-12
+
+
 def test_gpytorch_adapter_on_device(dev):
     from torchkern.integrations.gpytorch import GPyTorchKernel
 
