@@ -40,6 +40,36 @@ def test_linear_kernel_equals_sklearn_kmeans_from_same_centers():
     np.testing.assert_array_equal(np.asarray(km.predict(Xt)), sk.predict(Xt))
 
 
+def test_sample_weight_equals_sklearn_and_repeated_samples():
+    # Weighted means and inertia (Dhillon, Guan and Kulis 2004): scikit-learn's weighted
+    # KMeans from the same centers for the linear kernel; integer weights equal repeated
+    # samples for an RBF kernel; k-means++ seeding with weights still separates.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3)) + np.repeat(rng.normal(scale=2, size=(4, 3)), 50, 0)
+    w = rng.uniform(0.1, 3.0, 200)
+    w[:5] = 0.0
+    idx = np.array([7, 60, 110, 160])
+    sk = KMeans(n_clusters=4, init=X[idx], n_init=1, tol=0, algorithm="lloyd").fit(
+        X, sample_weight=w)
+    km = KernelKMeans(torchkern.Linear(), n_clusters=4, init=idx, n_init=1, tol=0).fit(
+        X, sample_weight=w)
+    np.testing.assert_array_equal(np.asarray(km.labels_), sk.labels_)
+    assert km.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
+    np.testing.assert_array_equal(np.asarray(km.predict(X[:60] * 1.1)), sk.predict(X[:60] * 1.1))
+    a = KernelKMeans(torchkern.RBF(2.0), n_clusters=3, init=np.array([0, 70, 140]), n_init=1,
+                     tol=0).fit(X[:150], sample_weight=np.full(150, 2.0))
+    b = KernelKMeans(torchkern.RBF(2.0), n_clusters=3, init=np.array([0, 140, 280]), n_init=1,
+                     tol=0).fit(np.repeat(X[:150], 2, axis=0))
+    np.testing.assert_array_equal(np.repeat(np.asarray(a.labels_), 2), np.asarray(b.labels_))
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+    # k-means++ with weights: as good a weighted inertia as scikit-learn's (best of 10)
+    pp = KernelKMeans(torchkern.Linear(), n_clusters=4, random_state=0).fit(X, sample_weight=w)
+    sk = KMeans(n_clusters=4, n_init=10, random_state=0).fit(X, sample_weight=w)
+    assert pp.inertia_ <= 1.01 * sk.inertia_
+    with pytest.raises(ValueError, match="sample_weight"):
+        KernelKMeans(n_clusters=4).fit(X, sample_weight=-w)
+
+
 def test_label_vector_init_equals_sklearn_with_those_means():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(150, 2))

@@ -10,7 +10,7 @@ from sklearn.base import ClusterMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
-from .._validation import check_positive
+from .._validation import as_vector, check_positive
 from ._common import check_int, generator
 
 __all__ = ["KernelKMeans"]
@@ -20,26 +20,35 @@ __all__ = ["KernelKMeans"]
 # The algorithm, on any square KernelMatrix (lazy, dense or explicit features)
 # --------------------------------------------------------------------------------------
 
-def _normalized_indicator(labels, k, dtype):
-    """Z with Z_ic = 1/|C_c| if i ∈ C_c (n × k), and the cluster sizes."""
+def _normalized_indicator(labels, k, dtype, weights=None):
+    """Z with Z_ic = w_i / Σ_{l∈C_c} w_l if i ∈ C_c (n × k; w = 1 without weights), and
+    the clusters' masses Σ_{l∈C_c} w_l (their sizes without weights)."""
     n = labels.shape[0]
     Z = torch.zeros(n, k, dtype=dtype, device=labels.device)
-    Z[torch.arange(n, device=labels.device), labels] = 1
-    counts = Z.sum(0)
-    return Z / counts.clamp_min(1), counts
+    Z[torch.arange(n, device=labels.device), labels] = 1 if weights is None else weights.to(dtype)
+    mass = Z.sum(0)
+    return Z / torch.where(mass > 0, mass, torch.ones_like(mass)), mass
 
 
-def _distances(K, diag, labels, k):
+def _distances(K, diag, labels, k, weights=None):
     r"""Squared feature-space distances of every point to every cluster mean (n × k):
     :math:`K_{ii} - \frac{2}{|C|}\sum_{l\in C}K_{il} + \frac{1}{|C|^2}\sum_{l,l'\in C}K_{ll'}`
-    by one product K Z (Girolami 2002; Dhillon, Guan and Kulis 2004).
-    Empty clusters are at distance +inf. Returns (D, Z, s) with s_c the last term."""
-    Z, counts = _normalized_indicator(labels, k, K.dtype)
+    by one product K Z (Girolami 2002; Dhillon, Guan and Kulis 2004) — with sample weights
+    the means are weighted, Σ_{l∈C} w_l φ(x_l) / Σ_{l∈C} w_l (their weighted kernel
+    k-means). Clusters of no (or zero) mass are at distance +inf. Returns (D, Z, s) with
+    s_c the last term."""
+    Z, mass = _normalized_indicator(labels, k, K.dtype, weights)
     KZ = K @ Z
     s = (Z * KZ).sum(0)
     D = (diag[:, None] - 2 * KZ + s[None, :]).clamp_min(0)
-    D[:, counts == 0] = math.inf
+    D[:, mass == 0] = math.inf
     return D, Z, s
+
+
+def _inertia(D, labels, weights=None):
+    """Σ_i w_i ‖φ(x_i) − m_{label_i}‖² (w = 1 without weights)."""
+    d = D.gather(1, labels[:, None])[:, 0]
+    return float(d.sum() if weights is None else (weights.to(d.dtype) * d).sum())
 
 
 def _point_distances(K, diag, idx):
@@ -48,22 +57,31 @@ def _point_distances(K, diag, idx):
     return (diag[:, None] - 2 * R + diag[idx][None, :]).clamp_min(0)
 
 
-def _kmeans_plusplus(K, diag, k, gen):
+def _kmeans_plusplus(K, diag, k, gen, weights=None):
     """Greedy k-means++ seeding in feature space (Arthur & Vassilvitskii 2007): each new
-    center is the best of 2 + ⌊ln k⌋ candidates drawn ∝ D², as scikit-learn does.
-    Needs k·(2 + ln k) rows of K: O(n k log k) kernel evaluations."""
+    center is the best of 2 + ⌊ln k⌋ candidates drawn ∝ D², as scikit-learn does (with
+    sample weights: the first center drawn ∝ w, the next ∝ w·D², the best candidate the
+    one of least weighted potential Σ w D²). Needs k·(2 + ln k) rows of K: O(n k log k)
+    kernel evaluations."""
     n = K.shape[0]
     trials = 2 + int(math.log(k))
-    first = int(torch.randint(n, (1,), generator=gen))
+    wc = None if weights is None else weights.detach().to("cpu", torch.float64)
+    if wc is None:
+        first = int(torch.randint(n, (1,), generator=gen))
+    else:
+        first = int(torch.multinomial(wc, 1, generator=gen))
     centers = [first]
     d2 = _point_distances(K, diag, torch.tensor([first], device=diag.device))[:, 0]
     for _ in range(1, k):
         w = d2.detach().to("cpu", torch.float64)
+        if wc is not None:
+            w = w * wc
         if float(w.sum()) <= 0:  # every point coincides with a center: pick uniformly
-            w = torch.ones(n, dtype=torch.float64)
+            w = torch.ones(n, dtype=torch.float64) if wc is None else wc.clone()
         cand = torch.multinomial(w, trials, replacement=True, generator=gen).to(diag.device)
         Dc = torch.minimum(d2[:, None], _point_distances(K, diag, cand))
-        best = int(Dc.sum(0).argmin())
+        pot = Dc if weights is None else Dc * weights.to(Dc.dtype)[:, None]
+        best = int(pot.sum(0).argmin())
         centers.append(int(cand[best]))
         d2 = Dc[:, best]
     return torch.tensor(centers, device=diag.device)
@@ -91,7 +109,7 @@ def _relocate_empty(D, labels, k):
     return labels
 
 
-def _lloyd(K, diag, labels, k, max_iter, tol):
+def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
     """Lloyd iterations from ``labels``. Stops when the labels no longer change or the
     inertia decreased by at most ``tol`` (relative). Returns the final labels, the
     inertia with respect to the cluster means that produced them, those means (as the
@@ -99,24 +117,24 @@ def _lloyd(K, diag, labels, k, max_iter, tol):
     iteration."""
     prev = math.inf
     for it in range(1, max_iter + 1):
-        D, Z, s = _distances(K, diag, labels, k)
-        inertia = float(D.gather(1, labels[:, None]).sum())
+        D, Z, s = _distances(K, diag, labels, k, weights)
+        inertia = _inertia(D, labels, weights)
         new = D.argmin(1)
         fixed = bool((new == labels).all())
         if fixed or (it > 1 and prev - inertia <= tol * prev):
             # labels = argmin w.r.t. the means of the previous labels, as sklearn's final
             # E-step: labels_ and predict() agree, inertia_ is exact for those centers.
             if bool((torch.bincount(new, minlength=k) > 0).all()):
-                return new, float(D.gather(1, new[:, None]).sum()), Z, s, it
+                return new, _inertia(D, new, weights), Z, s, it
         labels = _relocate_empty(D, new, k)
         prev = inertia
-    D, Z, s = _distances(K, diag, labels, k)
+    D, Z, s = _distances(K, diag, labels, k, weights)
     new = D.argmin(1)
-    return new, float(D.gather(1, new[:, None]).sum()), Z, s, max_iter
+    return new, _inertia(D, new, weights), Z, s, max_iter
 
 
 def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, tol=1e-4,
-                   random_state=None, verbose=False):
+                   random_state=None, verbose=False, weights=None):
     """Best of ``n_init`` Lloyd runs on the square KernelMatrix K (lowest inertia).
 
     ``init``: "k-means++", "random", a LongTensor/array of ``n_clusters`` center indices,
@@ -136,11 +154,16 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
             if explicit:
                 labels = _explicit_init(K, diag, init, n_clusters)
             elif init == "k-means++":
-                labels = _labels_from_centers(K, diag, _kmeans_plusplus(K, diag, n_clusters, gen))
+                labels = _labels_from_centers(
+                    K, diag, _kmeans_plusplus(K, diag, n_clusters, gen, weights))
             else:
-                idx = torch.randperm(n, generator=gen)[:n_clusters].to(diag.device)
-                labels = _labels_from_centers(K, diag, idx)
-            out = _lloyd(K, diag, labels, n_clusters, max_iter, tol)
+                if weights is None:
+                    idx = torch.randperm(n, generator=gen)[:n_clusters]
+                else:  # distinct centers drawn ∝ w
+                    idx = torch.multinomial(weights.detach().to("cpu", torch.float64),
+                                            n_clusters, replacement=False, generator=gen)
+                labels = _labels_from_centers(K, diag, idx.to(diag.device))
+            out = _lloyd(K, diag, labels, n_clusters, max_iter, tol, weights)
             if best is None or out[1] < best[1]:
                 best = out
     return best
@@ -248,8 +271,10 @@ class KernelKMeans(ClusterMixin, Estimator):
         self.verbose = verbose
 
     @torch.no_grad()
-    def fit(self, X, y=None):
-        """Cluster X (n, d) (or the Gram matrix with ``"precomputed"``)."""
+    def fit(self, X, y=None, sample_weight=None):
+        """Cluster X (n, d) (or the Gram matrix with ``"precomputed"``). ``sample_weight``
+        (n,), nonnegative: weighted means and inertia, seeding ∝ weights (weighted kernel
+        k-means of Dhillon, Guan and Kulis 2004; scikit-learn's ``KMeans`` convention)."""
         kernel = resolve_kernel(self.kernel)
         X = check_precomputed(X, square=True) if is_precomputed(kernel) else check_input(kernel, X)
         K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
@@ -263,9 +288,18 @@ class KernelKMeans(ClusterMixin, Estimator):
         if not isinstance(self.init, str) and self.n_init != 1:
             warnings.warn("an explicit init is used once: n_init is ignored", RuntimeWarning,
                           stacklevel=2)
+        w = None
+        if sample_weight is not None:
+            w = as_vector(sample_weight, "sample_weight", n=n, dtype=torch.float64,
+                          device=K.device)
+            if w.dim() != 1 or bool((w < 0).any()) or int((w > 0).sum()) < self.n_clusters:
+                raise ValueError(f"sample_weight must be a nonnegative vector of shape ({n},) "
+                                 f"with at least n_clusters={self.n_clusters} positive "
+                                 f"entries; its weights are negative, or zero in too many "
+                                 f"places")
         labels, inertia, Z, s, n_iter = _kernel_kmeans(
             K, self.n_clusters, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
-            tol=self.tol, random_state=self.random_state, verbose=self.verbose)
+            tol=self.tol, random_state=self.random_state, verbose=self.verbose, weights=w)
         self.kernel_ = kernel
         self.X_fit_ = X
         self.labels_ = labels
