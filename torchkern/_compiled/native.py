@@ -14,7 +14,6 @@ import hashlib
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path

@@ -42,7 +42,6 @@ class _ProductSystem:
         follows two edges of the same label: M ∘ Σ_c A₁⁽ᶜ⁾ V A₂⁽ᶜ⁾ᵀ."""
         if self.A1.dim() == 3:
             return self.M * torch.bmm(torch.bmm(self.A1, V), self.A2T)
-        P, C, n1, n2 = *self.A1.shape[:2], *V.shape[1:]
         W = torch.matmul(torch.matmul(self.A1, V[:, None]), self.A2T)  # (P, C, n₁, n₂)
         return self.M * W.sum(1)
 

@@ -1,6 +1,5 @@
 """Batched preconditioned conjugate gradient for symmetric positive definite operators."""
 
-import math
 import warnings
 from typing import NamedTuple
 

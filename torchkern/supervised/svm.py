@@ -386,8 +386,13 @@ class SVC(ClassifierMixin, _BaseSVM):
                     sol = solve(K, idx[train], yt, -torch.ones_like(yt), Cs[train],
                                 desc=f"SVC {classes[i]} vs {classes[j]} (probability, "
                                      f"fold {f + 1}/5)")
-                    block = K.submatrix(idx[test], idx[train]).to(f64)
-                    dec[test] = block @ (yt * sol.alpha) - sol.rho
+                    coef = yt * sol.alpha
+                    sv = torch.nonzero(coef).squeeze(1)
+                    cols, c_sv = idx[train][sv], coef[sv]
+                    step = K.block_rows(max(1, cols.numel()))  # O(block) memory, lazy K too
+                    for r0 in range(0, test.numel(), step):
+                        rows = test[r0:r0 + step]
+                        dec[rows] = K.submatrix(idx[rows], cols).to(f64) @ c_sv - sol.rho
                 A, B = fit_sigmoid(dec.cpu().numpy(), ys.cpu().numpy())
                 As.append(A)
                 Bs.append(B)
