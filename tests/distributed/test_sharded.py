@@ -77,6 +77,13 @@ def _products_and_solvers(rank, world):
     torch.testing.assert_close(R.T @ V[mine], _rbf(Z, X, 0.8) @ V)
     T = tkd.ShardedKernel(torchkern.RBF(0.8))(Z, Xs)  # replicated rows, sharded columns
     torch.testing.assert_close(T @ V[mine], _rbf(Z, X, 0.8) @ V)
+    # rectangular diagonals in one collective, and K.T of a sharded pair under "auto"
+    torch.testing.assert_close(R.replicated().diag(), _rbf(X, Z, 0.8).diagonal())
+    torch.testing.assert_close(T.diag(), _rbf(Z, X, 0.8).diagonal())
+    Xs2 = tkd.ShardedInput(_my_rows(X[:40] + 0.5, [10, 15, 15], rank))  # Linear, "auto":
+    # a factored local block
+    L = tkd.ShardedKernel(torchkern.Linear())(Xs, Xs2)
+    torch.testing.assert_close(L.T.replicated().to_dense(), (X[:40] + 0.5) @ X.T)
     # the replicated mode: whole vectors in and out
     Kr = K.replicated()
     torch.testing.assert_close(Kr @ V, D @ V, rtol=1e-12, atol=1e-12)

@@ -131,6 +131,7 @@ class ShardedKernelMatrix(_RowSharded):
         self.local_rows = self.sharding.n_local
         self._in_rows = self.shape[1] if self.col_sharding is None else self.col_sharding.n_local
         self.dtype, self.device = X.dtype, X.device
+        self._backend_arg = backend  # what K.T passes on (the local block's may be resolved)
         error, self.local = None, None
         self._names = [name for name, p in kernel.named_parameters() if p.requires_grad]
         params = dict(kernel.named_parameters())
@@ -189,11 +190,13 @@ class ShardedKernelMatrix(_RowSharded):
         if self.symmetric:
             return self
         if self.col_sharding is not None:
-            return ShardedKernelMatrix(self.kernel, self.Y, self.X, self.local_backend)
+            return ShardedKernelMatrix(self.kernel, self.Y, self.X, self._backend_arg)
         return _ShardedTransposed(self)
 
     @property
     def local_backend(self):
+        """The representation of this rank's block (``"blocked"``, ``"keops"``,
+        ``"features"``, …); None on a rank without rows."""
         return None if self.local is None else self.local.backend
 
     def replicated(self) -> "_Replicated":
@@ -245,6 +248,8 @@ class ShardedKernelMatrix(_RowSharded):
             return self._eval(self.kernel.diag, self.X.local)
         pos = self._positions()
         keep = pos < self.shape[1]
+        if not bool(keep.any()):  # this rank's rows all lie past the last column
+            return torch.zeros(0, dtype=self.dtype, device=self.device)
         return self._eval(self.kernel.pairs, self.X.local[keep], self._cols[pos[keep]])
 
     def to_dense(self):
@@ -285,6 +290,9 @@ class _ShardedTransposed(KernelMatrix):
 
     def submatrix(self, rows, cols):
         return self.base.submatrix(cols, rows).T
+
+    def diag(self):
+        return _Replicated(self.base).diag()  # k(z_i, x_i) = k(x_i, z_i), i < min(n, m)
 
     def to_dense(self):
         return self.base.gather(self.base.local_block()).T
@@ -416,9 +424,14 @@ class _Replicated(KernelMatrix):
         return self.base.submatrix(rows, cols)
 
     def diag(self):
-        if not self.base.symmetric:
-            return super().diag()
-        return self.base.gather(self.base.diag()[:, None])[:, 0]
+        b = self.base
+        if b.symmetric:
+            return b.gather(b.diag()[:, None])[:, 0]
+        # each rank's K_ii for its rows i < m (rows past m hold 0), gathered once and cut
+        d = torch.zeros(b.sharding.n_local, dtype=self.dtype, device=self.device)
+        if b.sharding.n_local:
+            d = d.index_put((torch.nonzero(b._positions() < b.shape[1]).squeeze(1),), b.diag())
+        return b.gather(d[:, None])[:min(self.shape), 0]
 
     def to_dense(self):
         return self.base.gather(self.base.local_block())

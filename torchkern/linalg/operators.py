@@ -73,7 +73,7 @@ class RowBlockOperator:
         self.block_rows = max(1, int(block_rows))
         self._kept = None
         if isinstance(A, torch.Tensor):
-            self._kept = [(0, self.shape[0], A)]
+            self._kept = [(0, self._rows_here, A)]
         elif keep:
             self._kept = list(self.blocks())
 
@@ -118,7 +118,7 @@ class RowBlockOperator:
         processes."""
         out = torch.zeros(shape, dtype=_FLOAT64, device=device)
         for s0, e0, B in self.blocks():
-            for s, e, C in _float64_chunks(B, 0, e0 - s0):
+            for s, e, C in _float64_chunks(B):
                 add(s0 + s, s0 + e, C, out)
         return self.total(out)
 
@@ -131,8 +131,8 @@ class RowBlockOperator:
 _CHUNK_ENTRIES = 2**21 if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else 2**17
 
 
-def _float64_chunks(B: torch.Tensor, lo: int, hi: int):
-    """``(start, stop, B[start:stop])`` in float64 for the rows [lo, hi) of B: on the CPU in
+def _float64_chunks(B: torch.Tensor):
+    """``(start, stop, B[start:stop])`` in float64 for the rows of B: on the CPU in
     chunks of ~``_CHUNK_ENTRIES`` entries converted into one reused buffer (a fresh float64
     copy of a large block per product would cost an allocation and a pass through
     memory); on other devices in chunks of ``config.block_bytes``."""
@@ -140,8 +140,8 @@ def _float64_chunks(B: torch.Tensor, lo: int, hi: int):
     entries = _CHUNK_ENTRIES if cpu else config.block_bytes(B.device) // 8
     rows = max(1, entries // max(B.shape[1], 1))
     buf = None
-    for c in range(lo, hi, rows):
-        part = B[c:min(hi, c + rows)]
+    for c in range(0, B.shape[0], rows):
+        part = B[c:c + rows]
         if part.dtype == _FLOAT64 or not cpu:
             yield c, c + part.shape[0], part.to(_FLOAT64)
             continue
