@@ -269,3 +269,15 @@ def test_structural_kernel_arguments_are_settable_in_grid_searches():
     np.testing.assert_array_equal(
         wl(graphs, backend="dense").to_dense().numpy(),
         tk.graphs.WeisfeilerLehman(n_iter=1)(graphs, backend="dense").to_dense().numpy())
+
+
+def test_one_sample_weight_check_for_every_estimator():
+    from torchkern._validation import check_sample_weight
+    np.testing.assert_array_equal(check_sample_weight(2.0, 3).numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(check_sample_weight([1, 0, 2], 3).numpy(), [1.0, 0.0, 2.0])
+    np.testing.assert_array_equal(check_sample_weight([-1, 2], 2, allow_negative=True).numpy(),
+                                  [-1.0, 2.0])
+    for bad, kw, match in (([1, 2], {}, "shape"), ([-1, 2], {}, ">= 0"),
+                           ([np.nan, 1], {}, "finite"), ([0, 1], {"min_positive": 2}, "zero")):
+        with pytest.raises(ValueError, match=match):
+            check_sample_weight(bad, 3 if match == "shape" else 2, **kw)

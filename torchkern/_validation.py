@@ -115,6 +115,29 @@ def check_positive(value, name: str, *, allow_zero: bool = False) -> None:
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
 
 
+def check_sample_weight(sample_weight, n: int, *, dtype=torch.float64, device=None,
+                        allow_negative: bool = False, min_positive: int = 1) -> torch.Tensor:
+    """Per-sample weights as a (n,) tensor: a scalar is the same weight for every sample;
+    finite, ≥ 0 (or, with ``allow_negative``, any finite value: LIBSVM leaves samples of
+    weight ≤ 0 out), with at least ``min_positive`` positive entries — else a ValueError
+    naming ``sample_weight``."""
+    if isinstance(sample_weight, numbers.Real) or (isinstance(sample_weight, torch.Tensor)
+                                                   and sample_weight.dim() == 0):
+        # one weight for every sample
+        w = torch.full((n,), float(sample_weight), dtype=dtype, device=device)
+    else:
+        w = as_vector(sample_weight, "sample_weight", dtype=dtype, device=device, finite=False)
+    if w.dim() != 1 or w.shape[0] != n:
+        raise ValueError(f"sample_weight must be a float or have shape ({n},), got "
+                         f"{tuple(w.shape)}")
+    if not bool(torch.isfinite(w).all()) or (not allow_negative and bool((w < 0).any())):
+        raise ValueError("sample_weight must be finite" + ("" if allow_negative else " and >= 0"))
+    if int((w > 0).sum()) < min_positive:
+        raise ValueError(f"sample_weight needs at least {min_positive} positive weight(s): "
+                         f"the weights are zero (or negative) elsewhere")
+    return w
+
+
 def is_int(value) -> bool:
     """Whether ``value`` is an integer — a Python int or a NumPy integer (hyperparameter
     grids built with ``np.arange`` hold those), not a bool."""

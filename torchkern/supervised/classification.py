@@ -9,7 +9,7 @@ from sklearn.base import ClassifierMixin
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._progress import ResidualBar
-from .._validation import as_vector, check_positive, is_int
+from .._validation import check_positive, check_sample_weight, is_int
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -164,12 +164,7 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         X = check_precomputed(X, square=True) if precomputed else input_matrix(self.kernel_, X, "X")
         n = X.shape[0]
         classes, codes = encode_labels(y, n)
-        w = None
-        if sample_weight is not None:
-            w = as_vector(sample_weight, "sample_weight", n=n, dtype=_F64)
-            if w.dim() != 1 or bool((w < 0).any()) or not bool((w > 0).any()):
-                raise ValueError(f"sample_weight must be a nonnegative vector of shape ({n},) "
-                                 f"with a positive entry (not all zero)")
+        w = None if sample_weight is None else check_sample_weight(sample_weight, n)
         with torch.no_grad():
             if self.n_centers is None:
                 K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import torch
 from sklearn.base import RegressorMixin
 
 from .._config import config
 from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import as_generator as _generator, as_vector, is_int, is_real
+from .._validation import (as_generator as _generator, as_vector, check_sample_weight, is_int,
+                           is_real)
 from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, FormulaKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -63,24 +63,6 @@ def _check_alpha(alpha, r: int, strict: bool, solver: str) -> torch.Tensor:
     if strict and bool((a == 0).any()):
         raise ValueError(f"alpha must be > 0 for solver={solver!r}, got {alpha!r}")
     return a
-
-
-def _check_sample_weight(sample_weight, n, dtype, device):
-    if sample_weight is None:
-        return None
-    w = (sample_weight if isinstance(sample_weight, torch.Tensor)
-         else torch.as_tensor(np.asarray(sample_weight, dtype=np.float64)))
-    w = w.detach().to(dtype=dtype, device=device)
-    if w.dim() == 0:
-        w = w.expand(n).clone()
-    if w.dim() != 1 or w.shape[0] != n:
-        raise ValueError(f"sample_weight must be a float or have shape ({n},), got {tuple(w.shape)}")
-    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
-        raise ValueError("sample_weight must be finite and >= 0")
-    if not float(w.sum()) > 0:
-        raise ValueError("sample_weight sums to zero: at least one sample must have a "
-                         "positive weight")
-    return w
 
 
 def _alpha_groups(alpha: torch.Tensor):
@@ -345,7 +327,8 @@ class KernelRidge(RegressorMixin, Estimator):
         Y2 = Y.reshape(n, -1)
         solver = self._choose_solver(n)
         alpha = _check_alpha(self.alpha, Y2.shape[1], solver in ("cg", "nystrom"), solver)
-        w = _check_sample_weight(sample_weight, n, dtype, device)
+        w = None if sample_weight is None else check_sample_weight(sample_weight, n, dtype=dtype,
+                                                                    device=device)
         self._check_params(solver)
 
         with torch.no_grad():

@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import as_vector, check_positive, is_int
+from .._validation import as_vector, check_positive, check_sample_weight, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..linalg import ConvergenceWarning
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -75,13 +75,8 @@ class _BaseSVM(Estimator):
         weights."""
         if sample_weight is None:
             return None, None
-        w = as_vector(sample_weight, "sample_weight", n=n, dtype=torch.float64, device=device)
-        if w.dim() != 1:
-            raise ValueError(f"sample_weight must have shape ({n},), got {tuple(w.shape)}")
+        w = check_sample_weight(sample_weight, n, device=device, allow_negative=True)
         keep = w > 0
-        if not bool(keep.any()):
-            raise ValueError("sample_weight has no positive entry (all weights are zero or "
-                             "negative): every sample would be left out")
         return w, (None if bool(keep.all()) else keep)
 
     def _solve(self, K, sub, y, p, C, kidx=None, desc="SMO", inner="auto"):

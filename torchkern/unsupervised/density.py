@@ -9,7 +9,7 @@ from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
-from .._validation import as_tensor, as_vector, check_positive
+from .._validation import as_tensor, as_vector, check_positive, check_sample_weight
 from ..kernels import RBF, Laplacian
 from ._common import check_int, generator, randn
 
@@ -128,11 +128,7 @@ class KernelDensity(Estimator):
         if sample_weight is None:
             w = torch.full((X.shape[0],), 1.0 / X.shape[0], dtype=X.dtype, device=X.device)
         else:
-            w = as_vector(sample_weight, "sample_weight", n=X.shape[0], dtype=X.dtype,
-                          device=X.device)
-            if w.dim() != 1 or bool((w < 0).any()) or not float(w.sum()) > 0:
-                raise ValueError("sample_weight must be a nonnegative (n,) vector with a "
-                                 "positive sum; these weights sum to zero or are negative")
+            w = check_sample_weight(sample_weight, X.shape[0], dtype=X.dtype, device=X.device)
             w = w / w.sum()
         self.X_fit_ = X
         self.sample_weight_ = w

@@ -10,7 +10,7 @@ from sklearn.base import ClusterMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
-from .._validation import as_vector, check_positive
+from .._validation import check_positive, check_sample_weight
 from ._common import check_int, generator
 
 __all__ = ["KernelKMeans"]
@@ -288,15 +288,8 @@ class KernelKMeans(ClusterMixin, Estimator):
         if not isinstance(self.init, str) and self.n_init != 1:
             warnings.warn("an explicit init is used once: n_init is ignored", RuntimeWarning,
                           stacklevel=2)
-        w = None
-        if sample_weight is not None:
-            w = as_vector(sample_weight, "sample_weight", n=n, dtype=torch.float64,
-                          device=K.device)
-            if w.dim() != 1 or bool((w < 0).any()) or int((w > 0).sum()) < self.n_clusters:
-                raise ValueError(f"sample_weight must be a nonnegative vector of shape ({n},) "
-                                 f"with at least n_clusters={self.n_clusters} positive "
-                                 f"entries; its weights are negative, or zero in too many "
-                                 f"places")
+        w = None if sample_weight is None else check_sample_weight(
+            sample_weight, n, device=K.device, min_positive=self.n_clusters)
         labels, inertia, Z, s, n_iter = _kernel_kmeans(
             K, self.n_clusters, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, random_state=self.random_state, verbose=self.verbose, weights=w)
