@@ -504,6 +504,21 @@ def _compiled_matmul(formula: Formula, V: torch.Tensor):
     return None
 
 
+def lazy_sum(formula: Formula, terms, backend: str) -> "KernelMatrix":
+    """The lazy matrix of a sum of kernels: one formula matrix, or — on the CPU, where a
+    term is evaluated by the native C++ loop (a radial kernel or a scale of one, under
+    ``"compiled"``, or under ``"auto"`` where its product is large enough) — the sum of the
+    terms' own matrices (``terms()`` builds them): that term's products then run fused
+    (~10x the blocked evaluation), the others as before, one pass per term instead of one
+    blocked (or torch.compile) pass over the whole formula."""
+    if formula.device.type == "cpu" and backend in ("auto", "compiled"):
+        mats = terms()
+        if any(isinstance(M, FormulaKernelMatrix) and M.backend == "compiled"
+               and _native_profile(M.formula) is not None for M in mats):
+            return SumKernelMatrix(mats)
+    return FormulaKernelMatrix(formula, backend)
+
+
 def _lazy_backend(formula: Formula) -> str:
     """What ``backend="auto"`` uses for a product too large to store.
 

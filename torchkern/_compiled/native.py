@@ -22,7 +22,7 @@ import torch
 
 from .._threads import pool
 
-__all__ = ["PROFILES", "cache_dir", "load", "radial_matmul"]
+__all__ = ["PROFILES", "cache_dir", "load", "radial_gram", "radial_matmul"]
 
 #: Radial profiles φ(t) of the squared scaled distance t = ‖x − y‖² the C++ code knows,
 #: and their codes there.

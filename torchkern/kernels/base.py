@@ -14,7 +14,7 @@ from .._config import _check_backend, config
 from .._validation import as_tensor, is_int
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
-                    ScaledKernelMatrix, SumKernelMatrix, _native_profile, combine_formulas)
+                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas, lazy_sum)
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
 
@@ -424,18 +424,11 @@ class _CompositeKernel(Kernel):
         return functools.reduce(self._op, [k.diag(X) for k in self.kernels])
 
     def _lazy_matrix(self, X, Y, f, backend):
-        # On the CPU a sum with a term that the native C++ loop would evaluate (a radial
-        # kernel or a scale of one, under "compiled", or under "auto" where its product is
-        # large enough) stays a sum of its terms' matrices: that term's products run fused
-        # (~10x the blocked evaluation), the others' as before — one pass per term instead
-        # of one blocked (or torch.compile) pass over the whole formula.
-        if self._op is operator.add and f.device.type == "cpu" and backend in ("auto",
-                                                                               "compiled"):
-            mats = [k._lazy_matrix(X, Y, k.formula(X, Y), backend) for k in self.kernels]
-            if any(M.backend == "compiled" and _native_profile(M.formula) is not None
-                   for M in mats if isinstance(M, FormulaKernelMatrix)):
-                return SumKernelMatrix(mats)
-        return FormulaKernelMatrix(f, backend)
+        if self._op is not operator.add:
+            return FormulaKernelMatrix(f, backend)
+        terms = lambda: [k._lazy_matrix(X, Y, k.formula(X, Y), backend)  # noqa: E731
+                         for k in self.kernels]
+        return lazy_sum(f, terms, backend)
 
     def _formula(self, X, Y=None):
         return combine_formulas([k.formula(X, Y) for k in self.kernels],

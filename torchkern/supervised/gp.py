@@ -15,7 +15,7 @@ from ..inputs import check_fitted_input, check_input
 from ..kernels.base import inv_softplus
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
-from ..linalg._common import one_thread
+from .._threads import one_thread
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -33,9 +33,8 @@ _AUTO_CHOLESKY_MAX_N = 5_000
 # Exact fits on the CPU up to this many points run on one torch thread: their operations
 # (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
 # and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
-# 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger exact fits do so only
-# while other work holds a core (1-minute load average above the usable cores minus one):
-# n = 2,000 at load 2.5 on 2 cores took 164 s on 2 threads and 14 s on 1.
+# 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger fits keep the thread
+# setting (a load-average rule was tried and dropped; docs/performance.md on threads).
 _SINGLE_THREAD_MAX_N = 1_000
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
@@ -197,10 +196,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         preconditioned CG) and the Hutchinson gradient of the preconditioned SLQ
         log-determinant: CG solves of width r (+ num_probes), O(n²) kernel evaluations per
         product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
-        one deterministic objective. Exact fits on the CPU run on one torch thread (the
-        setting is restored afterwards) when n ≤ 1,000 or the machine is busy (1-minute
-        load average above the usable cores minus one): at that size a second thread
-        gains little, and on a busy machine its waits cost several times the work
+        one deterministic objective. Exact fits on the CPU of at most 1,000 points run on
+        one torch thread (the setting is restored afterwards): at that size a second
+        thread gains little, and on a busy machine its waits cost several times the work
         (``docs/performance.md``).
 
         ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
