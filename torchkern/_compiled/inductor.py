@@ -9,9 +9,15 @@ whole tiles — so a formula compiles once per dtype and *shape bucket*: B and C
 device's tile sizes, or the next power of two of n and m when those are smaller; the
 number of right-hand sides r is rounded up to a power of two. Compiled code is cached by
 ``torch.compile`` per formula (by its code and the kernel's static attributes) and on disk
-by Inductor.
+by Inductor, which loads the compiled libraries it finds there: before compiling, an
+Inductor (or Triton) cache directory that another user could write to (a shared
+``$TORCHINDUCTOR_CACHE_DIR``, or a ``/tmp/torchinductor_<user>`` made by someone else) is
+replaced for this process by a private one, with a warning.
 """
 from __future__ import annotations
+
+import os
+import warnings
 
 import torch
 
@@ -49,8 +55,37 @@ def _compiled(name):
     return _COMPILED[name]
 
 
+_CHECKED: set = set()
+
+
+def _private_cache_dirs() -> None:
+    """Point ``$TORCHINDUCTOR_CACHE_DIR`` (and ``$TRITON_CACHE_DIR`` when set) to a private
+    directory (:func:`.native.cache_dir`) when the one Inductor would use is not private
+    (:func:`.native.is_private_dir`): a library planted there would be loaded."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from .native import cache_dir, is_private_dir
+    for var, default in (("TORCHINDUCTOR_CACHE_DIR", default_cache_dir),
+                         ("TRITON_CACHE_DIR", None)):
+        path = os.environ.get(var) or (default() if default else None)
+        if path is None or path in _CHECKED:
+            continue
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            pass
+        if not is_private_dir(path):
+            private = cache_dir() / var.split("_")[0].lower()
+            private.mkdir(mode=0o700, exist_ok=True)
+            os.environ[var] = path = str(private)
+            warnings.warn(f"{var} was a directory that other users can write to; torchkern "
+                          f"set it to {private} for this process", RuntimeWarning,
+                          stacklevel=4)
+        _CHECKED.add(path)
+
+
 def _call(name, *args):
     import torch._dynamo.config as dc
+    _private_cache_dirs()
     # Every (formula, dtype, bucket) is one cache entry of the same code object: raise
     # dynamo's per-code limit (8) while our calls run, instead of process-wide.
     limit = "recompile_limit" if hasattr(dc, "recompile_limit") else "cache_size_limit"

@@ -6,6 +6,14 @@ compiler (``$CXX``, default ``g++`` — the compiler KeOps needs too) for the ho
 compile (a few seconds) once. It is loaded with :mod:`ctypes` (no Python headers, no torch
 headers: the compile is fast), and the rows are split over ``torch.get_num_threads()``
 threads (ctypes releases the GIL while the C++ code runs).
+
+Loading a shared library runs its code, so only a library this user built is loaded: the
+cache directory must be the user's own and writable by no one else (nor replaceable
+through a parent directory), else a private per-user subdirectory or a temporary
+directory is used (:func:`cache_dir`); the library file must be the user's and not
+writable by others. A library that does not load (truncated, corrupt) is rebuilt; a build
+writes a temporary file and renames it into place, and temporary files that a killed
+build left behind are removed.
 """
 from __future__ import annotations
 
@@ -13,16 +21,20 @@ import ctypes
 import hashlib
 import os
 import platform
+import shutil
+import stat
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import torch
 
 from .._threads import pool
 
-__all__ = ["PROFILES", "cache_dir", "load", "radial_gram", "radial_matmul"]
+__all__ = ["PROFILES", "cache_dir", "is_private_dir", "load", "radial_gram",
+           "radial_matmul"]
 
 #: Radial profiles φ(t) of the squared scaled distance t = ‖x − y‖² the C++ code knows,
 #: and their codes there.
@@ -36,13 +48,72 @@ _STATE: dict = {"lib": None, "error": None, "seconds": None}
 _LOCK = threading.Lock()
 
 
-def cache_dir() -> Path:
-    """Where compiled binaries are kept: ``$TORCHKERN_CACHE_DIR`` or
-    ``$XDG_CACHE_HOME/torchkern`` (default ``~/.cache/torchkern``)."""
+def _configured_dir() -> Path:
     root = os.environ.get("TORCHKERN_CACHE_DIR")
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "torchkern"
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else -1
+
+
+def is_private_dir(path) -> bool:
+    """Whether ``path`` is a directory (not a link) owned by this user that neither group
+    nor others can write, below parents that are owned by this user or root and that no
+    one else can write either (or that are sticky, like ``/tmp``), so that no one else can
+    put, replace or rename a file in it. Always True where there are no POSIX owners."""
+    if _uid() < 0:
+        return True
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != _uid() or st.st_mode & 0o022:
+            return False
+        for parent in Path(os.path.realpath(path)).parents:
+            pst = os.stat(parent)
+            if pst.st_uid not in (0, _uid()) or (pst.st_mode & 0o022
+                                                  and not pst.st_mode & stat.S_ISVTX):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+_PRIVATE: dict = {}  # configured directory -> the private directory used for it
+
+
+def cache_dir() -> Path:
+    """Where compiled binaries are kept: ``$TORCHKERN_CACHE_DIR`` or
+    ``$XDG_CACHE_HOME/torchkern`` (default ``~/.cache/torchkern``) when that directory is
+    private (:func:`is_private_dir`; created with mode 0700 if missing); else its
+    subdirectory ``torchkern-<uid>`` made private; else (a shared directory where that
+    name is taken, or one that cannot be written) a private temporary directory for this
+    process, removed at exit."""
+    root = _configured_dir()
+    if root in _PRIVATE and is_private_dir(_PRIVATE[root]):
+        return _PRIVATE[root]
+    for path in (root, root / f"torchkern-{_uid()}"):
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if is_private_dir(path):
+            _PRIVATE[root] = path
+            return path
+    path = Path(tempfile.mkdtemp(prefix="torchkern-"))
+    import atexit
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    _PRIVATE[root] = path
+    return path
+
+
+def _owned_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) of this user that others cannot
+    write."""
+    st = os.lstat(path)
+    return stat.S_ISREG(st.st_mode) and (_uid() < 0 or (st.st_uid == _uid()
+                                                        and not st.st_mode & 0o022))
 
 
 def _cpu_flags() -> str:
@@ -53,17 +124,36 @@ def _cpu_flags() -> str:
         return platform.processor()
 
 
-def _build(cxx: str) -> Path:
+_TEMP_PREFIX = ".radial-build-"
+_STALE_SECONDS = 3600  # older than any build (the compiler's timeout is 300 s per try)
+
+
+def _target(cxx: str) -> Path:
+    """The library's path in :func:`cache_dir`, named by a hash of what it depends on."""
     src = _SOURCE.read_bytes()
     key = hashlib.sha256(src + cxx.encode() + repr(_FLAGS).encode() + _cpu_flags().encode()
                          + platform.machine().encode()).hexdigest()[:16]
-    target = cache_dir() / f"radial-{key}.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    return cache_dir() / f"radial-{key}.so"
+
+
+def _remove_stale_temps(folder: Path) -> None:
+    """Delete temporary files of builds that were killed (older than any build)."""
+    for tmp in folder.glob(_TEMP_PREFIX + "*"):
+        try:
+            if time.time() - os.lstat(tmp).st_mtime > _STALE_SECONDS:
+                tmp.unlink()
+        except OSError:
+            pass
+
+
+def _build(target: Path, cxx: str) -> Path:
+    """Compile the library to ``target``: into a temporary file of the same directory,
+    renamed into place when complete (atomic: concurrent builders agree on the result,
+    and a killed build leaves no partial library)."""
+    _remove_stale_temps(target.parent)
     errors = []
     for flags in _FLAGS:
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".so", dir=target.parent)
         os.close(fd)
         cmd = [cxx, *flags, "-std=c++17", "-shared", "-fPIC", "-o", tmp, str(_SOURCE)]
         try:
@@ -71,7 +161,8 @@ def _build(cxx: str) -> Path:
         except (OSError, subprocess.TimeoutExpired) as exc:
             res, errors = None, errors + [f"{type(exc).__name__}: {exc}"]
         if res is not None and res.returncode == 0:
-            os.replace(tmp, target)  # atomic: concurrent builders agree on the result
+            os.chmod(tmp, 0o700)
+            os.replace(tmp, target)
             return target
         os.unlink(tmp)
         if res is not None:
@@ -79,20 +170,41 @@ def _build(cxx: str) -> Path:
     raise RuntimeError(f"compiling {_SOURCE.name} with {cxx} failed: {errors[-1]}")
 
 
+_ENTRY_POINTS = ("tk_radial_forward_f32", "tk_radial_forward_f64", "tk_radial_gradient_f32",
+                 "tk_radial_gradient_f64", "tk_radial_gram_f32", "tk_radial_gram_f64")
+
+
+def _open(path: Path):
+    """``path`` loaded with ctypes, its entry points declared (AttributeError if one is
+    missing)."""
+    lib = ctypes.CDLL(str(path))
+    for name in _ENTRY_POINTS:
+        getattr(lib, name).restype = None
+    return lib
+
+
+def _load_or_build(cxx: str):
+    """The library from the cache when it is this user's and loads; otherwise (missing,
+    not trusted, corrupt) built afresh and loaded."""
+    target = _target(cxx)
+    if os.path.lexists(target):
+        try:
+            if _owned_file(target):
+                return _open(target)
+        except (OSError, AttributeError):
+            pass  # truncated or corrupt: build it again
+        target.unlink()
+    return _open(_build(target, cxx))
+
+
 def load():
     """The loaded library (compiled on first use); raises RuntimeError with the reason
     when no compiler works (the reason is remembered: no second attempt)."""
     with _LOCK:
         if _STATE["lib"] is None and _STATE["error"] is None:
-            import time
             t = time.perf_counter()
             try:
-                lib = ctypes.CDLL(str(_build(os.environ.get("CXX", "g++"))))
-                for name in ("tk_radial_forward_f32", "tk_radial_forward_f64",
-                             "tk_radial_gradient_f32", "tk_radial_gradient_f64",
-                             "tk_radial_gram_f32", "tk_radial_gram_f64"):
-                    getattr(lib, name).restype = None
-                _STATE["lib"] = lib
+                _STATE["lib"] = _load_or_build(os.environ.get("CXX", "g++"))
             except Exception as exc:  # noqa: BLE001 (any failure means: not usable here)
                 _STATE["error"] = f"{type(exc).__name__}: {exc}"
             _STATE["seconds"] = time.perf_counter() - t
