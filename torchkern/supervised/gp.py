@@ -24,10 +24,13 @@ _F64 = torch.float64
 _METHODS = ("auto", "cholesky", "cg")
 _MEANS = ("zero", "constant")
 _OPTIMIZERS = ("lbfgs", "adam")
-# L-BFGS-B stops when an iteration lowers −log p(y)/n by less than this, relatively
-# (SciPy's default ftol, as scikit-learn's GP), or when no gradient entry exceeds _GTOL.
+# L-BFGS-B on −log p(y) in log-hyperparameters, as scikit-learn: it stops when an
+# iteration lowers the objective by less than _FTOL relatively or when no entry of the
+# projected gradient exceeds _GTOL (SciPy's defaults, which scikit-learn's GP uses).
 _FTOL = 2.220446049250313e-09
-_GTOL = 1e-6
+_GTOL = 1e-5
+# Default bounds of every positive hyperparameter and of the noise (scikit-learn's kernels').
+_BOUNDS = (1e-5, 1e5)
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
 # Exact fits on the CPU up to this many points run on one torch thread: their operations
@@ -94,15 +97,30 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     num_probes : int
         Rademacher probes of the SLQ log-determinant (``"cg"``).
     random_state : None, int or torch.Generator
-        SLQ probes and, by default, :meth:`sample_y`.
+        SLQ probes, the starts of ``n_restarts_optimizer`` and, by default,
+        :meth:`sample_y`.
     optimizer : {"lbfgs", "adam"}
         How ``fit(..., optimize=True)`` maximizes log p(y): ``"lbfgs"`` (default) runs
-        SciPy's L-BFGS-B to convergence, as scikit-learn does; ``"adam"`` takes a fixed
-        number of Adam steps (for noisy stochastic objectives).
+        SciPy's L-BFGS-B in log-hyperparameters within ``hyperparameter_bounds`` to
+        convergence, as scikit-learn does; ``"adam"`` takes a fixed number of Adam steps
+        (for noisy stochastic objectives), projected on the same bounds.
     verbose : bool
         tqdm bar over the hyperparameter-learning iterations (kept on screen).
     backend : str, optional
         Gram-matrix backend of the lazy products (``"cg"``) and of predictions.
+    n_restarts_optimizer : int
+        scikit-learn's parameter: after the run from the kernel's and ``noise``'s values,
+        this many more runs of ``fit(..., optimize=True)`` from starts whose positive
+        hyperparameters (and noise) are drawn log-uniformly within
+        ``hyperparameter_bounds`` (other learnable parameters, e.g. a deep kernel's
+        weights, keep their values); the run of largest log p(y) is kept.
+    hyperparameter_bounds : (float, float) or None
+        (low, high) of every positive hyperparameter of the kernel (variances,
+        lengthscales, ...) and of the noise while they are learned: (1e-5, 1e5), the
+        default bounds of scikit-learn's kernels. A start outside is clipped into them;
+        an optimum on a bound is reported by a
+        :class:`~torchkern.linalg.ConvergenceWarning`. ``None``: unbounded (then
+        ``n_restarts_optimizer`` must be 0).
 
     Attributes
     ----------
@@ -122,10 +140,11 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     log_marginal_likelihood_value_ : Tensor
         log p(y) at the fitted hyperparameters (summed over targets).
     loss_history_ : list of float
-        −log p(y)/n at the start and after each hyperparameter-learning iteration (empty
-        without).
+        −log p(y)/n at the start and after each hyperparameter-learning iteration of the
+        run kept (empty without).
     n_iter_ : int
-        Hyperparameter-learning iterations taken (1 without: the one direct solve).
+        Hyperparameter-learning iterations of the run kept (1 without: the one direct
+        solve).
 
     Examples
     --------
@@ -139,7 +158,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",
                  tol=1e-6, max_iter=None, num_probes=30, random_state=None, optimizer="lbfgs",
-                 verbose=False, backend=None):
+                 verbose=False, backend=None, n_restarts_optimizer=0,
+                 hyperparameter_bounds=_BOUNDS):
         self.kernel = kernel
         self.noise = noise
         self.mean = mean
@@ -152,6 +172,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         self.optimizer = optimizer
         self.verbose = verbose
         self.backend = backend
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.hyperparameter_bounds = hyperparameter_bounds
 
     # ---------------------------------------------------------------------------------
     def _check_params(self, n: int) -> str:
@@ -175,7 +197,26 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError("noise must be > 0 with method='cg'")
         if not (is_real(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
+        if not is_int(self.n_restarts_optimizer) or self.n_restarts_optimizer < 0:
+            raise ValueError(f"n_restarts_optimizer must be a non-negative int, "
+                             f"got {self.n_restarts_optimizer!r}")
+        self._log_bounds()
         return method
+
+    def _log_bounds(self):
+        """(log low, log high) of the hyperparameter bounds, or None (unbounded)."""
+        b = self.hyperparameter_bounds
+        if b is None:
+            return None
+        try:
+            lo, hi = (float(v) for v in b)
+            ok = 0 < lo < hi < math.inf
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"hyperparameter_bounds must be None or a pair (low, high) "
+                             f"with 0 < low < high < inf, got {b!r}")
+        return math.log(lo), math.log(hi)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -186,9 +227,11 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         r"""Condition the GP on (X, y); with ``optimize=True`` first learn the kernel's
         hyperparameters and the noise by maximizing log p(y).
 
-        The objective is −log p(y)/n in unconstrained parameters: σ² = softplus(ρ) and the
-        kernel's hyperparameters in their own softplus parameterization. Its gradient is
-        ½ tr((ααᵀ − A⁻¹)∂A) from the float64 Cholesky factor in closed form (one
+        The objective is −log p(y) in the logarithms θ = log v of the positive
+        hyperparameters v (the kernel's softplus-parameterized ones and σ²), each bounded
+        to ``hyperparameter_bounds`` (1e-5 ≤ v ≤ 1e5 by default), as scikit-learn does;
+        other learnable parameters (a deep kernel's weights) enter as they are. Its
+        gradient is ½ tr((ααᵀ − A⁻¹)∂A) from the float64 Cholesky factor in closed form (one
         ``cholesky_inverse``), autograd reaching only the kernel entries (``"cholesky"``;
         Rasmussen and Williams 2006, eq. 5.9; the implementation of
         :func:`torchkern.learning.log_marginal_likelihood`), or
@@ -204,10 +247,22 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         ``optimizer="lbfgs"``: SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995) on the
         float64 objective and gradient, at most ``n_iter`` iterations (each one or a few
         evaluations, one O(n³) Cholesky factorization and inverse each); it stops when an
-        iteration lowers the objective by less than 2.2e-9 relatively or every gradient
-        entry is below 1e-6, and warns (:class:`~torchkern.linalg.ConvergenceWarning`)
-        when it stops otherwise. ``optimizer="adam"``: ``n_iter`` Adam steps of learning
-        rate ``lr``, with a warning if the objective was still falling at the end.
+        iteration lowers the objective by less than 2.2e-9 relatively or every entry of
+        the projected gradient in θ is below 1e-5 (SciPy's defaults, scikit-learn's
+        criterion). A variance pushed towards 0 by a first step from a poor start
+        stops at its bound, where its gradient v ∂/∂v still counts (in the raw softplus
+        coordinates it vanishes like v, and L-BFGS stalled on that plateau).
+        ``optimizer="adam"``: ``n_iter`` Adam steps of learning rate ``lr`` on
+        −log p(y)/n in the raw parameters, projected on the bounds.
+        ``n_restarts_optimizer`` more runs start from values drawn log-uniformly within
+        the bounds; the run of largest log p(y) is kept (scikit-learn's semantics).
+
+        A :class:`~torchkern.linalg.ConvergenceWarning` gives the hyperparameters and
+        log p(y) when the kept run stopped early (``n_iter`` reached, a failed line
+        search; Adam's objective still falling at the end) and when its optimum is
+        degenerate: a hyperparameter on a bound of ``hyperparameter_bounds`` (in log space
+        within ``numpy.isclose``'s tolerance, scikit-learn's test), e.g. a signal
+        variance at 1e-5 when the kernel explains none of y.
 
         Parameters
         ----------
@@ -216,7 +271,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         optimize : bool
             Learn the hyperparameters and the noise first.
         n_iter : int
-            At most this many L-BFGS-B iterations (the number of Adam steps with
+            At most this many L-BFGS-B iterations per run (the number of Adam steps with
             ``optimizer="adam"``).
         lr : float
             Adam's learning rate (``optimizer="adam"`` only).
@@ -255,10 +310,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             if not (is_real(lr) and lr > 0):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
             if noise <= 0:
-                raise ValueError("noise must be > 0 to be learned (it is softplus-parameterized)")
-            learn = self._lbfgs if self.optimizer == "lbfgs" else self._adam
+                raise ValueError("noise must be > 0 to be learned (as log noise)")
             with _threads_for(method, Xf):
-                noise = learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
+                noise = self._learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
         else:
             self.n_iter_ = 1  # one direct solve, no hyperparameter steps
 
@@ -288,115 +342,179 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                       max_iter=self.max_iter, num_probes=self.num_probes, generator=generator)
 
     def _objective(self, kernel, X, Y, method, noise):
-        """The learnable parameters (kernel's, then ρ with σ² = softplus(ρ)) and
-        loss(generator) = −log p(Y)/n, differentiable in them."""
+        """The learnable parameters in optimizer coordinates (:class:`_Coordinates`), the
+        raw noise ρ (σ² = softplus(ρ)) and loss(generator) = −log p(Y), differentiable in
+        them."""
         raw_noise = torch.nn.Parameter(inv_softplus(torch.tensor(noise, dtype=_F64)))
-        params = [p for p in kernel.parameters() if p.requires_grad] + [raw_noise]
-        n = X.shape[0]
+        soft = _softplus_names(kernel)
+        params, names = [], []
+        for name, p in kernel.named_parameters():
+            if p.requires_grad:
+                params.append(p)
+                names.append(soft.get(id(p), name))
+        positive = [id(p) in soft for p in params] + [True]
+        coords = _Coordinates(params + [raw_noise], names + ["noise"], positive,
+                              self._log_bounds())
 
         def loss(generator):
             sigma2 = F.softplus(raw_noise)
             lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
                                method, generator)
-            return -lml / n
+            return -lml
 
-        return params, raw_noise, loss
+        return coords, raw_noise, loss
 
-    def _lbfgs(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
-        from scipy.optimize import minimize
-
-        params, raw_noise, loss = self._objective(kernel, X, Y, method, noise)
+    def _learn(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
+        """Maximize log p(Y) from the given start and ``n_restarts_optimizer`` random
+        ones; keep the best; warn about an early stop or an optimum on a bound."""
+        coords, raw_noise, loss = self._objective(kernel, X, Y, method, noise)
+        restarts = int(self.n_restarts_optimizer)
+        if restarts and coords.log_bounds is None:
+            raise ValueError("n_restarts_optimizer > 0 draws starts within "
+                             "hyperparameter_bounds: they must not be None")
         seed = _probe_seed(self.random_state) if method == "cg" else None
-        sizes = [p.numel() for p in params]
+        gen = _generator(self.random_state) if restarts else None
+        run = self._lbfgs if self.optimizer == "lbfgs" else self._adam
+        start = coords.clip(coords.get())
+        best = run(coords, start, loss, seed, X.shape[0], n_iter, lr, "")
+        if best is None:
+            raise ValueError("K + noise*I is not positive definite at the initial "
+                             "hyperparameters; increase noise")
+        best["start"] = "the given start"
+        not_pd = 0
+        for i in range(restarts):
+            res = run(coords, coords.draw(start, gen), loss, seed, X.shape[0], n_iter, lr,
+                      f", restart {i + 1}/{restarts}")
+            if res is None:
+                not_pd += 1
+            elif res["f"] < best["f"]:
+                best = dict(res, start=f"restart {i + 1} of {restarts}")
+        coords.set(best["theta"])
+        self.loss_history_ = best["history"]
+        self.n_iter_ = best["nit"]
+        where = f" (from {best['start']})" if restarts else ""
+        if best["early"] is not None and n_iter > 0:
+            warnings.warn(f"GaussianProcessRegressor: {best['early']}{where}; hyperparameters "
+                          f"{coords.describe(best['theta'])}", ConvergenceWarning, stacklevel=5)
+        if not_pd:
+            warnings.warn(f"GaussianProcessRegressor: {not_pd} of {restarts} restarts were "
+                          f"skipped: K + noise*I is not positive definite at their random "
+                          f"starts", ConvergenceWarning, stacklevel=5)
+        at = coords.at_bounds(best["theta"])
+        if at:
+            lo, hi = (math.exp(b) for b in coords.log_bounds)
+            warnings.warn(f"GaussianProcessRegressor: degenerate optimum{where}: "
+                          + ", ".join(f"{name} = {v:.6g} at its {side} bound"
+                                      for name, v, side in at)
+                          + f" (hyperparameter_bounds = ({lo:g}, {hi:g})), log p(y) = "
+                          f"{-best['f']:.6g}, hyperparameters {coords.describe(best['theta'])}; "
+                          f"widen hyperparameter_bounds and fit again, or change the kernel "
+                          f"(a signal variance at its lower bound: the kernel explains none "
+                          f"of y)", ConvergenceWarning, stacklevel=5)
+        return float(F.softplus(raw_noise.detach()))
 
-        def assign(theta):
-            with torch.no_grad():
-                for p, chunk in zip(params, torch.as_tensor(theta).split(sizes)):
-                    p.copy_(chunk.reshape(p.shape).to(p.dtype))
+    def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
+        """One L-BFGS-B run from θ0 on −log p(y) in :class:`_Coordinates`; None if K + σ²I
+        is not positive definite at θ0."""
+        from scipy.optimize import minimize
 
         last = {}
 
         def fun(theta):
             if "theta" in last and np.array_equal(theta, last["theta"]):
                 return last["f"], last["g"]  # SciPy's first call repeats x0
-            assign(theta)
+            coords.set(theta)
             gen = None if seed is None else torch.Generator().manual_seed(seed)
             with torch.enable_grad():
                 try:
                     value = loss(gen)
                 except ValueError:  # K + σ²I not positive definite at this trial point
                     return math.inf, np.zeros_like(theta)
-                grads = torch.autograd.grad(value, params, allow_unused=True)
-            g = torch.cat([(torch.zeros_like(p) if d is None else d).reshape(-1).to(_F64).cpu()
-                           for p, d in zip(params, grads)])
-            last.update(theta=np.array(theta), f=float(value.detach()), g=g.numpy())
+                grads = torch.autograd.grad(value, coords.params, allow_unused=True)
+            last.update(theta=np.array(theta), f=float(value.detach()), g=coords.grad(grads))
             return last["f"], last["g"]
 
-        theta0 = torch.cat([p.detach().reshape(-1).to(_F64).cpu() for p in params]).numpy()
         f0, _ = fun(theta0)
         if not math.isfinite(f0):
-            raise ValueError("K + noise*I is not positive definite at the initial "
-                             "hyperparameters; increase noise")
-        self.loss_history_.append(f0)
-        bar = progress_bar(self.verbose, n_iter, "GaussianProcessRegressor (L-BFGS)")
+            return None
+        history = [f0 / n]
+        bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
 
         def step(theta):
-            self.loss_history_.append(last["f"])
+            history.append(last["f"] / n)
             if bar is not None:
-                bar.set_postfix(loss=f"{last['f']:.6g}", refresh=False)
+                bar.set_postfix(loss=f"{history[-1]:.6g}", refresh=False)
                 bar.update(1)
 
         try:
             res = minimize(fun, theta0, jac=True, method="L-BFGS-B", callback=step,
+                           bounds=coords.bounds,
                            options=dict(maxiter=n_iter, ftol=_FTOL, gtol=_GTOL))
         finally:
             if bar is not None:
                 bar.close()
-        assign(res.x)
-        self.n_iter_ = int(res.nit)
-        if not res.success and n_iter > 0:
+        early = None
+        if not res.success:
             if res.status == 1:
                 reason = "raise n_iter"
-            elif method == "cg":
+            elif seed is not None:  # method="cg"
                 reason = ("the line search failed: the stochastic (SLQ) objective is not "
                           "accurate enough to go further; raise num_probes, or use "
                           "method='cholesky' where n allows")
             else:
                 reason = ("the line search failed: near an optimum this is rounding in "
                           "the objective; otherwise standardize X and use normalize_y=True")
-            warnings.warn(f"GaussianProcessRegressor: L-BFGS-B stopped after {res.nit} "
-                          f"iterations without converging ({_text(res.message)}) at "
-                          f"-log p(y)/n = {float(res.fun):.6g}, largest gradient entry "
-                          f"{float(np.abs(res.jac).max()):.2e}; {reason}",
-                          ConvergenceWarning, stacklevel=3)
-        return float(F.softplus(raw_noise.detach()))
+            early = (f"L-BFGS-B stopped after {res.nit} iterations without converging "
+                     f"({_text(res.message)}) at log p(y) = {-float(res.fun):.6g}, largest "
+                     f"projected gradient entry {coords.projected_gradient_norm(res.x, res.jac):.2e}"
+                     f" (log-hyperparameters); {reason}")
+        return dict(f=float(res.fun), theta=np.array(res.x), history=history,
+                    nit=int(res.nit), early=early)
 
-    def _adam(self, kernel, X, Y, method, noise, n_iter, lr) -> float:
-        params, raw_noise, loss = self._objective(kernel, X, Y, method, noise)
-        opt = torch.optim.Adam(params, lr=lr)
+    def _adam(self, coords, theta0, loss, seed, n, n_iter, lr, label):
+        """``n_iter`` Adam steps on −log p(y)/n in the raw parameters from θ0, projected on
+        the bounds after each step; None if K + σ²I is not positive definite at θ0."""
+        coords.set(theta0)
+        opt = torch.optim.Adam(coords.params, lr=lr)
         gen = _generator(self.random_state)
-        bar = progress_bar(self.verbose, n_iter, "GaussianProcessRegressor (Adam)")
-        with torch.enable_grad():
-            for _ in range(n_iter):
-                opt.zero_grad()
-                value = loss(gen)
-                value.backward()
-                opt.step()
-                self.loss_history_.append(float(value.detach()))
-                if bar is not None:
-                    bar.set_postfix(loss=f"{self.loss_history_[-1]:.6g}", refresh=False)
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        self.n_iter_ = n_iter
-        h = self.loss_history_
+        history = []
+        bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (Adam{label})")
+        try:
+            with torch.enable_grad():
+                for i in range(n_iter):
+                    opt.zero_grad()
+                    try:
+                        value = loss(gen) / n
+                    except ValueError:
+                        if i == 0:
+                            return None
+                        raise
+                    value.backward()
+                    opt.step()
+                    theta = coords.get()
+                    if not np.array_equal(coords.clip(theta), theta):  # project on the box
+                        coords.set(coords.clip(theta))
+                    history.append(float(value.detach()))
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{history[-1]:.6g}", refresh=False)
+                        bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        with torch.no_grad():
+            try:
+                f = float(loss(None if seed is None else torch.Generator().manual_seed(seed)))
+            except ValueError:
+                if n_iter == 0:
+                    return None
+                raise
+        early = None
         tail = max(1, n_iter // 10)
-        if n_iter >= 20 and h[-tail - 1] - h[-1] > 1e-3 * max(1.0, abs(h[-1])):
-            warnings.warn(f"GaussianProcessRegressor: -log p(y)/n was still falling after "
-                          f"{n_iter} Adam steps ({h[-tail - 1]:.6g} -> {h[-1]:.6g} over the "
-                          f"last {tail}); raise n_iter or lr, or use optimizer='lbfgs'",
-                          ConvergenceWarning, stacklevel=3)
-        return float(F.softplus(raw_noise.detach()))
+        if n_iter >= 20 and history[-tail - 1] - history[-1] > 1e-3 * max(1.0, abs(history[-1])):
+            early = (f"-log p(y)/n was still falling after {n_iter} Adam steps "
+                     f"({history[-tail - 1]:.6g} -> {history[-1]:.6g} over the last {tail}); "
+                     f"raise n_iter or lr, or use optimizer='lbfgs'")
+        return dict(f=f, theta=coords.get(), history=history, nit=n_iter, early=early)
 
     def _condition(self, X, Y):
         gen = _generator(self.random_state)
@@ -643,6 +761,99 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
                 preconditioner=preconditioner, random_state=generator)
     lml = -0.5 * quad - 0.5 * r * ld - 0.5 * n * r * _LOG_2PI
     return lml, (mu, a.detach(), preconditioner)
+
+
+def _softplus_names(kernel) -> dict:
+    """{id(raw parameter): readable name} of the kernel's learnable positive
+    (softplus-parameterized) hyperparameters, e.g. ``base.lengthscale``."""
+    out = {}
+    for path, module in kernel.named_modules():
+        for name, kind in getattr(module, "_hypers", {}).items():
+            p = module._parameters.get("raw_" + name)
+            if kind == "softplus" and p is not None and p.requires_grad:
+                out[id(p)] = f"{path}.{name}" if path else name
+    return out
+
+
+class _Coordinates:
+    """The optimizer's view of the learnable parameters, flattened to one float64 vector
+    θ: log v for a positive (softplus-parameterized) hyperparameter v, bounded by the log
+    of ``hyperparameter_bounds`` (scikit-learn's parameterization), the raw value of any
+    other parameter (unbounded)."""
+
+    def __init__(self, params, names, positive, log_bounds):
+        self.params, self.positive, self.log_bounds = params, positive, log_bounds
+        self.sizes = [p.numel() for p in params]
+        self.names = [f"{nm}[{i}]" if p.numel() > 1 else nm
+                      for nm, p in zip(names, params) for i in range(p.numel())]
+        self.mask = np.array([pos for pos, p in zip(positive, params)
+                              for _ in range(p.numel())], dtype=bool)
+        lo, hi = log_bounds if log_bounds is not None else (None, None)
+        self.bounds = [(lo, hi) if m else (None, None) for m in self.mask]
+
+    def get(self) -> np.ndarray:
+        with torch.no_grad():
+            return torch.cat([(F.softplus(p.to(_F64)).log() if pos else p.to(_F64))
+                              .reshape(-1).cpu() for p, pos in zip(self.params, self.positive)]
+                             ).numpy()
+
+    def set(self, theta) -> None:
+        with torch.no_grad():
+            chunks = torch.as_tensor(np.asarray(theta, dtype=np.float64)).split(self.sizes)
+            for p, pos, c in zip(self.params, self.positive, chunks):
+                p.copy_((inv_softplus(c.exp()) if pos else c).reshape(p.shape))
+
+    def grad(self, grads) -> np.ndarray:
+        """∂/∂θ from the gradients in the raw parameters at the current point:
+        ∂raw/∂log v = v / (1 − e^{−v}) for raw = softplus⁻¹(v)."""
+        out = []
+        for p, pos, d in zip(self.params, self.positive, grads):
+            d = (torch.zeros_like(p) if d is None else d).detach().to(_F64).reshape(-1).cpu()
+            if pos:
+                v = F.softplus(p.detach().to(_F64).reshape(-1).cpu())
+                d = d * v / -torch.expm1(-v)
+            out.append(d)
+        return torch.cat(out).numpy()
+
+    def clip(self, theta) -> np.ndarray:
+        theta = np.array(theta, dtype=np.float64)
+        if self.log_bounds is not None:
+            theta[self.mask] = np.clip(theta[self.mask], *self.log_bounds)
+        return theta
+
+    def draw(self, theta, generator) -> np.ndarray:
+        """θ with every bounded entry drawn uniformly within the log bounds
+        (scikit-learn's restarts); other entries kept."""
+        theta = np.array(theta, dtype=np.float64)
+        lo, hi = self.log_bounds
+        u = torch.rand(int(self.mask.sum()), generator=generator, dtype=_F64).numpy()
+        theta[self.mask] = lo + (hi - lo) * u
+        return theta
+
+    def projected_gradient_norm(self, theta, g) -> float:
+        """max |entry| of the gradient projected on the box (L-BFGS-B's pgtol test)."""
+        g = np.array(g, dtype=np.float64)
+        if self.log_bounds is not None:
+            lo, hi = self.log_bounds
+            g[self.mask & (theta <= lo) & (g > 0)] = 0
+            g[self.mask & (theta >= hi) & (g < 0)] = 0
+        return float(np.abs(g).max()) if g.size else 0.0
+
+    def at_bounds(self, theta) -> list:
+        """(name, value, "lower"/"upper") of the bounded entries at a bound (within
+        numpy.isclose's tolerance in log space, as scikit-learn checks)."""
+        if self.log_bounds is None:
+            return []
+        out = []
+        for name, t, m in zip(self.names, theta, self.mask):
+            for side, b in zip(("lower", "upper"), self.log_bounds):
+                if m and np.isclose(t, b):
+                    out.append((name, math.exp(t), side))
+        return out
+
+    def describe(self, theta) -> str:
+        return ", ".join(f"{name} = {math.exp(t) if m else t:.6g}"
+                         for name, t, m in zip(self.names, theta, self.mask))
 
 
 def _threads_for(method, X):
