@@ -4,6 +4,7 @@ training data, and fitted-state checks. Estimators subclass scikit-learn's
 and ``cross_val_score`` work unchanged."""
 from __future__ import annotations
 
+import contextvars
 import copy
 import functools
 import inspect
@@ -18,6 +19,7 @@ from ._config import config
 from .gram import DenseKernelMatrix, KernelMatrix
 from .inputs import check_input
 from .kernels import RBF, Kernel
+from .kernels.base import PicklesByValue
 
 __all__ = ["Estimator", "resolve_kernel", "kernel_matrix", "check_fitted", "is_precomputed",
            "wants_numpy", "NotFittedError"]
@@ -112,7 +114,7 @@ def _to_numpy(out):
     return out
 
 
-class Estimator(BaseEstimator):
+class Estimator(PicklesByValue, BaseEstimator):
     """Base of torchkern estimators: scikit-learn's ``BaseEstimator`` whose results follow
     the type of the data.
 
@@ -121,6 +123,9 @@ class Estimator(BaseEstimator):
     ``transform``, ``decision_function`` and the like return NumPy arrays for NumPy input
     and torch tensors (on the input's device) for torch input. Inside its methods an
     estimator always sees tensors.
+
+    Estimators pickle by value (:class:`~torchkern.kernels.base.PicklesByValue`): equal
+    estimators, fitted or not, give equal ``joblib.hash`` values (``joblib.Memory`` keys).
     """
 
     def __init_subclass__(cls, **kw):
@@ -217,9 +222,41 @@ def _document_learn_kernel(doc):
     return doc.rstrip() + "\n\n" + note + "\n"
 
 
+# Row-sharded data (torchkern.distributed) whose fit is under way on this rank: a fit
+# called inside it (learn_kernel's, a nested estimator's) takes its arguments as they are.
+_SHARDED_FITS = contextvars.ContextVar("torchkern_sharded_fits", default=frozenset())
+
+
+def _align_rows(fit, X, args, kwargs):
+    """``y`` and ``sample_weight`` of ``fit(X, *args, **kwargs)`` as row-sharded ``X``
+    gives them to every rank's fit: all n rows in X's order (``X.align_rows``)."""
+    bound = inspect.signature(fit).bind_partial(None, X, *args, **kwargs)
+    for name in ("y", "sample_weight"):
+        if name in bound.arguments:
+            bound.arguments[name] = X.align_rows(bound.arguments[name], name)
+    return bound.args[2:], bound.kwargs
+
+
 def _wrap_fit(fit, learnable=False):
     @functools.wraps(fit)
     def wrapper(self, X, *args, learn_kernel=None, **kwargs):
+        # Row-sharded data: each rank passes its own targets (made whole here), and an
+        # error on one rank is reported to the others, which would otherwise wait for it
+        # in their next collective until the process-group timeout.
+        report = getattr(X, "report_failure", None)
+        if report is None or id(X) in _SHARDED_FITS.get():
+            return fitting(self, X, *args, learn_kernel=learn_kernel, **kwargs)
+        token = _SHARDED_FITS.set(_SHARDED_FITS.get() | {id(X)})
+        try:
+            args, kwargs = _align_rows(fit, X, args, kwargs)
+            return fitting(self, X, *args, learn_kernel=learn_kernel, **kwargs)
+        except BaseException as exc:
+            report(exc)
+            raise
+        finally:
+            _SHARDED_FITS.reset(token)
+
+    def fitting(self, X, *args, learn_kernel=None, **kwargs):
         if learn_kernel is not None:
             if not learnable:
                 raise TypeError(f"{type(self).__name__}.fit got learn_kernel, but "

@@ -33,6 +33,12 @@ def _data(n, d, dtype, seed=0):
     return X.to(dtype), y.to(dtype)
 
 
+def _sharded_kernel(kernel, **kw):
+    """Products on this rank's rows of every vector (direct use; estimators resolve the
+    default vectors='auto' themselves)."""
+    return tkd.ShardedKernel(kernel, vectors="sharded", **kw)
+
+
 def _my_rows(X, counts, rank):
     start = sum(counts[:rank])
     return X[start:start + counts[rank]]
@@ -52,7 +58,7 @@ def _products_and_solvers(rank, world):
     assert len(Xs) == 60 and Xs.shape == (60, 3) and Xs.sharding.counts == counts
     D = _rbf(X, X, 0.8)
     for backend in ("dense", "blocked"):
-        K = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, backend=backend)
+        K = _sharded_kernel(torchkern.RBF(0.8))(Xs, backend=backend)
         assert K.shape == (60, 60) and K.local_rows == counts[rank]
         # sharded vectors: this rank's rows in, this rank's rows of K V out
         torch.testing.assert_close(K @ V[mine], (D @ V)[mine], rtol=1e-12, atol=1e-12)
@@ -72,17 +78,17 @@ def _products_and_solvers(rank, world):
     torch.testing.assert_close(K.centered() @ V[mine], (H @ D @ H @ V)[mine])
     torch.testing.assert_close(K.centered().diag(), (H @ D @ H).diagonal()[mine])
     # rectangular: sharded rows against replicated centres, and its transpose
-    R = tkd.ShardedKernel(torchkern.RBF(0.8))(Xs, Z)
+    R = _sharded_kernel(torchkern.RBF(0.8))(Xs, Z)
     torch.testing.assert_close(R @ V[:9], (_rbf(X, Z, 0.8) @ V[:9])[mine])
     torch.testing.assert_close(R.T @ V[mine], _rbf(Z, X, 0.8) @ V)
-    T = tkd.ShardedKernel(torchkern.RBF(0.8))(Z, Xs)  # replicated rows, sharded columns
+    T = _sharded_kernel(torchkern.RBF(0.8))(Z, Xs)  # replicated rows, sharded columns
     torch.testing.assert_close(T @ V[mine], _rbf(Z, X, 0.8) @ V)
     # rectangular diagonals in one collective, and K.T of a sharded pair under "auto"
     torch.testing.assert_close(R.replicated().diag(), _rbf(X, Z, 0.8).diagonal())
     torch.testing.assert_close(T.diag(), _rbf(Z, X, 0.8).diagonal())
     Xs2 = tkd.ShardedInput(_my_rows(X[:40] + 0.5, [10, 15, 15], rank))  # Linear, "auto":
     # a factored local block
-    L = tkd.ShardedKernel(torchkern.Linear())(Xs, Xs2)
+    L = _sharded_kernel(torchkern.Linear())(Xs, Xs2)
     torch.testing.assert_close(L.T.replicated().to_dense(), (X[:40] + 0.5) @ X.T)
     # the replicated mode: whole vectors in and out
     Kr = K.replicated()
@@ -126,7 +132,7 @@ def _products_and_solvers(rank, world):
         ks = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
         k1 = torchkern.ScaleKernel(torchkern.RBF(0.8), 1.5)
         v = V[:, 0]
-        Ks, K1 = tkd.ShardedKernel(ks)(Xs, backend="blocked"), k1(X, backend="blocked")
+        Ks, K1 = _sharded_kernel(ks)(Xs, backend="blocked"), k1(X, backend="blocked")
         if quad == "Kv":
             qs, q1 = v[mine] @ (Ks @ v[mine]), v @ (K1 @ v)
         else:
@@ -164,7 +170,8 @@ def _estimators(rank, world):
     # KernelRidge on sharded vectors: CG (Nyström-preconditioned) against scikit-learn
     # (exact), its dual coefficients kept sharded; Nyström against one process
     kw = dict(alpha=0.1, random_state=0, tol=1e-11)
-    a = torchkern.KernelRidge(sharded("sharded"), solver="cg", n_centers=20, **kw).fit(Xs, y)
+    a = torchkern.KernelRidge(sharded("sharded"), solver="cg", n_centers=20, **kw).fit(
+        Xs, y[mine])
     sk = SkKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X.numpy(), y.numpy())
     np.testing.assert_allclose(a.dual_coef_.numpy(), sk.dual_coef_[mine], rtol=1e-8,
                                atol=1e-9)
@@ -173,7 +180,7 @@ def _estimators(rank, world):
     for keep in (None, "blocked"):  # K_nm rows stored, and evaluated at every iteration
         kw["backend"] = keep
         a = torchkern.KernelRidge(sharded("sharded"), solver="nystrom", n_centers=20,
-                                  **kw).fit(Xs, y)
+                                  **kw).fit(Xs, y[mine])
         b = torchkern.KernelRidge(torchkern.RBF(1.0), solver="nystrom", n_centers=20,
                                   **kw).fit(X, y)
         torch.testing.assert_close(a.dual_coef_, b.dual_coef_, rtol=1e-9, atol=1e-9)
@@ -183,7 +190,7 @@ def _estimators(rank, world):
     # GP: predictions, std and log marginal likelihood (SLQ, same probes) = one process;
     # the mean also = the closed form K*(K + σ²I)⁻¹y
     kw = dict(noise=0.1, method="cg", random_state=0, tol=1e-11)
-    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y)
+    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y[mine])
     b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), **kw).fit(X, y)
     ma, sa = a.predict(Xt, return_std=True)
     mb, sb = b.predict(Xt, return_std=True)
@@ -195,7 +202,8 @@ def _estimators(rank, world):
                                rtol=1e-9, atol=1e-9)
     # learning the hyperparameters: all-reduced gradients give the one-process path
     kw["tol"] = 1e-9
-    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y, optimize=True, n_iter=4)
+    a = torchkern.GaussianProcessRegressor(sharded(), **kw).fit(Xs, y[mine], optimize=True,
+                                                                n_iter=4)
     b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), **kw).fit(X, y, optimize=True,
                                                                         n_iter=4)
     assert abs(a.kernel_.base.lengthscale.item() - b.kernel_.lengthscale.item()) < 1e-6
@@ -233,7 +241,7 @@ def _float32(rank, world):
     X, y = _data(61, 3, torch.float32)
     Xs = tkd.ShardedInput(tkd.shard_rows(X))
     assert Xs.sharding.counts == [30, 31] and Xs.dtype == torch.float32
-    K = tkd.ShardedKernel(torchkern.RBF(1.2))(Xs, backend="blocked")
+    K = _sharded_kernel(torchkern.RBF(1.2))(Xs, backend="blocked")
     D = _rbf(X.double(), X.double(), 1.2)
     mine = slice(0, 30) if rank == 0 else slice(30, 61)
     V = torch.randn(61, 3, generator=torch.Generator().manual_seed(5))
@@ -244,7 +252,7 @@ def _float32(rank, world):
     err = K.reduce_sum(((x.double() - ref[mine]) ** 2).sum()).sqrt()
     assert float(err / ref.norm()) < 1e-4
     kw = dict(alpha=0.1, solver="cg", random_state=0, tol=1e-5)
-    a = torchkern.KernelRidge(tkd.ShardedKernel(torchkern.RBF(1.2)), **kw).fit(Xs, y)
+    a = torchkern.KernelRidge(tkd.ShardedKernel(torchkern.RBF(1.2)), **kw).fit(Xs, y[mine])
     b = torchkern.KernelRidge(torchkern.RBF(1.2), **kw).fit(X, y)
     assert a.dual_coef_.dtype == torch.float32
     torch.testing.assert_close(a.predict(X[:5]), b.predict(X[:5]), rtol=1e-4, atol=1e-4)
@@ -269,7 +277,7 @@ def _failures(rank, world, timeout):
     # a rank whose local evaluation raises inside a product
     Xs = tkd.ShardedInput(tkd.shard_rows(X))
     ones = torch.ones(Xs.sharding.n_local, dtype=F64)
-    K = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked")
+    K = _sharded_kernel(torchkern.RBF(1.0))(Xs, backend="blocked")
     if rank == 0:
         def broken(V):
             raise MemoryError("out of memory in the row block")
@@ -277,7 +285,7 @@ def _failures(rank, world, timeout):
     with pytest.raises(tkd.RankFailedError, match="rank 0 raised MemoryError"):
         K @ ones
     # the group still works afterwards
-    K.local = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend="blocked").local
+    K.local = _sharded_kernel(torchkern.RBF(1.0))(Xs, backend="blocked").local
     torch.testing.assert_close(K @ ones, tkd.shard_rows(_rbf(X, X, 1.0).sum(1)))
     # a rank that stops answering: the others raise within the process-group timeout
     if rank == 1:
@@ -309,3 +317,98 @@ def test_example_runs_under_torchrun():
     assert "2 ranks, rows per rank [1000, 1000]" in res.stdout
     diff = float(re.search(r"one process: (\S+)", res.stdout).group(1))
     assert diff < 1e-8
+
+
+# --------------------------------------------------------------------------------------
+# Targets of each rank, defaults that work on sharded data, failures named in seconds
+# --------------------------------------------------------------------------------------
+
+def _strided_targets_and_defaults(rank, world):
+    """Rows taken as X[rank::2] (not the contiguous blocks a whole y would be cut into)
+    with each rank's own targets: the fits equal one process on (X, y)."""
+    X, y = _data(80, 2, F64)
+    Xt = torch.randn(6, 2, dtype=F64, generator=torch.Generator().manual_seed(3))
+    w = torch.rand(80, dtype=F64, generator=torch.Generator().manual_seed(6)) + 0.5
+    mine = slice(rank, None, 2)
+    Xs = tkd.ShardedInput(X[mine])
+    kernel = tkd.ShardedKernel(torchkern.RBF(1.0))  # vectors="auto"
+    # KernelRidge, solver "auto": CG on the sharded vectors; dense reference
+    A = _rbf(X, X, 1.0) + 0.1 * torch.eye(80, dtype=F64)
+    ref = _rbf(Xt, X, 1.0) @ torch.linalg.solve(A, y)
+    a = torchkern.KernelRidge(kernel, alpha=0.1, tol=1e-10, random_state=0).fit(Xs, y[mine])
+    assert a.solver_ == "cg" and a.dual_coef_.shape == (40,)
+    torch.testing.assert_close(a.predict(Xt), ref, rtol=1e-7, atol=1e-7)
+    # the one-process fit (its own solver "auto": Cholesky)
+    one = torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.1).fit(X, y)
+    torch.testing.assert_close(a.predict(Xt), one.predict(Xt), rtol=1e-7, atol=1e-7)
+    # each rank's own sample weights; Nystrom (same centres only in the same global order:
+    # rows= gives it) with whole targets and weights, matched by rows=
+    a = torchkern.KernelRidge(kernel, alpha=0.1, tol=1e-10, random_state=0).fit(
+        Xs, y[mine], sample_weight=w[mine])
+    one = torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.1).fit(X, y, sample_weight=w)
+    torch.testing.assert_close(a.predict(Xt), one.predict(Xt), rtol=1e-7, atol=1e-7)
+    Xr = tkd.ShardedInput(X[mine], rows=slice(rank, None, 2))
+    kw = dict(alpha=0.1, solver="nystrom", n_centers=30, tol=1e-10, random_state=0)
+    a = torchkern.KernelRidge(kernel, **kw).fit(Xr, y, sample_weight=w)
+    b = torchkern.KernelRidge(torchkern.RBF(1.0), **kw).fit(X, y, sample_weight=w)
+    torch.testing.assert_close(a.predict(Xt), b.predict(Xt), rtol=1e-9, atol=1e-9)
+    # a whole y without rows=: ambiguous, a ValueError on every rank (the group stays usable)
+    with pytest.raises(ValueError, match="whole data set.*rows="):
+        torchkern.KernelRidge(kernel, alpha=0.1).fit(Xs, y)
+    # one rank's targets of a wrong length: that rank's ValueError, RankFailedError elsewhere
+    bad = y[mine][:-1] if rank == 1 else y[mine]
+    err = ValueError if rank == 1 else tkd.RankFailedError
+    with pytest.raises(err, match="39 rows" if rank == 1 else "rank 1 raised ValueError"):
+        torchkern.KernelRidge(kernel, alpha=0.1).fit(Xs, bad)
+    # solver="cholesky" cannot run on sharded vectors: says what to use
+    with pytest.raises(ValueError, match="solver='cholesky'.*solver='cg'"):
+        torchkern.KernelRidge(tkd.ShardedKernel(torchkern.RBF(1.0), vectors="sharded"),
+                              solver="cholesky").fit(Xs, y[mine])
+    # ... but under vectors="auto" it factors the whole matrix on every rank
+    a = torchkern.KernelRidge(kernel, alpha=0.1, solver="cholesky").fit(Xs, y[mine])
+    torch.testing.assert_close(a.predict(Xt), ref, rtol=1e-9, atol=1e-9)
+    # GaussianProcessRegressor with every default: mean, std, log marginal likelihood
+    a = torchkern.GaussianProcessRegressor(kernel).fit(Xs, y[mine])
+    b = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0)).fit(X, y)
+    for u, v in zip(a.predict(Xt, return_std=True), b.predict(Xt, return_std=True)):
+        torch.testing.assert_close(u, v, rtol=1e-8, atol=1e-9)
+    torch.testing.assert_close(a.log_marginal_likelihood(), b.log_marginal_likelihood(),
+                               rtol=1e-9, atol=1e-9)
+    # learn_kernel on sharded data: the same learned lengthscale and predictions
+    kw = dict(alpha=0.1, tol=1e-10, random_state=0)
+    learn = {"objective": "loo", "n_iter": 5}
+    a = torchkern.KernelRidge(kernel, **kw).fit(Xs, y[mine], learn_kernel=learn)
+    b = torchkern.KernelRidge(torchkern.RBF(1.0), **kw).fit(X, y, learn_kernel=learn)
+    assert abs(b.kernel_.lengthscale.item() - 1.0) > 1e-3  # it did learn something
+    assert abs(a.kernel_.base.lengthscale.item() - b.kernel_.lengthscale.item()) < 1e-9
+    torch.testing.assert_close(a.predict(Xt), b.predict(Xt), rtol=1e-7, atol=1e-7)
+
+
+def test_strided_shards_local_targets_and_defaults():
+    spawn(_strided_targets_and_defaults, 2)
+
+
+def _unprotected_failure(rank, world, timeout):
+    """Rank 1 raises in estimator code between collectives (an invalid alpha, checked
+    after the targets are gathered) and stays alive: rank 0, already in the Gram
+    matrix's collective, raises naming it within seconds, not after the timeout."""
+    X, y = _data(40, 2, F64)
+    Xs = tkd.ShardedInput(tkd.shard_rows(X))
+    ys = tkd.shard_rows(y)
+    kernel = tkd.ShardedKernel(torchkern.RBF(1.0))
+    store = torch.distributed.distributed_c10d._get_default_store()
+    if rank == 1:
+        with pytest.raises(ValueError, match="alpha must be finite"):
+            torchkern.KernelRidge(kernel, alpha=-1.0).fit(Xs, ys)
+        store.wait(["test/rank0-done"])  # alive until rank 0 has its error
+        return
+    start = time.monotonic()
+    with pytest.raises(tkd.RankFailedError, match="rank 1 failed: ValueError: alpha must"):
+        torchkern.KernelRidge(kernel, alpha=0.1).fit(Xs, ys)
+    elapsed = time.monotonic() - start
+    store.set("test/rank0-done", "1")
+    assert elapsed < 4, f"{elapsed:.1f} s (timeout {timeout} s)"
+
+
+def test_rank_failing_outside_a_collective_is_named_in_seconds():
+    spawn(_unprotected_failure, 2, 20.0, timeout=20.0)

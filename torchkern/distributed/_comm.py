@@ -31,7 +31,7 @@ import torch.distributed as dist
 from .._validation import is_real
 
 __all__ = ["RankFailedError", "init_process_group", "gather_rows", "gather_shared",
-           "local_rows", "all_reduce_sum", "sum_grads", "agree"]
+           "local_rows", "all_reduce_sum", "sum_grads", "agree", "note_failure"]
 
 
 class RankFailedError(RuntimeError):
@@ -83,14 +83,107 @@ def _comm_device(group):
 
 
 def _collective(fn, *args, **kw):
-    """Run a collective; a peer that died or timed out becomes a RankFailedError."""
+    """Run a collective; a peer that died or timed out becomes a RankFailedError, and so
+    does a peer that reported a failure (:func:`note_failure`) instead of joining it.
+
+    Under gloo the collective is started asynchronously and waited for in slices of
+    ``_POLL`` seconds; between slices the store is read for peers' failure reports, so
+    a rank that raised outside a protected block and stays alive is named within about
+    a slice instead of after the process-group timeout."""
+    group = kw.get("group")
+    key = _group_key(group)
+    _SEQ[key] = _SEQ.get(key, 0) + 1
     try:
-        return fn(*args, **kw)
+        if fn is dist.all_gather_object or dist.get_backend(group) != "gloo":
+            return fn(*args, **kw)
+        work = fn(*args, async_op=True, **kw)
+        while True:
+            try:
+                work.wait(timeout=datetime.timedelta(seconds=_POLL))
+                break
+            except RuntimeError:
+                if work.is_completed():
+                    raise  # the collective itself failed (a closed peer, the timeout)
+                _check_peers(group, key)
     except RuntimeError as exc:  # DistBackendError, gloo "Connection closed by peer", timeouts
+        if isinstance(exc, RankFailedError):
+            raise
         raise RankFailedError(
             f"a collective failed: another rank of the process group failed or stopped "
             f"answering within the process-group timeout ({type(exc).__name__}: "
             f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''})") from exc
+    if _REPORTED.pop(key, False):  # this rank is back in step: its old report is void
+        _store().delete_key(_report_key(key, dist.get_rank()))
+
+
+# -- failure reports through the store --------------------------------------------------
+# A rank that raises outside a protected block (estimator code between collectives, a
+# target check) leaves its peers waiting in their next collective. The estimators' fit
+# reports such an error (:func:`note_failure`, through ``ShardedInput.report_failure``):
+# the rank writes "<seq>|<error>" under its key in the process group's store, <seq> being
+# how many torchkern collectives of the group it had started. A peer waiting in its
+# collective number k reads the reports between wait slices and raises naming the rank
+# if that rank reported at a seq < k (it will not join) — unless this rank itself failed
+# at that same seq (all ranks raised at one point: they are still in step).
+_POLL = 0.5            # seconds per wait slice (gloo)
+_SEQ: dict = {}        # group key -> torchkern collectives started on this rank
+_FAILED_AT: dict = {}  # group key -> seq of this rank's last failure
+_REPORTED: dict = {}   # group key -> whether this rank's report is in the store
+
+
+def _store():
+    return dist.distributed_c10d._get_default_store()
+
+
+def _group_key(group) -> str:
+    pg = dist.distributed_c10d._get_default_group() if group is None else group
+    return str(getattr(pg, "group_name", "default"))
+
+
+def _report_key(key: str, global_rank: int) -> str:
+    return f"torchkern/failed/{key}/{global_rank}"
+
+
+def note_failure(error: BaseException, group=None) -> None:
+    """This rank's fit on sharded data raised ``error``: remember where, and unless every
+    rank raised it together (:class:`RankFailedError`) tell the peers through the
+    process group's store, so that they raise ``rank r failed: <error>`` within seconds
+    instead of waiting out the timeout in a collective this rank will not join."""
+    if not dist.is_initialized():
+        return
+    key = _group_key(group)
+    seq = _SEQ.get(key, 0)
+    _FAILED_AT[key] = seq
+    if isinstance(error, RankFailedError):
+        return
+    text = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
+    try:
+        store = _store()
+        store.set(_report_key(key, dist.get_rank()), f"{seq}|{text}")
+        store.add(f"torchkern/failures/{key}", 1)
+        _REPORTED[key] = True
+    except Exception:  # a broken store: the peers fall back on the timeout
+        pass
+
+
+def _check_peers(group, key: str) -> None:
+    """Raise RankFailedError if a peer reported a failure that keeps it out of this
+    rank's current collective."""
+    store = _store()
+    if store.add(f"torchkern/failures/{key}", 0) == 0:
+        return
+    me, seq = dist.get_rank(), _SEQ.get(key, 0)
+    ranks = dist.get_process_group_ranks(group) if group is not None else \
+        range(dist.get_world_size())
+    for r in ranks:
+        name = _report_key(key, r)
+        if r == me or not store.check([name]):
+            continue
+        at, _, text = store.get(name).decode(errors="replace").partition("|")
+        if int(at) < seq and _FAILED_AT.get(key) != int(at):
+            raise RankFailedError(f"rank {dist.get_group_rank(group, r) if group is not None else r} "
+                                  f"failed: {text} (it raised outside a collective and will not "
+                                  f"join this one; the process group is out of step: destroy it)")
 
 
 def _raise_failures(failed: torch.Tensor, group, error: BaseException | None):

@@ -357,11 +357,24 @@ class _ShardedScaled(_RowSharded):
     def diag(self):
         return self.left * self.base.diag() * self.right
 
+    def _whole_right(self):
+        return self.right if self.col_sharding is None else \
+            gather_rows(self.right[:, None], self.col_sharding)[:, 0]
+
     def cols(self, idx):
         idx = _as_index(idx, self.shape[1], self.device)
-        right = self.right if self.col_sharding is None else \
-            gather_rows(self.right[:, None], self.col_sharding)[:, 0]
-        return self.left[:, None] * self.base.cols(idx) * right[idx][None, :]
+        return self.left[:, None] * self.base.cols(idx) * self._whole_right()[idx][None, :]
+
+    def rows(self, idx):
+        """The rows ``idx`` (global), on every rank (the scalings gathered)."""
+        return self.submatrix(idx, torch.arange(self.shape[1], device=self.device))
+
+    def submatrix(self, rows, cols):
+        rows = _as_index(rows, self.shape[0], self.device)
+        cols = _as_index(cols, self.shape[1], self.device)
+        left = gather_rows(self.left[:, None], self.sharding)[:, 0]
+        return (left[rows][:, None] * self.base.submatrix(rows, cols)
+                * self._whole_right()[cols][None, :])
 
 
 class _ShardedCentered(_RowSharded):

@@ -20,8 +20,8 @@ class ShardedKernel(StructuredKernel):
     switch; the estimator's own code runs unchanged, on every rank::
 
         X = ShardedInput(X_local)              # this rank's rows
-        model = KernelRidge(ShardedKernel(RBF(1.0)), solver="cg", random_state=0)
-        model.fit(X, y)                        # y: all n targets (replicated)
+        model = KernelRidge(ShardedKernel(RBF(1.0)), random_state=0)
+        model.fit(X, y_local)                  # y_local: this rank's targets
         model.predict(X_test)                  # replicated test points
 
     ``k(X, Y)`` with a sharded X is a
@@ -30,7 +30,10 @@ class ShardedKernel(StructuredKernel):
     the wrapped kernel's own matrix (no communication). ``vectors`` says how the vectors
     the matrix meets are held: ``"sharded"`` (each rank its rows: the solvers all-reduce
     their inner products) or ``"replicated"`` (whole on every rank, products gathered:
-    for estimators that read whole vectors). ``backend``
+    for estimators that read whole vectors); ``"auto"`` (the default) is
+    ``"replicated"`` except in the fits that keep their vectors sharded
+    (:class:`~torchkern.KernelRidge`'s CG and Nyström solvers, which call
+    :meth:`shard_vectors`). ``backend``
     chooses how each rank evaluates its block (``"dense"`` stores the rank's n_j × m
     rows). Random draws inside estimators (Nyström centres, probes) must agree on all
     ranks: pass an int ``random_state``.
@@ -42,20 +45,30 @@ class ShardedKernel(StructuredKernel):
         gradients all-reduced over the ranks).
     group : ProcessGroup, optional
         Default: the world.
-    vectors : {"sharded", "replicated"}
+    vectors : {"auto", "sharded", "replicated"}
         How the vectors of products, solvers and fitted estimators are held (above).
     """
 
-    def __init__(self, kernel: Kernel, group=None, vectors: str = "sharded"):
+    def __init__(self, kernel: Kernel, group=None, vectors: str = "auto"):
         super().__init__()
         if not isinstance(kernel, Kernel) or not getattr(kernel, "vector_input", True):
             raise TypeError(f"kernel must be a torchkern vector Kernel, got "
                             f"{type(kernel).__name__}")
-        if vectors not in ("sharded", "replicated"):
-            raise ValueError(f"vectors must be 'sharded' or 'replicated', got {vectors!r}")
+        if vectors not in ("auto", "sharded", "replicated"):
+            raise ValueError(f"vectors must be 'auto', 'sharded' or 'replicated', got "
+                             f"{vectors!r}")
         self.base = kernel
         self._group = _Group(group)
         self.vectors = vectors
+
+    def shard_vectors(self, X, resolve: bool = True) -> bool:
+        """For an estimator whose fit keeps its vectors sharded (KernelRidge): with
+        ``resolve``, turn ``vectors="auto"`` into ``"sharded"`` (on the estimator's own
+        copy of the kernel); return whether the Gram matrices of ``X`` are row-sharded
+        with sharded vectors (``X`` a :class:`ShardedInput`, ``vectors="sharded"``)."""
+        if resolve and self.vectors == "auto" and isinstance(X, ShardedInput):
+            self.vectors = "sharded"
+        return isinstance(X, ShardedInput) and self.vectors == "sharded"
 
     def check_input(self, X, name: str = "X", **kw):
         """A :class:`ShardedInput` as it is; anything else as the wrapped kernel takes it
@@ -91,4 +104,4 @@ class ShardedKernel(StructuredKernel):
         return self.base.pairs(X, Y)
 
     def extra_repr(self) -> str:
-        return "" if self.vectors == "sharded" else "vectors='replicated'"
+        return "" if self.vectors == "auto" else f"vectors={self.vectors!r}"

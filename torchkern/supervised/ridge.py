@@ -217,7 +217,9 @@ class KernelRidge(RegressorMixin, Estimator):
         uniformly drawn columns (default min(n, 1000, max(100, 5·10⁷/n));
         ``n_centers=0`` for none): O(n²) kernel evaluations per iteration, O(n·m)
         memory when lazy. ``"nystrom"``: Falkon-style Nyström KRR (below), approximate.
-        ``"auto"``: cholesky for n ≤ 5,000, cg for n ≤ 50,000, nystrom beyond.
+        ``"auto"``: cholesky for n ≤ 5,000, cg for n ≤ 50,000, nystrom beyond; on
+        row-sharded data (:mod:`torchkern.distributed`) cg up to 50,000, where cholesky,
+        which needs the whole matrix, is an error.
     n_centers : int, optional
         ``"nystrom"``: the number m of uniformly drawn centers (default min(n, 1000)).
         ``"cg"``: the centers of the Nyström preconditioner (default above).
@@ -295,12 +297,17 @@ class KernelRidge(RegressorMixin, Estimator):
         return tags
 
     # ---------------------------------------------------------------------------------
-    def _choose_solver(self, n: int) -> str:
+    def _choose_solver(self, n: int, sharded: bool = False) -> str:
         if self.solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {self.solver!r}")
+        if self.solver == "cholesky" and sharded:
+            raise ValueError("solver='cholesky' factors the whole n x n matrix, which a "
+                             "row-sharded kernel (ShardedKernel(vectors='sharded')) never "
+                             "holds: use solver='cg' (or 'auto') or 'nystrom', or "
+                             "vectors='auto' / 'replicated' to factor it whole on every rank")
         if self.solver != "auto":
             return self.solver
-        if n <= _AUTO_CHOLESKY_MAX_N:
+        if n <= _AUTO_CHOLESKY_MAX_N and not sharded:
             return "cholesky"
         return "cg" if n <= _AUTO_CG_MAX_N else "nystrom"
 
@@ -325,7 +332,10 @@ class KernelRidge(RegressorMixin, Estimator):
         Y = as_vector(y, "y", n=n).detach().to(dtype=dtype, device=device)
         ravel = Y.dim() == 1
         Y2 = Y.reshape(n, -1)
-        solver = self._choose_solver(n)
+        # Row-sharded data (torchkern.distributed): CG and Nystrom keep their vectors sharded
+        sharded = callable(getattr(kernel, "shard_vectors", None)) and \
+            kernel.shard_vectors(X, self.solver != "cholesky")
+        solver = self._choose_solver(n, sharded)
         alpha = _check_alpha(self.alpha, Y2.shape[1], solver in ("cg", "nystrom"), solver)
         w = None if sample_weight is None else check_sample_weight(sample_weight, n, dtype=dtype,
                                                                     device=device)
