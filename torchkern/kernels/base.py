@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import io
 import operator
 
 import torch
@@ -24,6 +25,36 @@ def inv_softplus(value: torch.Tensor) -> torch.Tensor:
     return value + torch.log(-torch.expm1(-value))
 
 
+def _from_bytes(cls, data: bytes):
+    """An object of ``cls`` with the state that :class:`PicklesByValue` saved."""
+    obj = cls.__new__(cls)
+    obj.__setstate__(torch.load(io.BytesIO(data), weights_only=False))
+    return obj
+
+
+class PicklesByValue:
+    """Pickling that depends on the values of an object's tensors only.
+
+    The default pickle of a tensor names its storage by memory address, so two equal
+    kernels (one a deep copy of the other) pickle to different bytes: ``joblib.hash``
+    differs, ``joblib.Memory`` misses its cache, and scikit-learn's
+    ``check_estimators_overwrite_params`` sees a parameter change where there is none.
+    Here the state (``__getstate__``) is written by :func:`torch.save`, which numbers
+    storages in the order it meets them; the pickle is the class and those bytes. Deep
+    copies keep Python's own (memo-sharing) behaviour."""
+
+    def __reduce_ex__(self, protocol):
+        buf = io.BytesIO()
+        torch.save(self.__getstate__(), buf)
+        return _from_bytes, (type(self), buf.getvalue())
+
+    def __deepcopy__(self, memo):
+        obj = type(self).__new__(type(self))
+        memo[id(self)] = obj
+        obj.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return obj
+
+
 def _fmt(t: torch.Tensor) -> str:
     t = t.detach().cpu()
     if t.numel() == 1:
@@ -31,7 +62,7 @@ def _fmt(t: torch.Tensor) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in t.reshape(-1).tolist()) + "]"
 
 
-class Kernel(nn.Module):
+class Kernel(PicklesByValue, nn.Module):
     r"""Base class of torchkern kernels.
 
     A kernel is an ``nn.Module``: ``k(X, Y=None, *, backend=None)`` returns a lazy
@@ -50,6 +81,9 @@ class Kernel(nn.Module):
     ``config.dense_max_entries``, otherwise KeOps on CUDA and blocked on the CPU (where
     blocked torch matches KeOps' speed without its compile time), falling back to blocked
     with one warning when KeOps cannot be used.
+
+    Kernels pickle by value (:class:`PicklesByValue`): equal kernels give equal
+    ``joblib.hash`` values, whatever the tensors' addresses.
     """
 
     #: False for kernels on structured inputs (graphs, strings, nodes): they have no
