@@ -218,7 +218,9 @@ def test_bad_inputs_name_the_argument():
         DiffusionKernel(1.0, laplacian="random-walk")
     with pytest.raises(ValueError, match="method must be one of"):
         CommuteTime(method="lanczos")
-    with pytest.raises(ValueError, match="edge_index holds node ids outside"):
+    with pytest.raises(ValueError, match=r"edge_index must be an integer tensor of shape "
+                                         r"\(2, E\) with entries in \[0, num_nodes\); got "
+                                         r"node id 5 in a graph with num_nodes=5"):
         CommuteTime()((torch.tensor([[0], [5]]), 5))
     with pytest.raises(ValueError, match="edge_weight must be finite and >= 0"):
         CommuteTime()((torch.tensor([[0], [1]]), 2, torch.tensor([-1.0])))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 import numpy as np
@@ -10,7 +11,72 @@ import torch
 from ..inputs import KernelInput
 from ..kernels.structured import StructuredKernel
 
-__all__ = ["GraphSet"]
+__all__ = ["GraphSet", "check_edge_index", "check_memory"]
+
+EDGE_INDEX_EXPECTED = "an integer tensor of shape (2, E) with entries in [0, num_nodes)"
+
+
+def check_edge_index(edge_index, num_nodes, where="graph") -> torch.Tensor:
+    """The one check of an ``edge_index``, for graph and node kernels alike: an integer
+    tensor (or array) of shape (2, E) with entries in [0, num_nodes). Returns it as int64.
+
+    A float ``edge_index`` is an error, not rounded: ``[[0., 1.7], [1.7, 0.]]`` is no
+    edge list. ``num_nodes`` is an int, or an int64 tensor (E,) with the bound of every
+    column (the edges of several graphs one after the other, each graph its own
+    ``num_nodes``). ``where`` names the graph in the message: a string, or a function of
+    the offending column (several graphs).
+    """
+    def fail(cls, got, col=0):
+        w = where(col) if callable(where) else where
+        raise cls(f"{w}: edge_index must be {EDGE_INDEX_EXPECTED}; got {got}")
+
+    ei = edge_index if isinstance(edge_index, torch.Tensor) else \
+        torch.as_tensor(np.asarray(edge_index))
+    if ei.dtype.is_floating_point or ei.is_complex() or ei.dtype == torch.bool:
+        fail(TypeError, f"dtype {ei.dtype}")
+    if ei.dim() != 2 or ei.shape[0] != 2:
+        fail(ValueError, f"shape {tuple(ei.shape)}")
+    ei = ei.long()
+    if ei.numel():
+        bad = (ei < 0) | (ei >= num_nodes)
+        if bool(bad.any()):
+            j = int(bad.any(0).nonzero()[0, 0])
+            n = int(num_nodes if not isinstance(num_nodes, torch.Tensor) or num_nodes.dim() == 0
+                    else num_nodes[j])
+            v = int(ei[:, j][bad[:, j]][0])
+            fail(ValueError, f"node id {v} in a graph with num_nodes={n}", j)
+    return ei
+
+
+def device_memory(device) -> int | None:
+    """Total memory of ``device`` in bytes: the GPU's, or the machine's RAM for the CPU
+    (None when unknown)."""
+    device = torch.device(device)
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError, RuntimeError):
+        return None
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if b < 1000:
+            return f"{b:.3g} {unit}"
+        b /= 1000
+    return f"{b:.3g} PB"
+
+
+def check_memory(nbytes: int, what: str, device) -> None:
+    """Refuse up front, with a ValueError giving the size, a computation that needs
+    ``nbytes`` (a lower bound) where ``device`` has less memory in all; ``what`` says
+    which argument and what the bytes are for."""
+    total = device_memory(device)
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} needs at least {nbytes:,} bytes ({_fmt_bytes(nbytes)}), more "
+                         f"than the {total:,} bytes ({_fmt_bytes(total)}) of memory of "
+                         f"{torch.device(device)}")
 
 
 def segment_ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -261,6 +327,9 @@ class GraphSet(KernelInput):
         if isinstance(graphs, Batch):
             counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
             x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
+            if ei is None:
+                ei = torch.zeros(2, 0, dtype=torch.long, device=counts.device)
+            ei = check_edge_index(ei, int(counts.sum()), "the Batch")
             device = ei.device
         elif isinstance(graphs, Data):
             raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
@@ -272,11 +341,13 @@ class GraphSet(KernelInput):
                                 f"is a {type(graphs[bad[0]]).__name__}")
             if not graphs:
                 raise ValueError("the set of graphs is empty")
+            if any(isinstance(g, Batch) for g in graphs):  # a Batch holds several graphs
+                self.__dict__.update(_from_batches(graphs).__dict__)
+                return
             counts, ei, x, ea = _flatten(graphs)
             device = ei.device
         else:
-            raise TypeError(f"expected a list of torch_geometric Data, a Batch or a GraphSet, "
-                            f"got {type(graphs).__name__}")
+            raise TypeError(f"expected {GRAPH_SETS}, got {type(graphs).__name__}")
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
         ei = ei.to(device=device, dtype=torch.long)
@@ -437,21 +508,23 @@ def _flatten(data_list):
     empty = torch.zeros(2, 0, dtype=torch.long, device=device)
     eis = [empty if e is None else e for e in eis]
     try:
-        ei = _cat(eis, device, 1).to(dtype=torch.long)
+        # the dtypes one by one: torch.cat would promote a bool or float among int64
+        if len({e.dtype for e in eis} - _INT_DTYPES):
+            raise TypeError
+        ei = _cat(eis, device, 1)
         ecounts = [e.shape[1] for e in eis]
-    except (RuntimeError, IndexError):
+    except (RuntimeError, IndexError, TypeError, AttributeError):
         ei = None
-    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # the culprit (cat checked shapes)
-        i, e = next((i, e) for i, e in enumerate(eis) if e.dim() != 2 or e.shape[0] != 2)
-        raise ValueError(f"graph {i}: edge_index must have shape (2, E), got {tuple(e.shape)}")
+    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # find the culprit
+        for i, e in enumerate(eis):
+            check_edge_index(e, sizes[i], f"graph {i}")
+        raise ValueError("edge_index: the graphs' edge_index tensors cannot be concatenated")
     counts = torch.tensor(sizes, dtype=torch.long, device=device)
     ecounts = torch.tensor(ecounts, dtype=torch.long, device=device)
-    if ei.numel():
-        over = ei >= torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
-        if bool(ei.amin() < 0) or bool(over.any()):
-            j = int(((ei < 0) | over).any(0).nonzero()[0, 0])
-            i = int(torch.searchsorted(torch.cumsum(ecounts, 0), j, right=True))
-            raise ValueError(f"graph {i}: edge_index refers to nodes outside [0, {sizes[i]})")
+    bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
+    ends = torch.cumsum(ecounts, 0)
+    ei = check_edge_index(
+        ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
     ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts, output_size=ei.shape[1])
     x = ea = None
     if xs[0] is not None:
@@ -461,6 +534,27 @@ def _flatten(data_list):
     if eas[0] is not None:
         ea = _cat(eas, device)
     return counts, ei, x, ea
+
+
+_INT_DTYPES = {torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8}
+
+
+def _from_batches(items) -> "GraphSet":
+    """One GraphSet from a list of Data and Batch objects (a DataLoader's batches): each
+    Batch contributes its graphs, each run of plain Data its graphs, in order."""
+    from torch_geometric.data import Batch
+    parts, run = [], []
+    for g in items:
+        if isinstance(g, Batch):
+            if run:
+                parts.append(GraphSet(run))
+                run = []
+            parts.append(GraphSet(g))
+        else:
+            run.append(g)
+    if run:
+        parts.append(GraphSet(run))
+    return parts[0] if len(parts) == 1 else GraphSet.concat(parts)
 
 
 def _merge_edges(ei: torch.Tensor, n: int, positions: bool):
@@ -482,13 +576,56 @@ def _merge_edges(ei: torch.Tensor, n: int, positions: bool):
     return ei.index_select(1, first), first
 
 
+GRAPH_SETS = ("a list of torch_geometric Data (or of Batch objects), a Batch, a "
+              "torch_geometric Dataset (TUDataset, any InMemoryDataset), a DataLoader "
+              "that does not shuffle, or a GraphSet")
+
+
+def _graph_list(X, name: str):
+    """The graphs of a torch_geometric Dataset (a list of Data, in order) or the batches
+    of a DataLoader (a list of Batch); None for anything else."""
+    pyg = sys.modules.get("torch_geometric.data")
+    if pyg is not None and isinstance(X, pyg.Dataset):
+        return [X[i] for i in range(len(X))]
+    tud = sys.modules.get("torch.utils.data")
+    if tud is not None and isinstance(X, tud.DataLoader):
+        bs = X.batch_sampler
+        if not isinstance(X.sampler, tud.SequentialSampler) or (bs is not None and not (
+                isinstance(bs, tud.BatchSampler)
+                and isinstance(bs.sampler, tud.SequentialSampler))):
+            raise ValueError(f"{name} is a DataLoader that does not read its dataset in order "
+                             f"(sampler {type(X.sampler).__name__}, batch sampler {type(bs).__name__}): its graphs come in a new "
+                             f"order on every pass, which no labels and no second pass can "
+                             f"match; pass its dataset, or a DataLoader with shuffle=False")
+        batches = list(X)
+        if not batches:
+            raise ValueError(f"{name} is a DataLoader that yields no batches")
+        bad = next((b for b in batches if pyg is None or not isinstance(b, pyg.Data)), None)
+        if bad is not None:
+            raise TypeError(f"{name} is a DataLoader whose batches are {type(bad).__name__}, "
+                            f"not torch_geometric Batch objects: use "
+                            f"torch_geometric.loader.DataLoader")
+        return batches
+    return None
+
+
 class GraphKernel(StructuredKernel):
-    """Base of kernels between graphs: inputs become a :class:`GraphSet`."""
+    """Base of kernels between graphs: inputs become a :class:`GraphSet`.
+
+    Graph sets are taken as :data:`GRAPH_SETS` says; :meth:`_check_size` (a subclass
+    hook) refuses up front a set the kernel could not compute in memory."""
 
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
-        if isinstance(X, GraphSet):
-            return X
+        if not isinstance(X, GraphSet):
+            X = self._as_graph_set(X, name)
+        self._check_size(X, name)
+        return X
+
+    def _as_graph_set(self, X, name: str) -> GraphSet:
         pyg = sys.modules.get("torch_geometric.data")  # a PyG object implies PyG is loaded
+        items = _graph_list(X, name)
+        if items is not None:
+            X = items
         if isinstance(X, (list, tuple)) or (pyg is not None and isinstance(X, pyg.Data)):
             try:
                 return GraphSet(X)
@@ -496,8 +633,11 @@ class GraphKernel(StructuredKernel):
                 raise TypeError(f"{name}: {e}") from None
             except ValueError as e:
                 raise ValueError(f"{name}: {e}") from None
-        raise TypeError(f"{name} must be a list of torch_geometric Data, a Batch or a "
-                        f"GraphSet, got {type(X).__name__}")
+        raise TypeError(f"{name} must be {GRAPH_SETS}, got {type(X).__name__}")
+
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        """Raise ValueError (:func:`check_memory`) when the graphs of X are too large for
+        this kernel's method; by the kernels with dense per-graph steps."""
 
     def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:
         if Y is not None and X.label_values.shape[1] != Y.label_values.shape[1]:

@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 from ..linalg import ConvergenceWarning
+from ._batch import check_edge_index
 
-__all__ = ["as_graph", "is_graph_like", "expm_action", "LAPLACIANS"]
+__all__ = ["as_graph", "is_graph_like", "edge_weights", "expm_action", "LAPLACIANS"]
 
 _F64 = torch.float64
 LAPLACIANS = ("combinatorial", "normalized")
@@ -38,14 +39,36 @@ def as_graph(obj, name: str = "graph") -> "_Graph":
     if isinstance(obj, _Graph):
         return obj
     if hasattr(obj, "edge_index") and hasattr(obj, "num_nodes"):
-        weight = getattr(obj, "edge_weight", None)
         if obj.edge_index is None:
             raise ValueError(f"{name} has no edge_index")
-        return _Graph.parse(obj.edge_index, obj.num_nodes, weight, name)
+        return _Graph.parse(obj.edge_index, obj.num_nodes, edge_weights(obj, name), name)
     if is_graph_like(obj):
         return _Graph.parse(*obj, name=name) if len(obj) == 3 else _Graph.parse(*obj, None, name)
     raise TypeError(f"{name} must be a torch_geometric Data or a tuple (edge_index, num_nodes"
                     f"[, edge_weight]), got {type(obj).__name__}")
+
+
+def edge_weights(data, name: str = "graph"):
+    """The edge weights of a PyG ``Data``: ``data.edge_weight``, else ``data.weight`` when it
+    holds one value per edge — shape (E,) or (E, 1), E the columns of ``edge_index`` — as
+    ``torch_geometric.utils.from_networkx`` writes the edge attribute ``weight`` of a
+    weighted networkx graph; None when neither. A ``weight`` of another shape is not an
+    edge attribute and is left alone. Both present and different is a ValueError."""
+    ew = getattr(data, "edge_weight", None)
+    w = getattr(data, "weight", None)
+    E = int(data.edge_index.shape[1]) if np.ndim(data.edge_index) == 2 else -1
+    if not (isinstance(w, (torch.Tensor, np.ndarray)) and w.ndim in (1, 2)
+            and w.shape[0] == E and int(np.prod(w.shape)) == E):
+        return ew
+    if ew is None:
+        return w
+    a = torch.as_tensor(ew).reshape(-1).to(_F64).cpu()
+    b = torch.as_tensor(w).reshape(-1).to(_F64).cpu()
+    if a.shape != b.shape or not bool(torch.equal(a, b)):
+        raise ValueError(f"{name} has both edge_weight and weight (one value per edge, as "
+                         f"torch_geometric.utils.from_networkx writes it) and they differ: "
+                         f"keep one of them (del data.weight or del data.edge_weight)")
+    return ew
 
 
 def _sparse_csr(rows, cols, vals, n):
@@ -79,14 +102,7 @@ class _Graph:
         n = int(num_nodes)
         if n < 1:
             raise ValueError(f"{name} has no nodes (num_nodes={n})")
-        ei = torch.as_tensor(edge_index)
-        if ei.dtype.is_floating_point or ei.dtype == torch.bool or ei.is_complex():
-            raise TypeError(f"{name}: edge_index must hold integers, got dtype {ei.dtype}")
-        if ei.dim() != 2 or ei.shape[0] != 2:
-            raise ValueError(f"{name}: edge_index must have shape (2, E), got {tuple(ei.shape)}")
-        ei = ei.long()
-        if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
-            raise ValueError(f"{name}: edge_index holds node ids outside [0, {n})")
+        ei = check_edge_index(edge_index, n, name)
         E = ei.shape[1]
         if edge_weight is None:
             w = torch.ones(E, dtype=_F64, device=ei.device)

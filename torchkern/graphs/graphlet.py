@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
 from .._validation import as_generator, is_int
 from ..gram import FeatureKernelMatrix
-from ._batch import GraphKernel, GraphSet
+from ._batch import GraphKernel, GraphSet, check_memory
 
 __all__ = ["GraphletSampling"]
 
@@ -110,6 +111,15 @@ class GraphletSampling(GraphKernel):
         """φ of every graph of X: class frequencies, shape (n_graphs, 4 or 11)."""
         X = self.check_input(X, "X")
         return self._features(X, self._uniforms(X.device))
+
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        if self.n_samples is not None or len(X) == 0:
+            return
+        n, k = int(X.num_nodes.max()), self.k
+        subsets = math.comb(n, k)
+        check_memory(subsets * k * 8, f"{name}: GraphletSampling(n_samples=None) on a graph of "
+                     f"{n:,} nodes enumerates its C(n, {k}) = {subsets:,} node subsets (a "
+                     f"table of {k} int64 per subset), which", X.device)
 
     def _uniforms(self, device):
         if self.n_samples is None:

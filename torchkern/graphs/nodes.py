@@ -201,7 +201,8 @@ class _NodeKernel(StructuredKernel):
         if is_graph_like(X):
             # PyG's Data.to() and apply() move a graph in place: the same Data object can
             # hold new edge tensors, so the cache is keyed on those tensors too.
-            key = (X, getattr(X, "edge_index", None), getattr(X, "edge_weight", None))
+            key = (X, getattr(X, "edge_index", None), getattr(X, "edge_weight", None),
+                   getattr(X, "weight", None))
             seen, g = self._seen
             if seen is None or any(a is not b for a, b in zip(seen, key)):
                 g = as_graph(X, name)

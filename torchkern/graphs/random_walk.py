@@ -10,7 +10,7 @@ from .._validation import is_int
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..linalg import cg
 from ..linalg._common import ConvergenceWarning
-from ._batch import GraphKernel, GraphSet, unify_labels
+from ._batch import GraphKernel, GraphSet, check_memory, unify_labels
 
 __all__ = ["RandomWalk"]
 
@@ -187,12 +187,32 @@ class RandomWalk(GraphKernel):
                 f"spectral radii here are {rho_x:.6g} and {rho_y:.6g}, so lam must be "
                 f"< {limit:.6g}. Pass a smaller lam, or p=<int> for the truncated kernel.")
 
+    # -- sizes ---------------------------------------------------------------------------
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        with_edges = X.num_nodes[X.num_edges > 0]
+        if with_edges.numel() == 0:
+            return
+        n = int(with_edges.max())
+        check_memory(8 * n * n, f"{name}: RandomWalk on a graph of {n:,} nodes finds the "
+                     f"spectral radius of its adjacency matrix from the dense (n, n) float64 "
+                     f"matrix, which", X.device)
+
+    def _check_product_size(self, X: GraphSet, Y: GraphSet) -> None:
+        """The labeled product graph of the largest graphs of X and Y, (n₁, n₂) float64."""
+        n1, n2 = int(X.num_nodes.max()), int(Y.num_nodes.max())
+        check_memory(8 * n1 * n2, f"X and Y: RandomWalk on the label-matched product of graphs "
+                     f"of {n1:,} and {n2:,} nodes holds (n₁, n₂) float64 tables, which",
+                     X.device)
+
     # -- kernel ----------------------------------------------------------------------------
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
+        features = not self.edge_labels and (not self.labeled or _single_label(X, Y))
+        if not features:
+            self._check_product_size(X, X if Y is None else Y)
         (rx, nx), (ry, ny) = _spectra(X), _spectra(X if Y is None else Y)
         self._check_lam(rx, ry)
-        if not self.edge_labels and (not self.labeled or _single_label(X, Y)):
+        if features:
             K = self._n_terms(nx, ny)
             phi_x = walk_counts(X, self._step_scales(K))
             phi_y = None if Y is None else walk_counts(Y, self._step_scales(K))
@@ -205,9 +225,12 @@ class RandomWalk(GraphKernel):
         return DenseKernelMatrix(self._pairwise(X, nodes[0], Y, nodes[1], False, edges))
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
+        features = not self.edge_labels and (not self.labeled or _single_label(X, None))
+        if not features:
+            self._check_product_size(X, X)
         r, n = _spectra(X)
         self._check_lam(r, r)
-        if not self.edge_labels and (not self.labeled or _single_label(X, None)):
+        if features:
             phi = walk_counts(X, self._step_scales(self._n_terms(n, n)))
             return (phi * phi).sum(1)
         (labels,), edges = self._labels([X])

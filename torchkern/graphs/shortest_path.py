@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ._batch import GraphSet, compact, count_rows
+from ._batch import GraphSet, check_memory, compact, count_rows
 from ._labels import CountFeatureKernel, initial_labels
 
 __all__ = ["ShortestPath"]
@@ -41,6 +41,19 @@ def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET):
             reached.logical_or_(new)
             frontier = new.to(A.dtype)
         yield gids, nodes, dist
+
+
+def check_hop_distances(G: GraphSet, name: str, kernel: str) -> None:
+    """Refuse up front (ValueError) a set whose largest graph's dense BFS tables of
+    :func:`hop_distances` cannot fit in memory: n² node pairs × (4 bytes of adjacency,
+    2 or 4 of distance, 4 of frontier, 2 of masks)."""
+    if len(G) == 0:
+        return
+    n = int(G.num_nodes.max())
+    per_pair = 12 if n < 2 ** 15 else 14
+    check_memory(n * n * per_pair, f"{name}: {kernel} on a graph of {n:,} nodes computes all "
+                 f"hop distances by BFS on dense (n, n) tables ({per_pair} bytes per node "
+                 f"pair), which", G.device)
 
 
 def shortest_path_entries(distances, labels: torch.Tensor | None, n_labels: int):
@@ -121,6 +134,9 @@ class ShortestPath(CountFeatureKernel):
 
     def extra_repr(self) -> str:
         return f"with_labels={self.with_labels}, normalize={self.normalize}"
+
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        check_hop_distances(X, name, "ShortestPath")
 
     def _entries(self, G: GraphSet):
         labels, L = initial_labels(G) if self.with_labels else (None, 1)

@@ -6,7 +6,7 @@ import torch
 from .._validation import is_int
 from ._batch import GraphSet
 from ._labels import CountFeatureKernel, round_histograms, wl_label_sequence
-from .shortest_path import hop_distances, shortest_path_entries
+from .shortest_path import check_hop_distances, hop_distances, shortest_path_entries
 
 __all__ = ["WeisfeilerLehman"]
 
@@ -94,6 +94,10 @@ class WeisfeilerLehman(CountFeatureKernel):
     def extra_repr(self) -> str:
         return (f"n_iter={self.n_iter}, base={self.base!r}, edge_labels={self.edge_labels}, "
                 f"normalize={self.normalize}")
+
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        if self.base == "shortest_path":
+            check_hop_distances(X, name, "WeisfeilerLehman(base='shortest_path')")
 
     def _entries(self, G: GraphSet):
         seq = wl_label_sequence(G, self.n_iter, self.edge_labels)
