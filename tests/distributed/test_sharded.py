@@ -374,6 +374,10 @@ def _strided_targets_and_defaults(rank, world):
         torch.testing.assert_close(u, v, rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(a.log_marginal_likelihood(), b.log_marginal_likelihood(),
                                rtol=1e-9, atol=1e-9)
+    # an estimator that reads whole vectors, given vectors="sharded": says what to use
+    with pytest.raises(ValueError, match="vectors='sharded'.*vectors='auto'"):
+        torchkern.GaussianProcessRegressor(tkd.ShardedKernel(torchkern.RBF(1.0),
+                                                             vectors="sharded")).fit(Xs, y[mine])
     # learn_kernel on sharded data: the same learned lengthscale and predictions
     kw = dict(alpha=0.1, tol=1e-10, random_state=0)
     learn = {"objective": "loo", "n_iter": 5}
@@ -397,6 +401,15 @@ def _unprotected_failure(rank, world, timeout):
     ys = tkd.shard_rows(y)
     kernel = tkd.ShardedKernel(torchkern.RBF(1.0))
     store = torch.distributed.distributed_c10d._get_default_store()
+    # an error every rank raises at the same point (a whole y without rows=) leaves the
+    # ranks in step: its reports must not fail a later fit in which a rank is slow
+    with pytest.raises(ValueError, match="whole data set"):
+        torchkern.KernelRidge(kernel, alpha=0.1).fit(Xs, y)
+    if rank == 1:
+        time.sleep(1.5)  # rank 0 waits in a collective for longer than a wait slice
+    a = torchkern.KernelRidge(kernel, alpha=0.1, tol=1e-10, random_state=0).fit(Xs, ys)
+    one = torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.1).fit(X, y)
+    torch.testing.assert_close(a.predict(X[:5]), one.predict(X[:5]), rtol=1e-7, atol=1e-7)
     if rank == 1:
         with pytest.raises(ValueError, match="alpha must be finite"):
             torchkern.KernelRidge(kernel, alpha=-1.0).fit(Xs, ys)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from .._estimator import _SHARDED_FITS
 from ..kernels.base import Kernel
 from ..kernels.structured import StructuredKernel
 from ._comm import gather_rows
@@ -60,6 +61,7 @@ class ShardedKernel(StructuredKernel):
         self.base = kernel
         self._group = _Group(group)
         self.vectors = vectors
+        self._keeps_sharded = False  # set by shard_vectors: this fit keeps vectors sharded
 
     def shard_vectors(self, X, resolve: bool = True) -> bool:
         """For an estimator whose fit keeps its vectors sharded (KernelRidge): with
@@ -68,6 +70,7 @@ class ShardedKernel(StructuredKernel):
         with sharded vectors (``X`` a :class:`ShardedInput`, ``vectors="sharded"``)."""
         if resolve and self.vectors == "auto" and isinstance(X, ShardedInput):
             self.vectors = "sharded"
+        self._keeps_sharded = True
         return isinstance(X, ShardedInput) and self.vectors == "sharded"
 
     def check_input(self, X, name: str = "X", **kw):
@@ -84,6 +87,12 @@ class ShardedKernel(StructuredKernel):
             raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
         if Y is not None and (Y.dtype != X.dtype or Y.device != X.device):
             Y = Y.to(dtype=X.dtype, device=X.device)
+        if (self.vectors == "sharded" and not self._keeps_sharded and _SHARDED_FITS.get()
+                and (isinstance(X, ShardedInput) or isinstance(Y, ShardedInput))):
+            raise ValueError(
+                "ShardedKernel(vectors='sharded'): this fit (or its learn_kernel) reads "
+                "whole vectors; only KernelRidge's CG and Nystrom solvers keep them sharded. "
+                "Use vectors='auto' (the default) or 'replicated'")
         if isinstance(X, ShardedInput):
             K = ShardedKernelMatrix(self.base, X, Y, backend)
             return K if self.vectors == "sharded" else K.replicated()
