@@ -33,7 +33,7 @@ def check_edge_index(edge_index, num_nodes, where="graph") -> torch.Tensor:
     ei = edge_index if isinstance(edge_index, torch.Tensor) else \
         torch.as_tensor(np.asarray(edge_index))
     if ei.dtype.is_floating_point or ei.is_complex() or ei.dtype == torch.bool:
-        fail(TypeError, f"dtype {ei.dtype}")
+        fail(TypeError, f"dtype {getattr(edge_index, 'dtype', ei.dtype)}")
     if ei.dim() != 2 or ei.shape[0] != 2:
         fail(ValueError, f"shape {tuple(ei.shape)}")
     ei = ei.long()
