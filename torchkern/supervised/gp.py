@@ -391,7 +391,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                 best = dict(res, start=f"restart {i + 1} of {restarts}")
         coords.set(best["theta"])
         self.loss_history_ = best["history"]
-        self.n_iter_ = best["nit"]
+        self.n_iter_ = int(best["nit"])
         where = f" (from {best['start']})" if restarts else ""
         if best["early"] is not None and n_iter > 0:
             warnings.warn(f"GaussianProcessRegressor: {best['early']}{where}; hyperparameters "

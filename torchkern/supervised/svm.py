@@ -209,8 +209,9 @@ class SVC(ClassifierMixin, _BaseSVM):
     intercept_ : torch.Tensor
         (n_classes (n_classes − 1) / 2,) intercepts b = −ρ of the machines (two classes:
         ρ, with the sign flip of ``dual_coef_``).
-    n_iter_ : torch.Tensor
-        Outer iterations of each binary problem.
+    n_iter_ : int
+        Outer iterations of the binary problem that took the most (the only one for two
+        classes).
     probA_, probB_ : torch.Tensor
         (n_classes (n_classes − 1) / 2,) Platt parameters A, B of each pair (empty unless
         ``probability=True``).
@@ -344,7 +345,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         else:
             self.dual_coef_ = dual
             self.intercept_ = -self._rho
-        self.n_iter_ = torch.tensor(iters)
+        self.n_iter_ = int(max(iters))
         self.solver_ = "libsvm" if inners == {"libsvm"} else "smo (" + ", ".join(sorted(inners)) + ")"
         return self
 
