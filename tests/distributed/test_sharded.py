@@ -374,6 +374,14 @@ def _strided_targets_and_defaults(rank, world):
         torch.testing.assert_close(u, v, rtol=1e-8, atol=1e-9)
     torch.testing.assert_close(a.log_marginal_likelihood(), b.log_marginal_likelihood(),
                                rtol=1e-9, atol=1e-9)
+    # a classifier with each rank's own NumPy string labels (replicated vectors under
+    # "auto"): SMO to a tight tolerance, the one-process decision values
+    labels = np.where(y.numpy() > 0, "pos", "neg")
+    a = torchkern.SVC(kernel, tol=1e-9).fit(Xs, labels[mine])
+    b = torchkern.SVC(torchkern.RBF(1.0), tol=1e-9).fit(X, labels)
+    assert list(a.classes_) == ["neg", "pos"]
+    torch.testing.assert_close(a.decision_function(Xt), b.decision_function(Xt), rtol=1e-6,
+                               atol=1e-6)
     # an estimator that reads whole vectors, given vectors="sharded": says what to use
     with pytest.raises(ValueError, match="vectors='sharded'.*vectors='auto'"):
         torchkern.GaussianProcessRegressor(tkd.ShardedKernel(torchkern.RBF(1.0),
