@@ -66,6 +66,10 @@ def _products_and_solvers(rank, world):
                                    atol=1e-12)
     with pytest.raises(ValueError, match=f"this rank's {counts[rank]} rows"):
         K @ V
+    # the default vectors="auto" holds them whole outside KernelRidge: says so
+    with pytest.raises(ValueError, match="whole on every rank.*vectors='sharded'"):
+        tkd.ShardedKernel(torchkern.RBF(0.8))(Xs) @ V[mine]
+    torch.testing.assert_close(tkd.ShardedKernel(torchkern.RBF(0.8))(Xs) @ V, D @ V)
     torch.testing.assert_close(K.diag(), D.diagonal()[mine])
     torch.testing.assert_close(K.cols([3, 59, 0]), D[mine][:, [3, 59, 0]])
     torch.testing.assert_close(K.rows([41, 2]), D[[41, 2]])

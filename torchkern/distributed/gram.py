@@ -414,6 +414,16 @@ class _Replicated(KernelMatrix):
         self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
         self.backend = base.backend.replace("sharded-", "sharded-replicated-")
 
+    def __matmul__(self, V):
+        rows = getattr(V, "shape", (None,))[:1]
+        if rows and rows[0] != self.shape[1] and rows[0] == self.base._in_rows:
+            raise ValueError(
+                f"K @ V: this matrix holds vectors whole on every rank (ShardedKernel "
+                f"vectors='auto' outside KernelRidge, or 'replicated'): V must have all "
+                f"{self.shape[1]} rows, got this rank's {rows[0]}; for products on each "
+                f"rank's rows use ShardedKernel(..., vectors='sharded')")
+        return super().__matmul__(V)
+
     def _own_cols(self, V):
         if self.base.col_sharding is None:
             return V
