@@ -1,7 +1,9 @@
 """Kernels between graphs (torch_geometric ``Data``) and on the nodes of a graph.
 
-Kernels between graphs take a list of ``torch_geometric.data.Data``, a ``Batch`` or a
-:class:`GraphSet`, and return a lazy KernelMatrix like every torchkern kernel:
+Kernels between graphs take a list of ``torch_geometric.data.Data`` (or of ``Batch``
+objects), a ``Batch``, a torch-geometric ``Dataset`` (``TUDataset``, any
+``InMemoryDataset``), a ``DataLoader`` that does not shuffle, or a :class:`GraphSet`, and
+return a lazy KernelMatrix like every torchkern kernel:
 :class:`WeisfeilerLehman`, :class:`ShortestPath`, :class:`RandomWalk`,
 :class:`GraphletSampling`.
 """

@@ -265,8 +265,10 @@ def unify_labels(parts):
 class GraphSet(KernelInput):
     r"""A set of graphs as one kernel input (the input of :mod:`torchkern.graphs` kernels).
 
-    Built from a list of ``torch_geometric.data.Data``, a PyG ``Batch`` or another
-    GraphSet; every graph kernel converts its inputs with it, so users rarely build one.
+    Built from a list of ``torch_geometric.data.Data`` (a ``Batch`` in the list counts as
+    its graphs), a PyG ``Batch`` or another GraphSet; every graph kernel converts its
+    inputs with it (a torch-geometric ``Dataset`` or a ``DataLoader`` too, see
+    ``GRAPH_SETS``), so users rarely build one.
 
     Notes
     -----
@@ -275,6 +277,9 @@ class GraphSet(KernelInput):
       ``x`` has all its nodes alike — then no graph of the set may have ``x``.
       Labels are compared across sets by value, so the rows of two sets must have the
       same width.
+    - **edge_index** must be an integer tensor of shape (2, E) with entries in
+      [0, num_nodes) (``check_edge_index``, shared with the node kernels); a float
+      one is an error, never rounded.
     - **Edges** are read as given: an entry (s, t) of ``edge_index`` is the directed edge
       s → t (adjacency A[s, t] = 1). PyG stores an undirected graph with both directions,
       so such graphs are undirected here as well. A graph given with one direction per
@@ -612,7 +617,7 @@ def _graph_list(X, name: str):
 class GraphKernel(StructuredKernel):
     """Base of kernels between graphs: inputs become a :class:`GraphSet`.
 
-    Graph sets are taken as :data:`GRAPH_SETS` says; :meth:`_check_size` (a subclass
+    Graph sets are taken as ``GRAPH_SETS`` says; :meth:`_check_size` (a subclass
     hook) refuses up front a set the kernel could not compute in memory."""
 
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
@@ -636,7 +641,7 @@ class GraphKernel(StructuredKernel):
         raise TypeError(f"{name} must be {GRAPH_SETS}, got {type(X).__name__}")
 
     def _check_size(self, X: GraphSet, name: str) -> None:
-        """Raise ValueError (:func:`check_memory`) when the graphs of X are too large for
+        """Raise ValueError (``check_memory``) when the graphs of X are too large for
         this kernel's method; by the kernels with dense per-graph steps."""
 
     def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:

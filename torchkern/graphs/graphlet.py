@@ -71,6 +71,9 @@ class GraphletSampling(GraphKernel):
     search. An edge counts when either direction is present (graphlets are undirected);
     self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
     O(G·s·k² log E) for s samples per graph; features are dense (G, 4 or 11).
+    ``n_samples=None`` holds the C(n, k) subsets of a graph at once (8k bytes each): a
+    graph for which that exceeds the device's memory is refused up front (ValueError
+    giving the bytes); sampling has no such limit.
     By Hoeffding's inequality each estimated frequency is within ε of the truth with
     probability 1 − δ for s ≥ log(2/δ)/(2ε²) (Shervashidze et al., 2009, Sec. 3.1, give a
     bound on the whole vector).

@@ -6,7 +6,9 @@ eigenpairs (λ_i, u_i) of L, with f ≥ 0 on the spectrum, so K is positive semi
 (Smola & Kondor 2003). Two ways to call one:
 
 - ``k(data)`` — a torch_geometric ``Data`` (or ``(edge_index, num_nodes[,
-  edge_weight])``): the (n, n) KernelMatrix over all its nodes;
+  edge_weight])``): the (n, n) KernelMatrix over all its nodes; edge weights are
+  ``data.edge_weight``, else ``data.weight`` when it has one value per edge (as
+  ``torch_geometric.utils.from_networkx`` writes it);
 - with ``graph=data`` given to the kernel, ``k(idx)`` / ``k(idx1, idx2)`` for 1-D integer
   node indices (an (m, 1) column is accepted, as scikit-learn passes it): the block
   K[idx1][:, idx2]. Estimators take node indices this way:
@@ -284,8 +286,12 @@ _CALL_DOC = """
     graph : torch_geometric Data or (edge_index, num_nodes[, edge_weight]), optional
         The graph whose nodes ``k(idx)`` indexes. Without it the kernel takes whole graphs:
         ``k(data)``. Edges are undirected (an edge listed in both directions, as PyG does,
-        is one edge; of two different weights the larger is kept); ``data.edge_weight``
-        (nonnegative) weights them; self-loops are ignored.
+        is one edge; of two different weights the larger is kept); ``edge_index`` must be
+        an integer tensor of shape (2, E) with entries in [0, num_nodes). Nonnegative
+        weights come from ``data.edge_weight``, else from ``data.weight`` when it holds
+        one value per edge (shape (E,): what ``torch_geometric.utils.from_networkx``
+        writes for a weighted networkx graph); both present and different is a
+        ValueError. Self-loops are ignored.
     method : {"auto", "dense", "krylov"}
         ``"dense"``: eigendecomposition of the dense Laplacian, O(n³) time and O(n²)
         memory once per graph. ``"krylov"``: an operator KernelMatrix on the sparse

@@ -119,6 +119,11 @@ class RandomWalk(GraphKernel):
         graphs given: the message names that largest admissible λ. λ is never lowered
         silently (GraKeL lowers it). With edge labels the same bound is used: it is
         sufficient (A× ≤ A₁ ⊗ A₂ entrywise, so ρ(A×) ≤ ρ(A₁)ρ(A₂)), not necessary.
+    ValueError
+        Up front, when the dense tables exceed the device's memory: 8n² bytes for the
+        adjacency matrix of the largest graph with an edge (n nodes; its spectral radius
+        is found from it), and for the labeled kernel 8n₁n₂ bytes for the product of the
+        largest graphs of X and Y. The message gives the bytes.
 
     Notes
     -----

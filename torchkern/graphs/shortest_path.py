@@ -111,7 +111,9 @@ class ShortestPath(CountFeatureKernel):
     products, O(Σ_g n_g³ D_g) for diameters D_g; the pair counts are reduced by one sort
     per group, and the features (one column per distinct triple) are sparse. Isolated
     nodes and empty graphs are fine (GraKeL 0.1.11 fails on graphs with isolated nodes).
-    Directed graphs (edges given one way) use directed distances.
+    Directed graphs (edges given one way) use directed distances. The BFS tables take
+    12 bytes per node pair of the largest graph (14 from 2^15 nodes): a graph whose
+    tables exceed the device's memory is refused up front (ValueError giving the bytes).
 
     References
     ----------
