@@ -22,6 +22,7 @@ __all__ = ["KernelRidge"]
 
 _F64 = torch.float64
 _SOLVERS = ("auto", "cholesky", "cg", "nystrom")
+_PRECONDITIONERS = ("nystrom", None)
 # solver="auto": Cholesky up to this many samples (an n × n float64 factor of 200 MB),
 # preconditioned CG up to _AUTO_CG_MAX_N, the Nyström (Falkon) solver beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
@@ -213,18 +214,21 @@ class KernelRidge(RegressorMixin, Estimator):
         ``"cholesky"``: dense float64 Cholesky of K + αI, O(n³) time, O(n²) memory.
         ``"cg"``: conjugate gradient on K + αI (:func:`torchkern.linalg.cg`; K stored
         under ``backend="auto"`` when it fits ``config.materialize_max_bytes``, else
-        lazy), preconditioned by the Nyström approximation of K on ``n_centers``
-        uniformly drawn columns (default min(n, 1000, max(100, 5·10⁷/n));
-        ``n_centers=0`` for none): O(n²) kernel evaluations per iteration, O(n·m)
-        memory when lazy. ``"nystrom"``: Falkon-style Nyström KRR (below), approximate.
+        lazy), preconditioned (``preconditioner="nystrom"``, the default) by the Nyström
+        approximation of K on ``n_centers`` uniformly drawn columns (default
+        min(n, 1000, max(100, 5·10⁷/n))): O(n²) kernel evaluations per iteration,
+        O(n·m) memory when lazy. ``"nystrom"``: Falkon-style Nyström KRR (below), approximate.
         ``"auto"``: cholesky for n ≤ 5,000, cg for n ≤ 50,000, nystrom beyond; on
         row-sharded data (:mod:`torchkern.distributed`) cg up to 50,000, where cholesky,
         which needs the whole matrix, is an error.
     n_centers : int, optional
         ``"nystrom"``: the number m of uniformly drawn centers (default min(n, 1000)).
-        ``"cg"``: the centers of the Nyström preconditioner (default above).
-    tol : float
-        Relative residual at which CG stops (``"cg"``, ``"nystrom"``).
+        ``"cg"``: the centers of the Nyström preconditioner (default above; 0 for none).
+    tol : float, optional
+        Relative residual at which CG stops (``"cg"``, ``"nystrom"``). Default (None):
+        :func:`torchkern.linalg.cg`'s, 1e-6, which float32 data meet without a warning
+        (the float32 rounding of a solution at 1e-6 is accepted); an explicit ``tol``
+        below what float32 resolves warns.
     max_iter : int, optional
         CG iteration cap (default that of :func:`torchkern.linalg.cg`); a
         :class:`~torchkern.linalg.ConvergenceWarning` reports the residual if reached.
@@ -236,6 +240,11 @@ class KernelRidge(RegressorMixin, Estimator):
     backend : str, optional
         Gram-matrix backend (``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``) for the
         lazy products of ``"cg"`` and for ``predict``.
+    preconditioner : {"nystrom", None}
+        ``"cg"``: ``"nystrom"`` (default) preconditions by
+        :class:`~torchkern.linalg.NystromPreconditioner` on ``n_centers`` columns of K
+        (on 2,000–10,000 points, RBF in 3-d, α = 10⁻⁴·n: 6–7 CG iterations where plain
+        CG takes ~90, ``bench/solvers.py``); None for plain CG.
 
     Attributes
     ----------
@@ -279,12 +288,14 @@ class KernelRidge(RegressorMixin, Estimator):
     torch.Size([5])
     """
 
-    def __init__(self, kernel=None, alpha=1.0, solver="auto", n_centers=None, tol=1e-6,
-                 max_iter=None, random_state=None, verbose=False, backend=None):
+    def __init__(self, kernel=None, alpha=1.0, solver="auto", n_centers=None, tol=None,
+                 max_iter=None, random_state=None, verbose=False, backend=None,
+                 preconditioner="nystrom"):
         self.kernel = kernel
         self.alpha = alpha
         self.solver = solver
         self.n_centers = n_centers
+        self.preconditioner = preconditioner
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
@@ -358,12 +369,18 @@ class KernelRidge(RegressorMixin, Estimator):
         return self
 
     def _check_params(self, solver):
-        if not (is_real(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be a positive float, got {self.tol!r}")
+        if self.tol is not None and not (is_real(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be None or a positive float, got {self.tol!r}")
+        if self.preconditioner not in _PRECONDITIONERS:
+            raise ValueError(f"preconditioner must be one of {_PRECONDITIONERS}, "
+                             f"got {self.preconditioner!r}")
         if self.n_centers is not None and (isinstance(self.n_centers, bool)
                                            or not is_int(self.n_centers)
                                            or self.n_centers < (1 if solver == "nystrom" else 0)):
             raise ValueError(f"n_centers must be a positive int, got {self.n_centers!r}")
+
+    def _tol(self):
+        return None if self.tol is None else float(self.tol)
 
     def _fit_exact(self, kernel, X, Y, alpha, w, solver):
         """c = S (S K S + αI)⁻¹ S y (S = diag(√w), or I) by Cholesky or CG."""
@@ -378,8 +395,9 @@ class KernelRidge(RegressorMixin, Estimator):
             C = _solve_cholesky(K, Y, alpha, self.verbose).to(Y.dtype)
             self.n_iter_ = 1  # one direct solve
         else:
-            n_centers = _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers
-            C, self.n_iter_ = _solve_cg(K, Y, alpha, rank=n_centers, tol=float(self.tol),
+            n_centers = (0 if self.preconditioner is None else
+                         _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers)
+            C, self.n_iter_ = _solve_cg(K, Y, alpha, rank=n_centers, tol=self._tol(),
                                         max_iter=self.max_iter, verbose=self.verbose,
                                         generator=_generator(self.random_state))
         return C if s is None else C * s[:, None]
@@ -406,7 +424,7 @@ class KernelRidge(RegressorMixin, Estimator):
                 Knm = RowBlockOperator(K, K.block_rows(), sharded_by=K)
             Y, w = _own(K, Y), None if w is None else _own(K, w)  # K row-sharded: own rows
             Kmm = kernel(Z, backend="dense").to_dense()
-        B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=float(self.tol),
+        B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=self._tol(),
                                          max_iter=self.max_iter, verbose=self.verbose)
         return B.to(Y.dtype), Z
 
