@@ -386,6 +386,16 @@ def _strided_targets_and_defaults(rank, world):
     assert list(a.classes_) == ["neg", "pos"]
     torch.testing.assert_close(a.decision_function(Xt), b.decision_function(Xt), rtol=1e-6,
                                atol=1e-6)
+    # HSIC on paired samples: the other sample as each rank's own rows, or sharded alike
+    from torchkern.stats import HSICTest
+    Y2 = X.sin() + 0.1 * torch.randn(80, 2, dtype=F64, generator=torch.Generator().manual_seed(7))
+    hsic = dict(n_permutations=20, random_state=0)
+    ref = HSICTest(torchkern.RBF(1.0), torchkern.RBF(1.0), **hsic).test(X, Y2).statistic
+    for other in (Y2[mine], tkd.ShardedInput(Y2[mine])):
+        r = HSICTest(kernel, tkd.ShardedKernel(torchkern.RBF(1.0)), **hsic).test(Xs, other)
+        torch.testing.assert_close(r.statistic, ref, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="Y has the length of the whole data set"):
+        HSICTest(kernel, torchkern.RBF(1.0), **hsic).test(Xs, Y2)
     # an estimator that reads whole vectors, given vectors="sharded": says what to use
     with pytest.raises(ValueError, match="vectors='sharded'.*vectors='auto'"):
         torchkern.GaussianProcessRegressor(tkd.ShardedKernel(torchkern.RBF(1.0),

@@ -136,14 +136,27 @@ class ShardedInput(KernelInput):
         of ``rows`` when every rank gave it. A whole ``values`` without ``rows`` raises
         ValueError (its order cannot be told from the shards'); a rank whose values are
         invalid makes every rank raise (that rank its ValueError, the others
-        RankFailedError naming it). Scalars and None are returned as they are. Tensors
-        come back as tensors on this data's device, anything else as a NumPy array.
+        RankFailedError naming it). Scalars, None and a ShardedInput paired with this one
+        (same counts and ``rows``) are returned as they are. Tensors come back as tensors
+        on this data's device, anything else as a NumPy array. Also pairs the samples of
+        ``HSICTest.test(X, Y)`` and the views of ``KernelCCA.fit(X, y)``.
         """
         import numpy as np
+        sh = self.sharding
+        if isinstance(values, ShardedInput):  # a second view, sharded: paired row by row
+            other = values.sharding
+            same = other.counts == sh.counts and (
+                (other.positions is None and sh.positions is None) or
+                (other.positions is not None and sh.positions is not None
+                 and torch.equal(other.positions.cpu(), sh.positions.cpu())))
+            if not same:
+                raise ValueError(f"{name} is a ShardedInput whose rows are not paired with "
+                                 f"X's: each rank must hold as many rows of both (counts "
+                                 f"{other.counts} and {sh.counts}), with the same rows=")
+            return values
         if values is None or (values.dim() == 0 if isinstance(values, torch.Tensor)
                               else np.ndim(values) == 0):
             return values
-        sh = self.sharding
         error, mine = None, None
         try:
             T = values if isinstance(values, torch.Tensor) else np.asarray(values)

@@ -325,6 +325,12 @@ class HSICTest(BaseEstimator):
             raise ValueError(f"n_features must be None or a positive int, got {m!r}")
         kx = None if self.kernel_x is None else check_kernel(self.kernel_x, "kernel_x")
         ky = None if self.kernel_y is None else check_kernel(self.kernel_y, "kernel_y")
+        # Row-sharded samples (torchkern.distributed): the other sample's rows paired with
+        # this rank's rows (each rank's own, or whole ones in a known order)
+        if callable(getattr(X, "align_rows", None)):
+            Y = X.align_rows(Y, "Y")
+        elif callable(getattr(Y, "align_rows", None)):
+            X = Y.align_rows(X, "X")
         X, Y = check_input(kx, X, "X", allow_1d=True), check_input(ky, Y, "Y", allow_1d=True)
         n = X.shape[0]
         if Y.shape[0] != n:
