@@ -22,6 +22,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import from_networkx
 
 import torchkern as tk
+from torchkern.stats import HSICTest
 from torchkern.graphs import (CommuteTime, DiffusionKernel, GraphletSampling, PStepRandomWalk,
                               RandomWalk, RegularizedLaplacian, ShortestPath, WeisfeilerLehman)
 
@@ -217,6 +218,16 @@ def test_estimators_take_datasets_and_loaders(graphs_and_dataset):
     np.testing.assert_allclose(np.asarray(out), ridge, rtol=1e-12, atol=1e-12)
     cv = np.asarray(cross_val_score(tk.SVC(kernel=k), ds, y, cv=3))
     np.testing.assert_array_equal(cv, cross_val_score(tk.SVC(kernel=k), graphs, y, cv=3))
+    km = np.asarray(tk.KernelKMeans(k, 2, random_state=0).fit(graphs).labels_)
+    loader = DataLoader(ds, batch_size=8)
+    for X in (ds, loader):
+        np.testing.assert_array_equal(
+            np.asarray(tk.KernelKMeans(k, 2, random_state=0).fit(X).labels_), km)
+    z = np.random.default_rng(0).normal(size=(len(graphs), 1))
+    hsic = HSICTest(k, tk.RBF(), n_permutations=20, random_state=0)
+    ref = hsic.test(graphs, z)
+    out = hsic.test(loader, z)
+    assert float(out.statistic) == float(ref.statistic) and out.p_value == ref.p_value
 
 
 def test_a_shuffling_loader_is_refused(graphs_and_dataset):
