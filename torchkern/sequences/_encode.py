@@ -1,4 +1,4 @@
-"""Strings as a kernel input: integer codes on a padded tensor."""
+"""Strings as a kernel input: integer codes, packed (all letters one after the other)."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,70 +24,112 @@ def _resolve_alphabet(alphabet) -> str | None:
     if alphabet is None:
         return None
     if not isinstance(alphabet, str) or not alphabet:
-        raise TypeError(f"alphabet must be 'dna', 'rna', 'protein' or a non-empty string of "
-                        f"letters, got {alphabet!r}")
+        raise TypeError(f"alphabet must be 'dna', 'rna', 'protein', a non-empty string of "
+                        f"letters or None, got {alphabet!r}")
     letters = ALPHABETS.get(alphabet, alphabet)
     if len(set(letters)) != len(letters):
         raise ValueError(f"alphabet {alphabet!r} repeats a letter")
     return letters
 
 
+def _starts(lengths: torch.Tensor) -> torch.Tensor:
+    """Each string's offset in the packed codes: the exclusive cumulative sum of lengths."""
+    return torch.cumsum(lengths, 0) - lengths
+
+
 class SequenceSet(KernelInput):
     """A set of strings encoded over one alphabet: the input of the string kernels.
 
+    The letters are stored packed, one string after the other, so memory is proportional
+    to the total number of letters (one long string among many short ones costs no
+    padding).
+
     Attributes
     ----------
-    codes : Tensor of int64, shape (n, L)
-        ``codes[i, t]`` is the position in ``alphabet`` of the t-th letter of string i
-        (its Unicode code point when ``alphabet`` is None); ``-1`` pads past its length.
-        L is the longest length.
+    flat : Tensor of int64, shape (N,)
+        The letter codes of all strings concatenated, N = the total length: the position
+        of each letter in ``alphabet`` (its Unicode code point when ``alphabet`` is None).
     lengths : Tensor of int64, shape (n,)
+    starts : Tensor of int64, shape (n,)
+        String i is ``flat[starts[i]:starts[i] + lengths[i]]``.
     alphabet : str or None
         The letters, in code order; None for code points.
     dtype : torch.dtype
         The floating dtype of the Gram matrices computed from this set.
     device : torch.device
 
+    ``codes`` gives the padded (n, L) tensor (``-1`` past each length; built on demand,
+    O(n · L) memory) and :meth:`padded` the padded codes of a few strings.
     Made by :func:`encode`; indexing (``S[idx]``, ``S.take``), :meth:`concat`, ``len`` and
     ``S.to(device, dtype)`` make it a :class:`~torchkern.inputs.KernelInput`.
     """
 
     def __init__(self, codes: torch.Tensor, lengths: torch.Tensor, alphabet: str | None,
                  dtype: torch.dtype = torch.float64):
-        if codes.dim() != 2 or lengths.shape != (codes.shape[0],):
-            raise ValueError(f"codes must be (n, L) and lengths (n,), got {tuple(codes.shape)} "
-                             f"and {tuple(lengths.shape)}")
-        self.codes, self.lengths, self.alphabet = codes.long(), lengths.long(), alphabet
+        lengths = lengths.long()
+        if lengths.dim() != 1:
+            raise ValueError(f"lengths must be (n,), got {tuple(lengths.shape)}")
+        if codes.dim() == 2:        # padded (n, L): keep the letters inside the lengths
+            if codes.shape[0] != lengths.shape[0]:
+                raise ValueError(f"codes must be (n, L) and lengths (n,), got "
+                                 f"{tuple(codes.shape)} and {tuple(lengths.shape)}")
+            pos = torch.arange(codes.shape[1], device=codes.device)
+            codes = codes[pos[None, :] < lengths[:, None]]
+        elif codes.dim() != 1 or codes.numel() != int(lengths.sum()):
+            raise ValueError(f"codes must be packed (total length,) or padded (n, L), got "
+                             f"{tuple(codes.shape)} for lengths summing to {int(lengths.sum())}")
+        self.flat, self.lengths, self.alphabet = codes.long(), lengths, alphabet
+        self.starts = _starts(lengths)
         self.dtype, self.device = dtype, codes.device
 
     def __len__(self) -> int:
-        return self.codes.shape[0]
+        return self.lengths.shape[0]
 
     @property
     def max_length(self) -> int:
-        return self.codes.shape[1]
+        return int(self.lengths.max()) if len(self) else 0
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """The padded (n, L) int64 codes, ``-1`` past each length (L = the longest)."""
+        return self.padded(torch.arange(len(self), device=self.device), self.max_length)
+
+    def padded(self, idx: torch.Tensor, L: int) -> torch.Tensor:
+        """The codes of the strings ``idx`` as a (len(idx), L) tensor padded with ``-1``
+        (longer strings cut at L): O(len(idx) · L)."""
+        pos = torch.arange(L, device=self.device)
+        inside = pos[None, :] < self.lengths[idx][:, None]
+        if self.flat.numel() == 0:
+            return torch.full(inside.shape, _PAD, dtype=torch.long, device=self.device)
+        at = (self.starts[idx][:, None] + pos).clamp_max(self.flat.numel() - 1)
+        return torch.where(inside, self.flat[at], _PAD)
 
     def mask(self) -> torch.Tensor:
         """Boolean (n, L): True at the positions inside each string."""
         pos = torch.arange(self.max_length, device=self.device)
         return pos[None, :] < self.lengths[:, None]
 
+    def string_index(self) -> torch.Tensor:
+        """(N,): the string each packed letter belongs to."""
+        return torch.repeat_interleave(torch.arange(len(self), device=self.device), self.lengths)
+
     def take(self, idx: torch.Tensor) -> "SequenceSet":
         idx = idx.to(self.device)
         lengths = self.lengths[idx]
-        L = int(lengths.max()) if lengths.numel() else 0
-        return SequenceSet(self.codes[idx, :L], lengths, self.alphabet, self.dtype)
+        # Each kept letter: its string's old start + its offset within the string.
+        total = int(lengths.sum())
+        offset = torch.arange(total, device=self.device) - torch.repeat_interleave(
+            _starts(lengths), lengths, output_size=total)
+        at = torch.repeat_interleave(self.starts[idx], lengths, output_size=total) + offset
+        return SequenceSet(self.flat[at], lengths, self.alphabet, self.dtype)
 
     @classmethod
     def concat(cls, parts) -> "SequenceSet":
         parts = list(parts)
         for p in parts[1:]:
             parts[0].check_compatible(p, "parts")
-        L = max(p.max_length for p in parts)
-        codes = torch.cat([torch.nn.functional.pad(p.codes, (0, L - p.max_length), value=_PAD)
-                           for p in parts])
-        return cls(codes, torch.cat([p.lengths for p in parts]), parts[0].alphabet,
-                   parts[0].dtype)
+        return cls(torch.cat([p.flat for p in parts]), torch.cat([p.lengths for p in parts]),
+                   parts[0].alphabet, parts[0].dtype)
 
     def check_compatible(self, other, name: str = "X") -> None:
         super().check_compatible(other, name)
@@ -96,18 +138,21 @@ class SequenceSet(KernelInput):
                              f"fitted sequences over {self.alphabet!r}")
 
     def _move(self, device) -> None:
-        self.codes, self.lengths = self.codes.to(device), self.lengths.to(device)
+        self.flat, self.lengths = self.flat.to(device), self.lengths.to(device)
+        self.starts = self.starts.to(device)
 
     def strings(self) -> list[str]:
         """The strings back as Python ``str``."""
-        codes, lengths = self.codes.cpu().numpy(), self.lengths.cpu().tolist()
-        if self.alphabet is None:
-            return ["".join(map(chr, codes[i, :n])) for i, n in enumerate(lengths)]
-        return ["".join(self.alphabet[c] for c in codes[i, :n]) for i, n in enumerate(lengths)]
+        flat = self.flat.cpu().numpy()
+        text = ("".join(map(chr, flat)) if self.alphabet is None
+                else "".join(np.array(list(self.alphabet))[flat]) if flat.size else "")
+        ends = np.cumsum(self.lengths.cpu().numpy())
+        return [text[e - n:e] for e, n in zip(ends.tolist(), self.lengths.cpu().tolist())]
 
     def __repr__(self) -> str:
         return (f"SequenceSet(n={len(self)}, max_length={self.max_length}, "
-                f"alphabet={self.alphabet!r}, dtype={self.dtype}, device={self.device})")
+                f"total_length={self.flat.numel()}, alphabet={self.alphabet!r}, "
+                f"dtype={self.dtype}, device={self.device})")
 
 
 def _code_points(seqs, name: str):
@@ -145,7 +190,7 @@ def _map_letters(cps, letters: str, seq_of, name: str) -> np.ndarray:
 
 
 def encode(seqs, alphabet="dna", *, dtype: torch.dtype = torch.float64, device=None) -> SequenceSet:
-    """Encode strings as a padded integer tensor: a :class:`SequenceSet`.
+    """Encode strings as integer codes: a :class:`SequenceSet` (packed, O(total length)).
 
     Parameters
     ----------
@@ -155,7 +200,7 @@ def encode(seqs, alphabet="dna", *, dtype: torch.dtype = torch.float64, device=N
         ``"dna"`` = ACGT, ``"rna"`` = ACGU, ``"protein"`` = the 20 standard amino acids
         ACDEFGHIKLMNPQRSTVWY (for these three, lower-case letters are read as upper case),
         or a string of distinct letters (case-sensitive). None encodes Unicode code points
-        (any character; what :class:`~torchkern.sequences.Substring` uses).
+        (any character, case-sensitive).
     dtype : torch.dtype
         Floating dtype of the Gram matrices computed from the set.
     device : torch.device, optional
@@ -177,29 +222,38 @@ def encode(seqs, alphabet="dna", *, dtype: torch.dtype = torch.float64, device=N
     return _encode(seqs, alphabet, dtype, device, "seqs")
 
 
-def _encode(seqs, alphabet, dtype, device, name: str) -> SequenceSet:
+def _folds_case(alphabet) -> bool:
+    """Whether lower-case letters are read as upper case: for the named alphabets."""
+    return isinstance(alphabet, str) and alphabet in ALPHABETS
+
+
+def _to_codes(cps: np.ndarray, letters: str | None, fold_case: bool, seq_of, name: str):
+    """Code points -> codes over ``letters`` (upper-cased first if ``fold_case``)."""
+    if fold_case:
+        lower = (cps >= ord("a")) & (cps <= ord("z"))
+        cps = np.where(lower, cps - 32, cps)
+    return cps if letters is None else _map_letters(cps, letters, seq_of, name)
+
+
+def _encode(seqs, alphabet, dtype, device, name: str, fold_case: bool | None = None
+            ) -> SequenceSet:
     letters = _resolve_alphabet(alphabet)
+    fold_case = _folds_case(alphabet) if fold_case is None else fold_case
     seqs, cps, lengths = _code_points(seqs, name)
-    if alphabet in ALPHABETS:
-        upper = (cps >= ord("a")) & (cps <= ord("z"))
-        cps = np.where(upper, cps - 32, cps)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    starts = np.cumsum(lengths) - lengths
     seq_of = lambda t: np.searchsorted(starts, t, side="right") - 1  # noqa: E731
-    codes_flat = cps if letters is None else _map_letters(cps, letters, seq_of, name)
-    n, L = len(seqs), int(lengths.max())
-    codes = np.full((n, L), _PAD, dtype=np.int64)
-    rows = np.repeat(np.arange(n), lengths)
-    cols = np.arange(cps.size) - np.repeat(starts, lengths)
-    codes[rows, cols] = codes_flat
-    return SequenceSet(torch.from_numpy(codes).to(device), torch.from_numpy(lengths).to(device),
-                       letters, dtype)
+    flat = _to_codes(cps, letters, fold_case, seq_of, name)
+    return SequenceSet(torch.from_numpy(np.ascontiguousarray(flat)).to(device),
+                       torch.from_numpy(lengths).to(device), letters, dtype)
 
 
-def as_sequences(X, alphabet, name: str = "X") -> SequenceSet:
+def as_sequences(X, alphabet, name: str = "X", fold_case: bool | None = None) -> SequenceSet:
     """``X`` (a list of strings or a :class:`SequenceSet`) as a SequenceSet over ``alphabet``
     (a name, a string of letters, or None for code points). A SequenceSet over another
-    alphabet is re-encoded; a letter outside ``alphabet`` is a ValueError."""
+    alphabet is re-encoded; a letter outside ``alphabet`` is a ValueError. ``fold_case``
+    (default: for the named alphabets) reads lower-case letters as upper case."""
     letters = _resolve_alphabet(alphabet)
+    fold_case = _folds_case(alphabet) if fold_case is None else fold_case
     if not isinstance(X, SequenceSet):
         if isinstance(X, torch.Tensor) or (isinstance(X, np.ndarray) and X.dtype.kind in "biufc"):
             raise TypeError(f"{name} must be a list of strings or a SequenceSet, got a "
@@ -207,21 +261,15 @@ def as_sequences(X, alphabet, name: str = "X") -> SequenceSet:
         if isinstance(X, KernelInput):
             raise TypeError(f"{name} must be a list of strings or a SequenceSet, got a "
                             f"{type(X).__name__}")
-        return _encode(X, alphabet, torch.float64, None, name)
+        return _encode(X, letters, torch.float64, None, name, fold_case)
     if X.alphabet == letters:
         return X
     if len(X) == 0:
         raise ValueError(f"{name} is empty: it must hold at least one sequence")
     # Re-encode: old codes -> code points -> new codes (a lookup over the old alphabet).
-    mask = X.mask()
-    cps = X.codes if X.alphabet is None else torch.tensor(
-        [ord(c) for c in X.alphabet], device=X.device)[X.codes.clamp_min(0)]
-    flat = cps[mask].cpu().numpy()
-    if letters is None:
-        new = flat
-    else:
-        rows = mask.nonzero()[:, 0].cpu().numpy()
-        new = _map_letters(flat, letters, lambda t: rows[t], name)
-    codes = torch.full_like(X.codes, _PAD)
-    codes[mask] = torch.from_numpy(np.ascontiguousarray(new)).to(X.device)
-    return SequenceSet(codes, X.lengths, letters, X.dtype)
+    cps = X.flat if X.alphabet is None else torch.tensor(
+        [ord(c) for c in X.alphabet], device=X.device)[X.flat]
+    seq_of = X.string_index().cpu().numpy()
+    new = _to_codes(cps.cpu().numpy(), letters, fold_case, lambda t: seq_of[t], name)
+    return SequenceSet(torch.from_numpy(np.ascontiguousarray(new)).to(X.device), X.lengths,
+                       letters, X.dtype)

@@ -50,7 +50,7 @@ def pairwise_gram(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
             a = xi.repeat_interleave(c1 - c0)
             b = yj.repeat(r1 - r0)
             Ly = max(ly[c1 - 1], 1)
-            vals = pair_fn(X.codes[a, :Lx], X.lengths[a], Y.codes[b, :Ly], Y.lengths[b])
+            vals = pair_fn(X.padded(a, Lx), X.lengths[a], Y.padded(b, Ly), Y.lengths[b])
             out[a, b] = vals
             if sym:
                 out[b, a] = vals
@@ -71,7 +71,8 @@ def pairwise_diag(X: SequenceSet, pair_fn, cells, budget: int = 1 << 17) -> torc
         while e < n and (e + 1 - s) * cells(max(lengths[e], 1), max(lengths[e], 1)) <= budget:
             e += 1
         idx, L = order[s:e], max(lengths[e - 1], 1)
-        out[idx] = pair_fn(X.codes[idx, :L], X.lengths[idx], X.codes[idx, :L], X.lengths[idx])
+        codes = X.padded(idx, L)
+        out[idx] = pair_fn(codes, X.lengths[idx], codes, X.lengths[idx])
         s = e
     return out
 

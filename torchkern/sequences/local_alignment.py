@@ -160,7 +160,8 @@ class LocalAlignment(StructuredKernel):
         β > 0 (Saigo et al. use 0.5 with BLOSUM62, gap_open 11, gap_extend 1).
     substitution : "blosum62" or (str, array of shape (n_letters, n_letters))
         The letters and their symmetric substitution scores. The alphabet is its letters;
-        another letter in a sequence is a ValueError.
+        another letter in a sequence is a ValueError. With "blosum62" lower-case letters
+        are read as upper case; a (letters, scores) pair is case-sensitive.
     gap_open, gap_extend : float
         Costs (≥ 0) of a gap's first letter and of each further one.
     log : bool
@@ -194,6 +195,9 @@ class LocalAlignment(StructuredKernel):
         check_positive(gap_extend, "gap_extend", allow_zero=True)
         self.gap_open, self.gap_extend = float(gap_open), float(gap_extend)
         self.letters, self.scores = _substitution(substitution)
+        # BLOSUM62's letters are upper case: lower case is read as upper case, as for the
+        # named alphabets; a matrix given as (letters, scores) is case-sensitive.
+        self._fold_case = isinstance(substitution, str)
         self.log, self.normalize = bool(log), bool(normalize)
 
     def extra_repr(self) -> str:
@@ -201,7 +205,7 @@ class LocalAlignment(StructuredKernel):
                 f"gap_extend={self.gap_extend:g}, log={self.log}, normalize={self.normalize}")
 
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
-        return as_sequences(X, self.letters, name)
+        return as_sequences(X, self.letters, name, fold_case=self._fold_case)
 
     def _log_pairs(self, device):
         beta = float(self.beta)

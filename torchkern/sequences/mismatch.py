@@ -1,7 +1,6 @@
 """The (k, m)-mismatch kernel: k-mer counts up to m substitutions."""
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -12,22 +11,6 @@ from ._encode import SequenceSet
 from .spectrum import CountKernelMatrix, Spectrum
 
 __all__ = ["Mismatch"]
-
-
-def substitution_patterns(k: int, r: int, A: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (Q, k) digit offsets that move a k-mer to each member of its Hamming ball of
-    radius r exactly once (offset 0 keeps a letter, 1..|A|-1 replace it:
-    letter -> (letter + offset) mod |A|), Q = Σ_{d ≤ r} C(k, d)(|A| - 1)^d, and the (Q,)
-    Hamming distance each pattern moves by."""
-    blocks, dist = [torch.zeros(1, k, dtype=torch.long)], [0]
-    for d in range(1, r + 1):
-        subs = torch.cartesian_prod(*[torch.arange(1, A)] * d).reshape(-1, d)
-        for pos in itertools.combinations(range(k), d):
-            block = torch.zeros(subs.shape[0], k, dtype=torch.long)
-            block[:, list(pos)] = subs
-            blocks.append(block)
-            dist += [d] * subs.shape[0]
-    return torch.cat(blocks).to(device), torch.tensor(dist, device=device)
 
 
 def shared_neighbours(k: int, m: int, A: int) -> list[int]:
@@ -48,44 +31,76 @@ def shared_neighbours(k: int, m: int, A: int) -> list[int]:
     return h
 
 
+def _blocks(k: int, m: int) -> list[range]:
+    """Positions 0..k-1 cut into 2m + 1 contiguous blocks, so that two k-mers at Hamming
+    distance ≤ 2m agree on at least one whole block (pigeonhole); one empty block (every
+    pair) when 2m ≥ k, where every pair is within 2m."""
+    if 2 * m >= k:
+        return [range(0)]
+    edges = [round(b * k / (2 * m + 1)) for b in range(2 * m + 2)]
+    return [range(edges[b], edges[b + 1]) for b in range(2 * m + 1)]
+
+
 def shared_neighbour_matrix(kmers: torch.Tensor, k: int, m: int, A: int, dtype,
-                            max_elements: int = 1 << 23) -> torch.Tensor:
-    """The sparse (U, U) matrix G_uv = |N_m(u) ∩ N_m(v)| over the sorted distinct k-mer
-    codes ``kmers``: each k-mer's Hamming ball of radius 2m (vectorized over k-mers ×
-    substitution patterns, in chunks) looked up among ``kmers``."""
+                            max_pairs: int = 1 << 20) -> torch.Tensor:
+    """The sparse (U, U) matrix G_uv = |N_m(u) ∩ N_m(v)| = h(d_H(u, v)) over the sorted
+    distinct k-mer codes ``kmers`` (zero beyond distance 2m).
+
+    The pairs within distance 2m are found without enumerating any Hamming ball: cut the
+    positions into 2m + 1 blocks; such a pair agrees exactly on some block, so it is among
+    the pairs that share the letters of a block — for each block, the k-mers sorted by
+    those letters and every pair within a run of equal keys (each unordered pair once, in
+    chunks of ``max_pairs``).
+    A pair is kept at the first block it agrees on and weighted by the closed-form h(d)
+    (:func:`shared_neighbours`), as in the sorting-based mismatch-kernel algorithms of
+    Kuksa, Huang & Pavlovic (2008). Cost: the number of candidate pairs, at most
+    (2m + 1) U min(U, |A|^(k - ⌈k/(2m+1)⌉)); never |A|^k or a ball."""
     dev, U = kmers.device, kmers.numel()
-    patterns, dist = substitution_patterns(k, 2 * m, A, dev)
-    weight = torch.tensor(shared_neighbours(k, m, A), dtype=dtype, device=dev)[dist]
+    weight = torch.tensor(shared_neighbours(k, m, A), dtype=dtype, device=dev)
     powers = A ** torch.arange(k - 1, -1, -1, device=dev)
-    # moved[t][letter, offset] = the code contribution of position t after the move.
-    letters = torch.arange(A, device=dev)
-    moved = [(letters[:, None] + letters[None, :]) % A * p for p in powers]
-    # Where a ball code sits among the k-mers: a direct table when |A|^k is small.
-    table = None
-    if A ** k <= max(1 << 22, 4 * U):
-        table = torch.full((A ** k,), -1, dtype=torch.long, device=dev)
-        table[kmers] = torch.arange(U, device=dev)
-    step = max(1, max_elements // patterns.shape[0])
+    digits = kmers[:, None] // powers % A                                    # (U, k)
+    small = next(t for t in (torch.int8, torch.int16, torch.int32, torch.long)
+                 if A <= torch.iinfo(t).max)
+    blocks = _blocks(k, m)
     empty = torch.zeros(0, dtype=torch.long, device=dev)
-    rows, cols, vals = [empty], [empty], [weight[:0]]
-    for s in range(0, U, step):
-        digits = kmers[s:s + step, None] // powers % A                     # (u, k)
-        ball = sum(moved[t][digits[:, t]][:, patterns[:, t]] for t in range(k))  # (u, Q)
-        if table is not None:
-            where = table[ball]
-            hit = where >= 0
-        else:
-            where = torch.searchsorted(kmers, ball).clamp_max(U - 1)
-            hit = kmers[where] == ball
-        r, q = hit.nonzero(as_tuple=True)
-        rows.append(r + s)
-        cols.append(where[r, q])
-        vals.append(weight[q])
-    # Rows come out in order and without duplicates: one sort of the flat index orders
-    # the columns within rows (cheaper than coalesce()).
-    flat, order = torch.sort(torch.cat(rows) * U + torch.cat(cols))
-    return torch.sparse_coo_tensor(torch.stack([flat // U, flat % U]), torch.cat(vals)[order],
-                                   (U, U), check_invariants=False, is_coalesced=True)
+    flats, dists = [empty], [empty.to(torch.int8)]
+    for b, block in enumerate(blocks):
+        pos = list(block)
+        key = (digits[:, pos] * powers[k - len(pos):]).sum(1) if pos else torch.zeros_like(kmers)
+        key, order = torch.sort(key)
+        sorted_digits = digits[order].to(small)
+        _, size = torch.unique_consecutive(key, return_counts=True)
+        # Sorted k-mer t pairs with t' = t..(end of its run): each unordered pair once.
+        width = size.cumsum(0).repeat_interleave(size) - torch.arange(U, device=dev)
+        cum = width.cumsum(0)
+        s = 0
+        while s < U:                                    # chunks of sorted k-mers
+            e = int(torch.searchsorted(cum, int(cum[s] - width[s]) + max_pairs, right=True))
+            e = max(e, s + 1)
+            w = width[s:e]
+            i = torch.arange(s, e, device=dev).repeat_interleave(w)
+            j = i + torch.arange(i.numel(), device=dev) - (w.cumsum(0) - w).repeat_interleave(w)
+            same = sorted_digits[i] == sorted_digits[j]  # (pairs, k)
+            d = k - same.sum(1)
+            keep = d <= 2 * m
+            for earlier in blocks[:b]:                  # counted at an earlier block
+                keep &= ~same[:, list(earlier)].all(1)
+            u, v, d = order[i[keep]], order[j[keep]], d[keep].to(torch.int8)
+            off = u != v                                # G is symmetric: both orders
+            flats += [u * U + v, v[off] * U + u[off]]
+            dists += [d, d[off]]
+            s = e
+    # One sort of the flat index gives the coalesced (row-major) layout.
+    flat = torch.cat(flats)
+    del flats
+    flat, order = torch.sort(flat)
+    values = weight[torch.cat(dists)[order].long()]
+    del order
+    index = torch.empty(2, flat.numel(), dtype=torch.long, device=dev)
+    torch.div(flat, U, rounding_mode="floor", out=index[0])
+    torch.remainder(flat, U, out=index[1])
+    return torch.sparse_coo_tensor(index, values, (U, U), check_invariants=False,
+                                   is_coalesced=True)
 
 
 class Mismatch(Spectrum):
@@ -105,6 +120,8 @@ class Mismatch(Spectrum):
     m : int
         Number of mismatches allowed, 0 ≤ m ≤ k.
     alphabet : {"dna", "rna", "protein"} or str
+        As for :class:`Spectrum` (the named alphabets read lower case as upper case), but
+        not None: the Hamming balls range over A^k, so |A| must be finite.
     normalize : bool
 
     Notes
@@ -126,6 +143,10 @@ class Mismatch(Spectrum):
     """
 
     def __init__(self, k: int = 3, m: int = 1, alphabet="dna", normalize: bool = False):
+        if alphabet is None:
+            raise ValueError("Mismatch needs a finite alphabet ('dna', 'rna', 'protein' or a "
+                             "string of letters), got None: φ_u(x) ranges over every word u "
+                             "of A^k, so the kernel's values depend on |A|")
         super().__init__(k, alphabet, normalize)
         self.m = check_int(m, "m", 0, self.k)
 
@@ -134,5 +155,5 @@ class Mismatch(Spectrum):
 
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
         phi_x, phi_y, kmers = self._counts(X, Y)
-        G = shared_neighbour_matrix(kmers, self.k, self.m, len(self.alphabet), X.dtype)
+        G = shared_neighbour_matrix(kmers, self.k, self.m, len(self._letters), X.dtype)
         return CountKernelMatrix(phi_x, None if Y is None else phi_y, G)

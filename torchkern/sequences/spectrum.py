@@ -15,37 +15,40 @@ __all__ = ["Spectrum"]
 
 
 def kmer_codes(S: SequenceSet, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every k-mer of every sequence of ``S`` as (sequence index, code), with the base-|A|
-    code c_1 |A|^(k-1) + ... + c_k of its letters' codes.
+    """Every k-mer of every sequence of ``S`` as (sequence index, code).
 
-    One vectorized pass over the padded tensor: O(k · n · L)."""
-    A = len(S.alphabet)
-    n, L = S.codes.shape
-    if L < k:
+    Over a finite alphabet A the code is c_1 |A|^(k-1) + ... + c_k (its letters' codes in
+    base |A|); over code points (``S.alphabet`` None) it is a rank: equal k-mers of ``S``,
+    and only those, share it. Computed on the packed letters (a window that crosses the
+    end of a string is dropped), so time and memory are O(k · total length) however
+    unequal the lengths."""
+    flat, N = S.flat, S.flat.numel()
+    if N < k:
         empty = torch.zeros(0, dtype=torch.long, device=S.device)
         return empty, empty
-    powers = A ** torch.arange(k - 1, -1, -1, device=S.device)
-    codes = (S.codes.unfold(1, k, 1) * powers).sum(-1)          # (n, L - k + 1)
-    start = torch.arange(L - k + 1, device=S.device)
-    inside = start[None, :] + k <= S.lengths[:, None]
-    return inside.nonzero()[:, 0], codes[inside]
+    W = N - k + 1                                          # windows on the packed letters
+    if S.alphabet is not None:                             # Horner: base-|A| codes
+        A = len(S.alphabet)
+        codes = flat[:W].clone()
+        for j in range(1, k):
+            codes.mul_(A).add_(flat[j:j + W])
+    else:                                # ranks: (id of the j-mer at t, letter t + j)
+        _, letter = torch.unique(flat, return_inverse=True)
+        R, codes = int(letter.max()) + 1, letter
+        for j in range(1, k):
+            _, codes = torch.unique(codes[:N - j] * R + letter[j:], return_inverse=True)
+    seq = S.string_index()[:W]
+    inside = torch.arange(W, device=S.device) - S.starts[seq] + k <= S.lengths[seq]
+    return seq[inside], codes[inside]
 
 
-def check_kmer_size(k: int, alphabet: str, name: str = "k") -> int:
-    """k as an int >= 1 whose base-|A| codes fit in int64."""
+def check_kmer_size(k: int, alphabet: str | None, name: str = "k") -> int:
+    """k as an int >= 1 whose base-|A| codes fit in int64 (any k for code points)."""
     check_int(k, name, 1)
-    if k * math.log2(max(len(alphabet), 2)) > 62:
+    if alphabet is not None and k * math.log2(max(len(alphabet), 2)) > 62:
         raise ValueError(f"{name}={k} is too long for an alphabet of {len(alphabet)} letters: "
                          f"|A|^k must stay below 2^62")
     return k
-
-
-def compact_columns(*codes: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """The codes of several inputs renumbered 0..p-1 over the p distinct codes they hold
-    (so a feature matrix has a column per k-mer that occurs, not per possible k-mer), and
-    those distinct codes."""
-    uniq, inv = torch.unique(torch.cat(codes), return_inverse=True)
-    return list(inv.split([c.numel() for c in codes])), uniq
 
 
 def sparse_features(rows: torch.Tensor, cols: torch.Tensor, n: int, p: int, dtype,
@@ -115,10 +118,19 @@ class CountKernelMatrix(KernelMatrix):
 
     def diag(self):
         first = torch.arange(min(self.shape), device=self.device)
-        px, py = self.phi_x.index_select(0, first), self.phi_y.index_select(0, first)
-        if self.middle is not None:
-            px = torch.sparse.mm(px, self.middle)
-        return torch.sparse.sum(px * py, 1).to_dense()
+        if self.middle is None:
+            px, py = self.phi_x.index_select(0, first), self.phi_y.index_select(0, first)
+            return torch.sparse.sum(px * py, 1).to_dense()
+        # Σ_uv φ_u(x_i) G_uv φ_v(y_i) in row blocks: Φ_X G is dense-ish (mismatch).
+        step = max(1, (1 << 22) // max(1, self.middle.shape[1]))
+        out = []
+        with warnings.catch_warnings():  # torch's sparse-sparse product goes through CSR
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+            for s in range(0, first.numel(), step):
+                rows = first[s:s + step]
+                A = torch.sparse.mm(self.phi_x.index_select(0, rows), self.middle).to_dense()
+                out.append((A * self.phi_y.index_select(0, rows).to_dense()).sum(1))
+        return torch.cat(out) if out else torch.zeros(0, dtype=self.dtype, device=self.device)
 
 
 class Spectrum(StructuredKernel):
@@ -134,15 +146,18 @@ class Spectrum(StructuredKernel):
     ----------
     k : int
         Length of the k-mers. A sequence shorter than k has no k-mers (a zero row).
-    alphabet : {"dna", "rna", "protein"} or str
-        See :func:`~torchkern.sequences.encode`; a letter outside it is a ValueError.
+    alphabet : {"dna", "rna", "protein"}, str or None
+        See :func:`~torchkern.sequences.encode`: the named alphabets read lower case as
+        upper case, a string of letters is case-sensitive, None compares Unicode code
+        points (any character). A letter outside the alphabet is a ValueError.
     normalize : bool
 
     Notes
     -----
     Inputs are lists of strings or :class:`~torchkern.sequences.SequenceSet`.
-    The k-mers are read off the padded code tensor in one vectorized pass
-    (O(k · total length)); ``K(X, Y)`` is a lazy
+    The k-mers are read off the packed letters (all strings one after the other; windows
+    that cross a string's end dropped) in one vectorized pass, O(k · total length) time and
+    memory however unequal the lengths; ``K(X, Y)`` is a lazy
     :class:`~torchkern.gram.FeatureKernelMatrix` of sparse count vectors with one column per
     k-mer that occurs in X or Y, so ``K @ V`` costs O((n + m) L r) and the n × m matrix is
     never formed unless asked for.
@@ -161,8 +176,9 @@ class Spectrum(StructuredKernel):
 
     def __init__(self, k: int = 3, alphabet="dna", normalize: bool = False):
         super().__init__()
-        self.alphabet = _resolve_alphabet(alphabet)
-        self.k = check_kmer_size(k, self.alphabet)
+        self._letters = _resolve_alphabet(alphabet)
+        self.alphabet = alphabet            # as given: a name folds case, letters do not
+        self.k = check_kmer_size(k, self._letters)
         self.normalize = bool(normalize)
 
     def extra_repr(self) -> str:
@@ -173,12 +189,19 @@ class Spectrum(StructuredKernel):
 
     def _counts(self, X: SequenceSet, Y: SequenceSet | None):
         """Sparse k-mer count matrices of X and Y over the distinct k-mers they hold (the
-        sorted codes of those k-mers are returned too)."""
-        kmers = [kmer_codes(S, self.k) for S in ((X,) if Y is None else (X, Y))]
-        cols, uniq = compact_columns(*(codes for _, codes in kmers))
-        phis = [sparse_features(rows, c, len(S), uniq.numel(), X.dtype)
-                for (rows, _), c, S in zip(kmers, cols, (X, Y))]
-        return phis[0], phis[-1], uniq
+        sorted codes of those k-mers are returned too). X and Y are read as one packed
+        set, so code-point ranks agree between them."""
+        S = X if Y is None else SequenceSet.concat([X, Y])
+        seq, codes = kmer_codes(S, self.k)
+        uniq, col = torch.unique(codes, return_inverse=True)
+        p = uniq.numel()
+        if Y is None:
+            phi = sparse_features(seq, col, len(X), p, X.dtype)
+            return phi, phi, uniq
+        in_x = seq < len(X)
+        phi_x = sparse_features(seq[in_x], col[in_x], len(X), p, X.dtype)
+        phi_y = sparse_features(seq[~in_x] - len(X), col[~in_x], len(Y), p, X.dtype)
+        return phi_x, phi_y, uniq
 
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
         phi_x, phi_y, _ = self._counts(X, Y)

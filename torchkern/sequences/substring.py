@@ -9,7 +9,7 @@ import torch
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_int
-from ._encode import SequenceSet, as_sequences
+from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
 
 __all__ = ["Substring"]
@@ -70,11 +70,14 @@ class Substring(StructuredKernel):
     lam : float
         Decay λ > 0 (λ ≤ 1 in practice: gaps are penalized).
     normalize : bool
+    alphabet : None, {"dna", "rna", "protein"} or str
+        None (default): any character, compared by Unicode code point (case-sensitive).
+        A named alphabet or a string of letters checks the letters (and, for the named
+        ones, reads lower case as upper case), as :func:`~torchkern.sequences.encode`.
 
     Notes
     -----
-    The alphabet is whatever characters the strings contain (inputs are encoded by
-    Unicode code point). Computed by Lodhi et al.'s dynamic programme,
+    Computed by Lodhi et al.'s dynamic programme,
     :math:`O(k \cdot |x| \cdot |x'|)` per pair, vectorized over pairs and positions: each of
     its k levels is two cumulative sums along the positions of the two strings, evaluated
     for tiles of pairs of similar lengths at once. The Gram matrix is dense (every entry is
@@ -89,17 +92,20 @@ class Substring(StructuredKernel):
     2:419-444, 2002.
     """
 
-    def __init__(self, k: int = 2, lam: float = 0.5, normalize: bool = False):
+    def __init__(self, k: int = 2, lam: float = 0.5, normalize: bool = False, alphabet=None):
         super().__init__()
+        _resolve_alphabet(alphabet)         # checked here; kept as given (a name folds case)
+        self.alphabet = alphabet
         self.k = check_int(k, "k", 1)
         self.register_hyperparameter("lam", lam, learnable=False)
         self.normalize = bool(normalize)
 
     def extra_repr(self) -> str:
-        return f"k={self.k}, lam={float(self.lam):.4g}, normalize={self.normalize}"
+        return (f"k={self.k}, lam={float(self.lam):.4g}, normalize={self.normalize}"
+                + ("" if self.alphabet is None else f", alphabet={self.alphabet!r}"))
 
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
-        return as_sequences(X, None, name)
+        return as_sequences(X, self.alphabet, name)
 
     def _pairs(self, dtype):
         return functools.partial(substring_pairs, k=self.k, lam=float(self.lam), dtype=dtype)
