@@ -67,3 +67,20 @@ def test_read_sequence_csv_errors(tmp_path):
     f.write_text("seq,label\nAAK,1\n")
     with pytest.raises(ValueError, match="first line"):
         read_sequence_csv(f)
+
+
+def test_non_utf8_bytes_name_file_and_line(tmp_path):
+    # Latin-1 'é' (0xE9) on line 3: a ValueError naming the file, line and column, not a
+    # bare UnicodeDecodeError from deep inside the reader
+    f = tmp_path / "latin1.fa"
+    f.write_bytes(b">s1\nACGT\n>s2 caf\xe9\nAC\n")
+    with pytest.raises(ValueError, match=r"latin1\.fa: line 3, column 8: byte 0xe9 is not UTF-8"):
+        read_fasta(f)
+    g = tmp_path / "latin1.csv"
+    g.write_bytes(b"2,1,neg,pos\nAAK,1\nGG\xff,0\n")
+    with pytest.raises(ValueError, match=r"latin1\.csv: line 3, column 3: byte 0xff"):
+        read_sequence_csv(g)
+    # valid UTF-8 (a BOM, Windows line ends, non-ASCII names) still reads
+    h = tmp_path / "utf8.fa"
+    h.write_bytes("\ufeff>café\r\nAC\r\nGT\r\n".encode("utf-8"))
+    assert read_fasta(h) == (["café"], ["ACGT"])

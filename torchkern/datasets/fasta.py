@@ -3,11 +3,27 @@ layout (the layout of the antimicrobial-peptide sets shipped in ``modlamp/data``
 from __future__ import annotations
 
 import csv
+import io
 import os
 
 import torch
 
 __all__ = ["read_fasta", "read_sequence_csv"]
+
+
+def _read_text(path) -> str:
+    """The file as UTF-8 text (a byte-order mark dropped); bytes that are not UTF-8 are a
+    ValueError naming the file, the line and the column."""
+    with open(os.fspath(path), "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        raise ValueError(f"{path}: line {line}, column {column}: byte 0x{data[e.start]:02x} "
+                         f"is not UTF-8 text ({e.reason}); convert the file to UTF-8 (or "
+                         f"ASCII)") from None
 
 
 def read_fasta(path) -> tuple[list[str], list[str]]:
@@ -29,23 +45,22 @@ def read_fasta(path) -> tuple[list[str], list[str]]:
     Raises
     ------
     ValueError
-        if the file holds no record, or sequence text comes before the first header
-        (the message gives the line number).
+        if the file holds no record, sequence text comes before the first header, or bytes
+        are not UTF-8 text (the message gives the file and the line number).
     """
     names, chunks = [], []
-    with open(os.fspath(path), encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith(";"):
-                continue
-            if line.startswith(">"):
-                names.append(line[1:].strip())
-                chunks.append([])
-            elif not names:
-                raise ValueError(f"{path}: line {lineno} holds sequence text before the first "
-                                 f"'>' header; is this a FASTA file?")
-            else:
-                chunks[-1].append("".join(line.split()))
+    for lineno, line in enumerate(io.StringIO(_read_text(path), newline=None), 1):
+        line = line.strip()
+        if not line or line.startswith(";"):
+            continue
+        if line.startswith(">"):
+            names.append(line[1:].strip())
+            chunks.append([])
+        elif not names:
+            raise ValueError(f"{path}: line {lineno} holds sequence text before the first "
+                             f"'>' header; is this a FASTA file?")
+        else:
+            chunks[-1].append("".join(line.split()))
     if not names:
         raise ValueError(f"{path}: no FASTA record (no line starts with '>')")
     return names, ["".join(c) for c in chunks]
@@ -73,10 +88,11 @@ def read_sequence_csv(path) -> tuple[list[str], torch.Tensor, list[str]]:
     ------
     ValueError
         if the header is malformed, a row does not hold a sequence and an integer label in
-        range, or the number of rows differs from the header's count.
+        range, the number of rows differs from the header's count, or bytes are not UTF-8
+        text (the message gives the file and the line number).
     """
-    with open(os.fspath(path), encoding="utf-8", newline="") as f:
-        rows = [[c.strip() for c in r] for r in csv.reader(f) if any(c.strip() for c in r)]
+    text = io.StringIO(_read_text(path), newline="")
+    rows = [[c.strip() for c in r] for r in csv.reader(text) if any(c.strip() for c in r)]
     if not rows or len(rows[0]) < 3 or not rows[0][0].isdigit():
         raise ValueError(f"{path}: the first line must be 'n_samples, n_features, "
                          f"class names...', got {rows[0] if rows else 'an empty file'}")
