@@ -512,18 +512,18 @@ def _flatten(data_list):
                              f"give every graph {name} or none")
     empty = torch.zeros(2, 0, dtype=torch.long, device=device)
     eis = [empty if e is None else e for e in eis]
+    if not {getattr(e, "dtype", None) for e in eis} <= _INT_DTYPES:
+        # one by one: torch.cat would promote a bool or a float among int64 silently
+        eis = [check_edge_index(e, sizes[i], f"graph {i}") for i, e in enumerate(eis)]
     try:
-        # the dtypes one by one: torch.cat would promote a bool or float among int64
-        if len({e.dtype for e in eis} - _INT_DTYPES):
-            raise TypeError
         ei = _cat(eis, device, 1)
         ecounts = [e.shape[1] for e in eis]
-    except (RuntimeError, IndexError, TypeError, AttributeError):
+    except (RuntimeError, IndexError):
         ei = None
-    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # find the culprit
+    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # the culprit (cat checked shapes)
         for i, e in enumerate(eis):
             check_edge_index(e, sizes[i], f"graph {i}")
-        raise ValueError("edge_index: the graphs' edge_index tensors cannot be concatenated")
+        raise ValueError("the graphs' edge_index tensors cannot be concatenated")
     counts = torch.tensor(sizes, dtype=torch.long, device=device)
     ecounts = torch.tensor(ecounts, dtype=torch.long, device=device)
     bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
@@ -599,9 +599,10 @@ def _graph_list(X, name: str):
                 isinstance(bs, tud.BatchSampler)
                 and isinstance(bs.sampler, tud.SequentialSampler))):
             raise ValueError(f"{name} is a DataLoader that does not read its dataset in order "
-                             f"(sampler {type(X.sampler).__name__}, batch sampler {type(bs).__name__}): its graphs come in a new "
-                             f"order on every pass, which no labels and no second pass can "
-                             f"match; pass its dataset, or a DataLoader with shuffle=False")
+                             f"(sampler {type(X.sampler).__name__}, batch sampler "
+                             f"{type(bs).__name__}): its graphs come in a new order on every "
+                             f"pass, which no labels and no second pass can match; pass its "
+                             f"dataset, or a DataLoader with shuffle=False")
         batches = list(X)
         if not batches:
             raise ValueError(f"{name} is a DataLoader that yields no batches")

@@ -64,7 +64,7 @@ def edge_weights(data, name: str = "graph"):
         return w
     a = torch.as_tensor(ew).reshape(-1).to(_F64).cpu()
     b = torch.as_tensor(w).reshape(-1).to(_F64).cpu()
-    if a.shape != b.shape or not bool(torch.equal(a, b)):
+    if a.shape == b.shape and not bool(torch.equal(a, b)):  # other shapes: parse says so
         raise ValueError(f"{name} has both edge_weight and weight (one value per edge, as "
                          f"torch_geometric.utils.from_networkx writes it) and they differ: "
                          f"keep one of them (del data.weight or del data.edge_weight)")
