@@ -140,8 +140,8 @@ def test_inverse_transform_lazy_cg_equals_dense():
     Z = a.transform(X[:20])
     # b's components may have other signs than a's: feed b its own coordinates of the points
     Zb = match_signs(Z, b.transform(X[:20]))
-    np.testing.assert_allclose(np.asarray(b.inverse_transform(Zb)), np.asarray(a.inverse_transform(Z)),
-                               atol=1e-7)
+    np.testing.assert_allclose(np.asarray(b.inverse_transform(Zb)),
+                               np.asarray(a.inverse_transform(Z)), atol=1e-7)
 
 
 def test_precomputed_equals_kernel():
