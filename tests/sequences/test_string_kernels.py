@@ -131,6 +131,40 @@ def test_mismatch_equals_brute_force(letters, k, m):
     torch.testing.assert_close(kern(X) @ v, ref @ v)
 
 
+def _hamming_ball(w, m, letters):
+    """Every word within Hamming distance m of w, once each (enumerated position by
+    position: independent of the kernel's block search and its closed-form counts)."""
+    out = {w}
+    for _ in range(m):
+        out |= {v[:p] + a + v[p + 1:] for v in out for p in range(len(w)) for a in letters}
+    return out
+
+
+def _mismatch_phi_by_balls(s, k, m, letters):
+    # φ_u(x) = #{k-mers α of x : u in N_m(α)}: each k-mer adds 1 to every word of its ball
+    out = {}
+    for i in range(len(s) - k + 1):
+        for u in _hamming_ball(s[i:i + k], m, letters):
+            out[u] = out.get(u, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("letters, k, m, n, hi", [
+    ("ACGT", 3, 1, 12, 14), ("ACGT", 4, 2, 12, 14), ("ACDEFGHIKLMNPQRSTVWY", 3, 1, 10, 12),
+    ("ACDEFGHIKLMNPQRSTVWY", 4, 2, 6, 9), ("ACDEFGHIKLMNPQRSTVWY", 5, 2, 3, 8)])
+def test_mismatch_equals_hamming_ball_enumeration(letters, k, m, n, hi):
+    # shares k-mers on purpose (substrings of one another), so that many pairs of k-mers
+    # lie within 2m of each other, across the blocks of the pair search
+    base = _random_strings(n, letters, 0, hi, seed=k + 7 * m)
+    X = base + [s[1:] + letters[0] for s in base[:n // 2]]
+    ref = _gram_of_features([_mismatch_phi_by_balls(s, k, m, letters) for s in X])
+    alphabet = "protein" if len(letters) == 20 else letters
+    kern = Mismatch(k=k, m=m, alphabet=alphabet)
+    torch.testing.assert_close(kern(X).to_dense(), ref, rtol=0, atol=0)
+    torch.testing.assert_close(kern(X[::2], X[1::2]).to_dense(), ref[::2, 1::2], rtol=0, atol=0)
+    torch.testing.assert_close(kern.diag(X), ref.diag(), rtol=0, atol=0)
+
+
 def test_mismatch_shared_neighbour_counts_by_enumeration():
     # h(d) = |N_m(u) ∩ N_m(v)| for d_H(u, v) = d, against enumeration of A^k
     for A, k, m in [(4, 3, 1), (4, 4, 2), (5, 3, 1), (3, 5, 2)]:
