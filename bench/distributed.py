@@ -75,7 +75,7 @@ def _worker(rank, world, init_file, args, out_file):
     Xs = tkd.ShardedInput(tkd.shard_rows(X).to(device))
     local = "keops" if device.type == "cuda" and torchkern.gram.keops_available(device) \
         else "blocked"
-    K = tkd.ShardedKernel(torchkern.RBF(1.0))(Xs, backend=local)
+    K = tkd.ShardedKernel(torchkern.RBF(1.0), vectors="sharded")(Xs, backend=local)
     v = tkd.shard_rows(torch.randn(args.n, 1, generator=g)).to(device)  # this rank's rows
     with torch.no_grad():
         K @ v  # warm-up (KeOps compile, thread pools)
@@ -102,7 +102,7 @@ def _worker(rank, world, init_file, args, out_file):
                                   backend=local)
     barrier()
     t = time.perf_counter()
-    model.fit(Xks, yk.to(device))
+    model.fit(Xks, tkd.shard_rows(yk).to(device))  # this rank's own targets
     _sync(device)
     t_krr = time.perf_counter() - t
     if rank == 0:
