@@ -284,3 +284,109 @@ def test_one_sample_weight_check_for_every_estimator():
                            ([np.nan, 1], {}, "finite"), ([0, 1], {"min_positive": 2}, "zero")):
         with pytest.raises(ValueError, match=match):
             check_sample_weight(bad, 3 if match == "shape" else 2, **kw)
+
+
+# -- issue 21: tensors without data, label types, n_iter_ ---------------------------------
+def test_meta_tensors_are_refused_naming_the_argument():
+    meta = torch.empty(10, 2, device="meta")
+    X, y = torch.randn(10, 2, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
+    labels = torch.arange(10) % 2
+    cases = [
+        ("X", lambda: tk.RBF()(meta)),
+        ("Y", lambda: tk.RBF()(X, meta)),
+        ("X", lambda: tk.KernelRidge().fit(meta, y)),
+        ("y", lambda: tk.KernelRidge().fit(X, torch.empty(10, device="meta"))),
+        ("X", lambda: tk.KernelRidge().fit(X, y).predict(meta)),
+        ("X", lambda: tk.KernelRidge(kernel="precomputed").fit(torch.empty(10, 10, device="meta"), y)),
+        ("y", lambda: tk.SVC().fit(X, torch.empty(10, device="meta"))),
+        ("y", lambda: tk.KernelLogisticRegression().fit(X, torch.empty(10, device="meta"))),
+        ("sample_weight", lambda: tk.SVC().fit(X, labels, sample_weight=torch.ones(10, device="meta"))),
+        ("sample_weight", lambda: tk.KernelRidge().fit(X, y, sample_weight=torch.ones((), device="meta"))),
+        ("X", lambda: tk.KernelKMeans(n_clusters=2).fit(meta)),
+        ("y", lambda: tk.GaussianProcessRegressor().fit(X, torch.empty(10, device="meta"))),
+    ]
+    for name, call in cases:
+        with pytest.raises(ValueError, match=rf"^{name} is a tensor on the 'meta' device"):
+            call()
+
+
+def _two_class_graphs(count, seed=0):
+    from torch_geometric.data import Data
+    g = torch.Generator().manual_seed(seed)
+    graphs, y = [], []
+    for i in range(count):
+        n = int(torch.randint(5, 10, (1,), generator=g))
+        cls = i % 2  # class 1: node label 0 twice as frequent
+        p = torch.tensor([2.0, 1.0, 1.0]) if cls else torch.tensor([1.0, 1.0, 2.0])
+        nodes = torch.multinomial(p, n, replacement=True, generator=g)
+        A = torch.triu(torch.rand(n, n, generator=g) < 0.4, 1)
+        graphs.append(Data(x=torch.nn.functional.one_hot(nodes, 3).float(),
+                           edge_index=(A | A.T).nonzero().T.contiguous(), num_nodes=n))
+        y.append(cls)
+    return graphs, np.array(y)
+
+
+@pytest.mark.parametrize("inputs", ["tensor", "graphs"])
+@pytest.mark.parametrize("make", [lambda k: tk.SVC(kernel=k, tol=1e-8),
+                                  lambda k: tk.KernelLogisticRegression(kernel=k)],
+                         ids=["SVC", "KernelLogisticRegression"])
+def test_classifiers_return_labels_of_the_type_they_were_fitted_on(make, inputs):
+    # NumPy labels give NumPy predictions of their dtype (ints, strings), torch labels
+    # torch predictions, for tensor data and for a list of graphs alike (the labels used
+    # to follow X: a tensor or graphs gave torch, strings stayed NumPy). The predicted
+    # labels themselves are scikit-learn's SVC's on the same Gram matrix.
+    from torchkern.graphs import WeisfeilerLehman
+    if inputs == "tensor":
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(40, 2, generator=g, dtype=torch.float64)
+        codes = (X[:, 0] + 0.3 * X[:, 1] > 0).numpy().astype(np.int32)
+        X[:, 0] += torch.as_tensor(codes * 1.0 - 0.5)  # a margin
+        kernel, X_test = tk.RBF(1.0), torch.randn(25, 2, generator=g, dtype=torch.float64)
+    else:
+        X, codes = _two_class_graphs(30)
+        codes = codes.astype(np.int32)
+        kernel, X_test = WeisfeilerLehman(2), _two_class_graphs(12, seed=1)[0]
+    names = np.array(["healthy", "sick"])
+    ref = None
+    for y in (codes, names[codes], torch.as_tensor(codes), [int(c) for c in codes]):
+        est = make(kernel).fit(X, y)
+        pred = est.predict(X_test)
+        if isinstance(y, torch.Tensor):
+            assert isinstance(pred, torch.Tensor) and pred.dtype == torch.int32
+            pred = pred.numpy()
+        else:
+            assert isinstance(pred, np.ndarray)
+            assert pred.dtype == np.asarray(y).dtype, (pred.dtype, np.asarray(y).dtype)
+        if pred.dtype.kind == "U":
+            pred = np.searchsorted(names, pred)
+        if ref is None:
+            ref = pred
+        np.testing.assert_array_equal(pred, ref)
+        assert isinstance(est.n_iter_, int) and est.n_iter_ >= 1
+    if "SVC" in type(est).__name__:
+        with torch.no_grad():
+            K = kernel(X, backend="dense").to_dense().numpy()
+            K_test = kernel(X_test, X, backend="dense").to_dense().numpy()
+        sk = SkSVC(kernel="precomputed", tol=1e-8).fit(K, codes)
+        np.testing.assert_array_equal(ref, sk.predict(K_test))
+    assert 0 < ref.sum() < len(ref)  # both classes predicted: not a constant answer
+
+
+def test_n_iter_is_a_python_int_everywhere():
+    from torchkern.learning import SimpleMKL
+    g = np.random.default_rng(0)
+    X = g.normal(size=(40, 3))
+    y, labels = X[:, 0] + 0.1 * g.normal(size=40), np.arange(40) % 3
+    fitted = [tk.KernelRidge(solver="cg").fit(X, y), tk.SVC().fit(X, labels),
+              tk.SVC().fit(torch.as_tensor(X), torch.as_tensor(labels)), tk.SVR().fit(X, y),
+              tk.KernelLogisticRegression().fit(X, labels),
+              tk.GaussianProcessRegressor().fit(X, y), tk.KernelKMeans(n_clusters=3).fit(X),
+              SimpleMKL([tk.RBF(0.5), tk.RBF(2.0)], estimator="krr", max_iter=3).fit(X, y)]
+    for est in fitted:
+        assert type(est.n_iter_) is int and est.n_iter_ >= 1, (type(est).__name__, est.n_iter_)
+    # SVC with three classes: the most outer iterations over its three pair problems
+    iters = []
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        keep = (labels == a) | (labels == b)
+        iters.append(tk.SVC().fit(X[keep], labels[keep]).n_iter_)
+    assert fitted[1].n_iter_ == max(iters)

@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import NotFittedError
 
 from ._config import config
@@ -121,8 +121,10 @@ class Estimator(PicklesByValue, BaseEstimator):
     ``fit`` on NumPy (or pandas, or lists) stores the public fitted tensors (``dual_coef_``,
     ``labels_``, ...) as NumPy arrays — zero-copy views of CPU tensors; ``predict``,
     ``transform``, ``decision_function`` and the like return NumPy arrays for NumPy input
-    and torch tensors (on the input's device) for torch input. Inside its methods an
-    estimator always sees tensors.
+    and torch tensors (on the input's device) for torch input. A classifier's ``predict``
+    returns labels of the type of the ``y`` it was fitted on instead: a NumPy array (of
+    ``y``'s dtype) for NumPy or list labels, a tensor for tensor labels, whatever ``X`` is
+    (a list of graphs, a tensor). Inside its methods an estimator always sees tensors.
 
     Estimators pickle by value (:class:`~torchkern.kernels.base.PicklesByValue`): equal
     estimators, fitted or not, give equal ``joblib.hash`` values (``joblib.Memory`` keys).
@@ -140,9 +142,9 @@ class Estimator(PicklesByValue, BaseEstimator):
             if method is None or getattr(method, "_follows_input", False):
                 continue
             if callable(getattr(method, "check", None)) and callable(getattr(method, "fn", None)):
-                method.fn = _wrap_output(method.fn)  # sklearn's available_if descriptor
+                method.fn = _wrap_output(method.fn, name)  # sklearn's available_if descriptor
             else:
-                setattr(cls, name, _wrap_output(method))
+                setattr(cls, name, _wrap_output(method, name))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -276,13 +278,15 @@ def _wrap_fit(fit, learnable=False):
                  and not isinstance(v, torch.nn.Parameter)]
         self.__dict__["_tensor_attrs"] = tuple(names)
         self.__dict__["_numpy_out"] = wants_numpy(X)
+        y = args[0] if args else kwargs.get("y")
+        self.__dict__["_numpy_labels"] = y is not None and wants_numpy(y)
         if depth == 0 and self._numpy_out:
             self._fitted_to_numpy()
         return out
     return wrapper
 
 
-def _wrap_output(method):
+def _wrap_output(method, name=None):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         depth = self.__dict__.get("_call_depth", 0)
@@ -296,6 +300,10 @@ def _wrap_output(method):
                 self._fitted_restore(stash)
         if depth > 0:
             return out
+        if name == "predict" and is_classifier(self):
+            # class labels come back as the labels went in: NumPy for a NumPy (or list) y,
+            # torch for a torch y, whatever the type of X (a list of graphs, a tensor)
+            return _to_numpy(out) if self.__dict__.get("_numpy_labels", False) else out
         X = args[0] if args else kwargs.get("X", None)
         numpy = wants_numpy(X) if X is not None and not isinstance(X, int) else \
             self.__dict__.get("_numpy_out", False)

@@ -18,6 +18,7 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
     exact); float32 stays float32. Sparse and complex inputs are refused with a clear error.
     """
     if isinstance(X, torch.Tensor):
+        check_not_meta(X, name)
         if X.layout != torch.strided:
             raise TypeError(f"{name}: sparse input is not supported; pass a dense tensor "
                             f"(X.to_dense())")
@@ -64,6 +65,16 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
     return T
 
 
+def check_not_meta(X, name: str = "X") -> None:
+    """Raise a ValueError naming ``name`` when ``X`` is a tensor on the meta device (a shape
+    and dtype without data: nothing can be computed from it)."""
+    if isinstance(X, torch.Tensor) and X.is_meta:
+        raise ValueError(f"{name} is a tensor on the 'meta' device, which has a shape "
+                         f"{tuple(X.shape)} but no data; pass a tensor with data (on the CPU "
+                         f"or a GPU), e.g. materialize it with .to_empty(device=...) and fill "
+                         f"it")
+
+
 def _writable(A: np.ndarray) -> np.ndarray:
     """A itself, or a copy where it is read-only (pandas' copy-on-write frames, memory
     maps): torch shares the memory of the arrays it wraps and warns on read-only ones."""
@@ -85,6 +96,7 @@ def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=No
         raise ValueError(f"this estimator requires {name} to be passed, but the target {name} "
                          f"is None")
     if isinstance(y, torch.Tensor):
+        check_not_meta(y, name)
         T = y
     else:
         A = np.asarray(y)
@@ -121,6 +133,7 @@ def check_sample_weight(sample_weight, n: int, *, dtype=torch.float64, device=No
     finite, ≥ 0 (or, with ``allow_negative``, any finite value: LIBSVM leaves samples of
     weight ≤ 0 out), with at least ``min_positive`` positive entries — else a ValueError
     naming ``sample_weight``."""
+    check_not_meta(sample_weight, "sample_weight")
     if isinstance(sample_weight, numbers.Real) or (isinstance(sample_weight, torch.Tensor)
                                                    and sample_weight.dim() == 0):
         # one weight for every sample

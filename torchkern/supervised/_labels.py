@@ -8,6 +8,8 @@ import torch
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
+from .._validation import check_not_meta
+
 
 def warn_column_vector() -> None:
     """scikit-learn's warning for a (n, 1) target where a 1-D one is expected."""
@@ -25,6 +27,7 @@ def encode_labels(y, n: int, name: str = "y"):
         raise ValueError(f"this classifier requires {name} to be passed, but the target "
                          f"{name} is None")
     if isinstance(y, torch.Tensor):
+        check_not_meta(y, name)
         y_np = y.detach().cpu().numpy()
     else:
         y_np = np.asarray(y)
