@@ -28,6 +28,9 @@ _PRECONDITIONERS = ("nystrom", None)
 _AUTO_CHOLESKY_MAX_N = 5_000
 _AUTO_CG_MAX_N = 50_000
 _NYSTROM_DEFAULT_CENTERS = 1_000
+# Nyström on float32 data: the fit's bound on the relative gap to the float64 fit above
+# which the kernel is evaluated in float64 (_refine_in_float64).
+_FLOAT32_GAP = 1e-4
 
 
 def _cg_centers(n: int) -> int:
@@ -180,6 +183,29 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
                                   return_info=True)
         n_iter = max(n_iter, info.iterations)
     return M @ Theta, n_iter
+
+
+def _refine_in_float64(kernel, X, Z, alpha) -> bool:
+    r"""Whether the Nyström solver evaluates the kernel in float64 for float32 data X.
+
+    Rounding K's entries to float32 perturbs K by E with ‖E‖₂ ≈ eps₃₂‖K‖₂, which moves
+    the ridge fit K(K + αI)⁻¹y by up to about ‖E‖/α relative (first-order perturbation
+    of (K + αI)⁻¹; Golub and Van Loan, "Matrix Computations", 4th ed., §2.6). Where
+    that bound, with ‖K‖₂ ≈ (n/m)·‖K_mm‖₂ for uniform centers, exceeds 10⁻⁴, float32
+    cannot resolve the system: K_nm and K_mm are evaluated in float64 from the float32
+    inputs (twice the memory; the iterations already multiply in float64). ‖K_mm‖₂ is
+    estimated by 20 power iterations on the float64 K_mm, O(m²d + 20m²).
+    """
+    if not (type(X) is torch.Tensor and X.dtype == torch.float32):
+        return False
+    n, m = X.shape[0], Z.shape[0]
+    Kmm = kernel(Z.to(_F64), backend="dense").to_dense()
+    v = torch.ones(m, dtype=_F64, device=Kmm.device)
+    for _ in range(20):
+        v = Kmm @ v
+        v /= v.norm().clamp(min=1e-300)
+    norm = float((Kmm @ v).norm()) * n / m
+    return torch.finfo(torch.float32).eps * norm / float(alpha.min()) > _FLOAT32_GAP
 
 
 # --------------------------------------------------------------------------------------
@@ -413,7 +439,11 @@ class KernelRidge(RegressorMixin, Estimator):
             Knm, Kmm, Z = RowBlockOperator(K.cols(idx), n), K.submatrix(idx, idx), None
         else:
             Z = take(X, idx)
-            K = kernel(X, Z, backend="blocked")
+            if _refine_in_float64(kernel, X, Z, alpha):
+                X, Z64 = X.to(_F64), Z.to(_F64)  # Z (float32) stays the predict centers
+            else:
+                Z64 = Z
+            K = kernel(X, Z64, backend="blocked")
             if self._keep_knm(n, m, K.dtype):
                 # stored for itself: written by the native loop in float32 too, where the
                 # kernel has one (FormulaKernelMatrix.rows of the compiled backend)
@@ -423,10 +453,11 @@ class KernelRidge(RegressorMixin, Estimator):
             else:
                 Knm = RowBlockOperator(K, K.block_rows(), sharded_by=K)
             Y, w = _own(K, Y), None if w is None else _own(K, w)  # K row-sharded: own rows
-            Kmm = kernel(Z, backend="dense").to_dense()
+            Kmm = kernel(Z64, backend="dense").to_dense()
         B, self.n_iter_ = _solve_nystrom(Knm, Kmm, Y, alpha, w, tol=self._tol(),
                                          max_iter=self.max_iter, verbose=self.verbose)
-        return B.to(Y.dtype), Z
+        # β of a float64-refined fit stays float64: rounding it would cost what it gained
+        return B.to(Kmm.dtype), Z
 
     def _keep_knm(self, n: int, m: int, dtype) -> bool:
         """Whether the Nyström solver stores K_nm (evaluated once) rather than evaluating
@@ -450,6 +481,11 @@ class KernelRidge(RegressorMixin, Estimator):
                     K = DenseKernelMatrix(K.cols(self.center_indices_))
             else:
                 X = check_fitted_input(kernel, X, self.X_fit_, estimator=self)
+                if self.dual_coef_.dtype == _F64 and X.dtype != _F64:
+                    # a float64-refined Nyström fit: k(x, z) evaluated in float64 too
+                    K = kernel_matrix(kernel, X.to(_F64), self.X_fit_.to(_F64),
+                                      backend=self.backend)
+                    return (K @ self.dual_coef_).to(X.dtype)
                 K = kernel_matrix(kernel, X, self.X_fit_, backend=self.backend)
             return K @ self.dual_coef_.to(K.dtype)
 
