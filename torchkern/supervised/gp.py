@@ -33,8 +33,8 @@ _GTOL = 1e-5
 _BOUNDS = (1e-5, 1e5)
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
-# Exact fits on the CPU up to this many points run on one torch thread: their operations
-# (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
+# Fits on the CPU (either method) up to this many points run on one torch thread: their
+# operations (n² ≤ 10⁶ entries, a few ms each) gain little from a second thread on an idle machine,
 # and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
 # 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger fits keep the thread
 # setting (a load-average rule was tried and dropped; docs/performance.md on threads).
@@ -239,8 +239,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         preconditioned CG) and the Hutchinson gradient of the preconditioned SLQ
         log-determinant: CG solves of width r (+ num_probes), O(n²) kernel evaluations per
         product. With ``"cg"`` the SLQ probes are drawn once per fit, so that L-BFGS sees
-        one deterministic objective. Exact fits on the CPU of at most 1,000 points run on
-        one torch thread (the setting is restored afterwards): at that size a second
+        one deterministic objective. Fits on the CPU of at most 1,000 points (either
+        method) run on one torch thread (the setting is restored afterwards): at that size a second
         thread gains little, and on a busy machine its waits cost several times the work
         (``docs/performance.md``).
 
@@ -469,10 +469,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             else:
                 reason = ("the line search failed: near an optimum this is rounding in "
                           "the objective; otherwise standardize X and use normalize_y=True")
+            pg = coords.projected_gradient_norm(res.x, res.jac)
             early = (f"L-BFGS-B stopped after {res.nit} iterations without converging "
                      f"({_text(res.message)}) at log p(y) = {-float(res.fun):.6g}, largest "
-                     f"projected gradient entry {coords.projected_gradient_norm(res.x, res.jac):.2e}"
-                     f" (log-hyperparameters); {reason}")
+                     f"projected gradient entry {pg:.2e} (log-hyperparameters); {reason}")
         return dict(f=float(res.fun), theta=np.array(res.x), history=history,
                     nit=int(res.nit), early=early)
 
@@ -862,12 +862,13 @@ class _Coordinates:
 
 
 def _threads_for(method, X):
-    """One torch thread (restored afterwards) for an exact fit on the CPU of at most
-    ``_SINGLE_THREAD_MAX_N`` points — there the factorizations are too small to gain from
-    threads, and the pool's spin-waits cost more than they save —; the current setting
-    otherwise (see docs/performance.md on threads)."""
-    return one_thread(method == "cholesky" and X.device.type == "cpu"
-                      and X.shape[0] <= _SINGLE_THREAD_MAX_N)
+    """One torch thread (restored afterwards) for a fit on the CPU of at most
+    ``_SINGLE_THREAD_MAX_N`` points, either method — there the factorizations and the
+    CG/Lanczos products are too small to gain from threads, and the pool's spin-waits
+    cost more than they save (``"cg"`` at n = 60 on a busy 2-core machine: 11.7 s on 2
+    threads, 0.39 s on 1) —; the current setting otherwise (see docs/performance.md on
+    threads)."""
+    return one_thread(X.device.type == "cpu" and X.shape[0] <= _SINGLE_THREAD_MAX_N)
 
 
 def _probe_seed(random_state) -> int:
