@@ -121,3 +121,24 @@ def test_verbose_bar_counts_digits_to_tol(capsys, rbf_gram):
     assert f"{info.iterations} it" in last
     assert f"residual {info.residual.max().item():.1e}" in last
     assert math.isclose(-math.log10(1e-8), 8.0)
+
+
+def test_default_tol_accepts_float32_rounding_explicit_tol_warns(rbf_gram):
+    # K + 0.1 I on 3,000 RBF points: the float32 rounding of the exact solution has a
+    # relative residual above 1e-6, so tol=1e-6 asked of the float32 X cannot be met.
+    X, b, ell, _ = _problem(3000)
+    A64 = rbf_gram(X.float().double(), lengthscale=ell).float().double()
+    A64 += 0.1 * torch.eye(3000, dtype=f64)
+    A32, b32 = A64.float(), b.float()
+    x_ref = torch.linalg.solve(A64, b32.double())  # independent float64 reference
+    floor = _rel_residual(A64, b32.double(), x_ref.float())
+    assert floor > 1e-6  # the case where an explicit tol=1e-6 warned
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x, info = cg(A32, b32, return_info=True)
+    assert x.dtype == torch.float32 and info.converged and not info.stalled
+    # the returned X is the float32 rounding of a solution at relative residual <= 1e-6
+    assert _rel_residual(A64, b32.double(), x) <= floor + 2e-6
+    assert ((x.double() - x_ref).norm(dim=0) / x_ref.norm(dim=0)).max() <= 1e-5
+    with pytest.warns(ConvergenceWarning, match="as far as float32 resolves"):
+        cg(A32, b32, tol=1e-9)
