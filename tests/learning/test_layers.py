@@ -73,13 +73,17 @@ def test_mmd_loss_matches_brute_force_unbiased_and_biased():
 def test_fit_kernel_stops_early_and_checks_arguments():
     target = torch.tensor([1.0, -2.0], dtype=F64)
     w = torch.zeros(2, dtype=F64, requires_grad=True)
-    hist = fit_kernel(lambda: ((w - target) ** 2).sum(), [w], optimizer="lbfgs", lr=1.0,
-                      n_iter=50, patience=2)
-    assert len(hist) < 10
+    res = fit_kernel(lambda: ((w - target) ** 2).sum(), [w], optimizer="lbfgs", max_iter=50)
+    assert res.converged and res.n_iter < 10 and len(res.history) == res.n_iter + 1
     np.testing.assert_allclose(w.detach().numpy(), target.numpy(), atol=1e-6)
     seen = []
-    fit_kernel(lambda: ((w - 3) ** 2).sum(), w, n_iter=5, callback=lambda i, l: seen.append(i))
-    assert seen == [0, 1, 2, 3, 4]
+    res = fit_kernel(lambda: ((w - 3) ** 2).sum(), w, optimizer="adam", max_iter=5,
+                     callback=lambda i, l: seen.append(i))
+    assert seen == [0, 1, 2, 3, 4] and res.n_iter == 5
+    # a callback that returns True stops L-BFGS-B after that iteration
+    w2 = torch.zeros(2, dtype=F64, requires_grad=True)
+    res = fit_kernel(lambda: ((w2 - target) ** 4).sum(), w2, callback=lambda i, l: True)
+    assert res.n_iter == 1 and not res.converged and "callback" in res.reason
     with pytest.raises(ValueError, match="optimizer"):
         fit_kernel(lambda: w.sum(), [w], optimizer="sgd")
     with pytest.raises(ValueError, match="requires grad"):
@@ -98,7 +102,8 @@ def test_learned_kernel_mmd_test_keeps_level_and_beats_median_heuristic_on_blobs
     g = torch.Generator().manual_seed(0)
     k = torchkern.RBF(1.0)
     A, B = _blobs(200, g, 0.0), _blobs(200, g, 0.9)  # training split
-    hist = fit_kernel(lambda: -mmd_test_power(k, A, B), k, lr=0.1, n_iter=30, patience=None)
+    hist = fit_kernel(lambda: -mmd_test_power(k, A, B), k, optimizer="adam", lr=0.1,
+                      max_iter=30, patience=None).history
     assert hist[-1] < hist[0]
     trials, rejected = 20, {"learned": 0, "median": 0, "null": 0}
     for r in range(trials):  # fresh test data: the kernel is independent of it
@@ -132,5 +137,5 @@ def test_deep_kernel_marginal_likelihood_gradient_and_training():
     net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
     kernel = torchkern.FeatureKernel(net, torchkern.RBF(1.0))
     hist = fit_kernel(lambda: -log_marginal_likelihood(kernel, X, y, 0.1) / 30, kernel,
-                      lr=0.01, n_iter=30, patience=None)
+                      optimizer="adam", lr=0.01, max_iter=30, patience=None).history
     assert hist[-1] < hist[0] - 0.1

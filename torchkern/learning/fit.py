@@ -1,145 +1,349 @@
-"""A small training loop for kernel hyperparameters: :func:`fit_kernel`."""
+"""Minimizing an objective over kernel hyperparameters: :func:`fit_kernel`."""
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
-from .._validation import is_int
 from .._progress import progress_bar
+from .._validation import as_generator, is_int, is_real
+from ..linalg import ConvergenceWarning
+from . import _optimize
 
-__all__ = ["fit_kernel"]
+__all__ = ["fit_kernel", "KernelLearningResult"]
 
-_OPTIMIZERS = ("adam", "lbfgs")
+_OPTIMIZERS = ("lbfgs", "adam")
 
 
-def _parameters(module_or_params):
-    if isinstance(module_or_params, nn.Module):
-        params = list(module_or_params.parameters())
-    elif isinstance(module_or_params, torch.Tensor):
-        params = [module_or_params]
-    else:
+@dataclass(repr=False)
+class KernelLearningResult:
+    """How a kernel was learned: what :func:`fit_kernel` returns, and the
+    ``learn_kernel_result_`` of an estimator fitted with ``learn_kernel=``.
+
+    Attributes
+    ----------
+    loss : float
+        The objective where the parameters were left (the kept run's last value).
+    history : list of float
+        The objective at the start and after each iteration of the kept run (L-BFGS-B),
+        or before each step (``torch.optim`` optimizers).
+    n_iter : int
+        Iterations (steps) of the kept run.
+    n_evals : int
+        Objective-and-gradient evaluations of all runs together.
+    converged : bool
+        Whether the kept run met its convergence test (L-BFGS-B: SciPy's ``ftol`` /
+        ``gtol`` test; ``torch.optim``: no improvement over ``patience`` steps).
+    reason : str
+        Why the kept run stopped, in words, with the values that decided it.
+    optimizer : str
+    start : str
+        ``"the given start"`` or ``"restart i of k"``: where the kept run began.
+    run_losses : list of float
+        The final objective of every run, the given start's first (inf: a restart whose
+        start was not positive definite).
+    hyperparameters : dict
+        {name: value} of the positive (log-parameterized) hyperparameters at the end.
+    """
+
+    loss: float
+    history: list
+    n_iter: int
+    n_evals: int
+    converged: bool
+    reason: str
+    optimizer: str
+    start: str = "the given start"
+    run_losses: list = field(default_factory=list)
+    hyperparameters: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        hp = ", ".join(f"{k}={v:.6g}" for k, v in self.hyperparameters.items())
+        return (f"KernelLearningResult(loss={self.loss:.6g}, n_iter={self.n_iter}, "
+                f"converged={self.converged}, optimizer={self.optimizer!r}, "
+                f"reason={self.reason!r}" + (f", {hp}" if hp else "") + ")")
+
+
+def _optimizer_factory(optimizer, lr):
+    """(name, factory params -> torch.optim.Optimizer or None for L-BFGS-B)."""
+    if isinstance(optimizer, str):
+        if optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, a torch.optim.Optimizer "
+                             f"class or a callable params -> Optimizer, got {optimizer!r}")
+        if optimizer == "lbfgs":
+            return "lbfgs", None
+        return "adam", lambda params: torch.optim.Adam(params, lr=lr)
+    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
+        return optimizer.__name__, lambda params: optimizer(params, lr=lr)
+    if callable(optimizer):
+        return getattr(optimizer, "__name__", type(optimizer).__name__), optimizer
+    raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, a torch.optim.Optimizer class "
+                     f"or a callable params -> Optimizer, got {optimizer!r}")
+
+
+def _check(max_iter, tol, gtol, lr, patience, n_restarts):
+    if not is_int(max_iter) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    if tol is not None and not (is_real(tol) and tol >= 0):
+        raise ValueError(f"tol must be None or a float >= 0, got {tol!r}")
+    if not (is_real(gtol) and gtol >= 0):
+        raise ValueError(f"gtol must be a float >= 0, got {gtol!r}")
+    if not (is_real(lr) and lr > 0):
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    if patience is not None and (not is_int(patience) or patience < 1):
+        raise ValueError(f"patience must be a positive int or None, got {patience!r}")
+    if not is_int(n_restarts) or n_restarts < 0:
+        raise ValueError(f"n_restarts must be a non-negative int, got {n_restarts!r}")
+
+
+def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
+             gtol=_optimize.GTOL, lr=0.05, patience=10, n_restarts=0, random_state=None,
+             verbose=False, callback=None, what="fit_kernel") -> KernelLearningResult:
+    """:func:`fit_kernel` on :class:`~torchkern.learning._optimize.Coordinates`: runs from
+    the given start and ``n_restarts`` random ones, keeps the best, warns (``what`` names
+    the caller) and returns the :class:`KernelLearningResult`."""
+    _check(max_iter, tol, gtol, lr, patience, n_restarts)
+    name, factory = _optimizer_factory(optimizer, lr)
+    if n_restarts and (coords.log_bounds is None or not coords.mask.any()):
+        raise ValueError("n_restarts > 0 draws starts log-uniformly within bounds: it needs "
+                         "bounds (not None) and positive hyperparameters to draw")
+
+    def evaluate():
+        value = objective()
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            raise TypeError("objective() must return a 0-d tensor")
+        return value.reshape(())
+
+    def run(theta0, label):
+        coords.set(theta0)
+        bar = progress_bar(verbose, max_iter, f"{what} ({name}{label})")
+
+        def on_step(loss):
+            if bar is not None:
+                bar.set_postfix(loss=f"{loss:.6g}", refresh=False)
+                bar.update(1)
+
         try:
-            params = list(module_or_params)
-        except TypeError:
-            raise TypeError(f"module_or_params must be an nn.Module or an iterable of "
-                            f"tensors, got {type(module_or_params).__name__}") from None
-    params = [p for p in params if isinstance(p, torch.Tensor) and p.requires_grad]
-    if not params:
-        raise ValueError("module_or_params holds no tensor that requires grad: nothing to fit")
-    return params
+            if factory is None:
+                stop = {}
+
+                def step(loss):
+                    on_step(loss)
+                    if callback is not None and callback(len(stop), loss):
+                        stop["by"] = "callback"
+                        raise StopIteration
+                    stop[len(stop)] = loss
+
+                res = _optimize.lbfgsb(coords, theta0, evaluate, max_iter=max_iter,
+                                       ftol=_optimize.FTOL if tol is None else tol, gtol=gtol,
+                                       on_step=step, leave_plateau=True)
+                if res is not None and stop.get("by") == "callback":
+                    res.update(converged=False, status=3, message="stopped by callback")
+                return res
+            return _optimize.torch_optim(coords, evaluate, factory, max_iter=max_iter,
+                                         tol=1e-6 if tol is None else tol, patience=patience,
+                                         on_step=on_step, callback=callback)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    start = coords.clip(coords.get()) if coords.log_bounds is not None else coords.get()
+    best = run(start, "")
+    if best is None:
+        raise ValueError(f"{what}: the objective is not finite or not defined (a Gram matrix "
+                         f"not positive definite) at the initial hyperparameters "
+                         f"{coords.describe(start)}")
+    best["start"] = "the given start"
+    losses, evals = [best["f"]], best["nfev"]
+    gen = as_generator(random_state) if n_restarts else None
+    for i in range(n_restarts):
+        res = run(coords.draw(start, gen), f", restart {i + 1}/{n_restarts}")
+        losses.append(math.inf if res is None else res["f"])
+        if res is not None:
+            evals += res["nfev"]
+            if res["f"] < best["f"]:
+                best = dict(res, start=f"restart {i + 1} of {n_restarts}")
+    coords.set(best["theta"])
+    reason = _reason(best, name, max_iter, tol, gtol)
+    _warn(best, reason, coords, what, name, n_restarts, losses)
+    hp = {nm: math.exp(t) for nm, t, m in zip(coords.names, best["theta"], coords.mask) if m}
+    return KernelLearningResult(loss=float(best["f"]), history=list(best["history"]),
+                                n_iter=int(best["nit"]), n_evals=int(evals),
+                                converged=bool(best["converged"]), reason=reason,
+                                optimizer=name, start=best["start"], run_losses=losses,
+                                hyperparameters=hp)
 
 
-def fit_kernel(objective, module_or_params, *, optimizer="adam", lr=0.05, n_iter=100,
-               tol=1e-6, patience=10, verbose=False, callback=None):
-    r"""Minimize ``objective()`` over parameters by Adam or L-BFGS; returns the loss history.
+def _reason(res, name, max_iter, tol, gtol) -> str:
+    """Why a run stopped, with the numbers."""
+    change = f"last relative change of the objective {res['change']:.2e}"
+    if name != "lbfgs":
+        return f"{res['message']} ({change} over the last tenth of the steps)"
+    if res["flat"]:
+        return (f"the objective is flat at the start (largest projected gradient entry "
+                f"{res['pg']:.2e} <= gtol = {gtol:g}, and level along it): a plateau, not "
+                f"necessarily an optimum")
+    where = f"after {res['nit']} iterations"
+    if res["plateau"]:
+        where += f" ({res['plateau']} of them probe steps off a flat start)"
+    numbers = f"{change}, largest projected gradient entry {res['pg']:.2e} (log-hyperparameters)"
+    if res["status"] == 0:
+        return f"converged {where}: {res['message']} ({numbers})"
+    if res["status"] == 1:
+        return f"max_iter = {max_iter} iterations reached without converging ({numbers})"
+    if res["status"] == 3:
+        return f"stopped by callback {where} ({numbers})"
+    return f"L-BFGS-B stopped {where} without converging: {res['message']} ({numbers})"
+
+
+def _warn(res, reason, coords, what, name, n_restarts, losses):
+    where = f" (kept run from {res['start']})" if n_restarts else ""
+    shown = coords.mask if coords.mask.any() else [len(coords.names) <= 10] * len(coords.names)
+    hp = ", ".join(f"{nm} = {math.exp(t) if m else t:.6g}" for nm, t, m, show in
+                   zip(coords.names, res["theta"], coords.mask, shown) if show)
+    tail = f"; loss {res['f']:.6g}" + (f", {hp}" if hp else "")
+    if res["status"] == 3:
+        return
+    if name == "lbfgs":
+        if res["flat"]:
+            warnings.warn(f"{what}: {reason}{where}{tail}; try n_restarts, or a start nearer "
+                          f"the data's scale", ConvergenceWarning, stacklevel=4)
+        elif not res["converged"]:
+            hint = ("raise max_iter" if res["status"] == 1 else
+                    "near an optimum this is rounding in the objective (float32: use float64 "
+                    "data); a stochastic objective: use optimizer='adam'")
+            warnings.warn(f"{what}: {reason}{where}{tail}; {hint}", ConvergenceWarning,
+                          stacklevel=4)
+    elif res["status"] == 1 and res["change"] > 1e-3:
+        warnings.warn(f"{what}: {name} stopped at max_iter with the objective still falling "
+                      f"({reason}){where}{tail}; raise max_iter or lr, or use "
+                      f"optimizer='lbfgs' for a deterministic objective",
+                      ConvergenceWarning, stacklevel=4)
+    elif res["status"] == 2:
+        warnings.warn(f"{what}: {reason}{where}{tail}", ConvergenceWarning, stacklevel=4)
+    skipped = sum(1 for f in losses[1:] if f == math.inf)
+    if skipped:
+        warnings.warn(f"{what}: {skipped} of {n_restarts} restarts were skipped: the objective "
+                      f"is not defined at their random starts", ConvergenceWarning,
+                      stacklevel=4)
+    at = coords.at_bounds(res["theta"])
+    if at:
+        lo, hi = (math.exp(b) for b in coords.log_bounds)
+        warnings.warn(f"{what}: degenerate optimum{where}: "
+                      + ", ".join(f"{nm} = {v:.6g} at its {side} bound" for nm, v, side in at)
+                      + f" (bounds = ({lo:g}, {hi:g})){tail}; widen bounds and fit again, or "
+                      f"change the kernel", ConvergenceWarning, stacklevel=4)
+
+
+def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, tol=None,
+               gtol=_optimize.GTOL, lr=0.05, patience=10, bounds=_optimize.BOUNDS,
+               n_restarts=0, random_state=None, verbose=False, callback=None, n_iter=None):
+    r"""Minimize ``objective()`` over kernel hyperparameters; returns how it went.
 
     ``objective`` is a function of no arguments returning a 0-d loss to *minimize* — e.g.
     ``lambda: -log_marginal_likelihood(kernel, X, y, noise) / n`` or
     ``lambda: loo_error(kernel, X, y, alpha)``. ``module_or_params`` says what is learned:
-    a kernel (or any ``nn.Module``: its parameters that require grad) or an iterable of
-    tensors (a learnable ``noise``, Nyström centres, ...).
+    a kernel (or any ``nn.Module``: its parameters that require grad), a tensor, or an
+    iterable of modules and tensors (``[kernel, raw_noise, centers]``).
 
-    Training stops after ``n_iter`` steps, or earlier when the best loss has improved by
-    less than ``tol`` · max(1, abs(best loss)) over ``patience`` steps (early stopping), or
-    when the loss is not finite (the parameters are then restored to the best ones seen).
+    **Coordinates.** The positive hyperparameters of the modules given (those a kernel
+    keeps through softplus, e.g. ``lengthscale``, ``outputscale``) are optimized as
+    θ = log v within log ``bounds`` (scikit-learn's GP parameterization: a step in θ is a
+    relative change of v, whatever its scale); every other tensor (a network's weights,
+    centres, a tensor passed alone) as it is, unbounded.
 
-    The same loop written with plain ``torch.optim``::
+    **optimizer="lbfgs"** (default): SciPy's L-BFGS-B (Byrd, Lu, Nocedal and Zhu 1995,
+    "A limited memory algorithm for bound constrained optimization", SIAM J. Sci. Comput.
+    16) on the objective and its gradient in float64, at most ``max_iter`` iterations (each
+    one or a few evaluations). It stops when an iteration lowers the objective by less
+    than ``tol`` relatively ((f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) ≤ tol, default
+    SciPy's 2.2e-9) or when every entry of the gradient projected on the bounds is at most
+    ``gtol`` (1e-5) — the convergence test of scikit-learn's GaussianProcessRegressor. A
+    start where the gradient is below ``gtol`` is first probed by L-BFGS-B's own first step
+    (a unit step along −g in θ, then doublings): a lengthscale far below the data's
+    distances makes the Gram matrix the identity to 1e-12, a plateau that gradient tests
+    alone take for an optimum. For deterministic objectives (exact LOO, GCV, likelihood,
+    alignment, a fixed holdout split).
 
-        opt = torch.optim.Adam(kernel.parameters(), lr=0.05)
-        for _ in range(100):
-            opt.zero_grad()
-            loss = objective()
-            loss.backward()
-            opt.step()
+    **optimizer="adam"**, a ``torch.optim.Optimizer`` class (built with ``lr``) or a
+    callable ``params -> Optimizer``: ``max_iter`` steps ``opt.step(closure)`` on the raw
+    parameters, projected on ``bounds`` after each; stops early when the best loss has
+    improved by less than ``tol`` · max(1, |best|) (default 1e-6) over ``patience`` steps,
+    or when the loss is not finite (the best parameters are restored). For stochastic
+    objectives (minibatches, :func:`sgpr_bound` or :func:`nystrom_complexity_reg` over
+    many parameters, matrix-free estimates).
+
+    A :class:`~torchkern.linalg.ConvergenceWarning` says when the kept run stopped early
+    (``max_iter`` reached, a failed line search; a ``torch.optim`` run still falling by
+    more than 1e-3 relatively over its last tenth of steps) with the objective's last
+    relative change, the largest projected gradient entry and the hyperparameters; when it
+    stopped on a flat start; and when a hyperparameter ends on a bound (scikit-learn's
+    degenerate-optimum warning).
+
+    ``n_restarts`` more runs start from the positive hyperparameters drawn log-uniformly
+    within ``bounds`` (scikit-learn's ``n_restarts_optimizer``; other parameters restart
+    from their given values), drawn by ``random_state``; the run of lowest final objective
+    is kept.
+
+    Cost: one objective-and-gradient evaluation per L-BFGS-B function call (``n_evals``
+    in the result; typically 1.1–1.5 per iteration) or per ``torch.optim`` step.
 
     Parameters
     ----------
     objective : callable
         ``objective() -> Tensor`` (0-d), differentiable in the parameters.
-    module_or_params : nn.Module or iterable of Tensor
-    optimizer : {"adam", "lbfgs"}
-        ``"lbfgs"``: one step is one ``torch.optim.LBFGS`` step (up to 20 evaluations,
-        strong-Wolfe line search) — for deterministic objectives (exact methods).
+    module_or_params : nn.Module, Tensor, or iterable of them
+    optimizer : "lbfgs", "adam", torch.optim.Optimizer class or callable
+    max_iter : int
+        Iterations (L-BFGS-B) or steps (``torch.optim``) per run.
+    tol : float, optional
+        Relative decrease of the objective below which the run stops (L-BFGS-B; default
+        2.2e-9) or a step counts as no progress (``torch.optim``; default 1e-6).
+    gtol : float
+        L-BFGS-B's bound on the projected gradient in θ.
     lr : float
-        Learning rate (Adam) or initial step (L-BFGS, where 1 is usual).
-    n_iter : int
-        Maximum number of steps.
-    tol : float
-        Relative improvement below which a step counts as no progress.
-    patience : int
-        Steps without progress before stopping; ``None`` never stops early.
+        Learning rate of ``torch.optim`` optimizers (unused by L-BFGS-B).
+    patience : int or None
+        ``torch.optim``: steps without progress before stopping; None never stops early.
+    bounds : (float, float) or None
+        Bounds of every positive hyperparameter (default scikit-learn's (1e-5, 1e5));
+        None: unbounded (no restarts then). A start outside is clipped into them.
+    n_restarts : int
+        Runs from random starts after the given one.
+    random_state : None, int or torch.Generator
+        The restarts' starts.
     verbose : bool
-        Show a tqdm bar with the current loss.
+        A tqdm bar of the loss.
     callback : callable, optional
-        ``callback(step, loss)`` after each step; returning True stops training.
+        ``callback(step, loss)`` after each step; returning True stops the run.
+    n_iter : int, optional
+        The former name of ``max_iter``.
 
     Returns
     -------
-    list of float
-        The loss at each step (before the step's update).
+    KernelLearningResult
+        ``loss``, ``history`` (loss per iteration), ``n_iter``, ``converged``,
+        ``reason`` (why it stopped), ``hyperparameters``, ...; the parameters are left at
+        the kept run's end.
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> from torchkern.learning import fit_kernel, loo_error
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.randn(80, 2, generator=g, dtype=torch.float64); y = torch.sin(2 * X[:, 0])
+    >>> k = torchkern.RBF(3.0)
+    >>> res = fit_kernel(lambda: loo_error(k, X, y, 0.01), k)
+    >>> res.converged, res.n_iter < 30
+    (True, True)
     """
-    if optimizer not in _OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {optimizer!r}")
     if not callable(objective):
         raise TypeError(f"objective must be callable, got {type(objective).__name__}")
-    if not is_int(n_iter) or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive int, got {n_iter!r}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
-    if patience is not None and (not is_int(patience) or patience < 1):
-        raise ValueError(f"patience must be a positive int or None, got {patience!r}")
-    params = _parameters(module_or_params)
-    if optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr)
-    else:
-        opt = torch.optim.LBFGS(params, lr=lr, max_iter=20, line_search_fn="strong_wolfe")
-    history = []
-    best, best_state, since = math.inf, None, 0
-    bar = progress_bar(verbose, n_iter, "fit_kernel")
-
-    def closure():
-        opt.zero_grad()
-        loss = objective()
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise TypeError("objective() must return a 0-d tensor")
-        loss.backward()
-        return loss
-
-    try:
-        with torch.enable_grad():
-            for step in range(n_iter):
-                if optimizer == "adam":
-                    loss = float(closure().detach())
-                    finite = math.isfinite(loss)
-                    if finite:
-                        if loss < best:
-                            best_state = [p.detach().clone() for p in params]
-                        opt.step()
-                else:
-                    loss = float(opt.step(closure).detach())
-                    finite = math.isfinite(loss)
-                history.append(loss)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss:.5g}")
-                if not finite:
-                    if best_state is not None:
-                        with torch.no_grad():
-                            for p, v in zip(params, best_state):
-                                p.copy_(v)
-                    break
-                if not math.isfinite(best) or loss < best - tol * max(1.0, abs(best)):
-                    since = 0
-                else:
-                    since += 1
-                best = min(best, loss)
-                if callback is not None and callback(step, loss):
-                    break
-                if patience is not None and since >= patience:
-                    break
-    finally:
-        if bar is not None:
-            bar.close()
-    return history
+    if n_iter is not None:
+        max_iter = n_iter
+    coords = _optimize.coordinates(module_or_params, _optimize.log_bounds(bounds))
+    return minimize(objective, coords, optimizer=optimizer, max_iter=max_iter, tol=tol,
+                    gtol=gtol, lr=lr, patience=patience, n_restarts=n_restarts,
+                    random_state=random_state, verbose=verbose, callback=callback)

@@ -16,6 +16,9 @@ from ..kernels.base import inv_softplus
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._threads import one_thread
+from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
+from ..learning._optimize import Coordinates as _Coordinates, lbfgsb
+from ..learning._optimize import softplus_names as _softplus_names
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -26,11 +29,9 @@ _MEANS = ("zero", "constant")
 _OPTIMIZERS = ("lbfgs", "adam")
 # L-BFGS-B on −log p(y) in log-hyperparameters, as scikit-learn: it stops when an
 # iteration lowers the objective by less than _FTOL relatively or when no entry of the
-# projected gradient exceeds _GTOL (SciPy's defaults, which scikit-learn's GP uses).
-_FTOL = 2.220446049250313e-09
-_GTOL = 1e-5
-# Default bounds of every positive hyperparameter and of the noise (scikit-learn's kernels').
-_BOUNDS = (1e-5, 1e5)
+# projected gradient exceeds _GTOL (SciPy's defaults, which scikit-learn's GP uses); the
+# default bounds _BOUNDS of every positive hyperparameter and of the noise are
+# scikit-learn's kernels'. The optimizer is torchkern.learning's (one implementation).
 # method="auto": dense Cholesky up to this many training points, CG + SLQ beyond.
 _AUTO_CHOLESKY_MAX_N = 5_000
 # Fits on the CPU (either method) up to this many points run on one torch thread: their
@@ -414,53 +415,29 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         return float(F.softplus(raw_noise.detach()))
 
     def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
-        """One L-BFGS-B run from θ0 on −log p(y) in :class:`_Coordinates`; None if K + σ²I
-        is not positive definite at θ0."""
-        from scipy.optimize import minimize
-        from threadpoolctl import threadpool_limits
-
-        last = {}
-
-        def fun(theta):
-            if "theta" in last and np.array_equal(theta, last["theta"]):
-                return last["f"], last["g"]  # SciPy's first call repeats x0
-            coords.set(theta)
-            gen = None if seed is None else torch.Generator().manual_seed(seed)
-            with torch.enable_grad():
-                try:
-                    value = loss(gen)
-                except ValueError:  # K + σ²I not positive definite at this trial point
-                    return math.inf, np.zeros_like(theta)
-                grads = torch.autograd.grad(value, coords.params, allow_unused=True)
-            last.update(theta=np.array(theta), f=float(value.detach()), g=coords.grad(grads))
-            return last["f"], last["g"]
-
-        f0, _ = fun(theta0)
-        if not math.isfinite(f0):
-            return None
-        history = [f0 / n]
+        """One L-BFGS-B run from θ0 on −log p(y) in :class:`_Coordinates` (the optimizer of
+        :mod:`torchkern.learning`); None if K + σ²I is not positive definite at θ0."""
         bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
 
-        def step(theta):
-            history.append(last["f"] / n)
+        def evaluate():
+            return loss(None if seed is None else torch.Generator().manual_seed(seed))
+
+        def step(value):
             if bar is not None:
-                bar.set_postfix(loss=f"{history[-1]:.6g}", refresh=False)
+                bar.set_postfix(loss=f"{value:.6g}", refresh=False)
                 bar.update(1)
 
         try:
-            # L-BFGS-B's own BLAS work is on vectors of the hyperparameters' length: the
-            # threads of SciPy's OpenBLAS only wait (on a busy 2-core machine they took
-            # 9 ms per iteration, 4x the whole Cholesky objective at n = 100).
-            with threadpool_limits(1, user_api="blas"):
-                res = minimize(fun, theta0, jac=True, method="L-BFGS-B", callback=step,
-                               bounds=coords.bounds,
-                               options=dict(maxiter=n_iter, ftol=_FTOL, gtol=_GTOL))
+            res = lbfgsb(coords, theta0, evaluate, max_iter=n_iter, ftol=_FTOL, gtol=_GTOL,
+                         scale=1.0 / n, on_step=step)
         finally:
             if bar is not None:
                 bar.close()
+        if res is None:
+            return None
         early = None
-        if not res.success:
-            if res.status == 1:
+        if not res["converged"]:
+            if res["status"] == 1:
                 reason = "raise n_iter"
             elif seed is not None:  # method="cg"
                 reason = ("the line search failed: the stochastic (SLQ) objective is not "
@@ -469,12 +446,11 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             else:
                 reason = ("the line search failed: near an optimum this is rounding in "
                           "the objective; otherwise standardize X and use normalize_y=True")
-            pg = coords.projected_gradient_norm(res.x, res.jac)
-            early = (f"L-BFGS-B stopped after {res.nit} iterations without converging "
-                     f"({_text(res.message)}) at log p(y) = {-float(res.fun):.6g}, largest "
-                     f"projected gradient entry {pg:.2e} (log-hyperparameters); {reason}")
-        return dict(f=float(res.fun), theta=np.array(res.x), history=history,
-                    nit=int(res.nit), early=early)
+            early = (f"L-BFGS-B stopped after {res['nit']} iterations without converging "
+                     f"({res['message']}) at log p(y) = {-res['f']:.6g}, largest "
+                     f"projected gradient entry {res['pg']:.2e} (log-hyperparameters); {reason}")
+        return dict(f=res["f"], theta=res["theta"], history=res["history"],
+                    nit=res["nit"], early=early)
 
     def _adam(self, coords, theta0, loss, seed, n, n_iter, lr, label):
         """``n_iter`` Adam steps on −log p(y)/n in the raw parameters from θ0, projected on
@@ -768,99 +744,6 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
     return lml, (mu, a.detach(), preconditioner)
 
 
-def _softplus_names(kernel) -> dict:
-    """{id(raw parameter): readable name} of the kernel's learnable positive
-    (softplus-parameterized) hyperparameters, e.g. ``base.lengthscale``."""
-    out = {}
-    for path, module in kernel.named_modules():
-        for name, kind in getattr(module, "_hypers", {}).items():
-            p = module._parameters.get("raw_" + name)
-            if kind == "softplus" and p is not None and p.requires_grad:
-                out[id(p)] = f"{path}.{name}" if path else name
-    return out
-
-
-class _Coordinates:
-    """The optimizer's view of the learnable parameters, flattened to one float64 vector
-    θ: log v for a positive (softplus-parameterized) hyperparameter v, bounded by the log
-    of ``hyperparameter_bounds`` (scikit-learn's parameterization), the raw value of any
-    other parameter (unbounded)."""
-
-    def __init__(self, params, names, positive, log_bounds):
-        self.params, self.positive, self.log_bounds = params, positive, log_bounds
-        self.sizes = [p.numel() for p in params]
-        self.names = [f"{nm}[{i}]" if p.numel() > 1 else nm
-                      for nm, p in zip(names, params) for i in range(p.numel())]
-        self.mask = np.array([pos for pos, p in zip(positive, params)
-                              for _ in range(p.numel())], dtype=bool)
-        lo, hi = log_bounds if log_bounds is not None else (None, None)
-        self.bounds = [(lo, hi) if m else (None, None) for m in self.mask]
-
-    def get(self) -> np.ndarray:
-        with torch.no_grad():
-            return torch.cat([(F.softplus(p.to(_F64)).log() if pos else p.to(_F64))
-                              .reshape(-1).cpu() for p, pos in zip(self.params, self.positive)]
-                             ).numpy()
-
-    def set(self, theta) -> None:
-        with torch.no_grad():
-            chunks = torch.as_tensor(np.asarray(theta, dtype=np.float64)).split(self.sizes)
-            for p, pos, c in zip(self.params, self.positive, chunks):
-                p.copy_((inv_softplus(c.exp()) if pos else c).reshape(p.shape))
-
-    def grad(self, grads) -> np.ndarray:
-        """∂/∂θ from the gradients in the raw parameters at the current point:
-        ∂raw/∂log v = v / (1 − e^{−v}) for raw = softplus⁻¹(v)."""
-        out = []
-        for p, pos, d in zip(self.params, self.positive, grads):
-            d = (torch.zeros_like(p) if d is None else d).detach().to(_F64).reshape(-1).cpu()
-            if pos:
-                v = F.softplus(p.detach().to(_F64).reshape(-1).cpu())
-                d = d * v / -torch.expm1(-v)
-            out.append(d)
-        return torch.cat(out).numpy()
-
-    def clip(self, theta) -> np.ndarray:
-        theta = np.array(theta, dtype=np.float64)
-        if self.log_bounds is not None:
-            theta[self.mask] = np.clip(theta[self.mask], *self.log_bounds)
-        return theta
-
-    def draw(self, theta, generator) -> np.ndarray:
-        """θ with every bounded entry drawn uniformly within the log bounds
-        (scikit-learn's restarts); other entries kept."""
-        theta = np.array(theta, dtype=np.float64)
-        lo, hi = self.log_bounds
-        u = torch.rand(int(self.mask.sum()), generator=generator, dtype=_F64).numpy()
-        theta[self.mask] = lo + (hi - lo) * u
-        return theta
-
-    def projected_gradient_norm(self, theta, g) -> float:
-        """max |entry| of the gradient projected on the box (L-BFGS-B's pgtol test)."""
-        g = np.array(g, dtype=np.float64)
-        if self.log_bounds is not None:
-            lo, hi = self.log_bounds
-            g[self.mask & (theta <= lo) & (g > 0)] = 0
-            g[self.mask & (theta >= hi) & (g < 0)] = 0
-        return float(np.abs(g).max()) if g.size else 0.0
-
-    def at_bounds(self, theta) -> list:
-        """(name, value, "lower"/"upper") of the bounded entries at a bound (within
-        numpy.isclose's tolerance in log space, as scikit-learn checks)."""
-        if self.log_bounds is None:
-            return []
-        out = []
-        for name, t, m in zip(self.names, theta, self.mask):
-            for side, b in zip(("lower", "upper"), self.log_bounds):
-                if m and np.isclose(t, b):
-                    out.append((name, math.exp(t), side))
-        return out
-
-    def describe(self, theta) -> str:
-        return ", ".join(f"{name} = {math.exp(t) if m else t:.6g}"
-                         for name, t, m in zip(self.names, theta, self.mask))
-
-
 def _threads_for(method, X):
     """One torch thread (restored afterwards) for a fit on the CPU of at most
     ``_SINGLE_THREAD_MAX_N`` points, either method — there the factorizations and the
@@ -875,7 +758,3 @@ def _probe_seed(random_state) -> int:
     """One seed for the SLQ probes of a whole fit (common random numbers)."""
     gen = _generator(random_state)
     return int(torch.randint(0, 2**62, (), generator=gen))
-
-
-def _text(message) -> str:
-    return message.decode() if isinstance(message, bytes) else str(message)
