@@ -16,6 +16,7 @@ from .._validation import as_tensor, is_int
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, combine_formulas, lazy_sum)
+from ._ops import center, fast_form_dtype, in_precision
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
 
@@ -610,7 +611,28 @@ class _Lengthscale:
 
 
 class StationaryKernel(_Lengthscale, Kernel):
-    """Base of kernels of ‖x − y‖ / ℓ: inputs are divided by the lengthscale(s) first."""
+    """Base of kernels of ‖x − y‖ / ℓ: inputs are divided by the lengthscale(s) first.
+
+    The kernel is translation invariant, so its formula is bound to X and Y centred at
+    their joint mean (:func:`._ops.center`, once per product). Kernels whose ``_k`` takes
+    ‖x − y‖² in the fast form (:func:`._ops.sqdist`, ``fast_sqdist = True``) are evaluated
+    on torch blocks in the precision that keeps its round-off below
+    ``_ops.FAST_FORM_MAX_ROUNDOFF`` (:func:`._ops.fast_form_dtype`): float64 for float32
+    data spread over more than a few lengthscales, so that every backend has the accuracy
+    of the difference form.
+    """
+
+    #: ``_k`` computes ‖x − y‖² with :func:`._ops.sqdist` (Laplacian and Matérn use exact
+    #: differences and set it False).
+    fast_sqdist = True
+
+    def _formula(self, X, Y=None):
+        X, Y = center(X, None if Y is X else Y)
+        f = super()._formula(X, Y)
+        if self.fast_sqdist:
+            dtype = fast_form_dtype(f.xs[0], None if Y is None else f.ys[0])
+            f = Formula(f.xs, f.ys, f.ps, in_precision(f.fn, dtype, f.dtype), f.profile)
+        return f
 
     def __init__(self, lengthscale=1.0, ard_dims=None):
         Kernel.__init__(self)

@@ -40,7 +40,7 @@ class RBF(StationaryKernel):
         return "gauss" if type(self)._k is RBF._k else None
 
     def _k(self, x, y):
-        d2 = sqdist(x, y)
+        d2 = sqdist(x, y, center=False)  # centred by StationaryKernel
         if inplace_ok(d2):  # a fresh torch block outside autograd: no temporaries
             return d2.mul_(-0.5).exp_()
         return (d2 * -0.5).exp()
@@ -51,6 +51,8 @@ class Laplacian(StationaryKernel):
 
     This is the Matérn kernel with ν = 1/2 (note the Euclidean, not ℓ₁, norm).
     """
+
+    fast_sqdist = False
 
     def _radial_profile(self):
         return "laplace" if type(self)._k is Laplacian._k else None
@@ -74,6 +76,8 @@ class Matern(StationaryKernel):
             raise ValueError(f"nu must be 0.5, 1.5 or 2.5, got {nu!r}")
         super().__init__(lengthscale, ard_dims)
         self.nu = nu
+
+    fast_sqdist = False
 
     def extra_repr(self):
         return f"nu={self.nu}, " + super().extra_repr()
@@ -111,7 +115,7 @@ class RationalQuadratic(StationaryKernel):
         return (self._param("alpha", like),)
 
     def _k(self, x, y, alpha):
-        return ((sqdist(x, y) / (alpha * 2.0) + 1.0).log() * (-alpha)).exp()
+        return ((sqdist(x, y, center=False) / (alpha * 2.0) + 1.0).log() * (-alpha)).exp()
 
 
 class InverseMultiquadric(StationaryKernel):
@@ -128,7 +132,7 @@ class InverseMultiquadric(StationaryKernel):
         return (self._param("c", like),)
 
     def _k(self, x, y, c):
-        return (sqdist(x, y) + c * c).rsqrt()
+        return (sqdist(x, y, center=False) + c * c).rsqrt()
 
 
 class Periodic(_Lengthscale, Kernel):
