@@ -28,6 +28,42 @@ def test_equals_sklearn(d, kernel, sk_kernel):
         SkKernelDensity(kernel=sk_kernel, bandwidth=0.6).fit(X).score(Q), rel=1e-10)
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "exponential"])  # all of sklearn's we have
+@pytest.mark.parametrize("dtype,offset", [(np.float32, 1e3), (np.float32, 1e4),
+                                          (np.float64, 1e8), (np.int64, 1e15)])
+def test_offset_data_equal_sklearn(kernel, dtype, offset):
+    # scikit-learn's trees use exact differences. Before the data were centred, the
+    # expanded ||q||^2 + ||x||^2 - 2 q.x lost everything: log-density errors of 0.2 / 3.5
+    # (float32 at 1e3 / 1e4), 3.6 (float64 at 1e8), 8.2 (int64 near 1e15).
+    rng = np.random.default_rng(7)
+    if dtype == np.int64:
+        X = int(offset) + rng.integers(-3, 4, size=(200, 2))
+        Q = int(offset) + rng.integers(-4, 5, size=(40, 2))
+    else:
+        X = (offset + rng.normal(size=(200, 2))).astype(dtype)
+        Q = (offset + rng.normal(size=(40, 2))).astype(dtype)
+    ours = np.asarray(KernelDensity(kernel, bandwidth=0.5).fit(X).score_samples(Q), np.float64)
+    ref = SkKernelDensity(kernel=kernel, bandwidth=0.5).fit(X.astype(np.float64)).score_samples(
+        Q.astype(np.float64))
+    # float32: the result is rounded to float32 (|log p| < 10 here: 1e-6 is ~1.5 ulp)
+    np.testing.assert_allclose(ours, ref, rtol=1e-12 if dtype != np.float32 else 1e-6, atol=0)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "exponential"])
+@pytest.mark.parametrize("dtype,spread", [(np.float32, 1e3), (np.float64, 1e5)])
+def test_spread_data_equal_sklearn(kernel, dtype, spread):
+    # points over [0, spread] with close pairs, queries among them: compared by exact
+    # differences (the fast form's round-off, even in float64, would be 1e-5 at 1e5)
+    rng = np.random.default_rng(8)
+    p = rng.uniform(0, spread, size=(100, 1))
+    X = np.c_[np.r_[p, p + 0.3], rng.uniform(size=(200, 1))].astype(dtype)
+    Q = (X[::5] + rng.normal(scale=0.2, size=(40, 2))).astype(dtype)
+    ours = np.asarray(KernelDensity(kernel, bandwidth=0.5).fit(X).score_samples(Q), np.float64)
+    ref = SkKernelDensity(kernel=kernel, bandwidth=0.5).fit(X.astype(np.float64)).score_samples(
+        Q.astype(np.float64))
+    np.testing.assert_allclose(ours, ref, rtol=1e-12 if dtype == np.float64 else 1e-6, atol=0)
+
+
 def test_ard_kernel_instance_is_a_product_of_bandwidths():
     rng = np.random.default_rng(0)
     X, Q = rng.normal(size=(40, 2)), rng.normal(size=(10, 2))

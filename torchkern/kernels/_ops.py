@@ -99,10 +99,10 @@ def center(x, y=None):
 FAST_FORM_MAX_ROUNDOFF = 2.0 ** -16
 
 
-def fast_form_dtype(x, y=None):
+def fast_form_dtype(x, y=None, max_roundoff: float = FAST_FORM_MAX_ROUNDOFF):
     """The dtype in which :func:`sqdist`'s fast form on the rows of x and y (centred, see
-    :func:`center`) has round-off at most ``FAST_FORM_MAX_ROUNDOFF``: their own where
-    their spread allows, float64 where only it does (scikit-learn's
+    :func:`center`) has round-off ε·(max‖x‖² + max‖y‖²) at most ``max_roundoff``: their
+    own where their spread allows, float64 where only it does (scikit-learn's
     ``euclidean_distances`` likewise computes float32 distances in float64), None where
     not even float64 does (the sum of squared differences is needed). O((n + m) d)."""
     with torch.no_grad():
@@ -110,7 +110,7 @@ def fast_form_dtype(x, y=None):
         s = 2 * s if y is None else s + (y * y).sum(1).max()
         s = float(s)
     for dt in (x.dtype, torch.float64):
-        if torch.finfo(dt).eps * s <= FAST_FORM_MAX_ROUNDOFF:
+        if torch.finfo(dt).eps * s <= max_roundoff:
             return dt
     return None
 
