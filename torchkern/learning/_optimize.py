@@ -181,11 +181,12 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
     A trial point where ``evaluate`` raises ``ValueError`` (a Gram matrix that is not
     positive definite) or returns a non-finite value counts as +inf, so the line search
     backtracks. ``leave_plateau``: a start whose projected gradient is already below
-    ``gtol`` (SciPy would stop at once) is probed by steps of 1, 2, 4, 8 along −g/‖g‖ in θ
-    (L-BFGS-B's own first step, then doublings) while the objective falls by more than
-    ``ftol`` relatively; when it fell, the start was a plateau (a lengthscale far below
-    the data's distances: the Gram matrix is the identity to rounding), and L-BFGS-B goes
-    on from the lowest probe. L-BFGS-B's own BLAS work (on vectors of θ's length) runs on
+    ``gtol`` (SciPy would stop at once) is probed by steps of 1, 2, 4, 8 both ways along
+    the gradient's line in θ (the length of L-BFGS-B's own first step, then doublings)
+    while the objective falls by more than ``ftol`` relatively; when it fell, the start
+    was a plateau (a lengthscale far below the data's distances: the Gram matrix is the
+    identity to rounding, and the sign of a 1e-12 gradient is not to be trusted), and
+    L-BFGS-B goes on from the lowest probe. L-BFGS-B's own BLAS work (on vectors of θ's length) runs on
     one thread: on a busy machine OpenBLAS's threads only wait.
 
     Returns
@@ -240,21 +241,27 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
     pg0 = coords.projected_gradient_norm(start, g0)
     if leave_plateau and pg0 <= gtol and max_iter > 0:
         flat = pg0 == 0  # no direction to probe
-        if pg0 > 0:
+        if pg0 > 0:  # the gradient is rounding-level: probe both ways along its line
             direction = -np.array(g0) / np.linalg.norm(g0)
-            best, f_best = start, f0
+            best, f_best, g_best, level = start, f0, g0, True
             for length in (1.0, 2.0, 4.0, 8.0):
-                trial = coords.clip(best + length * direction)
-                f, _ = fun(trial)
-                if not f < f_best - ftol * max(abs(f_best), abs(f), 1.0):
-                    # a minimum rises along −g; a plateau stays level to rounding
-                    flat = flat or (probes == 0 and abs(f - f_best)
-                                    <= ftol * max(abs(f_best), abs(f), 1.0))
+                improved = False
+                for sign in (1.0, -1.0):
+                    trial = coords.clip(start + sign * length * direction)
+                    f, g = fun(trial)
+                    tol = ftol * max(abs(f0), abs(f), 1.0)
+                    level = level and abs(f - f0) <= tol
+                    if f < f_best - tol:
+                        best, f_best, g_best, improved = trial, f, g, True
+                if not improved:
                     break
-                best, f_best, probes = trial, f, probes + 1
-                step(trial)
-                if coords.projected_gradient_norm(trial, last["g"]) > gtol:
+                probes += 1
+                history.append(f_best * scale)
+                if on_step is not None:
+                    on_step(history[-1])
+                if coords.projected_gradient_norm(best, g_best) > gtol:
                     break
+            flat = probes == 0 and level  # a minimum rises both ways; a plateau is level
             start = best
             fun(start)  # last = the start of the L-BFGS-B run
     with threadpool_limits(1, user_api="blas"):
@@ -266,10 +273,11 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
     prev = history[-2] / scale if len(history) > 1 else f0
     change = (prev - f) / max(abs(prev), abs(f), 1.0)
     message = res.message.decode() if isinstance(res.message, bytes) else str(res.message)
+    flat = flat and int(res.nit) == 0
     return dict(f=f, theta=np.array(res.x), history=history, nit=int(res.nit) + probes,
-                nfev=count[0], converged=bool(res.success), status=int(res.status),
+                nfev=count[0], converged=bool(res.success) and not flat, status=int(res.status),
                 message=message, pg=coords.projected_gradient_norm(res.x, res.jac),
-                change=change, plateau=probes, flat=flat and int(res.nit) == 0)
+                change=change, plateau=probes, flat=flat)
 
 
 def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
