@@ -70,3 +70,14 @@ def test_float32_nystrom_tiny_alpha_agrees_or_warns():
     warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
     assert warned or _gap(model.predict(X), ref_train) <= 1e-4
     assert _gap(model.predict(X), ref_train) <= 1e-3
+
+
+@pytest.mark.parametrize("alpha", [1e-1, 1e-5])
+def test_float32_cholesky_is_float64_krr(alpha):
+    X, y, Xt = _data(1000)
+    model = KernelRidge(RBF(0.5), alpha=alpha, solver="cholesky").fit(X, y)
+    ref_train, ref_test = _sklearn(X, y, alpha, Xt)
+    pred = model.predict(X)
+    assert pred.dtype == torch.float32
+    assert _gap(pred, ref_train) <= 1e-6
+    assert _gap(model.predict(Xt), ref_test) <= 1e-5

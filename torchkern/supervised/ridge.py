@@ -198,14 +198,22 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
     """
     if not (type(X) is torch.Tensor and X.dtype == torch.float32):
         return False
-    n, m = X.shape[0], Z.shape[0]
-    Kmm = kernel(Z.to(_F64), backend="dense").to_dense()
-    v = torch.ones(m, dtype=_F64, device=Kmm.device)
+    return _float32_unresolved(kernel(Z.to(_F64), backend="dense").to_dense(), X.shape[0],
+                               alpha)
+
+
+def _float32_unresolved(Kmm: torch.Tensor, n: int, alpha: torch.Tensor) -> bool:
+    """eps₃₂·(n/m)·‖K_mm‖₂ / min α > _FLOAT32_GAP (K_mm float64, m × m; m = n for the
+    full K), ‖K_mm‖₂ by 20 power iterations from the ones vector (K_mm ≥ 0 entrywise for
+    the usual kernels, so the start is not orthogonal to the top eigenvector)."""
+    m = Kmm.shape[0]
+    v = torch.ones(m, dtype=Kmm.dtype, device=Kmm.device)
     for _ in range(20):
         v = Kmm @ v
         v /= v.norm().clamp(min=1e-300)
     norm = float((Kmm @ v).norm()) * n / m
-    return torch.finfo(torch.float32).eps * norm / float(alpha.min()) > _FLOAT32_GAP
+    a = float(alpha.min())
+    return a == 0 or torch.finfo(torch.float32).eps * norm / a > _FLOAT32_GAP
 
 
 # --------------------------------------------------------------------------------------
@@ -275,7 +283,10 @@ class KernelRidge(RegressorMixin, Estimator):
     Attributes
     ----------
     dual_coef_ : Tensor of shape (n,) or (n, r)
-        c; with ``"nystrom"`` the center coefficients β, shape (m,) or (m, r).
+        c; with ``"nystrom"`` the center coefficients β, shape (m,) or (m, r). In the
+        data's dtype, except float64 for float32 data where float32 cannot resolve α
+        (``"cholesky"``, ``"nystrom"``; Notes): ``predict`` then evaluates the kernel in
+        float64 and returns float32.
     X_fit_ : Tensor or KernelInput
         The points that ``predict`` evaluates the kernel against: the training data, or
         the m centers for ``"nystrom"`` (``None`` with a precomputed kernel).
@@ -304,6 +315,14 @@ class KernelRidge(RegressorMixin, Estimator):
     row blocks (O(n·m) kernel evaluations, O(m²) memory besides a block). Each iteration
     reads K_nm once, multiplying its entries in float64: float32 data reach tight
     tolerances. With m = n it is exact KRR.
+
+    float32 data: rounding the kernel values to float32 perturbs K by E, ‖E‖₂ ≈
+    eps₃₂‖K‖₂, which moves the fit by up to about ‖E‖/α relative. Where
+    eps₃₂·‖K‖₂/α > 10⁻⁴ (‖K‖₂ estimated from K, or (n/m)‖K_mm‖₂ for ``"nystrom"``),
+    ``"nystrom"`` evaluates K_nm and K_mm in float64 from the float32 inputs and keeps β
+    in float64; ``"cholesky"`` always evaluates K in float64 (it factors in float64
+    anyway) and keeps c in float64 there. ``"cg"`` uses the float32 kernel values (where
+    float32 cannot resolve the system its refinement stalls and warns).
 
     Examples
     --------
@@ -410,16 +429,22 @@ class KernelRidge(RegressorMixin, Estimator):
 
     def _fit_exact(self, kernel, X, Y, alpha, w, solver):
         """c = S (S K S + αI)⁻¹ S y (S = diag(√w), or I) by Cholesky or CG."""
-        K = kernel_matrix(kernel, X, backend="dense" if solver == "cholesky" else self.backend,
-                          reuse=True)
+        # Cholesky factors K in float64: float32 data get float64 kernel values for free
+        f64 = solver == "cholesky" and type(X) is torch.Tensor and X.dtype == torch.float32
+        K = kernel_matrix(kernel, X.to(_F64) if f64 else X,
+                          backend="dense" if solver == "cholesky" else self.backend, reuse=True)
         # A row-sharded K (torchkern.distributed): this rank's rows; c stays sharded.
         Y, w = _own(K, Y), None if w is None else _own(K, w)
         s = None if w is None else w.sqrt()
         if s is not None:
             K, Y = K.scaled(s), Y * s[:, None]
         if solver == "cholesky":
-            C = _solve_cholesky(K, Y, alpha, self.verbose).to(Y.dtype)
+            C = _solve_cholesky(K, Y, alpha, self.verbose)
             self.n_iter_ = 1  # one direct solve
+            # c stays float64 where its float32 rounding would move K c by more than
+            # float32 resolves (predict then evaluates the kernel in float64)
+            if not (f64 and _float32_unresolved(K.to_dense(), K.shape[0], alpha)):
+                C = C.to(Y.dtype)
         else:
             n_centers = (0 if self.preconditioner is None else
                          _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers)
