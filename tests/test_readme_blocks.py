@@ -31,7 +31,11 @@ _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _NO_RUN = re.compile(r"<!--\s*no-run:\s*(.*?)\s*-->\s*$")
 
 # The blocks that do not run here, by file: (first line of the block, reason).
-EXPECTED_NO_RUN = {}
+EXPECTED_NO_RUN = {
+    "docs/distributed.md": [
+        ("import torchkern",
+         "needs torchrun (one process per rank; examples/distributed_krr.py runs it)")],
+}
 
 
 def blocks(path):
