@@ -65,6 +65,9 @@ for name, line, src in blocks:
         print(f"FAILED {name}:{line}", file=sys.stderr)
         sys.exit(1)
     print(json.dumps([name, line, time.perf_counter() - t]), flush=True)
+import resource
+r = resource.getrusage(resource.RUSAGE_SELF)
+print("CPU", r.ru_utime + r.ru_stime)
 """
 
 
@@ -85,6 +88,7 @@ def test_python_blocks_run(path, tmp_path):
     done = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("[")]
     for name, line, seconds in done:
         print(f"{name}:{line}: {seconds:.2f} s")
+    print(*[l for l in proc.stdout.splitlines() if l.startswith("CPU")], "s (whole file, with import)")
     assert proc.returncode == 0, proc.stderr[-6000:]
     assert len(done) == len(todo)
 
