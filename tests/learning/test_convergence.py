@@ -201,3 +201,22 @@ def test_learning_arguments_are_checked():
         learn_kernel(torchkern.KernelRidge(torchkern.RBF()), X, y, "loo", optimizer="newton")
     with pytest.raises(ValueError, match="unknown options"):
         torchkern.KernelRidge().fit(X, y, learn_kernel={"objective": "loo", "optimiser": "adam"})
+
+
+def test_gp_adam_is_the_learning_loop():
+    # GaussianProcessRegressor(optimizer="adam") runs fit_kernel's torch.optim loop: the
+    # same steps on the same objective give the same hyperparameters and losses
+    X, y = _diabetes(60)
+    gp = torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), noise=1.0, optimizer="adam")
+    gp.fit(X, y, optimize=True, n_iter=25, lr=0.05)
+    k = torchkern.RBF(1.0)
+    raw = torch.tensor(math.log(math.expm1(1.0)), dtype=F64, requires_grad=True)
+    Xt, yt = torch.tensor(X), torch.tensor(y)
+    res = fit_kernel(lambda: -torchkern.learning.log_marginal_likelihood(
+        k, Xt, yt, torch.nn.functional.softplus(raw)) / len(y), [k, raw], optimizer="adam",
+        lr=0.05, max_iter=25, patience=None)
+    assert float(gp.kernel_.lengthscale.detach()) == pytest.approx(
+        float(k.lengthscale.detach()), rel=1e-10)
+    assert gp.noise_ == pytest.approx(float(torch.nn.functional.softplus(raw.detach())), rel=1e-10)
+    np.testing.assert_allclose(gp.loss_history_, res.history, rtol=1e-10)
+    assert res.history[-1] < res.history[0] - 0.05

@@ -281,7 +281,7 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
 
 
 def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
-                scale=1.0, on_step=None, callback=None):
+                scale=1.0, on_step=None, callback=None, final_value=True):
     r"""Steps of a ``torch.optim`` optimizer (``optimizer(params)`` builds it) on the raw
     parameters, each one ``opt.step(closure)``, projected on ``coords``' bounds after each
     step. Stops after ``max_iter`` steps, when the best loss has improved by less than
@@ -289,8 +289,9 @@ def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
     parameters seen are restored), or when ``callback(step, loss)`` returns True.
 
     Returns the dict of :func:`lbfgsb` (``converged``: stopped by ``patience``; ``change``:
-    the relative decrease over the last tenth of the steps); None when ``evaluate`` raises
-    ``ValueError`` at the first step.
+    the relative decrease over the last tenth of the steps; ``f``: one more evaluation
+    where the parameters are left, NaN when not ``final_value``); None when ``evaluate``
+    raises ``ValueError`` at the first step.
     """
     opt = optimizer(coords.params)
     if not isinstance(opt, torch.optim.Optimizer):
@@ -348,6 +349,8 @@ def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
     theta = coords.get()
     if status == 2:
         f = state.get("best", math.inf)
+    elif not final_value:
+        f = math.nan
     else:  # the value where the parameters are left (the history is before each step)
         with torch.no_grad():
             f = float(evaluate().detach())

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.base import RegressorMixin
@@ -17,7 +16,7 @@ from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._threads import one_thread
 from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
-from ..learning._optimize import Coordinates as _Coordinates, lbfgsb
+from ..learning._optimize import Coordinates as _Coordinates, lbfgsb, torch_optim
 from ..learning._optimize import softplus_names as _softplus_names
 from .ridge import _default_rank, _r2_score
 
@@ -454,34 +453,27 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def _adam(self, coords, theta0, loss, seed, n, n_iter, lr, label):
         """``n_iter`` Adam steps on −log p(y)/n in the raw parameters from θ0, projected on
-        the bounds after each step; None if K + σ²I is not positive definite at θ0."""
+        the bounds after each step (:mod:`torchkern.learning`'s loop); None if K + σ²I is
+        not positive definite at θ0."""
         coords.set(theta0)
-        opt = torch.optim.Adam(coords.params, lr=lr)
         gen = _generator(self.random_state)
-        history = []
         bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (Adam{label})")
+
+        def step(value):
+            if bar is not None:
+                bar.set_postfix(loss=f"{value:.6g}", refresh=False)
+                bar.update(1)
+
         try:
-            with torch.enable_grad():
-                for i in range(n_iter):
-                    opt.zero_grad()
-                    try:
-                        value = loss(gen) / n
-                    except ValueError:
-                        if i == 0:
-                            return None
-                        raise
-                    value.backward()
-                    opt.step()
-                    theta = coords.get()
-                    if not np.array_equal(coords.clip(theta), theta):  # project on the box
-                        coords.set(coords.clip(theta))
-                    history.append(float(value.detach()))
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{history[-1]:.6g}", refresh=False)
-                        bar.update(1)
+            res = torch_optim(coords, lambda: loss(gen) / n,
+                              lambda params: torch.optim.Adam(params, lr=lr), max_iter=n_iter,
+                              patience=None, on_step=step, final_value=False)
         finally:
             if bar is not None:
                 bar.close()
+        if res is None:
+            return None
+        history = res["history"]
         with torch.no_grad():
             try:
                 f = float(loss(None if seed is None else torch.Generator().manual_seed(seed)))
@@ -490,12 +482,14 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                     return None
                 raise
         early = None
-        tail = max(1, n_iter // 10)
-        if n_iter >= 20 and history[-tail - 1] - history[-1] > 1e-3 * max(1.0, abs(history[-1])):
+        tail = max(1, len(history) // 10)
+        if len(history) >= 20 and history[-tail - 1] - history[-1] > 1e-3 * max(1.0, abs(history[-1])):
             early = (f"-log p(y)/n was still falling after {n_iter} Adam steps "
                      f"({history[-tail - 1]:.6g} -> {history[-1]:.6g} over the last {tail}); "
                      f"raise n_iter or lr, or use optimizer='lbfgs'")
-        return dict(f=f, theta=coords.get(), history=history, nit=n_iter, early=early)
+        if res["status"] == 2:  # not finite: the best parameters seen were restored
+            early = f"{res['message']} after {len(history)} Adam steps; lower lr"
+        return dict(f=f, theta=coords.get(), history=history, nit=len(history), early=early)
 
     def _condition(self, X, Y):
         gen = _generator(self.random_state)
