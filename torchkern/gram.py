@@ -457,7 +457,8 @@ def _native_scaled(formula: Formula, out: torch.Tensor) -> torch.Tensor:
 # each block's temporaries); below it, the first call's one-off build (seconds, once per
 # machine) would not pay. In float64 the two agree to round-off. In float32 they differ by
 # float32 rounding — the C++ loop sums squared differences (max abs error 1e-7 on an RBF
-# Gram), the torch evaluation uses ‖x‖² + ‖y‖² − 2xᵀy (cancellation: 4e-6) — so a float32
+# Gram), the torch evaluation uses ‖x‖² + ‖y‖² − 2xᵀy on centred data (cancellation: at
+# most ~2^-16, beyond which it runs in float64; kernels._ops.fast_form_dtype) — so a float32
 # matrix that stands in for blocked torch products (``to_dense`` of a blocked matrix) keeps
 # the torch evaluation, and only matrices stored for themselves use the C++ loop
 # (``Formula.evaluate(native_float32=True)``).

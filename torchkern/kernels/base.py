@@ -614,7 +614,8 @@ class StationaryKernel(_Lengthscale, Kernel):
     """Base of kernels of ‖x − y‖ / ℓ: inputs are divided by the lengthscale(s) first.
 
     The kernel is translation invariant, so its formula is bound to X and Y centred at
-    their joint mean (:func:`._ops.center`, once per product). Kernels whose ``_k`` takes
+    their joint mean, exactly, in the columns where that is possible (offset data;
+    :func:`._ops.center`, once per product). Kernels whose ``_k`` takes
     ‖x − y‖² in the fast form (:func:`._ops.sqdist`, ``fast_sqdist = True``) are evaluated
     on torch blocks in the precision that keeps its round-off below
     ``_ops.FAST_FORM_MAX_ROUNDOFF`` (:func:`._ops.fast_form_dtype`): float64 for float32
