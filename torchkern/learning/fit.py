@@ -149,7 +149,7 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
             if bar is not None:
                 bar.close()
 
-    start = coords.clip(coords.get()) if coords.log_bounds is not None else coords.get()
+    start = coords.clip(coords.get())
     best = run(start, "")
     if best is None:
         raise ValueError(f"{what}: the objective is not finite or not defined (a Gram matrix "
