@@ -284,7 +284,8 @@ def rows_converge(alpha=0.3, starts=(0.1, 1.0, 10.0, 100.0), restarts=(0, 3)):
             gs_secs = time.perf_counter() - t0
             gs_mse = float(np.mean((gs.predict(Xte) - yte) ** 2))
             gs_ls = (1 / (2 * gs.best_params_["gamma"])) ** 0.5
-            optimum = {obj: grid_optimum(Xtr, ytr, alpha, i) for i, obj in enumerate(("loo", "gcv"))}
+            optimum = {obj: grid_optimum(Xtr, ytr, alpha, i)
+                       for i, obj in enumerate(("loo", "gcv"))}
         rows.append({"row": f"{name}: GridSearchCV (60 l, 5-fold)", "n": len(ytr),
                      "result": f"l {gs_ls:.3f}, test MSE {gs_mse:.4f}",
                      "seconds": f"{gs_secs:.2f}", "note": f"load {os.getloadavg()[0]:.1f}"})

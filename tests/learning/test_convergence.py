@@ -134,7 +134,8 @@ def test_adam_and_other_torch_optimizers_as_options(diabetes):
 
 
 def test_n_restarts_keeps_the_best_run():
-    # two minima in θ = log ℓ: a local one at θ ≈ 0 (the start's basin), the global at θ ≈ 3
+    # two minima in θ = log ℓ: a local one at θ ≈ 0 (the start's basin), the global one
+    # at θ ≈ 3
     k = torchkern.RBF(1.0)
 
     def objective():

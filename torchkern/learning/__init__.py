@@ -24,5 +24,6 @@ from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_margin
 __all__ = [
     "log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
     "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg",
-    "fit_kernel", "learn_kernel", "KernelLearningResult", "MultipleKernel", "SimpleMKL", "KernelLayer", "MMDLoss",
+    "fit_kernel", "learn_kernel", "KernelLearningResult", "MultipleKernel", "SimpleMKL",
+    "KernelLayer", "MMDLoss",
 ]

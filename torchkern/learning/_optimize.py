@@ -186,8 +186,8 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
     while the objective falls by more than ``ftol`` relatively; when it fell, the start
     was a plateau (a lengthscale far below the data's distances: the Gram matrix is the
     identity to rounding, and the sign of a 1e-12 gradient is not to be trusted), and
-    L-BFGS-B goes on from the lowest probe. L-BFGS-B's own BLAS work (on vectors of θ's length) runs on
-    one thread: on a busy machine OpenBLAS's threads only wait.
+    L-BFGS-B goes on from the lowest probe. L-BFGS-B's own BLAS work (on vectors of θ's
+    length) runs on one thread: on a busy machine OpenBLAS's threads only wait.
 
     Returns
     -------

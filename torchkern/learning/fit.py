@@ -258,19 +258,20 @@ def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, 
     "A limited memory algorithm for bound constrained optimization", SIAM J. Sci. Comput.
     16) on the objective and its gradient in float64, at most ``max_iter`` iterations (each
     one or a few evaluations). It stops when an iteration lowers the objective by less
-    than ``tol`` relatively ((f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) ≤ tol, default
-    SciPy's 2.2e-9) or when every entry of the gradient projected on the bounds is at most
-    ``gtol`` (1e-5) — the convergence test of scikit-learn's GaussianProcessRegressor. A
-    start where the gradient is below ``gtol`` is first probed by L-BFGS-B's own first step
-    (a unit step along −g in θ, then doublings): a lengthscale far below the data's
-    distances makes the Gram matrix the identity to 1e-12, a plateau that gradient tests
-    alone take for an optimum. For deterministic objectives (exact LOO, GCV, likelihood,
-    alignment, a fixed holdout split).
+    than ``tol`` relatively (``(f_k - f_k+1) / max(abs(f_k), abs(f_k+1), 1) <= tol``,
+    default SciPy's 2.2e-9) or when every entry of the gradient projected on the bounds is
+    at most ``gtol`` (1e-5) — the convergence test of scikit-learn's
+    GaussianProcessRegressor. A start where the gradient is already below ``gtol`` is first
+    probed by steps of 1, 2, 4 and 8 in θ both ways along the gradient's line: a
+    lengthscale far below the data's distances makes the Gram matrix the identity to 1e-12,
+    a plateau that gradient tests alone take for an optimum (and where the sign of the
+    gradient is rounding); L-BFGS-B goes on from the lowest probe. For deterministic
+    objectives (exact LOO, GCV, likelihood, alignment, a fixed holdout split).
 
     **optimizer="adam"**, a ``torch.optim.Optimizer`` class (built with ``lr``) or a
     callable ``params -> Optimizer``: ``max_iter`` steps ``opt.step(closure)`` on the raw
     parameters, projected on ``bounds`` after each; stops early when the best loss has
-    improved by less than ``tol`` · max(1, |best|) (default 1e-6) over ``patience`` steps,
+    improved by less than ``tol * max(1, abs(best))`` (default 1e-6) over ``patience`` steps,
     or when the loss is not finite (the best parameters are restored). For stochastic
     objectives (minibatches, :func:`sgpr_bound` or :func:`nystrom_complexity_reg` over
     many parameters, matrix-free estimates).
