@@ -180,11 +180,13 @@ class Estimator(PicklesByValue, BaseEstimator):
 
 _LEARN_KERNEL_DOC = """learn_kernel : None, str or dict, optional
     Learn the kernel's hyperparameters by gradient before fitting: an objective of
-    :func:`torchkern.learning.learn_kernel` (``"auto"``, ``"loo"``, ``"holdout"``,
-    ``"alignment"``, ``"lml"``) or a dict of its options (``objective``, ``n_iter``,
-    ``lr``, ``validation_fraction``, ``random_state``, ``verbose``). The ``kernel``
-    parameter is left as it was; the learned kernel is the fitted ``kernel_`` and the
-    losses are in ``kernel_learning_history_``."""
+    :func:`torchkern.learning.learn_kernel` (``"auto"``, ``"loo"``, ``"gcv"``,
+    ``"holdout"``, ``"alignment"``, ``"lml"``) or a dict of its options (``objective``,
+    ``optimizer``, ``max_iter``, ``tol``, ``n_restarts``, ``bounds``, ``lr``,
+    ``validation_fraction``, ``random_state``, ``verbose``). The ``kernel`` parameter is
+    left as it was; the learned kernel is the fitted ``kernel_``, the optimizer's result
+    (losses, iterations, whether and why it stopped) is ``learn_kernel_result_`` and the
+    losses are also in ``kernel_learning_history_``."""
 
 
 def _has_kernel_parameter(cls) -> bool:
