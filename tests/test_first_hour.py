@@ -308,6 +308,12 @@ def test_meta_tensors_are_refused_naming_the_argument():
     for name, call in cases:
         with pytest.raises(ValueError, match=rf"^{name} is a tensor on the 'meta' device"):
             call()
+    # a hyperparameter on the meta device, at construction and when set
+    with pytest.raises(ValueError, match=r"^RBF: lengthscale is a tensor on the 'meta' device"):
+        tk.RBF(lengthscale=torch.ones((), device="meta"))
+    k = tk.RBF()
+    with pytest.raises(ValueError, match=r"^RBF: lengthscale is a tensor on the 'meta' device"):
+        k.lengthscale = torch.ones((), device="meta")
 
 
 def _two_class_graphs(count, seed=0):

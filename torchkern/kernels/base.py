@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, is_int
+from .._validation import as_tensor, check_not_meta, is_int
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, combine_formulas, lazy_sum)
@@ -154,6 +154,7 @@ class Kernel(PicklesByValue, nn.Module):
         A value of exactly zero (where ``allow_zero``) or ``learnable=False`` is stored as
         a fixed buffer instead of a parameter.
         """
+        check_not_meta(value, f"{type(self).__name__}: {name}")
         t = torch.as_tensor(value, dtype=torch.float64).detach().clone()
         bad = (t < 0) if allow_zero else (t <= 0)
         if not bool(torch.isfinite(t).all()) or bool(bad.any()):
@@ -178,6 +179,7 @@ class Kernel(PicklesByValue, nn.Module):
     def __setattr__(self, name, value):
         hypers = self.__dict__.get("_hypers")
         if hypers is not None and name in hypers and not isinstance(value, nn.Parameter):
+            check_not_meta(value, f"{type(self).__name__}: {name}")
             t = torch.as_tensor(value, dtype=torch.float64)
             if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
                 raise ValueError(f"{type(self).__name__}: {name} must be finite and > 0, "
