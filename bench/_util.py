@@ -1,8 +1,18 @@
-"""Shared benchmark helpers: timing, peak memory, and a printed table."""
+"""Shared benchmark helpers: timing, peak memory, a printed table, and a reproducible load.
+
+Run as a script, it runs a command beside N single-core busy loops and prints the load
+average before and after (the busy-machine runs of the test suite and benchmarks)::
+
+    python bench/_util.py --busy 1 -- python -m pytest -q tests
+"""
 from __future__ import annotations
 
+import argparse
+import contextlib
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -84,3 +94,52 @@ def device_name(device):
     if d.type == "cuda":
         return torch.cuda.get_device_name(d)
     return f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
+# A busy loop that ends by itself: when its parent is gone or after `limit` seconds.
+_SPIN = ("import os, time\n"
+         "parent, end = os.getppid(), time.time() + {limit}\n"
+         "while os.getppid() == parent and time.time() < end:\n"
+         "    for _ in range(100000): pass\n")
+
+
+@contextlib.contextmanager
+def busy(n: int, limit: float = 3600.0):
+    """Run ``n`` single-core busy-loop processes beside the block (another user's work on
+    the same cores); each stops with the block, with this process, or after ``limit`` s."""
+    procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(limit=limit)])
+             for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, for printing beside a figure."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Run a command beside N busy loops.")
+    ap.add_argument("--busy", type=int, default=1, help="single-core busy loops beside it")
+    ap.add_argument("--limit", type=float, default=3600.0, help="seconds the loops run at most")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- command and arguments")
+    args = ap.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        ap.error("no command given (put it after --)")
+    print(f"load average before: {load_average()}", flush=True)
+    with busy(args.busy, args.limit):
+        t = time.perf_counter()
+        rc = subprocess.call(cmd)
+        dt = time.perf_counter() - t
+        print(f"\n{args.busy} busy loop(s) beside it; {dt:.1f} s; load average at the end: "
+              f"{load_average()}", flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
