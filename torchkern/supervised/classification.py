@@ -293,13 +293,15 @@ def _initial_intercept(codes, n_classes, fit_intercept, device, weights=None):
     return counts.log() - counts.log().mean()
 
 
-def _armijo(objective, J0, slope):
+def _armijo(objective, J0, slope, rounding=1e-12):
     """Backtracking line search from t = 1: the first t = 2^{-j} with
-    objective(t) ≤ J0 + 10⁻⁴·t·slope (Armijo's sufficient decrease). Returns (t, objective(t))."""
+    objective(t) ≤ J0 + 10⁻⁴·t·slope + rounding·|J0| (Armijo's sufficient decrease, up to
+    the relative error ``rounding`` with which the objective is evaluated). Returns
+    (t, objective(t))."""
     t = 1.0
     while True:
         J_t = objective(t)
-        if J_t <= J0 + 1e-4 * t * min(slope, 0.0) + 1e-12 * abs(J0) or t < 1e-10:
+        if J_t <= J0 + 1e-4 * t * min(slope, 0.0) + rounding * abs(J0) or t < 1e-10:
             return t, J_t
         t *= 0.5
 
@@ -315,8 +317,12 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     c = 1 if binary else n_classes
     if K.dtype == torch.float32:
         tol, cg_tol = max(tol, 1e-4), 1e-5
+        # J's quadratic term comes from float32 products with K: near the optimum Newton's
+        # decrease is below that rounding, and an exact Armijo test would backtrack to a
+        # step of ~0 that then looked like convergence
+        rounding = 10 * torch.finfo(torch.float32).eps
     else:
-        cg_tol = 1e-12
+        cg_tol, rounding = 1e-12, 1e-12
     cg_tol = max(cg_tol, min(1e-2, tol))
     direct = factor is None and isinstance(K, DenseKernelMatrix) and n * c <= _DIRECT_MAX
     if direct:
@@ -345,11 +351,13 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
         quad = float((dA * dKA).sum())
         slope = C * float((G * dF).sum()) + cross  # dJ/dt at t = 0
         t, J = _armijo(lambda t: C * loss_terms(F + t * dF)[0]
-                       + 0.5 * (reg + 2 * t * cross + t * t * quad), J, slope)
+                       + 0.5 * (reg + 2 * t * cross + t * t * quad), J, slope, rounding)
         A, KA, b = A + t * dA, KA + t * dKA, b + t * db
         reg = reg + 2 * t * cross + t * t * quad
         F = KA + b
-        step = t * float(dF.abs().max())
+        # converged when the full Newton step is small: a step the line search cut short
+        # says nothing about the distance to the optimum
+        step = float(dF.abs().max())
         scale = max(1.0, float(F.abs().max()))
         if bar is not None:  # the relative Newton step, toward tol
             bar.update(it, step / scale)
@@ -360,7 +368,7 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
         bar.close()
     if not converged:
         warnings.warn(f"KernelLogisticRegression did not converge in {max_iter} Newton steps: "
-                      f"last step changed f by {step:.3e} > tol={tol:.1e}; raise max_iter",
+                      f"the last Newton step would change f by {step:.3e} > tol={tol:.1e}; raise max_iter",
                       ConvergenceWarning, stacklevel=3)
     if fit_intercept and not binary:
         b = b - b.mean()
