@@ -97,8 +97,10 @@ def wants_numpy(X) -> bool:
     from .inputs import KernelInput
     if isinstance(X, (torch.Tensor, KernelMatrix, KernelInput)):
         return False
-    module = type(X).__module__ or ""
-    if module.split(".")[0] in ("torch", "torch_geometric", "torchkern"):
+    # by class ancestry, not the defining module: a user's subclass of a torch-geometric
+    # Dataset (InMemoryDataset) is torch data like TUDataset
+    if any((c.__module__ or "").split(".")[0] in ("torch", "torch_geometric", "torchkern")
+           for c in type(X).__mro__[:-1]):
         return False
     if isinstance(X, (list, tuple)) and len(X) and (
             (type(X[0]).__module__ or "").split(".")[0] in ("torch", "torch_geometric")):

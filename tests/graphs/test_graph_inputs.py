@@ -210,6 +210,8 @@ def test_estimators_take_datasets_and_loaders(graphs_and_dataset):
     ref = np.asarray(tk.SVC(kernel=k).fit(graphs, y).decision_function(graphs))
     for X in (ds, DataLoader(ds, batch_size=4)):
         out = tk.SVC(kernel=k).fit(X, y).decision_function(X)
+        # torch data in, torch out: a user's InMemoryDataset subclass like TUDataset
+        assert isinstance(out, torch.Tensor), type(out)
         np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-12, atol=1e-12)
     ridge = np.asarray(tk.KernelRidge(kernel=k, alpha=0.1).fit(graphs, y.astype(float))
                        .predict(graphs[:7]))
