@@ -314,6 +314,9 @@ def test_meta_tensors_are_refused_naming_the_argument():
     k = tk.RBF()
     with pytest.raises(ValueError, match=r"^RBF: lengthscale is a tensor on the 'meta' device"):
         k.lengthscale = torch.ones((), device="meta")
+    # a product with a meta vector (it returned a meta result without a word)
+    with pytest.raises(ValueError, match=r"^K @ V: V is a tensor on the 'meta' device"):
+        k(X) @ torch.empty(10, dtype=X.dtype, device="meta")
 
 
 def _two_class_graphs(count, seed=0):

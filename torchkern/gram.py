@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import torch
 
 from ._config import config
+from ._validation import check_not_meta
 
 __all__ = [
     "Formula",
@@ -598,6 +599,7 @@ class KernelMatrix:
         V2 = V.unsqueeze(-1) if vec else V
         if V2.dtype != self.dtype:
             raise TypeError(f"K @ V: V has dtype {V.dtype} but K has dtype {self.dtype}")
+        check_not_meta(V, "K @ V: V")
         out = self._matmul(V2)
         return out.squeeze(-1) if vec else out
 
