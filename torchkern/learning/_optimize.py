@@ -173,6 +173,50 @@ class Coordinates:
                          for name, t, m in zip(self.names, theta, self.mask))
 
 
+def best_of_runs(run, coords, start, n_restarts, random_state):
+    """Runs ``run(theta0, label)`` (a dict as :func:`lbfgsb` returns, or None when the
+    objective is not defined at θ0) from ``start`` and from ``n_restarts`` starts drawn by
+    :meth:`Coordinates.draw` with ``random_state``; keeps the run of lowest ``f`` and sets
+    the parameters to its end (scikit-learn's ``n_restarts_optimizer``).
+
+    Returns
+    -------
+    (dict, list, int) or None
+        The kept run (``start`` added: ``"the given start"`` or ``"restart i of k"``), the
+        final value of every run (inf: a restart whose start was not defined) and the
+        evaluations of all runs together; None when ``run`` fails at ``start``.
+    """
+    from .._validation import as_generator
+
+    best = run(start, "")
+    if best is None:
+        return None
+    best["start"] = "the given start"
+    losses, evals = [best["f"]], best.get("nfev", 0)
+    gen = as_generator(random_state) if n_restarts else None
+    for i in range(n_restarts):
+        res = run(coords.draw(start, gen), f", restart {i + 1}/{n_restarts}")
+        losses.append(math.inf if res is None else res["f"])
+        if res is not None:
+            evals += res.get("nfev", 0)
+            if res["f"] < best["f"]:
+                best = dict(res, start=f"restart {i + 1} of {n_restarts}")
+    coords.set(best["theta"])
+    return best, losses, evals
+
+
+def bound_report(coords, theta, bounds_name="bounds"):
+    """The text of scikit-learn's degenerate-optimum warning — ``"name = v at its lower
+    bound, ... (bounds = (lo, hi))"`` — or None when no bounded entry of θ is at a
+    bound."""
+    at = coords.at_bounds(theta)
+    if not at:
+        return None
+    lo, hi = (math.exp(b) for b in coords.log_bounds)
+    return (", ".join(f"{nm} = {v:.6g} at its {side} bound" for nm, v, side in at)
+            + f" ({bounds_name} = ({lo:g}, {hi:g}))")
+
+
 def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.0,
            on_step=None, leave_plateau=False):
     r"""One L-BFGS-B run from θ0 on ``evaluate()`` (a 0-d tensor at the parameters

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .._progress import progress_bar
-from .._validation import as_generator, is_int, is_real
+from .._validation import is_int, is_real
 from ..linalg import ConvergenceWarning
 from . import _optimize
 
@@ -150,22 +150,12 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
                 bar.close()
 
     start = coords.clip(coords.get())
-    best = run(start, "")
-    if best is None:
+    runs = _optimize.best_of_runs(run, coords, start, n_restarts, random_state)
+    if runs is None:
         raise ValueError(f"{what}: the objective is not finite or not defined (a Gram matrix "
                          f"not positive definite) at the initial hyperparameters "
                          f"{coords.describe(start)}")
-    best["start"] = "the given start"
-    losses, evals = [best["f"]], best["nfev"]
-    gen = as_generator(random_state) if n_restarts else None
-    for i in range(n_restarts):
-        res = run(coords.draw(start, gen), f", restart {i + 1}/{n_restarts}")
-        losses.append(math.inf if res is None else res["f"])
-        if res is not None:
-            evals += res["nfev"]
-            if res["f"] < best["f"]:
-                best = dict(res, start=f"restart {i + 1} of {n_restarts}")
-    coords.set(best["theta"])
+    best, losses, evals = runs
     reason = _reason(best, name, max_iter, tol, gtol)
     _warn(best, reason, coords, what, name, n_restarts, losses)
     hp = {nm: math.exp(t) for nm, t, m in zip(coords.names, best["theta"], coords.mask) if m}
@@ -228,13 +218,10 @@ def _warn(res, reason, coords, what, name, n_restarts, losses):
         warnings.warn(f"{what}: {skipped} of {n_restarts} restarts were skipped: the objective "
                       f"is not defined at their random starts", ConvergenceWarning,
                       stacklevel=4)
-    at = coords.at_bounds(res["theta"])
+    at = _optimize.bound_report(coords, res["theta"])
     if at:
-        lo, hi = (math.exp(b) for b in coords.log_bounds)
-        warnings.warn(f"{what}: degenerate optimum{where}: "
-                      + ", ".join(f"{nm} = {v:.6g} at its {side} bound" for nm, v, side in at)
-                      + f" (bounds = ({lo:g}, {hi:g})){tail}; widen bounds and fit again, or "
-                      f"change the kernel", ConvergenceWarning, stacklevel=4)
+        warnings.warn(f"{what}: degenerate optimum{where}: {at}{tail}; widen bounds and fit "
+                      f"again, or change the kernel", ConvergenceWarning, stacklevel=4)
 
 
 def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, tol=None,

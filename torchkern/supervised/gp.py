@@ -17,6 +17,7 @@ from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._threads import one_thread
 from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
 from ..learning._optimize import Coordinates as _Coordinates, lbfgsb, torch_optim
+from ..learning._optimize import best_of_runs, bound_report, log_bounds as _log_bounds
 from ..learning._optimize import softplus_names as _softplus_names
 from .ridge import _default_rank, _r2_score
 
@@ -205,18 +206,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def _log_bounds(self):
         """(log low, log high) of the hyperparameter bounds, or None (unbounded)."""
-        b = self.hyperparameter_bounds
-        if b is None:
-            return None
-        try:
-            lo, hi = (float(v) for v in b)
-            ok = 0 < lo < hi < math.inf
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise ValueError(f"hyperparameter_bounds must be None or a pair (low, high) "
-                             f"with 0 < low < high < inf, got {b!r}")
-        return math.log(lo), math.log(hi)
+        return _log_bounds(self.hyperparameter_bounds, "hyperparameter_bounds")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -373,23 +363,18 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError("n_restarts_optimizer > 0 draws starts within "
                              "hyperparameter_bounds: they must not be None")
         seed = _probe_seed(self.random_state) if method == "cg" else None
-        gen = _generator(self.random_state) if restarts else None
-        run = self._lbfgs if self.optimizer == "lbfgs" else self._adam
-        start = coords.clip(coords.get())
-        best = run(coords, start, loss, seed, X.shape[0], n_iter, lr, "")
-        if best is None:
+        learn = self._lbfgs if self.optimizer == "lbfgs" else self._adam
+
+        def run(theta0, label):
+            return learn(coords, theta0, loss, seed, X.shape[0], n_iter, lr, label)
+
+        runs = best_of_runs(run, coords, coords.clip(coords.get()), restarts,
+                            self.random_state)
+        if runs is None:
             raise ValueError("K + noise*I is not positive definite at the initial "
                              "hyperparameters; increase noise")
-        best["start"] = "the given start"
-        not_pd = 0
-        for i in range(restarts):
-            res = run(coords, coords.draw(start, gen), loss, seed, X.shape[0], n_iter, lr,
-                      f", restart {i + 1}/{restarts}")
-            if res is None:
-                not_pd += 1
-            elif res["f"] < best["f"]:
-                best = dict(res, start=f"restart {i + 1} of {restarts}")
-        coords.set(best["theta"])
+        best, losses, _ = runs
+        not_pd = sum(1 for f in losses[1:] if f == math.inf)
         self.loss_history_ = best["history"]
         self.n_iter_ = int(best["nit"])
         where = f" (from {best['start']})" if restarts else ""
@@ -400,14 +385,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             warnings.warn(f"GaussianProcessRegressor: {not_pd} of {restarts} restarts were "
                           f"skipped: K + noise*I is not positive definite at their random "
                           f"starts", ConvergenceWarning, stacklevel=5)
-        at = coords.at_bounds(best["theta"])
+        at = bound_report(coords, best["theta"], "hyperparameter_bounds")
         if at:
-            lo, hi = (math.exp(b) for b in coords.log_bounds)
-            warnings.warn(f"GaussianProcessRegressor: degenerate optimum{where}: "
-                          + ", ".join(f"{name} = {v:.6g} at its {side} bound"
-                                      for name, v, side in at)
-                          + f" (hyperparameter_bounds = ({lo:g}, {hi:g})), log p(y) = "
-                          f"{-best['f']:.6g}, hyperparameters {coords.describe(best['theta'])}; "
+            warnings.warn(f"GaussianProcessRegressor: degenerate optimum{where}: {at}, "
+                          f"log p(y) = {-best['f']:.6g}, hyperparameters {coords.describe(best['theta'])}; "
                           f"widen hyperparameter_bounds and fit again, or change the kernel "
                           f"(a signal variance at its lower bound: the kernel explains none "
                           f"of y)", ConvergenceWarning, stacklevel=5)
