@@ -188,3 +188,20 @@ def test_keops_verdict_in_a_shared_directory_is_not_read(monkeypatch, tmp_path, 
     assert gram._keops_cuda_verdict("cuda") == "a test KeOps CUDA reduction failed"
     assert calls == [1]
     assert (native.cache_dir() / "keops-cuda-probe.json").exists()
+
+
+def test_a_cache_reached_through_someone_elses_link_is_not_private(tmp_path):
+    # (Runs as root, as CI does.) /shared/link -> our own private directory: the link's
+    # owner could point it at a directory of theirs later, so the path is not private.
+    real = tmp_path / "real"
+    (real / "cache").mkdir(parents=True, mode=0o700)
+    os.chmod(real, 0o700)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    link = shared / "link"
+    link.symlink_to(real)
+    assert native.is_private_dir(link / "cache")  # our link in a sticky directory
+    os.lchown(link, OTHER_USER, OTHER_USER)
+    assert not native.is_private_dir(link / "cache")
+    assert native.is_private_dir(real / "cache")

@@ -61,19 +61,26 @@ def _uid() -> int:
 
 def is_private_dir(path) -> bool:
     """Whether ``path`` is a directory (not a link) owned by this user that neither group
-    nor others can write, below parents that are owned by this user or root and that no
-    one else can write either (or that are sticky, like ``/tmp``), so that no one else can
-    put, replace or rename a file in it. Always True where there are no POSIX owners."""
+    nor others can write, below parents (as written, links included, and as resolved)
+    that are owned by this user or root and that no one else can write either (or that
+    are sticky, like ``/tmp``), so that no one else can put, replace or rename a file in
+    it. Always True where there are no POSIX owners."""
     if _uid() < 0:
         return True
     try:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != _uid() or st.st_mode & 0o022:
             return False
-        for parent in Path(os.path.realpath(path)).parents:
-            pst = os.stat(parent)
-            if pst.st_uid not in (0, _uid()) or (pst.st_mode & 0o022
-                                                  and not pst.st_mode & stat.S_ISVTX):
+        # the parents as written (a symbolic link among them, e.g. /tmp/link/cache, must
+        # be ours or root's: someone else could point it elsewhere later) and as resolved
+        for parent in (*Path(os.path.abspath(path)).parents,
+                       *Path(os.path.realpath(path)).parents):
+            pst = os.lstat(parent)
+            if pst.st_uid not in (0, _uid()):
+                return False
+            if stat.S_ISLNK(pst.st_mode):
+                continue  # its target is among the resolved parents
+            if pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX:
                 return False
     except OSError:
         return False
