@@ -1,7 +1,8 @@
 """String kernels for biological sequences.
 
-Inputs are lists of Python strings or a :class:`SequenceSet` made by :func:`encode` (a
-padded int64 tensor of letter codes and the lengths, on any device).
+Inputs are lists of Python strings or a :class:`SequenceSet` made by :func:`encode` (the
+int64 letter codes of all strings packed one after the other, and their lengths, on any
+device).
 
 - :class:`Spectrum` — k-mer counts (Leslie et al. 2002), sparse features.
 - :class:`Mismatch` — k-mers up to m mismatches (Leslie et al. 2004), sparse features.

@@ -73,6 +73,9 @@ class SequenceSet(KernelInput):
             if codes.shape[0] != lengths.shape[0]:
                 raise ValueError(f"codes must be (n, L) and lengths (n,), got "
                                  f"{tuple(codes.shape)} and {tuple(lengths.shape)}")
+            if lengths.numel() and int(lengths.max()) > codes.shape[1]:
+                raise ValueError(f"lengths must be <= the width of the padded codes "
+                                 f"{tuple(codes.shape)}, got a length {int(lengths.max())}")
             pos = torch.arange(codes.shape[1], device=codes.device)
             codes = codes[pos[None, :] < lengths[:, None]]
         elif codes.dim() != 1 or codes.numel() != int(lengths.sum()):
