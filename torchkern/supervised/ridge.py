@@ -14,7 +14,7 @@ from .._validation import (as_generator as _generator, as_vector, check_sample_w
 from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, FormulaKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
-from ..linalg import NystromPreconditioner, cg
+from ..linalg import NystromPreconditioner, cg, eigsh
 from ..linalg._common import _own
 from ..linalg.operators import RowBlockOperator
 
@@ -194,7 +194,7 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
     that bound, with ‖K‖₂ ≈ (n/m)·‖K_mm‖₂ for uniform centers, exceeds 10⁻⁴, float32
     cannot resolve the system: K_nm and K_mm are evaluated in float64 from the float32
     inputs (twice the memory; the iterations already multiply in float64). ‖K_mm‖₂ is
-    estimated by 20 power iterations on the float64 K_mm, O(m²d + 20m²).
+    estimated by Lanczos on the float64 K_mm, O(m²d) for K_mm and a few dozen products.
     """
     if not (type(X) is torch.Tensor and X.dtype == torch.float32):
         return False
@@ -204,14 +204,10 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
 
 def _float32_unresolved(Kmm: torch.Tensor, n: int, alpha: torch.Tensor) -> bool:
     """eps₃₂·(n/m)·‖K_mm‖₂ / min α > _FLOAT32_GAP (K_mm float64, m × m; m = n for the
-    full K), ‖K_mm‖₂ by 20 power iterations from the ones vector (K_mm ≥ 0 entrywise for
-    the usual kernels, so the start is not orthogonal to the top eigenvector)."""
+    full K), ‖K_mm‖₂ = λ_max(K_mm) by Lanczos (:func:`~torchkern.linalg.eigsh`, to 10⁻³
+    relative: an estimate is all the test needs)."""
     m = Kmm.shape[0]
-    v = torch.ones(m, dtype=Kmm.dtype, device=Kmm.device)
-    for _ in range(20):
-        v = Kmm @ v
-        v /= v.norm().clamp(min=1e-300)
-    norm = float((Kmm @ v).norm()) * n / m
+    norm = abs(float(eigsh(Kmm.detach(), 1, tol=1e-3, random_state=0)[0][0])) * n / m
     a = float(alpha.min())
     return a == 0 or torch.finfo(torch.float32).eps * norm / a > _FLOAT32_GAP
 
@@ -507,7 +503,8 @@ class KernelRidge(RegressorMixin, Estimator):
             else:
                 X = check_fitted_input(kernel, X, self.X_fit_, estimator=self)
                 if self.dual_coef_.dtype == _F64 and X.dtype != _F64:
-                    # a float64-refined Nyström fit: k(x, z) evaluated in float64 too
+                    # a float64-refined fit (Nyström, or Cholesky of float32 data where
+                    # float32 cannot resolve α): k(x, z) evaluated in float64 too
                     K = kernel_matrix(kernel, X.to(_F64), self.X_fit_.to(_F64),
                                       backend=self.backend)
                     return (K @ self.dual_coef_).to(X.dtype)
