@@ -221,3 +221,13 @@ def test_gp_adam_is_the_learning_loop():
     assert gp.noise_ == pytest.approx(float(torch.nn.functional.softplus(raw.detach())), rel=1e-10)
     np.testing.assert_allclose(gp.loss_history_, res.history, rtol=1e-10)
     assert res.history[-1] < res.history[0] - 0.05
+
+
+def test_callback_stops_during_the_probes_of_a_flat_start():
+    # gradient 1e-6 < gtol at ℓ = 1: the start is probed, and a callback returning True
+    # there stops the run like any other step (it raised StopIteration out of fit_kernel)
+    k = torchkern.RBF(1.0)
+    res = fit_kernel(lambda: 1e-7 * (k.lengthscale.log() - 5) ** 2, k,
+                     callback=lambda i, loss: True)
+    assert res.n_iter == 1 and not res.converged and "callback" in res.reason
+    assert "probe" in res.reason and float(k.lengthscale.detach()) > 1.0

@@ -281,7 +281,7 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
         if on_step is not None:
             on_step(history[-1])
 
-    start, probes, flat = np.array(theta0, dtype=np.float64), 0, False
+    start, probes, flat, stopped = np.array(theta0, dtype=np.float64), 0, False, False
     pg0 = coords.projected_gradient_norm(start, g0)
     if leave_plateau and pg0 <= gtol and max_iter > 0:
         flat = pg0 == 0  # no direction to probe
@@ -302,7 +302,11 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
                 probes += 1
                 history.append(f_best * scale)
                 if on_step is not None:
-                    on_step(history[-1])
+                    try:
+                        on_step(history[-1])
+                    except StopIteration:  # on_step's way to stop, as in SciPy's callback
+                        stopped = True
+                        break
                 if coords.projected_gradient_norm(best, g_best) > gtol:
                     break
             flat = probes == 0 and level  # a minimum rises both ways; a plateau is level
@@ -311,7 +315,8 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
     with threadpool_limits(1, user_api="blas"):
         res = minimize(fun, start, jac=True, method="L-BFGS-B", callback=step,
                        bounds=coords.bounds,
-                       options=dict(maxiter=max(max_iter - probes, 0), ftol=ftol, gtol=gtol))
+                       options=dict(maxiter=0 if stopped else max(max_iter - probes, 0),
+                                    ftol=ftol, gtol=gtol))
     coords.set(res.x)
     f = float(res.fun)
     prev = history[-2] / scale if len(history) > 1 else f0

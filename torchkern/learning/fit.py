@@ -39,6 +39,8 @@ class KernelLearningResult:
     reason : str
         Why the kept run stopped, in words, with the values that decided it.
     optimizer : str
+        The optimizer's name: ``"lbfgs"``, ``"adam"``, or the ``torch.optim`` class's or
+        factory's name.
     start : str
         ``"the given start"`` or ``"restart i of k"``: where the kept run began.
     run_losses : list of float
