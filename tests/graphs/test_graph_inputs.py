@@ -273,3 +273,11 @@ def test_sampled_graphlets_still_run_on_a_ten_million_node_graph():
     # the 3-node path, so all samples are the empty graphlet (class 0)
     phi = GraphletSampling(3, 50, random_state=0).features([_huge()])
     np.testing.assert_array_equal(phi.numpy(), [[1.0, 0.0, 0.0, 0.0]])
+
+
+def test_sizes_beyond_a_petabyte_are_written_in_petabytes():
+    # 24 C(10^7, 3) = 4.0e21 bytes is 4e+06 PB (it was written 4e+03 PB: one division too many)
+    with pytest.raises(ValueError, match=r"bytes \(4e\+06 PB\), more than"):
+        GraphletSampling(3, None)([_huge()])
+    with pytest.raises(ValueError, match=r"bytes \(1\.4 PB\), more than"):
+        ShortestPath()([_huge()])

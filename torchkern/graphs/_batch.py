@@ -61,11 +61,13 @@ def device_memory(device) -> int | None:
 
 
 def _fmt_bytes(b: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+    """``b`` bytes in decimal units, bytes to PB (larger sizes in PB)."""
+    units = ("bytes", "KB", "MB", "GB", "TB", "PB")
+    for unit in units[:-1]:
         if b < 1000:
             return f"{b:.3g} {unit}"
         b /= 1000
-    return f"{b:.3g} PB"
+    return f"{b:.3g} {units[-1]}"
 
 
 def check_memory(nbytes: int, what: str, device) -> None:
