@@ -360,6 +360,12 @@ def _strided_targets_and_defaults(rank, world):
     one = torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.1).fit(X, y, sample_weight=w)
     torch.testing.assert_close(a.predict(Xt), one.predict(Xt), rtol=1e-7, atol=1e-7)
     Xr = tkd.ShardedInput(X[mine], rows=slice(rank, None, 2))
+    # a reversed order (a negative step) is a permutation too; a bad slice on one rank
+    # fails every rank instead of leaving the other waiting in the exchange
+    rev = tkd.ShardedInput(X.flip(0)[mine], rows=slice(79 - rank, None, -2))
+    assert rev.sharding.positions.tolist() == list(range(79, -1, -2)) + list(range(78, -1, -2))
+    with pytest.raises(tkd.RankFailedError, match="rank 1 raised ValueError: rows: slice step"):
+        tkd.ShardedInput(X[mine], rows=slice(rank, None, 0 if rank == 1 else 2))
     kw = dict(alpha=0.1, solver="nystrom", n_centers=30, tol=1e-10, random_state=0)
     a = torchkern.KernelRidge(kernel, **kw).fit(Xr, y, sample_weight=w)
     b = torchkern.KernelRidge(torchkern.RBF(1.0), **kw).fit(X, y, sample_weight=w)

@@ -328,10 +328,13 @@ def _exchange(local, group, rows=None):
     if not all(given):
         raise ValueError(f"ShardedInput: rows= must be given on every rank or on none "
                          f"(given on ranks {[j for j, g in enumerate(given) if g]})")
-    if isinstance(rows, slice):
-        rows = torch.arange(n)[rows]
     error = None
-    if rows.shape[0] != T.shape[0]:
+    if isinstance(rows, slice):
+        try:  # a bad slice (step 0, a float) must fail every rank, not leave them waiting
+            rows = torch.arange(*rows.indices(n))  # negative steps too
+        except (TypeError, ValueError) as exc:
+            error, rows = ValueError(f"rows: {exc}"), None
+    if error is None and rows.shape[0] != T.shape[0]:
         error = ValueError(f"rows selects {rows.shape[0]} global rows, but this rank holds "
                            f"{T.shape[0]}")
     positions = _gather_flat(rows.to(torch.long).reshape(-1, 1) if error is None else
