@@ -83,8 +83,8 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
     n_centers : int, optional
         Number of Nyström centers; ``None`` uses all training points.
     tol : float
-        Stop when a Newton step changes the training decision values by at most
-        ``tol · max(1, max |f|)`` (Newton converges quadratically, so the error left is far
+        Stop when the full Newton step (before any line-search shortening) changes the
+        training decision values by at most ``tol · max(1, max |f|)`` (Newton converges quadratically, so the error left is far
         smaller). In float32 the floor is 1e-4: the products with K carry ~1e-7 error.
     max_iter : int
         Cap on Newton steps.
