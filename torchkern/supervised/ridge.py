@@ -202,12 +202,13 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
                                alpha)
 
 
-def _float32_unresolved(Kmm: torch.Tensor, n: int, alpha: torch.Tensor) -> bool:
-    """eps₃₂·(n/m)·‖K_mm‖₂ / min α > _FLOAT32_GAP (K_mm float64, m × m; m = n for the
-    full K), ‖K_mm‖₂ = λ_max(K_mm) by Lanczos (:func:`~torchkern.linalg.eigsh`, to 10⁻³
-    relative: an estimate is all the test needs)."""
+def _float32_unresolved(Kmm, n: int, alpha: torch.Tensor) -> bool:
+    """eps₃₂·(n/m)·‖K_mm‖₂ / min α > _FLOAT32_GAP (K_mm float64, m × m, a tensor or a
+    KernelMatrix; m = n for the full K), ‖K_mm‖₂ = λ_max(K_mm) by Lanczos
+    (:func:`~torchkern.linalg.eigsh`, to 10⁻³ relative: an estimate is all the test
+    needs; no copy of K)."""
     m = Kmm.shape[0]
-    norm = abs(float(eigsh(Kmm.detach(), 1, tol=1e-3, random_state=0)[0][0])) * n / m
+    norm = abs(float(eigsh(Kmm, 1, tol=1e-3, random_state=0)[0][0])) * n / m
     a = float(alpha.min())
     return a == 0 or torch.finfo(torch.float32).eps * norm / a > _FLOAT32_GAP
 
@@ -439,7 +440,7 @@ class KernelRidge(RegressorMixin, Estimator):
             self.n_iter_ = 1  # one direct solve
             # c stays float64 where its float32 rounding would move K c by more than
             # float32 resolves (predict then evaluates the kernel in float64)
-            if not (f64 and _float32_unresolved(K.to_dense(), K.shape[0], alpha)):
+            if not (f64 and _float32_unresolved(K, K.shape[0], alpha)):
                 C = C.to(Y.dtype)
         else:
             n_centers = (0 if self.preconditioner is None else
