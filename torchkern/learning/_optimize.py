@@ -46,6 +46,22 @@ def softplus_names(module) -> dict:
     return out
 
 
+class Noise(nn.Module):
+    """A learnable noise variance σ² = softplus(raw) > 0 (``value``), from ``start``: a
+    positive hyperparameter like a kernel's, so that :func:`coordinates` optimizes it as
+    log σ² within the bounds and names it ``noise``."""
+
+    _hypers = {"noise": "softplus"}
+
+    def __init__(self, start=1.0):
+        super().__init__()
+        self.raw_noise = nn.Parameter(inv_softplus(torch.tensor(float(start), dtype=_F64)))
+
+    @property
+    def value(self):
+        return F.softplus(self.raw_noise)
+
+
 def log_bounds(bounds, name="bounds"):
     """(log low, log high) of a (low, high) pair with 0 < low < high, or None."""
     if bounds is None:

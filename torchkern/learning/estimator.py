@@ -10,7 +10,7 @@ import torch
 from .._threads import one_thread
 from .._validation import as_generator
 from ..inputs import take
-from ..kernels.base import Kernel, inv_softplus
+from ..kernels.base import Kernel
 from . import _optimize
 from .fit import minimize
 from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, loo_error,
@@ -87,7 +87,7 @@ def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max
         def loss():
             return -kernel_alignment(kernel, Xk, y)
     else:  # the noise variance is learned too, a positive hyperparameter (softplus(raw))
-        noise = _Noise()
+        noise = _optimize.Noise()
         items.append(noise)
         n = Xk.shape[0]
 
@@ -103,20 +103,6 @@ def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max
                           verbose=verbose, what=f"learn_kernel ({objective!r} objective)")
     kernel.requires_grad_(True)
     return kernel, result
-
-
-class _Noise(torch.nn.Module):
-    """The noise variance σ² = softplus(raw) of the ``"lml"`` objective, from σ² = 1."""
-
-    _hypers = {"noise": "softplus"}
-
-    def __init__(self):
-        super().__init__()
-        self.raw_noise = torch.nn.Parameter(inv_softplus(torch.tensor(1.0, dtype=torch.float64)))
-
-    @property
-    def value(self):
-        return torch.nn.functional.softplus(self.raw_noise)
 
 
 def _fit_options(estimator, spec) -> dict:

@@ -11,14 +11,13 @@ from sklearn.base import RegressorMixin
 from .._estimator import Estimator, check_fitted, resolve_kernel
 from .._validation import as_generator as _generator, as_vector, is_int, is_real
 from ..inputs import check_fitted_input, check_input
-from ..kernels.base import inv_softplus
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._threads import one_thread
 from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
-from ..learning._optimize import Coordinates as _Coordinates, lbfgsb, torch_optim
-from ..learning._optimize import best_of_runs, bound_report, log_bounds as _log_bounds
-from ..learning._optimize import softplus_names as _softplus_names
+from ..learning._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
+from ..learning._optimize import coordinates as _coordinates, log_bounds as _log_bounds
+from ..learning._optimize import torch_optim
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -332,19 +331,12 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                       max_iter=self.max_iter, num_probes=self.num_probes, generator=generator)
 
     def _objective(self, kernel, X, Y, method, noise):
-        """The learnable parameters in optimizer coordinates (:class:`_Coordinates`), the
-        raw noise ρ (σ² = softplus(ρ)) and loss(generator) = −log p(Y), differentiable in
-        them."""
-        raw_noise = torch.nn.Parameter(inv_softplus(torch.tensor(noise, dtype=_F64)))
-        soft = _softplus_names(kernel)
-        params, names = [], []
-        for name, p in kernel.named_parameters():
-            if p.requires_grad:
-                params.append(p)
-                names.append(soft.get(id(p), name))
-        positive = [id(p) in soft for p in params] + [True]
-        coords = _Coordinates(params + [raw_noise], names + ["noise"], positive,
-                              self._log_bounds())
+        """The learnable parameters — the kernel's and the noise σ² = softplus(ρ) — in
+        optimizer coordinates (:func:`torchkern.learning._optimize.coordinates`), the raw
+        noise ρ and loss(generator) = −log p(Y), differentiable in them."""
+        learned_noise = _Noise(noise)
+        raw_noise = learned_noise.raw_noise
+        coords = _coordinates([kernel, learned_noise], self._log_bounds())
 
         def loss(generator):
             sigma2 = F.softplus(raw_noise)
@@ -395,7 +387,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         return float(F.softplus(raw_noise.detach()))
 
     def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
-        """One L-BFGS-B run from θ0 on −log p(y) in :class:`_Coordinates` (the optimizer of
+        """One L-BFGS-B run from θ0 on −log p(y) in :class:`~torchkern.learning._optimize.Coordinates` (the optimizer of
         :mod:`torchkern.learning`); None if K + σ²I is not positive definite at θ0."""
         bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
 
