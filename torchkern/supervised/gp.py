@@ -17,7 +17,7 @@ from .._threads import one_thread
 from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
 from ..learning._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
 from ..learning._optimize import coordinates as _coordinates, log_bounds as _log_bounds
-from ..learning._optimize import torch_optim
+from ..learning._optimize import SINGLE_THREAD_MAX_N as _SINGLE_THREAD_MAX_N, torch_optim
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -38,7 +38,8 @@ _AUTO_CHOLESKY_MAX_N = 5_000
 # and on a busy one every parallel region waits for a descheduled thread (n = 500 on the
 # 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger fits keep the thread
 # setting (a load-average rule was tried and dropped; docs/performance.md on threads).
-_SINGLE_THREAD_MAX_N = 1_000
+# _SINGLE_THREAD_MAX_N (1,000) is learn_kernel's threshold too: one constant, in
+# torchkern.learning._optimize.
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
