@@ -6,6 +6,8 @@ whose last dimension is 1. Arithmetic, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``
 ``sin``, ``cos``, ``atan2``, ``relu`` and integer powers are common to both; the few
 operations whose spelling differs live here.
 """
+import functools
+
 import torch
 
 # Added under square roots: keeps the gradient of ‖x − y‖ finite (zero) at x = y while
@@ -78,14 +80,19 @@ def center(x, y=None):
     all of one sign within a factor 4, i.e. offset data, whose offset then no longer
     costs precision (in the lengthscale division, and as round-off ε·(‖x‖² + ‖y‖²) of the
     fast form). Other columns (spread over a range that includes small values) are left
-    as they are: centring them would round the small values.
+    as they are: centring them would round the small values. Where no column moves (data
+    about the origin, the usual case) x and y are returned as they are, without a copy.
     """
     with torch.no_grad():
-        z = x if y is None else torch.cat([x, y])
-        lo, hi = torch.aminmax(z, dim=0)
-        mean = z.sum(0) / z.shape[0]
+        zs = (x,) if y is None else (x, y)
+        ranges = [torch.aminmax(z, dim=0) for z in zs]  # no concatenated copy of x and y
+        lo = functools.reduce(torch.minimum, [r[0] for r in ranges])
+        hi = functools.reduce(torch.maximum, [r[1] for r in ranges])
+        mean = sum(z.sum(0) for z in zs) / sum(z.shape[0] for z in zs)
         pos = (lo > 0) & (hi <= 4 * lo)
         neg = (hi < 0) & (lo >= 4 * hi)
+        if not bool((pos | neg).any()):
+            return x, y
         c = torch.where(pos, torch.minimum(torch.maximum(mean, hi / 2), 2 * lo), 0.0)
         c = torch.where(neg, torch.minimum(torch.maximum(mean, 2 * hi), lo / 2), c)
     return x - c, None if y is None else y - c
