@@ -113,7 +113,9 @@ def _collective(fn, *args, **kw):
             f"answering within the process-group timeout ({type(exc).__name__}: "
             f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''})") from exc
     if _REPORTED.pop(key, False):  # this rank is back in step: its old report is void
-        _store().delete_key(_report_key(key, dist.get_rank()))
+        # overwritten, not deleted: a peer between its store.check and store.get of the
+        # key would otherwise block in get until the store's timeout
+        _store().set(_report_key(key, dist.get_rank()), _VOID)
 
 
 # -- failure reports through the store --------------------------------------------------
@@ -124,11 +126,13 @@ def _collective(fn, *args, **kw):
 # how many torchkern collectives of the group it had started. A peer waiting in its
 # collective number k reads the reports between wait slices and raises naming the rank
 # if that rank reported at a seq < k (it will not join) — unless this rank itself failed
-# at that same seq (all ranks raised at one point: they are still in step).
+# at that same seq (all ranks raised at one point: they are still in step). A rank's next
+# successful collective withdraws its report (overwrites it with _VOID).
 _POLL = 0.5            # seconds per wait slice (gloo)
 _SEQ: dict = {}        # group key -> torchkern collectives started on this rank
 _FAILED_AT: dict = {}  # group key -> seq of this rank's last failure
 _REPORTED: dict = {}   # group key -> whether this rank's report is in the store
+_VOID = "void"         # a report withdrawn (the rank is back in step)
 
 
 def _store():
@@ -179,7 +183,10 @@ def _check_peers(group, key: str) -> None:
         name = _report_key(key, r)
         if r == me or not store.check([name]):
             continue
-        at, _, text = store.get(name).decode(errors="replace").partition("|")
+        report = store.get(name).decode(errors="replace")
+        if report == _VOID:
+            continue
+        at, _, text = report.partition("|")
         if int(at) < seq and _FAILED_AT.get(key) != int(at):
             raise RankFailedError(f"rank {dist.get_group_rank(group, r) if group is not None else r} "
                                   f"failed: {text} (it raised outside a collective and will not "
