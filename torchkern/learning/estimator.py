@@ -11,7 +11,7 @@ from .._threads import one_thread
 from .._validation import as_generator
 from ..inputs import take
 from ..kernels.base import Kernel
-from . import _optimize
+from .. import _optimize
 from .fit import minimize
 from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, loo_error,
                          log_marginal_likelihood)

@@ -10,7 +10,7 @@ import torch
 from .._progress import progress_bar
 from .._validation import is_int, is_real
 from ..linalg import ConvergenceWarning
-from . import _optimize
+from .. import _optimize
 
 __all__ = ["fit_kernel", "KernelLearningResult"]
 
@@ -103,7 +103,7 @@ def _check(max_iter, tol, gtol, lr, patience, n_restarts):
 def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
              gtol=_optimize.GTOL, lr=0.05, patience=10, n_restarts=0, random_state=None,
              verbose=False, callback=None, what="fit_kernel") -> KernelLearningResult:
-    """:func:`fit_kernel` on :class:`~torchkern.learning._optimize.Coordinates`: runs from
+    """:func:`fit_kernel` on :class:`~torchkern._optimize.Coordinates`: runs from
     the given start and ``n_restarts`` random ones, keeps the best, warns (``what`` names
     the caller) and returns the :class:`KernelLearningResult`."""
     _check(max_iter, tol, gtol, lr, patience, n_restarts)

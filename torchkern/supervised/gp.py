@@ -14,10 +14,10 @@ from ..inputs import check_fitted_input, check_input
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._threads import one_thread
-from ..learning._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
-from ..learning._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
-from ..learning._optimize import coordinates as _coordinates, log_bounds as _log_bounds
-from ..learning._optimize import SINGLE_THREAD_MAX_N as _SINGLE_THREAD_MAX_N, torch_optim
+from .._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
+from .._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
+from .._optimize import coordinates as _coordinates, log_bounds as _log_bounds
+from .._optimize import SINGLE_THREAD_MAX_N as _SINGLE_THREAD_MAX_N, torch_optim
 from .ridge import _default_rank, _r2_score
 
 __all__ = ["GaussianProcessRegressor"]  # lml_cholesky, lml_cg: used by torchkern.learning
@@ -39,7 +39,7 @@ _AUTO_CHOLESKY_MAX_N = 5_000
 # 2-core machine at load 10: 2.4 s on 1 thread, 19 s on 2). Larger fits keep the thread
 # setting (a load-average rule was tried and dropped; docs/performance.md on threads).
 # _SINGLE_THREAD_MAX_N (1,000) is learn_kernel's threshold too: one constant, in
-# torchkern.learning._optimize.
+# torchkern._optimize.
 _PREDICT_CHUNK = 512
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -333,7 +333,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def _objective(self, kernel, X, Y, method, noise):
         """The learnable parameters — the kernel's and the noise σ² = softplus(ρ) — in
-        optimizer coordinates (:func:`torchkern.learning._optimize.coordinates`), the raw
+        optimizer coordinates (:func:`torchkern._optimize.coordinates`), the raw
         noise ρ and loss(generator) = −log p(Y), differentiable in them."""
         learned_noise = _Noise(noise)
         raw_noise = learned_noise.raw_noise
@@ -388,7 +388,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         return float(F.softplus(raw_noise.detach()))
 
     def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
-        """One L-BFGS-B run from θ0 on −log p(y) in :class:`~torchkern.learning._optimize.Coordinates` (the optimizer of
+        """One L-BFGS-B run from θ0 on −log p(y) in :class:`~torchkern._optimize.Coordinates` (the optimizer of
         :mod:`torchkern.learning`); None if K + σ²I is not positive definite at θ0."""
         bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
 

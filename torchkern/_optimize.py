@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..kernels.base import inv_softplus
+from .kernels.base import inv_softplus
 
 _F64 = torch.float64
 #: SciPy's L-BFGS-B defaults (scikit-learn's GP uses them): relative decrease, projected
@@ -202,7 +202,7 @@ def best_of_runs(run, coords, start, n_restarts, random_state):
         final value of every run (inf: a restart whose start was not defined) and the
         evaluations of all runs together; None when ``run`` fails at ``start``.
     """
-    from .._validation import as_generator
+    from ._validation import as_generator
 
     best = run(start, "")
     if best is None:
