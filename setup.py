@@ -22,9 +22,14 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "grakel>=0.1.10", "pandas>=1.5",
                  # tests/test_docs.py builds the documentation (gallery not run)
-                 "sphinx>=8", "myst-parser>=3", "sphinx-gallery>=0.16", "numpydoc>=1.6"],
+                 "sphinx>=8", "myst-parser>=3", "sphinx-gallery>=0.16", "numpydoc>=1.6",
+                 "furo>=2024.1", "sphinx-mathjax-offline>=0.0.2",
+                 # tests/test_gallery.py runs the gallery's scripts
+                 "matplotlib>=3.7"],
         "bench": ["scikit-learn>=1.3", "psutil>=5"],
         "docs": ["sphinx>=8", "myst-parser>=3", "sphinx-gallery>=0.16", "numpydoc>=1.6",
-                 "matplotlib>=3.7"],
+                 "furo>=2024.1", "sphinx-mathjax-offline>=0.0.2", "matplotlib>=3.7"],
+        # what the example gallery's scripts need to run on their own
+        "gallery": ["matplotlib>=3.7"],
     },
 )
