@@ -20,7 +20,7 @@ setup(
         "scikit-learn>=1.3",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "grakel>=0.1.10", "pandas>=1.5",
+        "test": ["pytest>=7", "hypothesis>=6", "psutil>=5", "grakel>=0.1.10", "pandas>=1.5", "triton>=3.0",
                  # tests/test_docs.py builds the documentation (gallery not run)
                  "sphinx>=8", "myst-parser>=3", "sphinx-gallery>=0.16", "numpydoc>=1.6",
                  "furo>=2024.1", "sphinx-mathjax-offline>=0.0.2",
