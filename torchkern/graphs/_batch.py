@@ -291,6 +291,18 @@ class GraphSet(KernelInput):
       undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept.
     - **Edge labels**: each distinct row of ``edge_attr`` is one label, used by
       ``WeisfeilerLehman(edge_labels=True)`` and ``RandomWalk(edge_labels=True)``.
+    - **Continuous attributes** are kept apart from the labels: node attributes are
+      read from the Data field named ``node_attr`` (default ``"node_attributes"``, the
+      field :func:`torchkern.datasets.read_tu` fills), edge attributes from the field
+      ``"edge_attributes"``; both are optional, and only the kernels that say so read
+      them (:class:`GraphHopper`, :class:`PropagationAttr`). ``node_attr="x"`` reads
+      ``x`` itself as the attributes — the nodes then have no labels. A float ``x``
+      whose entries are not all integers is refused (ValueError naming ``x``) rather
+      than read as labels, which would make every node its own label. torch-geometric's
+      ``TUDataset(use_node_attr=True)`` puts the attributes in the first
+      ``dataset.num_node_attributes`` columns of ``x``, in front of the one-hot labels:
+      split them into ``x`` and ``node_attributes`` (a ``transform``), or read the data
+      set with :func:`~torchkern.datasets.read_tu`.
 
     Attributes
     ----------
@@ -304,16 +316,24 @@ class GraphSet(KernelInput):
         Node label ids: rows of ``label_values`` (shape (L, d)).
     edge_label : Tensor (E,) or None
         Edge label ids: rows of ``edge_label_values``.
+    node_attributes : Tensor (N, d) or None
+        Continuous node attributes (float64).
+    edge_attributes : Tensor (E, d') or None
+        Continuous edge attributes, in the order of ``edge_index``.
     dtype, device
         Floating dtype of the Gram matrices built from the set (float64 by default) and
         the device of its tensors.
     """
 
-    def __init__(self, graphs, *, dtype: torch.dtype | None = None, device=None):
+    def __init__(self, graphs, *, dtype: torch.dtype | None = None, device=None,
+                 node_attr: str = "node_attributes"):
         if isinstance(graphs, GraphSet):
             self.__dict__.update(graphs.__dict__)
         else:
-            self._build(graphs)
+            if not isinstance(node_attr, str):
+                raise TypeError(f"node_attr must be the name of a Data field (a str), got "
+                                f"{node_attr!r}")
+            self._build(graphs, node_attr)
         if dtype is not None or device is not None:
             moved = self.to(device=device, dtype=dtype)
             self.__dict__.update(moved.__dict__)
@@ -321,19 +341,24 @@ class GraphSet(KernelInput):
     # -- construction ------------------------------------------------------------------
     @classmethod
     def _from_parts(cls, ptr, edge_index, eptr, node_label, label_values, edge_label,
-                    edge_label_values, dtype=torch.float64):
+                    edge_label_values, dtype=torch.float64, node_attributes=None,
+                    edge_attributes=None):
         self = cls.__new__(cls)
         self.ptr, self.edge_index, self.eptr = ptr, edge_index, eptr
         self.node_label, self.label_values = node_label, label_values
         self.edge_label, self.edge_label_values = edge_label, edge_label_values
+        self.node_attributes, self.edge_attributes = node_attributes, edge_attributes
         self.dtype, self.device = dtype, ptr.device
         return self
 
-    def _build(self, graphs):
+    def _build(self, graphs, node_attr="node_attributes"):
         from torch_geometric.data import Batch, Data
+        na = eat = None
         if isinstance(graphs, Batch):
             counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
             x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
+            na = getattr(graphs, node_attr, None)
+            eat = getattr(graphs, "edge_attributes", None)
             if ei is None:
                 ei = torch.zeros(2, 0, dtype=torch.long, device=counts.device)
             ei = check_edge_index(ei, int(counts.sum()), "the Batch")
@@ -349,18 +374,25 @@ class GraphSet(KernelInput):
             if not graphs:
                 raise ValueError("the set of graphs is empty")
             if any(isinstance(g, Batch) for g in graphs):  # a Batch holds several graphs
-                self.__dict__.update(_from_batches(graphs).__dict__)
+                self.__dict__.update(_from_batches(graphs, node_attr).__dict__)
                 return
-            counts, ei, x, ea = _flatten(graphs)
+            counts, ei, x, ea, na, eat = _flatten(graphs, node_attr)
             device = ei.device
         else:
             raise TypeError(f"expected {GRAPH_SETS}, got {type(graphs).__name__}")
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
         ei = ei.to(device=device, dtype=torch.long)
+        if node_attr == "x":
+            x = None  # x holds the attributes, the nodes have no labels
+        elif x is not None:
+            _check_integral(x)
         node_label, label_values = _label_ids(x, n, "x", device)
+        self.node_attributes = _attributes(na, n, node_attr, device)
+        eat = _attributes(eat, ei.shape[1], "edge_attributes", device)
         # Merge duplicate edges; sorting by source keeps the graphs in order.
-        edge_index, first = _merge_edges(ei, n, positions=ea is not None)
+        edge_index, first = _merge_edges(ei, n, positions=ea is not None or eat is not None)
+        self.edge_attributes = eat if first is None or eat is None else eat.index_select(0, first)
         self.ptr, self.edge_index = ptr, edge_index
         self.eptr = torch.searchsorted(edge_index[0], ptr)  # sources are sorted
         self.node_label, self.label_values = node_label, label_values
@@ -441,7 +473,9 @@ class GraphSet(KernelInput):
         return GraphSet._from_parts(
             ptr, self.edge_index[:, edges] + shift, eptr, self.node_label[nodes],
             self.label_values, None if self.edge_label is None else self.edge_label[edges],
-            self.edge_label_values, self.dtype)
+            self.edge_label_values, self.dtype,
+            None if self.node_attributes is None else self.node_attributes[nodes],
+            None if self.edge_attributes is None else self.edge_attributes[edges])
 
     @classmethod
     def concat(cls, parts) -> "GraphSet":
@@ -461,8 +495,11 @@ class GraphSet(KernelInput):
         ptr = torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + noff[i] for i, p in enumerate(parts)])
         eptr = torch.cat([parts[0].eptr[:1]] + [p.eptr[1:] + eoff[i] for i, p in enumerate(parts)])
         edge_index = torch.cat([p.edge_index + noff[i] for i, p in enumerate(parts)], 1)
+        na = _cat_attributes([p.node_attributes for p in parts], "node attributes", None)
+        eat = _cat_attributes([p.edge_attributes for p in parts], "edge attributes", None)
         return GraphSet._from_parts(ptr, edge_index, eptr, torch.cat(ids), values,
-                                    None if eids is None else torch.cat(eids), evalues, dtype)
+                                    None if eids is None else torch.cat(eids), evalues, dtype,
+                                    na, eat)
 
     def _move(self, device) -> None:
         for name in ("ptr", "edge_index", "eptr", "node_label", "label_values", "edge_label",
@@ -470,9 +507,18 @@ class GraphSet(KernelInput):
             t = getattr(self, name)
             if t is not None:
                 setattr(self, name, t.to(device))
+        for name in ("node_attributes", "edge_attributes"):  # float64 always
+            t = getattr(self, name, None)
+            if t is not None:
+                setattr(self, name, t.to(device))
 
     def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
         super().check_compatible(other, name)
+        a, b = self.node_attributes, getattr(other, "node_attributes", None)
+        if a is not None and (b is None or b.shape[1] != a.shape[1]):
+            raise ValueError(f"{name} has node attributes of width "
+                             f"{None if b is None else b.shape[1]} but the model was fitted "
+                             f"on graphs whose node attributes have width {a.shape[1]}")
         w, v = int(self.label_values.shape[1]), int(other.label_values.shape[1])
         if w != v:
             raise ValueError(f"{name} has node labels of width {v} but the model was fitted on "
@@ -494,9 +540,10 @@ def _cat(tensors, device, dim=0):
     return out.to(device)
 
 
-def _flatten(data_list):
-    """``(counts, edge_index, x, edge_attr)`` of a list of Data, node indices made global:
-    one ``torch.cat`` per attribute (per graph only attribute reads and shape checks)."""
+def _flatten(data_list, node_attr="node_attributes"):
+    """``(counts, edge_index, x, edge_attr, node_attributes, edge_attributes)`` of a list of
+    Data, node indices made global: one ``torch.cat`` per attribute (per graph only
+    attribute reads and shape checks); ``node_attr`` names the node-attribute field."""
     # the attribute dicts themselves: no PyG dispatch per read (4 reads per graph)
     stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
     eis = [st.get("edge_index") for st in stores]
@@ -507,7 +554,10 @@ def _flatten(data_list):
     sizes = [int(v or 0) for v in sizes]
     xs = [st.get("x") for st in stores]
     eas = [st.get("edge_attr") for st in stores]
-    for name, vals in (("x", xs), ("edge_attr", eas)):
+    nas = [st.get(node_attr) for st in stores]
+    eats = [st.get("edge_attributes") for st in stores]
+    for name, vals in (("x", xs), ("edge_attr", eas), (node_attr, nas),
+                       ("edge_attributes", eats)):
         missing = [i for i, v in enumerate(vals) if v is None]
         if 0 < len(missing) < len(vals):
             raise ValueError(f"graph {missing[0]} has no {name} while others do: "
@@ -540,13 +590,77 @@ def _flatten(data_list):
         x = _cat(xs, device)
     if eas[0] is not None:
         ea = _cat(eas, device)
-    return counts, ei, x, ea
+    na = eat = None
+    if nas[0] is not None:
+        if [v.shape[0] for v in nas] != sizes:
+            raise ValueError(f"every graph's {node_attr} must have one row per node "
+                             f"(num_nodes rows)")
+        na = _cat_attributes(nas, node_attr, None, device)
+    if eats[0] is not None:
+        if [v.shape[0] for v in eats] != ecounts.tolist():
+            raise ValueError("every graph's edge_attributes must have one row per edge")
+        eat = _cat_attributes(eats, "edge_attributes", None, device)
+    return counts, ei, x, ea, na, eat
+
+
+def _check_integral(x: torch.Tensor) -> None:
+    """Refuse (ValueError naming ``x``) a floating ``x`` with entries that are not
+    integers: ``x`` holds discrete labels, continuous attributes go elsewhere."""
+    if not x.is_floating_point() or not x.numel():
+        return
+    bad = torch.isfinite(x) & (x != x.trunc())
+    if bool(bad.any()):
+        r, c = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"x holds floats that are not integers (x[{r}, {c}] = {float(x[r, c])!r}): graph "
+            f"kernels read x as discrete node labels, each distinct row one label, so every "
+            f"node would be its own label. Pass continuous node attributes in the Data field "
+            f"'node_attributes' (torchkern.datasets.read_tu does; torch-geometric's "
+            f"TUDataset(use_node_attr=True) puts them in the first num_node_attributes "
+            f"columns of x) and use a kernel that reads them (GraphHopper, PropagationAttr, "
+            f"node_attr=...), or round x to labels")
+
+
+def _attributes(a, rows: int, name: str, device):
+    """Continuous attributes (rows, d) as a float64 tensor on ``device`` (a 1-D tensor is
+    one column); None stays None."""
+    if a is None:
+        return None
+    a = torch.as_tensor(a)
+    if a.dim() == 1:
+        a = a.unsqueeze(-1)
+    if a.dim() != 2 or a.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, d) (one row per item), got "
+                         f"{tuple(a.shape)}")
+    if a.is_complex() or a.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    a = a.to(device=device, dtype=torch.float64)
+    if not bool(torch.isfinite(a).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return a
+
+
+def _cat_attributes(parts, name, dtype, device=None):
+    """The attribute tensors of several graphs (or sets) stacked; all or none present,
+    of one width."""
+    present = [p is not None for p in parts]
+    if not any(present):
+        return None
+    if not all(present):
+        raise ValueError(f"some graphs have {name} and others not: give every graph {name} "
+                         f"or none")
+    widths = {1 if p.dim() == 1 else int(p.shape[1]) for p in parts}
+    if len(widths) > 1:
+        raise ValueError(f"{name} of different widths {sorted(widths)} cannot be compared")
+    parts = [p.unsqueeze(-1) if p.dim() == 1 else p for p in parts]
+    out = _cat(parts, device or parts[0].device)
+    return out if dtype is None else out.to(dtype)
 
 
 _INT_DTYPES = {torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8}
 
 
-def _from_batches(items) -> "GraphSet":
+def _from_batches(items, node_attr="node_attributes") -> "GraphSet":
     """One GraphSet from a list of Data and Batch objects (a DataLoader's batches): each
     Batch contributes its graphs, each run of plain Data its graphs, in order."""
     from torch_geometric.data import Batch
@@ -554,13 +668,13 @@ def _from_batches(items) -> "GraphSet":
     for g in items:
         if isinstance(g, Batch):
             if run:
-                parts.append(GraphSet(run))
+                parts.append(GraphSet(run, node_attr=node_attr))
                 run = []
-            parts.append(GraphSet(g))
+            parts.append(GraphSet(g, node_attr=node_attr))
         else:
             run.append(g)
     if run:
-        parts.append(GraphSet(run))
+        parts.append(GraphSet(run, node_attr=node_attr))
     return parts[0] if len(parts) == 1 else GraphSet.concat(parts)
 
 
@@ -636,7 +750,7 @@ class GraphKernel(StructuredKernel):
             X = items
         if isinstance(X, (list, tuple)) or (pyg is not None and isinstance(X, pyg.Data)):
             try:
-                return GraphSet(X)
+                return GraphSet(X, node_attr=getattr(self, "node_attr", "node_attributes"))
             except TypeError as e:
                 raise TypeError(f"{name}: {e}") from None
             except ValueError as e:
