@@ -1,0 +1,1068 @@
+r"""A Triton engine generated from a kernel's formula: K V, its gradients and stored Gram
+blocks, each in one launch, with no tile of K ever written to memory.
+
+The formula ``fn(xs, ys, ps)`` (:class:`torchkern.gram.Formula`) is traced once per call
+with symbolic stand-ins for its variables (:class:`Sym`, which answers the operations of a
+KeOps ``LazyTensor``: arithmetic, integer powers, ``exp``, ``log``, ``sqrt``, ``rsqrt``,
+``abs``, ``sin``, ``cos``, ``atan2``, ``relu``, ``sum(-1)``, ``elem``). The trace is lowered
+to scalar code on a tile of rows i × columns j; from it this module writes the source of
+
+* a **product** kernel: a grid over tiles of BM rows of X (and chunks of V's columns);
+  each program loops over tiles of BN rows of Y, evaluates the kernel tile in registers
+  and accumulates it against V's tile — ``tl.dot`` for more than 8 right-hand sides, one
+  FMA reduction per column below (the pattern of FlashAttention: Dao et al. 2022,
+  "FlashAttention: fast and memory-efficient exact attention with IO-awareness", NeurIPS;
+  and of KeOps: Charlier, Feydy, Glaunès, Collin and Durif 2021, "Kernel operations on
+  the GPU, with autodiff, without memory overflows", JMLR 22(74));
+* a **backward** kernel of the same form: with W = A Bᵀ formed tile by tile (A = G, B =
+  V for the row variables), it reduces the formula's derivative — taken symbolically by
+  reverse accumulation on the traced scalar code (Griewank and Walther 2008, "Evaluating
+  Derivatives", 2nd ed., SIAM, ch. 3) — against W into the gradients of the row
+  variables and (per program, summed after) of the hyperparameters. The gradient to Y
+  and to V is the same kernel with the roles of X and Y swapped (rows Y, A = V, B = G),
+  which also accumulates Kᵀ G;
+* a **Gram writer**: one tile of K per program, stored (rows of K, K_nm).
+
+Computation details: row-only and scalar subexpressions are hoisted out of the column
+loop; ``exp`` is ``exp2`` with log₂e folded into a constant factor; ‖x − y‖² of a
+variable of width d ≥ 16 that is not under a square root is ‖x‖² + ‖y‖² − 2⟨x, y⟩ with
+``tl.dot`` (exact IEEE fp32 unless ``allow_tf32=True``, whose 10-bit mantissa puts a
+relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance), clipped at 0, and — as in
+:func:`torchkern.kernels._ops.fast_form_dtype` — only where its round-off ε·(max‖x‖² +
+max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16) the sum of
+squared differences. float32 and float64 are supported. On CUDA the tile sizes are
+chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
+Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles.
+
+Cost: O(n·m·(w + r)) time for inputs of total width w and r right-hand sides, O((n + m)
+(w + r)) memory. A formula that uses an operation this generator cannot emit raises
+:class:`NotImplementedError` naming it (the caller falls back to another backend).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import threading
+
+import torch
+
+__all__ = ["Sym", "available", "interpreting", "matmul", "gram", "trace", "generate_source"]
+
+MATRIX_MIN_D = 16     # ‖x − y‖², ⟨x, y⟩ of variables this wide by tl.dot
+FMA_MAX_R = 8         # up to this many right-hand sides: one FMA reduction per column
+_LOG2E = 1.4426950408889634
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def available(device) -> bool:
+    """Whether this engine can run on ``device``: CUDA with triton importable, or the CPU
+    under Triton's interpreter (tests)."""
+    dev = torch.device(device)
+    if dev.type != "cuda" and not (dev.type == "cpu" and interpreting()):
+        return False
+    try:
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001 (ImportError, a broken install)
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# Tracing: symbolic stand-ins that answer the LazyTensor operations formulas use
+# --------------------------------------------------------------------------------------
+
+class Sym:
+    """A node of a traced formula: ``op`` with ``args`` and feature width ``dim``.
+
+    Leaves are ``("row", a)`` / ``("col", a)`` (the a-th variable of the row or column
+    point, width d_a), ``("par", b)`` (hyperparameter b, width its size) and ``("const",
+    v)``. Operations follow KeOps' LazyTensor semantics: a width-1 operand broadcasts
+    against any width, ``sum(-1)`` reduces the features to width 1.
+    """
+
+    __slots__ = ("op", "args", "dim")
+
+    def __init__(self, op, args, dim):
+        self.op, self.args, self.dim = op, tuple(args), dim
+
+    # -- helpers
+    @staticmethod
+    def wrap(v) -> "Sym":
+        if isinstance(v, Sym):
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise NotImplementedError(f"the Triton engine cannot use an operand of type "
+                                      f"{type(v).__name__} in a kernel formula")
+        return Sym("const", (float(v),), 1)
+
+    def _bin(self, op, other, swap=False):
+        other = Sym.wrap(other)
+        a, b = (other, self) if swap else (self, other)
+        if a.dim != b.dim and 1 not in (a.dim, b.dim):
+            raise ValueError(f"formula operands of widths {a.dim} and {b.dim} do not broadcast")
+        return Sym(op, (a, b), max(a.dim, b.dim))
+
+    def _un(self, op):
+        return Sym(op, (self,), self.dim)
+
+    # -- arithmetic
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("sub", o)
+    def __rsub__(self, o): return self._bin("sub", o, True)
+    def __mul__(self, o): return self._bin("mul", o)
+    def __rmul__(self, o): return self._bin("mul", o, True)
+    def __truediv__(self, o): return self._bin("div", o)
+    def __rtruediv__(self, o): return self._bin("div", o, True)
+    def __neg__(self): return self._un("neg")
+
+    def __pow__(self, k):
+        if isinstance(k, (int, float)) and not isinstance(k, bool) and float(k).is_integer():
+            return Sym("pow", (self, Sym.wrap(float(k))), self.dim)
+        if k == 0.5:
+            return self.sqrt()
+        if k == -0.5:
+            return self.rsqrt()
+        raise NotImplementedError(f"the Triton engine cannot emit the power x ** {k!r} "
+                                  f"(integer powers and ±1/2 only)")
+
+    def exp(self): return self._un("exp")
+    def log(self): return self._un("log")
+    def sqrt(self): return self._un("sqrt")
+    def rsqrt(self): return self._un("rsqrt")
+    def abs(self): return self._un("abs")
+    def __abs__(self): return self._un("abs")
+    def sin(self): return self._un("sin")
+    def cos(self): return self._un("cos")
+    def relu(self): return self._un("relu")
+    def atan2(self, other): return self._bin("atan2", other)
+
+    def sum(self, axis=-1, dim=None, **kw):
+        ax = axis if dim is None else dim
+        if ax not in (-1, 2) or kw:
+            raise NotImplementedError(f"the Triton engine reduces formulas over the feature "
+                                      f"dimension only (sum(-1)), got sum({ax!r})")
+        return Sym("sum", (self,), 1)
+
+    def elem(self, k):
+        if not 0 <= k < self.dim:
+            raise IndexError(f"elem({k}) of a width-{self.dim} formula variable")
+        return Sym("elem", (self, k), 1)
+
+    @property
+    def ndim(self):
+        return self.dim
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"the Triton engine cannot emit the formula operation "
+                                  f"{name!r}")
+
+    def __bool__(self):
+        raise NotImplementedError("the Triton engine cannot emit a formula that branches on "
+                                  "its values")
+
+
+def trace(fn, row_dims, col_dims, par_dims, swap: bool = False) -> Sym:
+    """The formula ``fn`` evaluated on symbols: rows i are the first argument (``swap``:
+    the second, for Kᵀ), columns j the other. Returns the width-1 result."""
+    rows = [Sym("row", (a,), d) for a, d in enumerate(row_dims)]
+    cols = [Sym("col", (a,), d) for a, d in enumerate(col_dims)]
+    pars = [Sym("par", (b,), d) for b, d in enumerate(par_dims)]
+    out = fn(cols, rows, pars) if swap else fn(rows, cols, pars)
+    out = Sym.wrap(out)
+    if out.dim != 1:
+        raise ValueError(f"a kernel formula must return width 1, this one has width {out.dim}")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Lowering: scalar SSA on a tile; shapes "c" (scalar), "i" ([BM, 1]), "j" ([1, BN]), "ij"
+# --------------------------------------------------------------------------------------
+
+def _join(*shapes):
+    i = any(s in ("i", "ij") for s in shapes)
+    j = any(s in ("j", "ij") for s in shapes)
+    return "ij" if i and j else "i" if i else "j" if j else "c"
+
+
+def _pattern(node: Sym):
+    """``("sqd"|"dot"|"nrow"|"ncol", a)`` where ``node`` is sum((x_a − y_a)²), sum(x_a y_a),
+    sum(x_a x_a) or sum(y_a y_a) of one variable pair; else None."""
+    if node.op != "sum":
+        return None
+    t = node.args[0]
+
+    def leaf(s):
+        return (s.op, s.args[0]) if s.op in ("row", "col") else None
+
+    if t.op == "pow" and t.args[1].args[0] == 2.0 and t.args[0].op == "sub":
+        a, b = (leaf(s) for s in t.args[0].args)
+        if a and b and a[1] == b[1] and {a[0], b[0]} == {"row", "col"}:
+            return ("sqd", a[1])
+    if t.op == "mul":
+        a, b = (leaf(s) for s in t.args)
+        if a and b and a[1] == b[1]:
+            if a[0] != b[0]:
+                return ("dot", a[1])
+            return ("nrow" if a[0] == "row" else "ncol", a[1])
+    return None
+
+
+class _Lowered:
+    """The traced formula as scalar SSA instructions ``(op, args, shape)``; args are SSA
+    indices, or literals for ``const``/leaves."""
+
+    def __init__(self, root: Sym, row_dims, par_dims, fast_ok: bool):
+        self.instrs = []
+        self.memo = {}
+        self.row_dims = list(row_dims)
+        self.par_dims = list(par_dims)
+        self.matrix = self._matrix_vars(root, fast_ok)
+        self.node_memo = {}
+        self.out = self.lower(root)[0]
+
+    # which variables run in matrix mode: wide, used only through the patterns, and (for
+    # ‖x − y‖²) not under a square root and with acceptable round-off
+    def _matrix_vars(self, root, fast_ok):
+        scalar_use, sensitive, seen = set(), set(), set()
+        pats = {}
+
+        sqd_below = {}
+
+        def visit(s):
+            if id(s) in seen:
+                return sqd_below.get(id(s), set())
+            seen.add(id(s))
+            p = _pattern(s)
+            below = set()
+            if p is not None:
+                pats[id(s)] = p
+                if p[0] == "sqd":
+                    below.add(p[1])
+            elif s.op in ("row", "col"):
+                scalar_use.add(s.args[0])
+            else:
+                for a in s.args:
+                    if isinstance(a, Sym):
+                        below |= visit(a)
+            if s.op == "sqrt":
+                sensitive.update(below)
+            sqd_below[id(s)] = below
+            return below
+
+        visit(root)
+        used = {p[1] for p in pats.values()}
+        out = set()
+        for a in used:
+            if a in scalar_use or self.row_dims[a] < MATRIX_MIN_D:
+                continue
+            if any(p == ("sqd", a) for p in pats.values()) and (a in sensitive or not fast_ok[a]):
+                continue
+            out.add(a)
+        return out
+
+    def emit(self, op, args, shape):
+        key = (op, tuple(args))
+        if key in self.memo:
+            return self.memo[key]
+        self.instrs.append((op, tuple(args), shape))
+        self.memo[key] = len(self.instrs) - 1
+        return self.memo[key]
+
+    def const(self, v):
+        return self.emit("const", (float(v),), "c")
+
+    def value(self, k):
+        op, args, _ = self.instrs[k]
+        return args[0] if op == "const" else None
+
+    def shape(self, k):
+        return self.instrs[k][2]
+
+    def op(self, name, *ks):
+        vals = [self.value(k) for k in ks]
+        if all(v is not None for v in vals):  # constant folding
+            return self.const(_fold(name, vals))
+        if name == "add":
+            if vals[0] == 0.0:
+                return ks[1]
+            if vals[1] == 0.0:
+                return ks[0]
+        if name == "sub" and vals[1] == 0.0:
+            return ks[0]
+        if name == "mul":
+            if vals[0] == 1.0:
+                return ks[1]
+            if vals[1] == 1.0:
+                return ks[0]
+        if name == "div" and vals[1] == 1.0:
+            return ks[0]
+        if name == "pow":
+            n = int(vals[1])
+            if n == 1:
+                return ks[0]
+            if n == 2:
+                return self.op("mul", ks[0], ks[0])
+        return self.emit(name, ks, _join(*(self.shape(k) for k in ks)))
+
+    def lower(self, s: Sym):
+        """The SSA indices of s's features (a list of length s.dim)."""
+        if id(s) in self.node_memo:
+            return self.node_memo[id(s)][1]
+        out = self._lower(s)
+        self.node_memo[id(s)] = (s, out)  # keep s alive: ids stay unique
+        return out
+
+    def _lower(self, s):
+        op = s.op
+        if op == "const":
+            return [self.const(s.args[0])]
+        if op == "row":
+            a = s.args[0]
+            return [self.emit("xrow", (a, k), "i") for k in range(s.dim)]
+        if op == "col":
+            a = s.args[0]
+            return [self.emit("xcol", (a, k), "j") for k in range(s.dim)]
+        if op == "par":
+            b = s.args[0]
+            return [self.emit("par", (b, k), "c") for k in range(s.dim)]
+        if op == "sum":
+            p = _pattern(s)
+            if p is not None and p[1] in self.matrix:
+                shape = {"sqd": "ij", "dot": "ij", "nrow": "i", "ncol": "j"}[p[0]]
+                return [self.emit(p[0], (p[1],), shape)]
+            parts = self.lower(s.args[0])
+            acc = parts[0]
+            for k in parts[1:]:
+                acc = self.op("add", acc, k)
+            return [acc]
+        if op == "elem":
+            return [self.lower(s.args[0])[s.args[1]]]
+        if op in ("add", "sub", "mul", "div", "atan2", "pow"):
+            a, b = self.lower(s.args[0]), self.lower(s.args[1])
+            w = max(len(a), len(b))
+            a, b = a * w if len(a) == 1 else a, b * w if len(b) == 1 else b
+            return [self.op(op, u, v) for u, v in zip(a, b)]
+        return [self.op(op, u) for u in self.lower(s.args[0])]
+
+
+def _fold(name, v):
+    f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "div": lambda a, b: a / b, "pow": lambda a, b: a ** int(b), "neg": lambda a: -a,
+         "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda a: a ** -0.5,
+         "abs": abs, "sin": math.sin, "cos": math.cos, "relu": lambda a: max(a, 0.0),
+         "atan2": math.atan2}[name]
+    return f(*v)
+
+
+# --------------------------------------------------------------------------------------
+# Code generation
+# --------------------------------------------------------------------------------------
+
+_REDUCE = {  # contribution of shape (from) reduced to the operand's shape (to)
+    ("ij", "i"): "tl.sum({}, axis=1, keep_dims=True)",
+    ("ij", "j"): "tl.sum({}, axis=0, keep_dims=True)",
+    ("ij", "c"): "tl.sum(tl.sum({}, axis=1, keep_dims=True), axis=0, keep_dims=True)",
+    ("i", "c"): "tl.sum({}, axis=0, keep_dims=True)",
+    ("j", "c"): "tl.sum({}, axis=1, keep_dims=True)",
+}
+
+
+def _lit(v: float) -> str:
+    return repr(float(v)) if math.isfinite(v) else f"float('{v}')"
+
+
+class _Writer:
+    def __init__(self):
+        self.lines = []
+
+    def __call__(self, line, ind):
+        self.lines.append("    " * ind + line)
+
+
+def _expr(L: _Lowered, k: int, name) -> str:
+    """Source of SSA instruction k, its operands named by ``name``."""
+    op, args, _ = L.instrs[k]
+    if op == "const":
+        return _lit(args[0])
+    a = [name(x) for x in args] if op not in ("xrow", "xcol", "par", "sqd", "dot", "nrow",
+                                               "ncol") else None
+    if op in ("add", "sub", "mul", "div"):
+        sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+        return f"({a[0]} {sym} {a[1]})"
+    if op == "pow":
+        n = int(L.value(args[1]))
+        if n == 0:
+            return f"({a[0]} * 0.0 + 1.0)"
+        base = a[0] if n > 0 else f"(1.0 / {a[0]})"
+        return "(" + " * ".join([base] * abs(n)) + ")"
+    if op == "neg":
+        return f"(-{a[0]})"
+    if op == "exp":  # exp2 with log2(e) folded into a constant factor
+        x = args[0]
+        xop, xargs, _ = L.instrs[x]
+        if xop == "mul":
+            for u, w in (xargs, xargs[::-1]):
+                c = L.value(w)
+                if c is not None:
+                    return f"tl.exp2({name(u)} * {_lit(c * _LOG2E)})"
+        return f"tl.exp2({a[0]} * {_lit(_LOG2E)})"
+    if op == "log":
+        return f"tl.log({a[0]})"
+    if op == "sqrt":
+        return f"tl.sqrt({a[0]})"
+    if op == "rsqrt":
+        return f"tl.rsqrt({a[0]})"
+    if op == "abs":
+        return f"tl.abs({a[0]})"
+    if op == "sin":
+        return f"tl.sin({a[0]})"
+    if op == "cos":
+        return f"tl.cos({a[0]})"
+    if op == "relu":
+        return f"tl.maximum({a[0]}, 0.0)"
+    if op == "atan2":
+        return f"_atan2({a[0]}, {a[1]})"
+    raise NotImplementedError(f"the Triton engine cannot emit the formula operation {op!r}")
+
+
+def _partials(L: _Lowered, k: int, g: str, name):
+    """[(operand SSA index, contribution source)] of instruction k with adjoint g."""
+    op, args, _ = L.instrs[k]
+    v = name(k)
+    a = [name(x) for x in args]
+    if op == "add":
+        return [(args[0], g), (args[1], g)]
+    if op == "sub":
+        return [(args[0], g), (args[1], f"(-{g})")]
+    if op == "mul":
+        return [(args[0], f"({g} * {a[1]})"), (args[1], f"({g} * {a[0]})")]
+    if op == "div":
+        return [(args[0], f"({g} / {a[1]})"), (args[1], f"(-{g} * {v} / {a[1]})")]
+    if op == "pow":
+        n = int(L.value(args[1]))
+        if n == 0:
+            return []
+        if n - 1 == 0:
+            d = "1.0"
+        elif n - 1 > 0:
+            d = " * ".join([a[0]] * (n - 1))
+        else:
+            d = "1.0 / (" + " * ".join([a[0]] * (1 - n)) + ")"
+        return [(args[0], f"({g} * {float(n)!r} * ({d}))")]
+    if op == "neg":
+        return [(args[0], f"(-{g})")]
+    if op == "exp":
+        return [(args[0], f"({g} * {v})")]
+    if op == "log":
+        return [(args[0], f"({g} / {a[0]})")]
+    if op == "sqrt":
+        return [(args[0], f"({g} * 0.5 / {v})")]
+    if op == "rsqrt":
+        return [(args[0], f"({g} * -0.5 * {v} * {v} * {v})")]
+    if op == "abs":
+        return [(args[0], f"tl.where({a[0]} > 0, {g}, tl.where({a[0]} < 0, -{g}, 0.0 * {g}))")]
+    if op == "sin":
+        return [(args[0], f"({g} * tl.cos({a[0]}))")]
+    if op == "cos":
+        return [(args[0], f"(-{g} * tl.sin({a[0]}))")]
+    if op == "relu":
+        return [(args[0], f"tl.where({a[0]} > 0, {g}, 0.0 * {g})")]
+    if op == "atan2":  # d atan2(y, x) = (x dy − y dx) / (x² + y²)
+        q = f"({a[0]} * {a[0]} + {a[1]} * {a[1]})"
+        return [(args[0], f"({g} * {a[1]} / {q})"), (args[1], f"(-{g} * {a[0]} / {q})")]
+    raise NotImplementedError(f"the Triton engine cannot differentiate {op!r}")
+
+
+_ATAN2 = '''
+@triton.jit
+def _atan2(y, x):
+    # atan2 by range reduction: t = min/max in [0, 1], three half-angle steps
+    # atan t = 2 atan(t / (1 + sqrt(1 + t^2))) to |t| <= tan(pi/32), then the odd Taylor
+    # series to t^19 (error < 1e-20), then the octant.
+    ay = tl.abs(y)
+    ax = tl.abs(x)
+    hi = tl.maximum(ax, ay)
+    lo = tl.minimum(ax, ay)
+    t = tl.where(hi > 0, lo / tl.where(hi > 0, hi, 1.0), 0.0 * hi)
+    t = t / (1.0 + tl.sqrt(1.0 + t * t))
+    t = t / (1.0 + tl.sqrt(1.0 + t * t))
+    t = t / (1.0 + tl.sqrt(1.0 + t * t))
+    t2 = t * t
+    s = 1.0 / 19.0
+    s = 1.0 / 17.0 - t2 * s
+    s = 1.0 / 15.0 - t2 * s
+    s = 1.0 / 13.0 - t2 * s
+    s = 1.0 / 11.0 - t2 * s
+    s = 1.0 / 9.0 - t2 * s
+    s = 1.0 / 7.0 - t2 * s
+    s = 1.0 / 5.0 - t2 * s
+    s = 1.0 / 3.0 - t2 * s
+    s = 1.0 - t2 * s
+    a = 8.0 * t * s
+    a = tl.where(ay > ax, 1.5707963267948966 - a, a)
+    a = tl.where(x < 0, 3.141592653589793 - a, a)
+    return tl.where(y < 0, -a, a)
+'''
+
+
+class _Spec:
+    """What one generated kernel is: the lowered formula and the launch variant."""
+
+    def __init__(self, L, row_dims, par_dims, dtype, kind, r_mode, r, want_rows, want_par,
+                 want_prod, allow_tf32):
+        self.L, self.row_dims, self.par_dims = L, list(row_dims), list(par_dims)
+        self.dtype, self.kind, self.r_mode, self.r = dtype, kind, r_mode, r
+        self.want_rows, self.want_par, self.want_prod = want_rows, want_par, want_prod
+        self.allow_tf32 = allow_tf32
+
+
+def _pow2(k: int) -> int:
+    return 1 << max(0, int(k - 1).bit_length())
+
+
+def generate_source(spec: _Spec, tune: bool) -> str:
+    """The Python/Triton source of the kernel ``_kernel`` described by ``spec``."""
+    L = spec.L
+    acc = "tl.float64" if spec.dtype == torch.float64 else "tl.float32"
+    prec = '"tf32"' if spec.allow_tf32 and spec.dtype == torch.float32 else '"ieee"'
+    nvar, npar = len(spec.row_dims), len(spec.par_dims)
+    w = _Writer()
+    w("import triton", 0)
+    w("import triton.language as tl", 0)
+    w(_ATAN2, 0)
+    if tune:
+        w("@triton.autotune(configs=[", 0)
+        for bm, bn, nw, ns in ((64, 64, 4, 3), (128, 64, 4, 3), (128, 128, 8, 3),
+                               (64, 128, 4, 4), (128, 32, 4, 4)):
+            w(f"triton.Config({{'BM': {bm}, 'BN': {bn}}}, num_warps={nw}, num_stages={ns}),", 1)
+        w("], key=['tune_key'], reset_to_zero=['GP'])", 0)
+    w("@triton.jit", 0)
+    params = [f"X{a}" for a in range(nvar)] + [f"Y{a}" for a in range(nvar)]
+    params += [f"P{b}" for b in range(npar)]
+    params += ["A", "B", "O", "GR", "GP", "n", "m", "r", "tune_key", "BM: tl.constexpr",
+               "BN: tl.constexpr", "RB: tl.constexpr"]
+    w(f"def _kernel({', '.join(params)}):", 0)
+    w("pid = tl.program_id(0)", 1)
+    w("rows = pid * BM + tl.arange(0, BM)", 1)
+    w("rmask = rows < n", 1)
+    w("ri = tl.minimum(rows, n - 1).to(tl.int64)", 1)
+    instrs = L.instrs
+    need = _needed(L)
+    kind = spec.kind
+
+    def name(k):
+        op, args, _ = instrs[k]
+        if op == "const":
+            return _lit(args[0])
+        return f"v{k}"
+
+    # loads of row variables (hoisted) and hyperparameters
+    for a in range(nvar):
+        d = spec.row_dims[a]
+        if a in L.matrix:
+            da = _pow2(d)
+            w(f"fa{a} = tl.arange(0, {da})", 1)
+            w(f"xt{a} = tl.load(X{a} + ri[:, None] * {d} + fa{a}[None, :], "
+              f"mask=fa{a}[None, :] < {d}, other=0.0).to({acc})", 1)
+            w(f"nx{a} = tl.sum(xt{a} * xt{a}, axis=1, keep_dims=True)", 1)
+    for k in need:
+        op, args, shape = instrs[k]
+        if op == "xrow":
+            a, f = args
+            w(f"v{k} = tl.load(X{a} + ri * {spec.row_dims[a]} + {f}).to({acc})[:, None]", 1)
+        elif op == "par":
+            b, f = args
+            w(f"v{k} = tl.load(P{b} + {f}).to({acc})", 1)
+        elif op == "nrow":
+            a = args[0]
+            w(f"v{k} = nx{a}", 1)
+    pre = [k for k in need if instrs[k][2] in ("c", "i") and instrs[k][0] not in
+           ("xrow", "par", "nrow", "const")]
+    for k in pre:
+        w(f"v{k} = {_expr(L, k, name)}", 1)
+    loop = [k for k in need if instrs[k][2] in ("j", "ij")]
+    out = L.out
+    rc_fma = spec.r_mode == "fma"
+    # accumulators
+    if kind == "gram":
+        w("pj = tl.program_id(1)", 1)
+        w("cols = pj * BN + tl.arange(0, BN)", 1)
+        w("cmask = cols < m", 1)
+        w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 1)
+        _emit_cols(w, L, spec, loop, name, acc, 1)
+        w(f"kv = ({name(out)}) + tl.zeros([BM, BN], {acc})", 1)
+        w("tl.store(O + ri[:, None] * m + cj[None, :], kv, mask=rmask[:, None] & cmask[None, :])", 1)
+        return "\n".join(w.lines) + "\n"
+    prod = kind == "forward" or spec.want_prod
+    if kind == "forward":
+        w("pr = tl.program_id(1)", 1)
+    if prod:
+        if rc_fma:
+            for c in range(spec.r):
+                w(f"acc{c} = tl.zeros([BM, 1], {acc})", 1)
+        else:
+            w("rb = pr * RB + tl.arange(0, RB)" if kind == "forward"
+              else "rb = tl.arange(0, RB)", 1)
+            w("rbm = rb < r", 1)
+            w(f"acc = tl.zeros([BM, RB], {acc})", 1)
+    if kind == "backward":
+        # row-side A columns, hoisted in FMA mode
+        if rc_fma:
+            for c in range(spec.r):
+                w(f"a{c} = tl.load(A + ri * r + {c}, mask=rmask, other=0.0).to({acc})[:, None]", 1)
+        adj_loopcarried = [k for k in need if instrs[k][2] in ("c", "i") and _diff(L, k, spec)]
+        for k in adj_loopcarried:
+            shp = "[BM, 1]" if instrs[k][2] == "i" else "[1, 1]"
+            w(f"ga{k} = tl.zeros({shp}, {acc})", 1)
+        for a in L.matrix:
+            if spec.want_rows:
+                w(f"gm{a} = tl.zeros([BM, {_pow2(spec.row_dims[a])}], {acc})", 1)
+    w("for c0 in range(0, m, BN):", 1)
+    w("cols = c0 + tl.arange(0, BN)", 2)
+    w("cmask = cols < m", 2)
+    w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 2)
+    _emit_cols(w, L, spec, loop, name, acc, 2)
+    w(f"kv = ({name(out)}) + tl.zeros([BM, BN], {acc})", 2)
+    # the product with the column-side matrix B
+    if prod:
+        if rc_fma:
+            for c in range(spec.r):
+                w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
+                w(f"acc{c} += tl.sum(kv * b{c}, axis=1, keep_dims=True)", 2)
+        else:
+            w(f"bt = tl.load(B + cj[:, None] * r + rb[None, :], mask=cmask[:, None] & "
+              f"rbm[None, :], other=0.0).to({acc})", 2)
+            w(f"acc += tl.dot(kv, bt, input_precision={prec}, out_dtype={acc})", 2)
+    if kind == "backward":
+        if rc_fma:
+            if not prod:
+                for c in range(spec.r):
+                    w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
+            w("W = " + " + ".join(f"a{c} * b{c}" for c in range(spec.r)), 2)
+        elif spec.want_prod:  # one chunk of r holds all columns
+            w(f"at = tl.load(A + ri[:, None] * r + rb[None, :], mask=rmask[:, None] & "
+              f"rbm[None, :], other=0.0).to({acc})", 2)
+            w(f"W = tl.dot(at, tl.trans(bt), input_precision={prec}, out_dtype={acc})", 2)
+        else:
+            w(f"W = tl.zeros([BM, BN], {acc})", 2)
+            w("for r0 in range(0, r, RB):", 2)
+            w("rb2 = r0 + tl.arange(0, RB)", 3)
+            w(f"at = tl.load(A + ri[:, None] * r + rb2[None, :], mask=rmask[:, None] & "
+              f"(rb2[None, :] < r), other=0.0).to({acc})", 3)
+            w(f"bt2 = tl.load(B + cj[:, None] * r + rb2[None, :], mask=cmask[:, None] & "
+              f"(rb2[None, :] < r), other=0.0).to({acc})", 3)
+            w(f"W += tl.dot(at, tl.trans(bt2), input_precision={prec}, out_dtype={acc})", 3)
+        _emit_adjoints(w, L, spec, name, acc, prec, inloop=True)
+    # after the loop
+    if kind == "backward":
+        _emit_adjoints(w, L, spec, name, acc, prec, inloop=False)
+    if prod:
+        if rc_fma:
+            for c in range(spec.r):
+                w(f"tl.store(O + ri * r + {c}, tl.reshape(acc{c}, [BM]), mask=rmask)", 1)
+        else:
+            w("tl.store(O + ri[:, None] * r + rb[None, :], acc, mask=rmask[:, None] & rbm[None, :])", 1)
+    return "\n".join(w.lines) + "\n"
+
+
+def _needed(L: _Lowered):
+    """SSA indices reachable from the output, in order."""
+    keep = set()
+    stack = [L.out]
+    while stack:
+        k = stack.pop()
+        if k in keep:
+            continue
+        keep.add(k)
+        op, args, _ = L.instrs[k]
+        if op not in ("const", "xrow", "xcol", "par", "sqd", "dot", "nrow", "ncol"):
+            stack.extend(args)
+    return sorted(keep)
+
+
+def _diff(L: _Lowered, k: int, spec) -> bool:
+    """Whether instruction k depends on something the backward differentiates (row
+    variables when their gradient is wanted, hyperparameters when theirs is)."""
+    memo = L.__dict__.setdefault("_diffmemo", {})
+    key = (k, spec.want_rows, spec.want_par)
+    if key in memo:
+        return memo[key]
+    op, args, _ = L.instrs[k]
+    if op in ("xrow", "nrow"):
+        res = spec.want_rows
+    elif op in ("sqd", "dot"):
+        res = spec.want_rows
+    elif op == "par":
+        res = spec.want_par
+    elif op in ("const", "xcol", "ncol"):
+        res = False
+    else:
+        res = any(_diff(L, a, spec) for a in args)
+    memo[key] = res
+    return res
+
+
+def _emit_cols(w, L, spec, loop, name, acc, ind):
+    """Loads of the column variables of this tile and the tile's instructions."""
+    instrs = L.instrs
+    for a in sorted(L.matrix):
+        d = spec.row_dims[a]
+        w(f"yt{a} = tl.load(Y{a} + cj[:, None] * {d} + fa{a}[None, :], "
+          f"mask=fa{a}[None, :] < {d}, other=0.0).to({acc})", ind)
+    prec = '"tf32"' if spec.allow_tf32 and spec.dtype == torch.float32 else '"ieee"'
+    for k in loop:
+        op, args, _ = instrs[k]
+        if op == "xcol":
+            a, f = args
+            w(f"v{k} = tl.load(Y{a} + cj * {spec.row_dims[a]} + {f}).to({acc})[None, :]", ind)
+        elif op == "ncol":
+            a = args[0]
+            w(f"v{k} = tl.reshape(tl.sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
+        elif op == "dot":
+            a = args[0]
+            w(f"v{k} = tl.dot(xt{a}, tl.trans(yt{a}), input_precision={prec}, out_dtype={acc})", ind)
+        elif op == "sqd":
+            a = args[0]
+            w(f"ny{a} = tl.reshape(tl.sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
+            w(f"v{k} = tl.maximum(nx{a} + ny{a} - 2.0 * tl.dot(xt{a}, tl.trans(yt{a}), "
+              f"input_precision={prec}, out_dtype={acc}), 0.0)", ind)
+        else:
+            w(f"v{k} = {_expr(L, k, name)}", ind)
+
+
+def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
+    """Reverse accumulation: in the loop over the column tiles of instructions of shape j
+    and ij (seeded with W at the output); after it, of those of shape c and i, whose
+    adjoints were summed over the loop (``ga<k>``)."""
+    instrs = L.instrs
+    need = _needed(L)
+    ind = 2 if inloop else 1
+    mine = [k for k in need if (instrs[k][2] in ("j", "ij")) == inloop and _diff(L, k, spec)]
+    contrib = {k: [] for k in need}
+    out = L.out
+    if inloop and _diff(L, out, spec) and instrs[out][2] in ("j", "ij"):
+        contrib[out].append(("W", "ij"))
+    for k in reversed(mine):
+        op, args, shape = instrs[k]
+        parts = contrib[k]
+        if not parts and not (not inloop and instrs[k][2] in ("c", "i")):
+            continue
+        terms = []
+        for src, sshape in parts:
+            if sshape != shape:
+                src = _REDUCE[(sshape, shape)].format(src)
+            terms.append(src)
+        if not inloop:
+            terms.append(f"ga{k}")
+        g = f"g{k}"
+        w(f"{g} = " + " + ".join(terms), ind)
+        if op == "xrow":
+            continue  # stored after the loop
+        if op == "par":
+            continue
+        if op == "sqd" or op == "dot":
+            a = args[0]
+            if spec.want_rows:
+                if op == "sqd":
+                    w(f"gm{a} += 2.0 * (tl.sum({g}, axis=1, keep_dims=True) * xt{a} - "
+                      f"tl.dot({g}, yt{a}, input_precision={prec}, out_dtype={acc}))", ind)
+                else:
+                    w(f"gm{a} += tl.dot({g}, yt{a}, input_precision={prec}, out_dtype={acc})", ind)
+            continue
+        if op == "nrow":
+            a = args[0]
+            if spec.want_rows:
+                w(f"gm{a} += 2.0 * {g} * xt{a}", ind)
+            continue
+        for child, src in _partials(L, k, g, name):
+            if not _diff(L, child, spec):
+                continue
+            cshape = instrs[child][2]
+            if inloop and cshape in ("c", "i"):
+                red = src if shape == cshape else _REDUCE[(shape, cshape)].format(src)
+                w(f"ga{child} += {red}", ind)
+            else:
+                contrib[child].append((src, shape))
+    if inloop:
+        # the output itself of shape c or i: its adjoint is summed W
+        if _diff(L, out, spec) and instrs[out][2] in ("c", "i"):
+            w(f"ga{out} += " + _REDUCE[("ij", instrs[out][2])].format("W"), ind)
+        return
+    # stores: row-variable gradients and hyperparameter partial sums
+    if spec.want_rows:
+        for k in need:
+            op, args, _ = instrs[k]
+            if op == "xrow" and _diff(L, k, spec):
+                a, f = args
+                w(f"tl.store(GR + ri * {_gr_width(spec)} + {_gr_off(spec, a) + f}, "
+                  f"tl.reshape(g{k}, [BM]), mask=rmask)", 1)
+        for a in sorted(L.matrix):
+            d = spec.row_dims[a]
+            w(f"tl.store(GR + ri[:, None] * {_gr_width(spec)} + {_gr_off(spec, a)} + "
+              f"fa{a}[None, :], gm{a}, mask=rmask[:, None] & (fa{a}[None, :] < {d}))", 1)
+    if spec.want_par:
+        width = sum(spec.par_dims)
+        offs = [sum(spec.par_dims[:b]) for b in range(len(spec.par_dims))]
+        for k in need:
+            op, args, _ = instrs[k]
+            if op == "par":
+                b, f = args
+                w(f"tl.store(GP + pid * {width} + {offs[b] + f} + tl.zeros([1, 1], tl.int32), "
+                  f"g{k})", 1)
+
+
+def _gr_width(spec):
+    return sum(spec.row_dims)
+
+
+def _gr_off(spec, a):
+    return sum(spec.row_dims[:a])
+
+
+# --------------------------------------------------------------------------------------
+# Compilation cache and launches
+# --------------------------------------------------------------------------------------
+
+_MODULES: dict = {}
+_LOCK = threading.Lock()
+
+
+def _gen_dir():
+    from .native import cache_dir
+    path = cache_dir() / "triton-gen"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def _compile(spec: _Spec):
+    tune = not interpreting()
+    src = generate_source(spec, tune)
+    h = hashlib.sha256(src.encode()).hexdigest()[:24]
+    with _LOCK:
+        if h in _MODULES:
+            return _MODULES[h]
+        path = _gen_dir() / f"tk_{h}.py"
+        if not path.exists() or path.read_text() != src:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(src)
+            os.replace(tmp, path)
+        modname = f"torchkern_triton_gen_{h}"
+        mspec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(mspec)
+        sys.modules[modname] = mod  # triton.jit reads the source through the module
+        mspec.loader.exec_module(mod)
+        _MODULES[h] = (mod._kernel, tune)
+        return _MODULES[h]
+
+
+_INTERP_TILE = 16
+
+
+def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
+    kern, tune = _compile(spec)
+    if spec.r_mode == "fma":
+        RB = 16
+    else:
+        RB = min(64, max(16, _pow2(r)))
+    dummy = rows[0]
+    args = [*rows, *cols, *ps, A if A is not None else dummy, B if B is not None else dummy,
+            O if O is not None else dummy, GR if GR is not None else dummy,
+            GP if GP is not None else dummy, n, m, r, int(math.log2(max(n * m, 1))) // 2]
+    if spec.kind == "forward":
+        ny = 1 if spec.r_mode == "fma" else -(-r // RB)
+        grid_fn = (lambda meta: (-(-n // meta["BM"]), ny))
+    elif spec.kind == "gram":
+        grid_fn = (lambda meta: (-(-n // meta["BM"]), -(-m // meta["BN"])))
+    else:
+        grid_fn = (lambda meta: (-(-n // meta["BM"]),))
+    if tune:
+        kern[grid_fn](*args, RB=RB)
+    else:
+        t = _INTERP_TILE
+        kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB)
+
+
+def _tile_rows(n: int) -> int:
+    """Programs of the backward for n rows (an upper bound on the row tiles of any
+    configuration), the row count of the hyperparameter partial sums."""
+    t = _INTERP_TILE if interpreting() else 32
+    return -(-n // t)
+
+
+def _fast_ok(xs, ys):
+    """Per variable: whether ‖x‖² + ‖y‖² − 2⟨x, y⟩ keeps its round-off ε·(max‖x‖² +
+    max‖y‖²) within ``FAST_FORM_MAX_ROUNDOFF`` (as :func:`kernels._ops.fast_form_dtype`)."""
+    from ..kernels._ops import FAST_FORM_MAX_ROUNDOFF
+    out = []
+    for x, y in zip(xs, ys):
+        if x.shape[1] < MATRIX_MIN_D:
+            out.append(False)
+            continue
+        with torch.no_grad():
+            s = float((x * x).sum(1).max()) + float((y * y).sum(1).max())
+        out.append(torch.finfo(x.dtype).eps * s <= FAST_FORM_MAX_ROUNDOFF)
+    return out
+
+
+def _lower(fn, xs, ys, ps, swap=False):
+    row, col = (ys, xs) if swap else (xs, ys)
+    root = trace(fn, [x.shape[1] for x in row], [y.shape[1] for y in col],
+                 [p.numel() for p in ps], swap)
+    return _Lowered(root, [x.shape[1] for x in row], [p.numel() for p in ps],
+                    _fast_ok(row, col))
+
+
+def _prep(ts, dtype):
+    return [t.detach().to(dtype).contiguous() for t in ts]
+
+
+def _check(xs, ys, ps, V=None):
+    dtype = xs[0].dtype
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"the Triton engine computes in float32 or float64, got {dtype}")
+    for t in (*xs, *ys, *ps, *(() if V is None else (V,))):
+        if t.device != xs[0].device:
+            raise ValueError(f"all tensors must be on {xs[0].device}, got one on {t.device}")
+
+
+def _r_mode(r):
+    return "fma" if r <= FMA_MAX_R else "dot"
+
+
+def _forward(fn, xs, ys, ps, V, allow_tf32, swap=False, L=None):
+    """K V (``swap``: Kᵀ V, rows the ys) with one launch."""
+    rows, cols = (ys, xs) if swap else (xs, ys)
+    n, m, r = rows[0].shape[0], cols[0].shape[0], V.shape[1]
+    dtype = xs[0].dtype
+    out = torch.zeros(n, r, dtype=dtype, device=V.device)
+    if n == 0 or r == 0 or m == 0:
+        return out
+    L = L or _lower(fn, xs, ys, ps, swap)
+    spec = _Spec(L, [x.shape[1] for x in rows], [p.numel() for p in ps], dtype, "forward",
+                 _r_mode(r), r, False, False, False, allow_tf32)
+    _launch(spec, _prep(rows, dtype), _prep(cols, dtype), _prep(ps, dtype), None,
+            _prep([V], dtype)[0], out, None, None, n, m, r)
+    return out
+
+
+def _backward_rows(fn, xs, ys, ps, A, B, want_rows, want_par, want_prod, allow_tf32,
+                   swap=False):
+    """One backward launch with rows ``xs`` (``swap``: ``ys``): the gradients of
+    ⟨A, K B⟩ to the row variables and the hyperparameters, and K B (``want_prod``)."""
+    rows, cols = (ys, xs) if swap else (xs, ys)
+    n, m, r = rows[0].shape[0], cols[0].shape[0], A.shape[1]
+    dtype = xs[0].dtype
+    dev = A.device
+    L = _lower(fn, xs, ys, ps, swap)
+    r_mode = _r_mode(r)
+    fused_prod = want_prod and (r_mode == "fma" or r <= 64)
+    spec = _Spec(L, [x.shape[1] for x in rows], [p.numel() for p in ps], dtype, "backward",
+                 r_mode, r, want_rows, want_par, fused_prod, allow_tf32)
+    width = sum(x.shape[1] for x in rows)
+    GR = torch.zeros(n, width, dtype=dtype, device=dev) if want_rows else None
+    npar = sum(p.numel() for p in ps)
+    GP = (torch.zeros(_tile_rows(n), max(npar, 1), dtype=dtype, device=dev)
+          if want_par else None)
+    O = torch.zeros(n, r, dtype=dtype, device=dev) if fused_prod else None
+    if n and m and r and (want_rows or want_par or fused_prod):
+        _launch(spec, _prep(rows, dtype), _prep(cols, dtype), _prep(ps, dtype),
+                _prep([A], dtype)[0], _prep([B], dtype)[0], O, GR, GP, n, m, r)
+    if want_prod and not fused_prod:
+        O = _forward(fn, xs, ys, ps, B, allow_tf32, swap=swap)
+    grow = None
+    if want_rows:
+        grow, s = [], 0
+        for x in rows:
+            grow.append(GR[:, s:s + x.shape[1]])
+            s += x.shape[1]
+    gpar = None
+    if want_par:
+        tot = GP.sum(0)
+        gpar, s = [], 0
+        for p in ps:
+            gpar.append(tot[s:s + p.numel()].reshape(p.shape))
+            s += p.numel()
+    return grow, gpar, O
+
+
+class _TritonMatmul(torch.autograd.Function):
+    """out = K V by one generated Triton launch; backward by two (rows X: gradients to X
+    and the hyperparameters; rows Y: Kᵀ G and the gradient to Y)."""
+
+    @staticmethod
+    def forward(ctx, fn, nx, ny, allow_tf32, V, *tensors):
+        xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
+        ctx.fn, ctx.nx, ctx.ny, ctx.allow_tf32 = fn, nx, ny, allow_tf32
+        ctx.save_for_backward(V, *tensors)
+        return _forward(fn, xs, ys, ps, V, allow_tf32)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, G):
+        V, *tensors = ctx.saved_tensors
+        nx, ny, fn = ctx.nx, ctx.ny, ctx.fn
+        xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
+        need = ctx.needs_input_grad
+        need_V = need[4]
+        need_x = any(need[5:5 + nx])
+        need_y = any(need[5 + nx:5 + nx + ny])
+        need_p = any(need[5 + nx + ny:])
+        G = G.contiguous()
+        gx = gp = gy = gV = None
+        if need_x or need_p:
+            gx, gp, _ = _backward_rows(fn, xs, ys, ps, G, V, need_x, need_p, False,
+                                       ctx.allow_tf32)
+        if need_y or need_V:
+            gy, _, gV = _backward_rows(fn, xs, ys, ps, V, G, need_y, False, need_V,
+                                       ctx.allow_tf32, swap=True)
+        grads = []
+        for a in range(nx):
+            grads.append(gx[a].to(xs[a].dtype) if gx is not None and need[5 + a] else None)
+        for a in range(ny):
+            grads.append(gy[a].to(ys[a].dtype) if gy is not None and need[5 + nx + a] else None)
+        for b in range(len(ps)):
+            grads.append(gp[b].to(ps[b].dtype) if gp is not None and need[5 + nx + ny + b]
+                         else None)
+        return (None, None, None, None, gV if need_V else None, *grads)
+
+
+def matmul(fn, xs, ys, ps, V, allow_tf32: bool = False) -> torch.Tensor:
+    """K V for k(x_i, y_j) = ``fn(xs, ys, ps)`` (a :class:`~torchkern.gram.Formula`'s parts),
+    one generated Triton launch; differentiable in V and in every tensor of xs, ys, ps
+    (gradients by two fused launches). V is (m, r). ``allow_tf32`` lets ``tl.dot`` round
+    its float32 inputs to TF32 (10-bit mantissa) in the ‖x − y‖² of wide inputs and in
+    the product with V. Raises NotImplementedError for formulas it cannot emit."""
+    xs, ys, ps = tuple(xs), tuple(ys), tuple(p.reshape(-1) for p in ps)
+    _check(xs, ys, ps, V)
+    _lower(fn, xs, ys, ps)  # trace now: an unsupported op raises before autograd records
+    V = V.to(xs[0].dtype)
+    return _TritonMatmul.apply(fn, len(xs), len(ys), bool(allow_tf32), V, *xs, *ys, *ps)
+
+
+def gram(fn, xs, ys, ps) -> torch.Tensor:
+    """The stored (n, m) block K(xs, ys) written by one generated launch (one tile per
+    program) from the same code as :func:`matmul`; not differentiable (callers that need
+    gradients evaluate the formula with torch)."""
+    xs, ys, ps = tuple(xs), tuple(ys), tuple(p.reshape(-1) for p in ps)
+    _check(xs, ys, ps)
+    n, m = xs[0].shape[0], ys[0].shape[0]
+    dtype = xs[0].dtype
+    out = torch.empty(n, m, dtype=dtype, device=xs[0].device)
+    if n == 0 or m == 0:
+        return out
+    L = _lower(fn, xs, ys, ps)
+    spec = _Spec(L, [x.shape[1] for x in xs], [p.numel() for p in ps], dtype, "gram",
+                 "fma", 1, False, False, False, False)
+    _launch(spec, _prep(xs, dtype), _prep(ys, dtype), _prep(ps, dtype), None, None, out,
+            None, None, n, m, 1)
+    return out
