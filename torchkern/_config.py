@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-BACKENDS = ("auto", "dense", "blocked", "keops", "compiled")
+BACKENDS = ("auto", "dense", "blocked", "keops", "compiled", "triton")
 
 
 @dataclass
@@ -17,7 +17,7 @@ class Config:
     ----------
     backend : str
         Default Gram-matrix backend, one of ``"auto"``, ``"dense"``, ``"blocked"``, ``"keops"``,
-        ``"compiled"``.
+        ``"compiled"``, ``"triton"`` (CUDA; see :mod:`torchkern._compiled.triton`).
     dense_max_entries : int
         ``"auto"`` materializes a Gram matrix of at most this many entries (n·m).
     block_memory_mb : float

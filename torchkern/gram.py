@@ -425,7 +425,7 @@ class _BlockedMatmul(torch.autograd.Function):
 # The compiled backend: fused reductions (torchkern._compiled), with fallbacks
 # --------------------------------------------------------------------------------------
 
-_COMPILED_STATE: dict = {"native": None, "inductor": None, "warned": False}
+_COMPILED_STATE: dict = {"native": None, "inductor": None, "triton": None, "warned": False}
 
 
 def _compiled_failed(engine: str, exc: Exception, fallback: str) -> None:
@@ -506,6 +506,48 @@ def _compiled_matmul(formula: Formula, V: torch.Tensor):
     return None
 
 
+def _triton_usable(formula: Formula) -> bool:
+    """Whether the generated Triton engine may run this formula: CUDA (or the CPU under
+    Triton's interpreter, for tests), triton importable, float32/float64, and no earlier
+    failure of the engine in this process."""
+    from ._compiled import triton as tk_triton
+    return (_COMPILED_STATE["triton"] is None and tk_triton.available(formula.device)
+            and formula.dtype in (torch.float32, torch.float64))
+
+
+def _triton_matmul(formula: Formula, V: torch.Tensor):
+    """K V by the generated Triton kernel (:mod:`torchkern._compiled.triton`), or None
+    after one :class:`CompiledFallbackWarning` where it cannot run this formula."""
+    from ._compiled import triton as tk_triton
+    if not _triton_usable(formula):
+        _compiled_failed("triton", RuntimeError(
+            f"Triton cannot run on {formula.device} in {formula.dtype} here (CUDA with "
+            f"triton installed, or TRITON_INTERPRET=1 on the CPU)"), "the compiled backend")
+        return None
+    try:
+        return tk_triton.matmul(formula.fn, formula.xs, formula.ys, formula.ps, V)
+    except NotImplementedError as exc:  # this formula only: do not disable the engine
+        _compiled_failed("triton", exc, "the compiled backend")
+        _COMPILED_STATE["triton"] = None
+    except Exception as exc:  # noqa: BLE001 (a failed compile or launch)
+        _compiled_failed("triton", exc, "the compiled backend")
+    return None
+
+
+def _triton_gram(formula: Formula) -> torch.Tensor | None:
+    """The stored block by the generated Triton writer, or None (gradients needed, engine
+    unusable, formula not emittable: the torch evaluation runs)."""
+    from ._compiled import triton as tk_triton
+    tensors = (*formula.xs, *formula.ys, *formula.ps)
+    if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or \
+            not _triton_usable(formula):
+        return None
+    try:
+        return tk_triton.gram(formula.fn, formula.xs, formula.ys, formula.ps)
+    except NotImplementedError:
+        return None
+
+
 def lazy_sum(formula: Formula, terms, backend: str) -> "KernelMatrix":
     """The lazy matrix of a sum of kernels: one formula matrix, or — on the CPU, where a
     term is evaluated by the native C++ loop (a radial kernel or a scale of one, under
@@ -524,7 +566,9 @@ def lazy_sum(formula: Formula, terms, backend: str) -> "KernelMatrix":
 def _lazy_backend(formula: Formula) -> str:
     """What ``backend="auto"`` uses for a product too large to store.
 
-    KeOps on CUDA where it works; otherwise the compiled backend where it was measured
+    On CUDA the generated Triton engine where triton imports (it covers every formula of
+    the vector kernels; a formula it cannot emit falls back with one warning); else KeOps
+    on CUDA where it works; otherwise the compiled backend where it was measured
     faster than blocked torch: on CUDA for products of at least
     ``config.cuda_compiled_min_entries`` entries, and on the CPU for the natively compiled
     radial kernels from ``config.compiled_min_entries`` entries (the first use compiles
@@ -532,6 +576,8 @@ def _lazy_backend(formula: Formula) -> str:
     """
     n, m = formula.shape
     cuda = formula.device.type == "cuda"
+    if cuda and config.compiled_auto and _triton_usable(formula):
+        return "triton"
     if (cuda or config.keops_on_cpu) and keops_available(formula.device):
         return "keops"
     if not config.compiled_auto:
@@ -744,15 +790,18 @@ class FormulaKernelMatrix(KernelMatrix):
     (:mod:`torchkern._compiled`: a native C++ loop for radial kernels on the CPU,
     ``torch.compile`` tiles for any formula); where it cannot compile it warns once
     (:class:`CompiledFallbackWarning`) and computes the same product the blocked way.
-    ``backend="auto"`` picks one of them (see :func:`_lazy_backend`). With
+    ``backend="triton"`` (CUDA) runs one Triton kernel generated from the formula per
+    product, and two per backward (:mod:`torchkern._compiled.triton`); stored rows and
+    blocks come from the same generated code; where it cannot run it warns once and uses
+    the compiled backend. ``backend="auto"`` picks one of them (see :func:`_lazy_backend`). With
     ``fallback=True`` a KeOps failure switches to ``"blocked"`` once, with a
     :class:`KeOpsFallbackWarning` that says why.
     """
 
     def __init__(self, formula: Formula, backend: str = "blocked", fallback: bool = False):
-        if backend not in ("blocked", "keops", "compiled", "auto"):
-            raise ValueError(f"backend must be 'blocked', 'keops', 'compiled' or 'auto', "
-                             f"got {backend!r}")
+        if backend not in ("blocked", "keops", "compiled", "triton", "auto"):
+            raise ValueError(f"backend must be 'blocked', 'keops', 'compiled', 'triton' or "
+                             f"'auto', got {backend!r}")
         if backend == "auto":
             backend = _lazy_backend(formula)
             fallback = fallback or backend == "keops"
@@ -779,7 +828,11 @@ class FormulaKernelMatrix(KernelMatrix):
                 _keops_failed(f"{type(exc).__name__}: {exc}".strip()[:500])
                 self.backend = "blocked"
         f = self.formula
-        if self.backend == "compiled":
+        if self.backend == "triton":
+            out = _triton_matmul(f, V)
+            if out is not None:
+                return out
+        if self.backend in ("compiled", "triton"):
             out = _compiled_matmul(f, V)
             if out is not None:
                 return out
@@ -792,12 +845,14 @@ class FormulaKernelMatrix(KernelMatrix):
 
     def rows(self, idx):
         f = self.formula.take_rows(_as_index(idx, self.shape[0], self.device))
-        return f.evaluate(native_float32=self.backend == "compiled")
+        K = _triton_gram(f) if self.backend == "triton" else None
+        return f.evaluate(native_float32=self.backend == "compiled") if K is None else K
 
     def submatrix(self, rows, cols):
         f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device))
         f = f.take_cols(_as_index(cols, self.shape[1], self.device))
-        return f.evaluate(native_float32=self.backend == "compiled")
+        K = _triton_gram(f) if self.backend == "triton" else None
+        return f.evaluate(native_float32=self.backend == "compiled") if K is None else K
 
     def diag(self):
         k = min(self.shape)
