@@ -62,8 +62,9 @@ def interpreting() -> bool:
 
 
 def available(device) -> bool:
-    """Whether this engine can run on ``device``: CUDA with triton importable, or the CPU
-    under Triton's interpreter (tests)."""
+    """Whether this engine can run on ``device``: CUDA with triton importable (compiled,
+    whatever ``TRITON_INTERPRET`` says), or the CPU when ``TRITON_INTERPRET=1`` asks for
+    Triton's interpreter (slow; for tests)."""
     dev = torch.device(device)
     if dev.type != "cuda" and not (dev.type == "cpu" and interpreting()):
         return False
@@ -844,9 +845,14 @@ def _gen_dir():
     return path
 
 
-def _compile(spec: _Spec):
-    tune = not interpreting()
-    src = generate_source(spec, tune)
+def _compile(spec: _Spec, interpret: bool):
+    """The generated kernel of ``spec``: compiled by Triton for CUDA (autotuned), or run by
+    its CPU interpreter (``interpret``). ``triton.jit`` chooses between the two when it
+    decorates, from ``TRITON_INTERPRET``: the variable is set to match while the
+    generated module is loaded, so CUDA and interpreted kernels can live in one process
+    (the tests run both)."""
+    tune = not interpret
+    src = f"# {'interpreted' if interpret else 'compiled'}\n" + generate_source(spec, tune)
     h = hashlib.sha256(src.encode()).hexdigest()[:24]
     with _LOCK:
         if h in _MODULES:
@@ -860,7 +866,15 @@ def _compile(spec: _Spec):
         mspec = importlib.util.spec_from_file_location(modname, path)
         mod = importlib.util.module_from_spec(mspec)
         sys.modules[modname] = mod  # triton.jit reads the source through the module
-        mspec.loader.exec_module(mod)
+        old = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+        try:
+            mspec.loader.exec_module(mod)
+        finally:
+            if old is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = old
         _MODULES[h] = (mod._kernel, tune)
         return _MODULES[h]
 
@@ -869,7 +883,7 @@ _INTERP_TILE = 16
 
 
 def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
-    kern, tune = _compile(spec)
+    kern, tune = _compile(spec, interpret=rows[0].device.type == "cpu")
     if spec.r_mode == "fma":
         RB = 16
     else:
@@ -892,10 +906,10 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
         kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB)
 
 
-def _tile_rows(n: int) -> int:
+def _tile_rows(n: int, device) -> int:
     """Programs of the backward for n rows (an upper bound on the row tiles of any
     configuration), the row count of the hyperparameter partial sums."""
-    t = _INTERP_TILE if interpreting() else 32
+    t = _INTERP_TILE if torch.device(device).type == "cpu" else 32
     return -(-n // t)
 
 
@@ -971,7 +985,7 @@ def _backward_rows(fn, xs, ys, ps, A, B, want_rows, want_par, want_prod, allow_t
     width = sum(x.shape[1] for x in rows)
     GR = torch.zeros(n, width, dtype=dtype, device=dev) if want_rows else None
     npar = sum(p.numel() for p in ps)
-    GP = (torch.zeros(_tile_rows(n), max(npar, 1), dtype=dtype, device=dev)
+    GP = (torch.zeros(_tile_rows(n, dev), max(npar, 1), dtype=dtype, device=dev)
           if want_par else None)
     O = torch.zeros(n, r, dtype=dtype, device=dev) if fused_prod else None
     if n and m and r and (want_rows or want_par or fused_prod):

@@ -1,0 +1,212 @@
+"""The generated Triton engine (torchkern._compiled.triton) against dense torch.
+
+On the CPU the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here
+before triton is imported; the engine also sets it while it loads a CPU kernel, so the
+order of imports does not matter); on CUDA, where a GPU is present (tests/_devices.py),
+compiled. Each case compares K V, and the gradients of ⟨G, K V⟩ to X, Y, V and every
+hyperparameter, with the dense Gram matrix and autograd through it. Sizes are not
+multiples of the tile (16 under the interpreter). Skipped only when triton is not
+installed.
+"""
+import math
+import os
+import warnings
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+pytest.importorskip("triton")
+
+import torchkern as tk  # noqa: E402
+from torchkern._compiled import triton as engine  # noqa: E402
+from torchkern.gram import Formula, FormulaKernelMatrix  # noqa: E402
+
+from ._devices import DEVICES  # noqa: E402
+
+DEVS = ["cpu"] + [d for d in DEVICES if d != "cpu"]
+TOL = {torch.float32: 2e-5, torch.float64: 1e-11}
+
+
+@pytest.fixture(params=DEVS)
+def dev(request):
+    return torch.device(request.param)
+
+
+def _close(a, b, dtype, what, tol=None):
+    tol = TOL[dtype] if tol is None else tol
+    scale = float(b.detach().abs().max()) if b.numel() else 1.0
+    err = float((a.detach() - b.detach()).abs().max()) if b.numel() else 0.0
+    assert err <= tol * max(scale, 1.0), f"{what}: max error {err:.3e} (scale {scale:.3e})"
+
+
+def _check(kernel, n, m, d, r, dtype, dev, seed=0, grads=True, tol=None):
+    g = torch.Generator().manual_seed(seed)
+    kernel = kernel.to(dtype=dtype, device=dev)
+    X = torch.randn(n, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
+    Y = torch.randn(m, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
+    V = torch.randn(m, r, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
+    f = kernel.formula(X, Y)
+    out = engine.matmul(f.fn, f.xs, f.ys, f.ps, V)
+    with torch.no_grad():  # the reference: the dense Gram matrix
+        Kd = kernel(X, Y, backend="dense").to_dense()
+    _close(out, Kd @ V, dtype, "K V", tol)
+    if not grads:
+        return
+    G = torch.randn(n, r, generator=g, dtype=dtype).to(dev)
+    wrt = [X, Y, V] + [p for p in kernel.parameters() if p.requires_grad]
+    got = torch.autograd.grad((out * G).sum(), wrt, allow_unused=True)
+    Kg = kernel(X, Y, backend="dense").to_dense()
+    ref = torch.autograd.grad(((Kg @ V) * G).sum(), wrt, allow_unused=True)
+    names = ["X", "Y", "V"] + [nm for nm, p in kernel.named_parameters() if p.requires_grad]
+    for nm, a, b in zip(names, got, ref):
+        if b is None:
+            assert a is None or float(a.abs().max()) == 0.0, nm
+            continue
+        _close(a, b, dtype, f"grad {nm}", tol)
+
+
+# ---- every formula family, float32 and float64, edge tiles ---------------------------
+
+FAMILIES = {
+    "rbf": lambda: tk.RBF(lengthscale=0.7),
+    "rbf_ard": lambda: tk.RBF(lengthscale=torch.tensor([0.5, 1.0, 2.0])),
+    "laplacian": lambda: tk.Laplacian(lengthscale=0.8),
+    "matern12": lambda: tk.Matern(nu=0.5, lengthscale=1.2),
+    "matern32_ard": lambda: tk.Matern(nu=1.5, lengthscale=torch.tensor([0.5, 1.0, 2.0])),
+    "matern52": lambda: tk.Matern(nu=2.5, lengthscale=0.9),
+    "rq": lambda: tk.RationalQuadratic(lengthscale=0.8, alpha=0.7),
+    "imq": lambda: tk.InverseMultiquadric(lengthscale=1.1, c=0.6),
+    "periodic_ard": lambda: tk.Periodic(lengthscale=torch.tensor([0.5, 1.0, 2.0]), period=1.3),
+    "linear": lambda: tk.Linear(),
+    "poly": lambda: tk.Polynomial(degree=3, offset=0.5),
+    "arccos0": lambda: tk.ArcCosine(order=0),
+    "arccos1": lambda: tk.ArcCosine(order=1),
+    "arccos2": lambda: tk.ArcCosine(order=2),
+    "sum_prod_scale": lambda: 2.0 * tk.RBF(lengthscale=0.5) + tk.Matern(nu=1.5) * tk.Linear(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_families_float64(name, dev):
+    _check(FAMILIES[name](), 17, 20, 3, 3, torch.float64, dev)
+
+
+@pytest.mark.parametrize("name", ["rbf_ard", "matern52", "periodic_ard", "poly", "arccos1",
+                                  "sum_prod_scale"])
+def test_families_float32(name, dev):
+    tol = 2e-4 if name == "arccos1" else None  # ‖x‖‖y‖ sin θ: cancellation in float32
+    _check(FAMILIES[name](), 17, 20, 3, 17, torch.float32, dev, tol=tol)
+
+
+@pytest.mark.parametrize("r", [1, 15, 16, 65])
+def test_right_hand_sides(r, dev):
+    # r <= 8: one FMA reduction per column; above: tl.dot, in chunks of 64 for r = 65
+    _check(tk.RBF(lengthscale=0.6), 17, 18, 2, r, torch.float64, dev)
+
+
+@pytest.mark.parametrize("n,m", [(1, 1), (1, 17), (17, 1)])
+def test_single_rows(n, m, dev):
+    _check(tk.Matern(nu=2.5, lengthscale=0.9) + tk.Linear(), n, m, 3, 2, torch.float64, dev)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_wide_inputs_by_dot(dtype, dev):
+    # d = 20: ‖x − y‖² and ⟨x, y⟩ by tl.dot (matrix mode); Matérn stays on differences
+    x = 0.3 * torch.randn(4, 20, dtype=dtype)
+    L = engine._lower(tk.RBF(lengthscale=3.0).formula(x).fn, [x], [x], [])
+    assert L.matrix == {0}
+    _check(tk.RBF(lengthscale=3.0), 33, 40, 20, 3, dtype, dev)
+    _check(tk.Polynomial(degree=2, offset=1.0) + tk.Matern(nu=1.5, lengthscale=3.0),
+           33, 20, 20, 20, dtype, dev, seed=1)
+
+
+def test_large_one_formula(dev):
+    # n = 1000 (not a multiple of any tile) for one formula; forward only under the
+    # interpreter, with larger tiles there (its cost is per tile operation)
+    old = engine._INTERP_TILE
+    engine._INTERP_TILE = 64
+    try:
+        _check(tk.RBF(lengthscale=0.5), 1000, 1000, 3, 16, torch.float32, dev, grads=False)
+        _check(tk.RBF(lengthscale=0.5), 1000, 300, 3, 2, torch.float64, dev, grads=True)
+    finally:
+        engine._INTERP_TILE = old
+
+
+# ---- independent closed forms ---------------------------------------------------------
+
+def test_closed_forms(dev):
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(19, 4, generator=g, dtype=torch.float64).to(dev)
+    Y = torch.randn(23, 4, generator=g, dtype=torch.float64).to(dev)
+    V = torch.randn(23, 2, generator=g, dtype=torch.float64).to(dev)
+    D = torch.cdist(X, Y)
+    refs = {
+        "rbf": (tk.RBF(lengthscale=0.7), torch.exp(-D ** 2 / (2 * 0.7 ** 2))),
+        "matern52": (tk.Matern(nu=2.5, lengthscale=0.9),
+                     (1 + math.sqrt(5) * D / 0.9 + 5 * D ** 2 / (3 * 0.81))
+                     * torch.exp(-math.sqrt(5) * D / 0.9)),
+    }
+    nx, ny = X.norm(dim=1)[:, None], Y.norm(dim=1)[None, :]
+    theta = torch.acos(((X @ Y.T) / (nx * ny)).clamp(-1, 1))
+    refs["arccos1"] = (tk.ArcCosine(order=1),
+                       nx * ny * (torch.sin(theta) + (math.pi - theta) * torch.cos(theta))
+                       / math.pi)
+    for name, (k, K) in refs.items():
+        k = k.to(dtype=torch.float64, device=dev)
+        f = k.formula(X, Y)
+        _close(engine.matmul(f.fn, f.xs, f.ys, f.ps, V), K @ V, torch.float64, name, 1e-10)
+        _close(engine.gram(f.fn, f.xs, f.ys, f.ps), K, torch.float64, name + " gram", 1e-10)
+
+
+# ---- the backend, the Gram writer, errors ----------------------------------------------
+
+def test_backend_triton(dev):
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(30, 3, generator=g, dtype=torch.float32).to(dev)
+    V = torch.randn(30, 2, generator=g, dtype=torch.float32).to(dev)
+    k = (tk.RBF(lengthscale=0.8) + tk.Periodic(period=2.0)).to(device=dev)
+    K = k(X, backend="triton")
+    assert isinstance(K, FormulaKernelMatrix) and K.backend == "triton"
+    Kd = k(X, backend="dense").to_dense()
+    _close(K @ V, Kd @ V, torch.float32, "K @ V")
+    _close(K.T @ V, Kd.T @ V, torch.float32, "K.T @ V")
+    idx = torch.tensor([0, 7, 29])
+    _close(K.rows(idx), Kd[idx.to(dev)], torch.float32, "rows")
+    _close(K.submatrix(idx, torch.arange(5, 22)), Kd[idx.to(dev)][:, 5:22], torch.float32,
+           "submatrix")
+
+
+def test_unsupported_op_raises_and_backend_falls_back():
+    X = torch.randn(5, 2, dtype=torch.float64)
+    f = Formula((X,), (X,), (), lambda xs, ys, ps: ((xs[0] - ys[0]) ** 2).sum(-1).tanh())
+    with pytest.raises(NotImplementedError, match="'tanh'"):
+        engine.matmul(f.fn, f.xs, f.ys, f.ps, torch.ones(5, 1, dtype=torch.float64))
+    with pytest.raises(NotImplementedError, match="x \\*\\* 1.5"):
+        engine.matmul(lambda xs, ys, ps: ((xs[0] - ys[0]) ** 2).sum(-1) ** 1.5, f.xs, f.ys,
+                      f.ps, torch.ones(5, 1, dtype=torch.float64))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        engine.matmul(f.fn, [X.half()], [X.half()], [], torch.ones(5, 1).half())
+
+
+def test_auto_prefers_triton_only_on_cuda():
+    from torchkern.gram import _lazy_backend
+    X = torch.randn(50, 2)
+    assert _lazy_backend(tk.RBF().formula(X)) != "triton"  # the CPU: never by auto
+    if torch.cuda.is_available():
+        assert _lazy_backend(tk.RBF().formula(X.cuda())) == "triton"
+
+
+def test_atan2_matches_torch(dev):
+    # the in-kernel atan2 (range reduction + series) over all octants, float64
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(40, 2, generator=g, dtype=torch.float64).to(dev)
+    X[0] = 0.0
+    X[1] = torch.tensor([0.0, -1.0])
+    f = lambda xs, ys, ps: xs[0].elem(0).atan2(ys[0].elem(1))  # noqa: E731
+    K = engine.gram(f, [X], [X], [])
+    ref = torch.atan2(X[:, :1], X[None, :, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _close(K, ref, torch.float64, "atan2", 1e-14)
