@@ -267,7 +267,9 @@ def _wrap_fit(fit, learnable=False):
             if not learnable:
                 raise TypeError(f"{type(self).__name__}.fit got learn_kernel, but "
                                 f"{type(self).__name__} has no kernel parameter to learn")
-            # imported here: supervised/unsupervised estimators sit below learning/
+            # learning/ is a layer below this one (tests/test_layering.py), imported here
+            # rather than at the top: torchkern.learning imports torchkern.stats, whose
+            # permutation tests build on approx.Nystroem, an estimator of this module
             from .learning.estimator import fit_with_learned_kernel
             y = args[0] if args else kwargs.get("y")
             return fit_with_learned_kernel(wrapper, self, X, y, learn_kernel, args, kwargs)

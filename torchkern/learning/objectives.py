@@ -19,6 +19,7 @@ from ..linalg import PivotedCholesky, cg
 from ..linalg._common import _rademacher
 from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
+from .likelihood import lml_cg, lml_cholesky
 
 __all__ = ["log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
            "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
@@ -114,7 +115,7 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
         preconditioner (:func:`torchkern.linalg.logdet`); O(n² (r + p)) kernel
         evaluations per CG / Lanczos step and O(n (r + p)) memory on a lazy Gram matrix.
         Both are the implementation of :class:`torchkern.GaussianProcessRegressor`'s
-        likelihood (``lml_cholesky`` and ``lml_cg`` in ``torchkern.supervised.gp``).
+        likelihood (``lml_cholesky`` and ``lml_cg`` in ``torchkern.learning.likelihood``).
         Its value and gradient are stochastic (relative error of the log-determinant
         ~ 1e-3 with p = 30 probes and the preconditioner). ``"auto"``: exact for
         n ≤ 3000.
@@ -140,7 +141,6 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     Gaussian process inference with GPU acceleration", NeurIPS 2018 (the matrix-free
     estimate).
     """
-    from ..supervised.gp import lml_cg, lml_cholesky  # the estimator's implementation
     kernel, X, Y, _ = _inputs(kernel, X, y)
     s2 = _positive(noise, "noise", Y)
     if _method(method, Y.shape[0]) == "exact":

@@ -17,6 +17,7 @@ from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import NystromPreconditioner, cg, eigsh
 from ..linalg._common import _own
 from ..linalg.operators import RowBlockOperator
+from ._common import r2_score
 
 __all__ = ["KernelRidge"]
 
@@ -40,14 +41,6 @@ def _cg_centers(n: int) -> int:
     iterations, against 0.5 s and 82 iterations for m = 500 and 1.9 s and 88 for a
     rank-500 pivoted Cholesky: 5.1 s in all against 8.2 and 11.1."""
     return min(n, 1000, max(100, int(5e7 // n)))
-
-
-def _default_rank(n: int) -> int:
-    """Pivoted-Cholesky preconditioner rank for CG: 500, lowered for large n so that the
-    float64 factor (n × rank) stays near 200 MB, never below 100 (or above n). A rank
-    that leaves the spectrum of K above α uncovered costs many CG iterations when α is small
-    (on 5,000 points with α = 10⁻², rank 100 needed ~40× the time of rank 500)."""
-    return min(n, 500, max(100, int(2.5e7 // n)))
 
 
 # --------------------------------------------------------------------------------------
@@ -516,23 +509,5 @@ class KernelRidge(RegressorMixin, Estimator):
         """Coefficient of determination R² of ``predict(X)`` (as scikit-learn's
         ``r2_score``, averaged uniformly over targets)."""
         pred = self.predict(X)
-        return _r2_score(y, pred, sample_weight)
+        return r2_score(y, pred, sample_weight)
 
-
-def _r2_score(y, pred, sample_weight=None) -> float:
-    """R² = 1 − Σw(y − ŷ)² / Σw(y − ȳ)² per target, averaged (scikit-learn's convention:
-    a constant target gives 1 if predicted exactly, else 0)."""
-    Y = as_vector(y, "y", n=pred.shape[0]).to(dtype=_F64, device=pred.device)
-    P = pred.to(_F64).reshape(Y.shape[0], -1)
-    Y = Y.reshape(P.shape[0], -1)
-    if Y.shape != P.shape:
-        raise ValueError(f"y has shape {tuple(Y.shape)} but predictions have {tuple(P.shape)}")
-    w = torch.ones(Y.shape[0], dtype=_F64, device=P.device) if sample_weight is None else \
-        torch.as_tensor(sample_weight, dtype=_F64).to(P.device).reshape(-1)
-    num = (w[:, None] * (Y - P) ** 2).sum(0)
-    mean = (w[:, None] * Y).sum(0) / w.sum()
-    den = (w[:, None] * (Y - mean) ** 2).sum(0)
-    ok = den != 0
-    r2 = torch.where(ok, 1 - num / torch.where(ok, den, torch.ones_like(den)),
-                     torch.where(num == 0, torch.ones_like(num), torch.zeros_like(num)))
-    return float(r2.mean())
