@@ -2,6 +2,7 @@
 
     python bench/gram_matvec.py [--sizes 10000 100000 1000000] [--dtypes float32 float64]
                                 [--device cuda] [--budget 120] [--threads k] [--grad]
+    python bench/gram_matvec.py --targets [--device cuda] [--scale 1.0] [--budget 60]
 
 Compared in one run on the same data: torchkern with ``backend="auto"``, its
 ``"compiled"`` backend (on the CPU the native C++ loop for radial kernels; ``compiled
@@ -15,6 +16,16 @@ compiled: compile, or load from the on-disk cache) are paid in a warm-up and rep
 above the table; ``--grad`` adds rows for the backward pass (gradient to the inputs and
 the lengthscale of ``sum(K @ v)``); ``--cold-cache`` starts from empty torchkern and
 Inductor caches (KeOps keeps its own), so that the first calls include the compiles.
+``torchkern triton`` is the generated Triton engine (``backend="triton"``, CUDA only).
+
+``--targets`` prints the rows of issue #20's targets for the Triton engine instead, each
+beside raw KeOps where KeOps runs: RBF d = 3 float32 at n = 10⁶, the sum RBF + Matérn 5/2
+(its time against RBF alone), RBF d = 64 float32 at n = 2·10⁵, RBF d = 3 float64 at
+n = 2·10⁵, and the backward (gradients to X and the lengthscale of ⟨G, K V⟩) against the
+forward at n = 2·10⁵. Every row first runs at n/8 (autotuning there) and is skipped when
+its time extrapolated to n exceeds ``--budget``; its relative error is measured on 256
+rows against the blocked torch product. ``--scale`` multiplies every n (``--scale 1e-4
+--device cpu`` checks the script under Triton's interpreter, ``TRITON_INTERPRET=1``).
 """
 import argparse
 import os
@@ -53,6 +64,7 @@ def _methods(dev, dtype):
         "torchkern compiled": lambda X, V: k(X, backend="compiled") @ V,
         "torchkern compiled tiles": lambda X, V: k_tiles(X, backend="compiled") @ V,
         "torchkern keops": lambda X, V: k(X, backend="keops") @ V,
+        "torchkern triton": lambda X, V: k(X, backend="triton") @ V,
         "torchkern blocked": lambda X, V: k(X, backend="blocked") @ V,
         "pykeops raw": raw_keops,
         "dense torch": dense_torch,
@@ -80,10 +92,15 @@ def main():
     ap.add_argument("--cold-cache", action="store_true",
                     help="empty torchkern and Inductor caches: first calls include compiles")
     ap.add_argument("--skip", nargs="*", default=[], help="method names to leave out")
+    ap.add_argument("--targets", action="store_true",
+                    help="issue #20's target rows for the Triton engine (see the docstring)")
+    ap.add_argument("--scale", type=float, default=1.0, help="--targets: multiply every n")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = args.device
+    if args.targets:
+        return targets(args)
     why = tk.gram.keops_unavailable_reason(dev)
     if why:  # a KeOps that crashes on this device is not run at all
         print(f"# KeOps unusable on {dev}: {why}")
@@ -95,13 +112,14 @@ def main():
             for b in ("compiled", "blocked") + (("keops",) if not why else ()):
                 methods[f"grad {b}"] = _grad_method(k, b)
         for name in list(methods):
-            if name in args.skip or (why and ("keops" in name)):
+            if name in args.skip or (why and ("keops" in name)) or (
+                    "triton" in name and not _triton_ok(dev)):
                 methods.pop(name)
         # warm-up: KeOps and the compiled backend compile once per machine (then cached)
         Xw = torch.randn(2000, 3, device=dev, dtype=dtype)
         Vw = torch.randn(2000, 1, device=dev, dtype=dtype)
         first = {}
-        for name in [m for m in methods if "keops" in m or "compiled" in m]:
+        for name in [m for m in methods if "keops" in m or "compiled" in m or "triton" in m]:
             t = time.perf_counter()
             with torch.no_grad():
                 methods[name](Xw, Vw)
@@ -148,6 +166,141 @@ def _run_sizes(methods, args, dev, dtype):
                            vs_blocked=f"{base / s:.2f}x" if isinstance(base, float) else "")
             rows.append(row)
     return rows
+
+
+def _triton_ok(dev):
+    from torchkern._compiled import triton as engine
+    return engine.available(dev)
+
+
+# (label, kernel factory, d, n, dtype, target evals/s or None)
+TARGETS = [
+    ("RBF d=3 float32", lambda: tk.RBF(LS), 3, 1_000_000, torch.float32, 1e12),
+    ("RBF+Matern52 d=3 float32", lambda: tk.RBF(LS) + tk.Matern(nu=2.5, lengthscale=LS), 3,
+     1_000_000, torch.float32, None),
+    ("RBF d=64 float32", lambda: tk.RBF(4.0), 64, 200_000, torch.float32, 5e11),
+    ("RBF d=3 float64", lambda: tk.RBF(LS), 3, 200_000, torch.float64, 2e11),
+]
+
+
+def _raw_keops_rbf(ls):
+    def run(X, V):
+        from pykeops.torch import LazyTensor
+        x, y = LazyTensor(X[:, None, :]), LazyTensor(X[None, :, :])
+        return (-((x - y) ** 2).sum(-1) / (2 * ls ** 2)).exp() @ V
+    return run
+
+
+def _rel_err(k, X, V, out):
+    idx = torch.arange(min(256, X.shape[0]), device=X.device)
+    with torch.no_grad():
+        ref = k(X[idx], X, backend="blocked") @ V
+    return float((out[idx] - ref).norm() / ref.norm())
+
+
+def _timed_capped(fn, make, n, budget, dev):
+    """Time fn at n/8 (warm-up, autotuning) and, unless that extrapolates (∝ n²) past
+    ``budget`` seconds, at n. (seconds or a reason, result, data)"""
+    n0 = max(16, n // 8)
+    data0 = make(n0)
+    fn(*data0)  # compile + autotune
+    s0, _, _ = timed(lambda: fn(*data0), dev)
+    if s0 * (n / n0) ** 2 > budget:
+        return f"skipped (~{s0 * (n / n0) ** 2:.0f} s)", None, None
+    data = make(n)
+    fn(*data)  # a second autotune bucket, if any
+    s, out, _ = timed(lambda: fn(*data), dev)
+    return s, out, data
+
+
+def targets(args):
+    dev = args.device
+    if not _triton_ok(dev):
+        print(f"# the Triton engine cannot run on {dev} (CUDA with triton, or the CPU with "
+              f"TRITON_INTERPRET=1)")
+        return
+    why = tk.gram.keops_unavailable_reason(dev)
+    print(f"# issue #20 targets on {device_name(dev)}; torch {torch.__version__}, "
+          f"triton {__import__('triton').__version__}; KeOps: {why or 'usable'}; "
+          f"scale {args.scale}; load average {os.getloadavg()}")
+    rows, rbf_time = [], None
+    for label, factory, d, n, dtype, goal in TARGETS:
+        n = max(16, int(n * args.scale))
+        k = factory().to(dev, dtype)
+
+        def make(size, d=d, dtype=dtype):
+            g = torch.Generator(device="cpu").manual_seed(0)
+            X = torch.randn(size, d, generator=g, dtype=dtype).to(dev)
+            return X, torch.randn(size, 1, generator=g, dtype=dtype).to(dev)
+
+        def tri(X, V, k=k):
+            with torch.no_grad():
+                return k(X, backend="triton") @ V
+
+        s, out, data = _timed_capped(tri, make, n, args.budget, dev)
+        row = {"case": label, "n": n, "method": "torchkern triton"}
+        if isinstance(s, str):
+            row["seconds"] = s
+        else:
+            row.update(seconds=f"{s:.4f}", **{"evals/s": f"{n * n / s:.2e}"},
+                       rel_err=f"{_rel_err(k, *data, out):.1e}")
+            if goal:
+                row["target"] = f">= {goal:.0e}: {'met' if n * n / s >= goal else 'NOT met'}"
+            if label.startswith("RBF d=3 float32"):
+                rbf_time = s
+            elif label.startswith("RBF+Matern") and rbf_time:
+                row["target"] = (f"{s / rbf_time:.2f}x RBF (<= 1.5x: "
+                                 f"{'met' if s <= 1.5 * rbf_time else 'NOT met'})")
+        rows.append(row)
+        if not why and label.startswith("RBF d=") and dev != "cpu":
+            ls = float(k.lengthscale)
+            s2, out2, data2 = _timed_capped(_raw_keops_rbf(ls), make, n, args.budget, dev)
+            kr = {"case": label, "n": n, "method": "pykeops raw"}
+            if isinstance(s2, str):
+                kr["seconds"] = s2
+            else:
+                kr.update(seconds=f"{s2:.4f}", **{"evals/s": f"{n * n / s2:.2e}"},
+                          rel_err=f"{_rel_err(k, *data2, out2):.1e}")
+                if not isinstance(s, str):
+                    kr["target"] = f"triton {s2 / s:.2f}x KeOps (>= 1 wanted)"
+            rows.append(kr)
+    rows += _backward_rows(args, dev)
+    table(rows, ["case", "n", "method", "seconds", "evals/s", "rel_err", "target"])
+
+
+def _backward_rows(args, dev):
+    """Forward and backward (gradients to X and the lengthscale of ⟨G, K V⟩) of the Triton
+    RBF product, d = 3, float32, n = 2·10⁵ (scaled)."""
+    n = max(16, int(200_000 * args.scale))
+    k = tk.RBF(LS).to(dev, torch.float32)
+    g = torch.Generator(device="cpu").manual_seed(1)
+    X = torch.randn(n, 3, generator=g).to(dev)
+    V = torch.randn(n, 1, generator=g).to(dev)
+    G = torch.randn(n, 1, generator=g).to(dev)
+
+    def fwd():
+        with torch.no_grad():
+            return k(X, backend="triton") @ V
+
+    def bwd():
+        Xg = X.detach().requires_grad_(True)
+        with torch.enable_grad():
+            out = k(Xg, backend="triton") @ V
+            gx, _ = torch.autograd.grad((out * G).sum(), [Xg, *k.parameters()])
+        return gx
+
+    fwd(), bwd()  # compile + autotune
+    sf, _, _ = timed(fwd, dev)
+    if sf * 4 > args.budget:
+        return [{"case": "backward / forward", "n": n, "method": "torchkern triton",
+                 "seconds": f"skipped (forward {sf:.1f} s)"}]
+    sfb, _, _ = timed(bwd, dev)  # forward + backward
+    sb = max(sfb - sf, 0.0)
+    return [{"case": "forward (grad run)", "n": n, "method": "torchkern triton",
+             "seconds": f"{sf:.4f}", "evals/s": f"{n * n / sf:.2e}"},
+            {"case": "backward: grad X, lengthscale", "n": n, "method": "torchkern triton",
+             "seconds": f"{sb:.4f} (+fwd {sfb:.4f})",
+             "target": f"{sb / sf:.2f}x forward (<= 3x: {'met' if sb <= 3 * sf else 'NOT met'})"}]
 
 
 def _free_bytes(dev):

@@ -13,6 +13,7 @@ import os
 import warnings
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("TORCHKERN_TRITON_AUTOTUNE", "0")  # CUDA: one compile per kernel
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -32,7 +32,10 @@ relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance), clipped at 0, 
 max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16) the sum of
 squared differences. float32 and float64 are supported. On CUDA the tile sizes are
 chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
-Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles.
+Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles;
+``TORCHKERN_TRITON_AUTOTUNE=0`` replaces the autotuning by one configuration (64 × 64
+tiles; the CUDA tests use it to compile each kernel once). The autotuner's key separates
+products of fewer and more than 2²⁶ entries.
 
 Cost: O(n·m·(w + r)) time for inputs of total width w and r right-hand sides, O((n + m)
 (w + r)) memory. A formula that uses an operation this generator cannot emit raises
@@ -851,7 +854,7 @@ def _compile(spec: _Spec, interpret: bool):
     decorates, from ``TRITON_INTERPRET``: the variable is set to match while the
     generated module is loaded, so CUDA and interpreted kernels can live in one process
     (the tests run both)."""
-    tune = not interpret
+    tune = not interpret and os.environ.get("TORCHKERN_TRITON_AUTOTUNE", "1") != "0"
     src = f"# {'interpreted' if interpret else 'compiled'}\n" + generate_source(spec, tune)
     h = hashlib.sha256(src.encode()).hexdigest()[:24]
     with _LOCK:
@@ -888,10 +891,11 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
         RB = 16
     else:
         RB = min(64, max(16, _pow2(r)))
-    dummy = rows[0]
+    # unused pointers get a buffer of their own: the autotuner zeroes GP between trials
+    dummy = torch.zeros(1, dtype=rows[0].dtype, device=rows[0].device)
     args = [*rows, *cols, *ps, A if A is not None else dummy, B if B is not None else dummy,
             O if O is not None else dummy, GR if GR is not None else dummy,
-            GP if GP is not None else dummy, n, m, r, int(math.log2(max(n * m, 1))) // 2]
+            GP if GP is not None else dummy, n, m, r, int(n * m >= 2 ** 26)]
     if spec.kind == "forward":
         ny = 1 if spec.r_mode == "fma" else -(-r // RB)
         grid_fn = (lambda meta: (-(-n // meta["BM"]), ny))
@@ -902,7 +906,7 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
     if tune:
         kern[grid_fn](*args, RB=RB)
     else:
-        t = _INTERP_TILE
+        t = _INTERP_TILE if rows[0].device.type == "cpu" else 64
         kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB)
 
 
