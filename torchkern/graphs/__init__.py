@@ -15,9 +15,11 @@ from .random_walk import RandomWalk
 from .shortest_path import ShortestPath
 from .wl import WeisfeilerLehman
 # part A of issue 24: attributes, assignment, propagation and histogram kernels
+from .graphhopper import GraphHopper
 from .histogram import EdgeHistogram, VertexHistogram
 from .wl_oa import WeisfeilerLehmanOptimalAssignment
 
 __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
-__all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment"]
+__all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
+            "GraphHopper"]
