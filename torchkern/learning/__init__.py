@@ -8,7 +8,12 @@
   log-hyperparameters to convergence, or any ``torch.optim`` optimizer; restarts) and
   returns a :class:`KernelLearningResult`, and :func:`learn_kernel`, which learns an
   estimator's kernel (leave-one-out, GCV, holdout, alignment, likelihood) and fits it;
-- :class:`MultipleKernel` (learnable weights on the simplex) and :class:`SimpleMKL`;
+- :class:`MultipleKernel` (learnable weights on the simplex) and the weights of a
+  combination learned from Gram matrices and labels: :func:`easymkl_weights`,
+  :func:`fheuristic_weights`, :func:`cka_weights`, :func:`alignf_weights` (the MKL
+  estimators that wrap an SVM or a ridge, ``SimpleMKL``, ``EasyMKL``, ``AverageMKL``,
+  ``FHeuristic``, ``CKA``, live in :mod:`torchkern.supervised.mkl`; their names here
+  resolve there on first use, so nothing in this package imports the estimators);
 - :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module`` layers for models.
 
 See ``docs/learning.md``.
@@ -16,7 +21,8 @@ See ``docs/learning.md``.
 from .estimator import learn_kernel
 from .fit import KernelLearningResult, fit_kernel
 from .layers import KernelLayer, MMDLoss
-from .mkl import MultipleKernel, SimpleMKL
+from .mkl import (MultipleKernel, alignf_weights, cka_weights, easymkl_weights,
+                  fheuristic_weights)
 from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_marginal_likelihood,
                          loo_error, mmd_test_power, nystrom_complexity_reg,
                          sgpr_bound)
@@ -24,6 +30,19 @@ from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_margin
 __all__ = [
     "log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
     "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg",
-    "fit_kernel", "learn_kernel", "KernelLearningResult", "MultipleKernel", "SimpleMKL",
+    "fit_kernel", "learn_kernel", "KernelLearningResult", "MultipleKernel",
+    "easymkl_weights", "fheuristic_weights", "cka_weights", "alignf_weights",
     "KernelLayer", "MMDLoss",
 ]
+
+_ESTIMATORS = ("SimpleMKL", "EasyMKL", "AverageMKL", "FHeuristic", "CKA")
+
+
+def __getattr__(name):
+    # The MKL estimators wrap SVC / KernelRidge, so they sit above the estimators in
+    # torchkern.supervised.mkl; torchkern.learning.SimpleMKL (where they were documented)
+    # resolves there when first asked for, not at import (PEP 562).
+    if name in _ESTIMATORS:
+        from ..supervised import mkl
+        return getattr(mkl, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,23 +1,30 @@
-r"""Multiple kernel learning: a learnable convex combination of kernels, and SimpleMKL."""
+r"""Multiple kernel learning below the estimators: a learnable combination of kernels
+(:class:`MultipleKernel`) and the weights of the combination learned from Gram matrices
+and labels alone — EasyMKL's, the alignment heuristics', and the alignf combination.
+
+The estimators that wrap an SVM or kernel ridge regression around these weights
+(``SimpleMKL``, ``EasyMKL``, ``AverageMKL``, ``FHeuristic``, ``CKA``) live in
+:mod:`torchkern.supervised.mkl`, above the estimators they use.
+"""
 from __future__ import annotations
 
-import copy
 import functools
 import operator
+import warnings
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator
 from torch import nn
 
-from .._validation import as_generator, is_int
-from ..gram import DenseKernelMatrix, Formula, ScaledKernelMatrix, SumKernelMatrix, combine_formulas
-from ..inputs import take
+from .._validation import is_int, is_real
+from ..gram import (DenseKernelMatrix, Formula, KernelMatrix, ScaledKernelMatrix,
+                    SumKernelMatrix, combine_formulas)
 from ..kernels.base import Kernel, _fmt, inv_softplus
-from .objectives import _targets
+from ..linalg import ConvergenceWarning
 
-__all__ = ["MultipleKernel", "SimpleMKL"]
+__all__ = ["MultipleKernel", "easymkl_weights", "fheuristic_weights", "cka_weights",
+           "alignf_weights"]
 
 _F64 = torch.float64
 _MODES = ("simplex", "nonneg", "fixed")
@@ -154,288 +161,376 @@ class MultipleKernel(Kernel):
 
 
 # --------------------------------------------------------------------------------------
-# SimpleMKL
+# Weights of a combination from Gram matrices and labels (no estimator inside)
 # --------------------------------------------------------------------------------------
-class _Objective:
-    """J(η) and ∂J/∂η_m for one inner fit (the estimator's optimal value as a function
-    of the weights; gradients by Danskin's / the envelope theorem)."""
-
-    def __init__(self, mkl, kernels, X, y):
-        self.mkl, self.kernels, self.X, self.y = mkl, kernels, X, y
-
-    def __call__(self, eta):
-        kernel = MultipleKernel(self.kernels, weights="fixed", init=eta)
-        est = self.mkl._inner(kernel)
-        with torch.no_grad():
-            est.fit(self.X, self.y)
-            J, grad = getattr(self, "_" + self.mkl.estimator)(est, eta)
-        return float(J), grad.to(_F64), est
-
-    def _svc(self, est, eta):
-        # Dual of the SVM: J = Σα − ½ γᵀK_ηγ (γ = yα); ∂J/∂η_m = −½ γᵀK_mγ
-        # (Rakotomamonjy et al. 2008, eq. 11).
-        g = est.dual_coef_.reshape(-1).to(_F64)
-        sv = est.support_vectors_
-        q = torch.stack([(k(sv, backend=self.mkl.backend) @ g.to(sv.dtype)).to(_F64) @ g
-                         for k in self.kernels])
-        return g.abs().sum() - 0.5 * (eta * q).sum(), -0.5 * q
-
-    def _krr(self, est, eta):
-        y = self.y if isinstance(self.y, torch.Tensor) else torch.as_tensor(np.asarray(self.y))
-        Y = y.to(dtype=_F64, device=self.X.device).reshape(len(self.X), -1)
-        B = est.dual_coef_.to(_F64).reshape(-1, Y.shape[1])
-        a = float(self.mkl.alpha)
-        if est.solver_ != "nystrom":
-            # J = ½ yᵀ(K_η + αI)⁻¹y = max_c cᵀy − ½ cᵀ(K_η + αI)c; ∂J/∂η_m = −½ cᵀK_m c.
-            q = torch.stack([(B * (k(self.X, backend=self.mkl.backend) @ B.to(self.X.dtype))
-                              .to(_F64)).sum() for k in self.kernels])
-            return 0.5 * (Y * B).sum(), -0.5 * q
-        # Nyström: J = (‖K_nmβ − y‖² + α βᵀK_mmβ) / (2α) at the optimal β.
-        Z = est.X_fit_
-        U = [(k(self.X, Z, backend=self.mkl.backend) @ B.to(self.X.dtype)).to(_F64)
-             for k in self.kernels]
-        W = torch.stack([(B * (k(Z, backend="dense") @ B.to(Z.dtype)).to(_F64)).sum()
-                         for k in self.kernels])
-        R = sum(e * u for e, u in zip(eta, U)) - Y
-        J = ((R * R).sum() + a * (eta * W).sum()) / (2 * a)
-        return J, torch.stack([(u * R).sum() / a for u in U]) + 0.5 * W
-
-
-def _reduced_gradient(eta, grad):
-    """SimpleMKL's descent direction on the simplex (Rakotomamonjy et al. 2008, eq. 14)."""
-    mu = int(torch.argmax(eta))
-    D = -(grad - grad[mu])
-    D[(eta <= 0) & (grad - grad[mu] > 0)] = 0
-    D[mu] = 0
-    D[mu] = -D.sum()
-    return D
+def _as_grams(grams, name: str = "grams") -> list:
+    """A list of square KernelMatrix of one size: KernelMatrix kept as they are (lazy),
+    (n, n) arrays or tensors wrapped as dense ones, a (p, n, n) array split."""
+    if isinstance(grams, KernelMatrix):
+        raise TypeError(f"{name} must be a sequence of Gram matrices, one per kernel; got "
+                        f"a single KernelMatrix")
+    if isinstance(grams, (torch.Tensor, np.ndarray)):
+        if grams.ndim != 3:
+            raise ValueError(f"{name} as one array must have shape (p, n, n), got "
+                             f"{tuple(grams.shape)}")
+        grams = list(grams)
+    try:
+        grams = list(grams)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of Gram matrices (KernelMatrix or "
+                        f"(n, n) arrays), got {type(grams).__name__}") from None
+    if not grams:
+        raise ValueError(f"{name} is empty: give at least one Gram matrix")
+    out = []
+    for i, K in enumerate(grams):
+        if not isinstance(K, KernelMatrix):
+            try:
+                t = K.detach() if isinstance(K, torch.Tensor) else \
+                    torch.as_tensor(np.asarray(K, dtype=np.float64))
+            except (TypeError, ValueError):
+                raise TypeError(f"{name}[{i}] must be a KernelMatrix or an (n, n) array, got "
+                                f"{type(K).__name__}") from None
+            if t.dim() != 2:
+                raise ValueError(f"{name}[{i}] must be 2-D, got shape {tuple(t.shape)}")
+            if not t.is_floating_point():
+                t = t.to(_F64)
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name}[{i}] has NaN or infinite entries")
+            K = DenseKernelMatrix(t)
+        if not K.is_square:
+            raise ValueError(f"{name}[{i}] must be a square (training) Gram matrix, got "
+                             f"shape {tuple(K.shape)}")
+        if out and K.shape != out[0].shape:
+            raise ValueError(f"{name}[{i}] has shape {tuple(K.shape)} but {name}[0] has "
+                             f"{tuple(out[0].shape)}")
+        out.append(K)
+    return out
 
 
-def _kkt_gap(eta, grad):
-    """max over active weights of ∂J/∂η_m minus min over all: 0 at the optimum."""
-    return float(grad[eta > 0].max() - grad.min())
+def _binary_labels(y, n: int, device) -> torch.Tensor:
+    """y as ±1 (float64): +1 for the larger of the two classes in sorted order."""
+    arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"y must have one label per row of the Gram matrices ({n}), got "
+                         f"shape {arr.shape}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError("y has NaN or infinite labels")
+    classes, codes = np.unique(arr, return_inverse=True)
+    if classes.size != 2:
+        raise ValueError(f"y must have exactly 2 classes, got {classes.size}: these "
+                         f"weights are defined for binary labels")
+    return torch.as_tensor(np.where(codes == 1, 1.0, -1.0), dtype=_F64, device=device)
 
 
-class SimpleMKL(BaseEstimator):
-    r"""Multiple kernel learning: the weights η of k = Σ_m η_m k_m on the simplex that
-    minimize the optimal value J(η) of an SVM or of kernel ridge regression.
+def _mv(K: KernelMatrix, v: torch.Tensor) -> torch.Tensor:
+    return (K @ v.to(K.dtype)).to(_F64)
 
-    ``method="simplemkl"`` (Rakotomamonjy, Bach, Canu and Grandvalet 2008, "SimpleMKL",
-    JMLR 9): J(η) is the SVM dual value Σα − ½γᵀK_ηγ (γ = yα), convex and differentiable
-    in η with ∂J/∂η_m = −½ γᵀK_mγ at the inner solution (Danskin's theorem); η descends
-    along the reduced gradient on the simplex (the largest weight absorbs the equality
-    constraint) with a backtracking line search that accepts only decreases of J, so
-    ``objective_history_`` decreases monotonically. With ``estimator="krr"`` J is
-    ½ yᵀ(K_η + αI)⁻¹y (the ridge dual, also convex), ∂J/∂η_m = −½ cᵀK_mc, and with the
-    inner solver ``"nystrom"`` the Nyström ridge objective at its optimum. It stops when
-    the KKT gap (max over active weights of ∂J/∂η minus the min over all) falls under
-    ``tol``·abs(J), or after ``max_iter`` outer steps.
 
-    ``method="alignment"`` (Cortes, Mohri and Rostamizadeh 2012, "alignf"): η ∝ v with
-    v ≥ 0 minimizing vᵀMv − 2vᵀa, M_kl = ⟨K_k^c, K_l^c⟩_F, a_k = ⟨K_k^c, Y_cY_cᵀ⟩_F —
-    the combination of maximal centered alignment — computed on at most ``max_samples``
-    points drawn at random; then one final fit.
+def _frobenius(grams, centered: bool, diag_only: bool = False) -> torch.Tensor:
+    """M_rs = ⟨K_r, K_s⟩_F (of the centered HK_rH with ``centered``), by dense row blocks:
+    O(p n²) kernel evaluations, O(p · block · n) memory, never an n × n allocation
+    beyond one block. ``diag_only``: the p squared norms."""
+    mats = [K.centered() if centered else K for K in grams]
+    n, p = grams[0].shape[0], len(grams)
+    M = torch.zeros(p, p, dtype=_F64)
+    b = max(1, min(K.block_rows() for K in grams) // p)
+    with torch.no_grad():
+        for s in range(0, n, b):
+            idx = torch.arange(s, min(n, s + b), device=grams[0].device)
+            R = torch.stack([A.rows(idx).to(_F64).reshape(-1) for A in mats])
+            M += torch.diag((R * R).sum(1)).cpu() if diag_only else (R @ R.T).cpu()
+    return M
 
-    Inner solves are torchkern's :class:`~torchkern.SVC` / :class:`~torchkern.KernelRidge`
-    on a :class:`MultipleKernel` with fixed weights: one fused formula, lazy Gram
-    matrices, so n ≫ 10⁴ works (each step costs one inner fit plus p products with the
-    kernels' Gram matrices, at the support vectors for the SVM).
+
+@torch.no_grad()
+def fheuristic_weights(grams, y) -> torch.Tensor:
+    r"""Weights proportional to each kernel's (uncentered) alignment with the labels.
+
+    .. math::
+        \eta_r \propto A(K_r, yy^\top) = \frac{y^\top K_r y}{n\,\lVert K_r\rVert_F},
+        \qquad \sum_r \eta_r = 1
+
+    with y ∈ {−1, +1}ⁿ (Cristianini, Shawe-Taylor, Elisseeff and Kandola 2002, "On
+    kernel-target alignment", NIPS 14, for the alignment; Qiu and Lane 2009, "A framework
+    for multiple kernel support vector regression and its applications to siRNA efficacy
+    prediction", IEEE/ACM TCBB 6(2), for the heuristic), MKLpy's ``FHeuristic``.
 
     Parameters
     ----------
-    kernels : sequence of Kernel
-    estimator : {"svc", "krr"}
-        Binary SVM classification, or kernel ridge regression (1-D or 2-D targets).
-    method : {"simplemkl", "alignment"}
-    C : float
-        SVM penalty.
-    alpha : float
-        Ridge penalty, (K + αI)c = y.
-    solver : str
-        ``KernelRidge`` solver ("auto", "cholesky", "cg", "nystrom").
-    n_centers : int, optional
-        Nyström centres (``solver="nystrom"``).
-    max_iter : int
-        Outer (reduced-gradient) steps.
-    tol : float
-        Relative KKT gap at which to stop.
-    max_samples : int
-        Sample size of the alignment method.
-    backend : str, optional
-        Gram-matrix backend of the gradient products.
-    random_state, verbose
-        Passed to the inner estimator (and the alignment subsample).
+    grams : sequence of KernelMatrix or (n, n) arrays
+        The p training Gram matrices; lazy ones stay lazy.
+    y : array-like of shape (n,)
+        Binary labels.
 
-    Attributes
-    ----------
-    weights_ : Tensor of shape (p,)
-        η on the simplex.
-    kernel_ : MultipleKernel
-        The learned combination (fixed weights).
-    estimator_ : SVC or KernelRidge
-        The final inner fit.
-    objective_history_ : list of float
-        J at each accepted η (``"simplemkl"``).
-    n_iter_ : int
+    Returns
+    -------
+    Tensor of shape (p,), float64, summing to 1.
+
+    Notes
+    -----
+    Cost: one product K_r y and one pass of row blocks (‖K_r‖_F) per kernel, O(p n²)
+    kernel evaluations in O(n · block) memory.
     """
+    grams = _as_grams(grams)
+    yv = _binary_labels(y, grams[0].shape[0], grams[0].device)
+    a = torch.stack([_mv(K, yv) @ yv for K in grams]).cpu()
+    a = a / (len(yv) * _frobenius(grams, centered=False, diag_only=True).diag().sqrt())
+    if float(a.sum()) <= 0:
+        raise ValueError("the kernels' alignments with y sum to a non-positive value: no "
+                         "weighting by alignment exists")
+    return a / a.sum()
 
-    def __init__(self, kernels, estimator="svc", method="simplemkl", C=1.0, alpha=1.0,
-                 solver="auto", n_centers=None, max_iter=20, tol=1e-2, max_samples=2000,
-                 backend=None, random_state=None, verbose=False):
-        self.kernels = kernels
-        self.estimator = estimator
-        self.method = method
-        self.C = C
-        self.alpha = alpha
-        self.solver = solver
-        self.n_centers = n_centers
-        self.max_iter = max_iter
-        self.tol = tol
-        self.max_samples = max_samples
-        self.backend = backend
-        self.random_state = random_state
-        self.verbose = verbose
 
-    def _inner(self, kernel):
-        from ..supervised import SVC, KernelRidge
-        if self.estimator == "svc":
-            return SVC(kernel, C=self.C)
-        return KernelRidge(kernel, alpha=self.alpha, solver=self.solver,
-                           n_centers=self.n_centers, random_state=self.random_state,
-                           backend=self.backend)
+@torch.no_grad()
+def cka_weights(grams, y) -> torch.Tensor:
+    r"""The combination of maximal centered alignment with the labels, unconstrained.
 
-    def _check(self, X, y):
-        if self.estimator not in ("svc", "krr"):
-            raise ValueError(f"estimator must be 'svc' or 'krr', got {self.estimator!r}")
-        if self.method not in ("simplemkl", "alignment"):
-            raise ValueError(f"method must be 'simplemkl' or 'alignment', got {self.method!r}")
-        kernels = [copy.deepcopy(k) for k in self.kernels]
-        if not kernels or not all(isinstance(k, Kernel) for k in kernels):
-            raise TypeError("kernels must be a non-empty sequence of torchkern Kernels")
-        for k in kernels:
-            k.requires_grad_(False)
-        X = kernels[0].check_input(X, "X")
-        if self.estimator == "svc" and len(np.unique(np.asarray(
-                y.cpu() if isinstance(y, torch.Tensor) else y))) != 2:
-            raise ValueError("SimpleMKL(estimator='svc') needs binary labels (2 classes)")
-        it = self.max_iter
-        if not is_int(it) or it < 0:
-            raise ValueError(f"max_iter must be a non-negative int, got {self.max_iter!r}")
-        return kernels, X
+    .. math::
+        \eta = \frac{M^{-1}a}{\lVert M^{-1}a\rVert_2},\qquad
+        M_{rs} = \langle K_r^c, K_s^c\rangle_F,\quad a_r = \langle K_r^c, yy^\top\rangle_F,
+        \quad K^c = HKH,\; H = I - \tfrac1n \mathbf 1\mathbf 1^\top
 
-    def fit(self, X, y):
-        """Learn the weights, then fit the inner estimator with them; returns ``self``."""
-        kernels, X = self._check(X, y)
-        p = len(kernels)
-        J_of = _Objective(self, kernels, X, y)
-        if self.method == "alignment":
-            eta = self._alignment_weights(kernels, X, y)
-            J, _, est = J_of(eta)
-            history, it = [J], 0
-        else:
-            eta, J, est, history, it = self._descend(J_of, p)
-        self.weights_ = eta
-        self.kernel_ = MultipleKernel(kernels, weights="fixed", init=eta)
-        self.estimator_ = est
-        self.objective_history_ = history
-        self.n_iter_ = it
-        if hasattr(est, "classes_"):
-            self.classes_ = est.classes_
-        return self
+    (Cortes, Mohri and Rostamizadeh 2012, "Algorithms for learning kernels based on
+    centered alignment", JMLR 13, Proposition 9), as MKLpy's ``CKA``: η may have negative
+    entries (the combination is then not a kernel; :func:`alignf_weights` is the same
+    problem restricted to η ≥ 0), and M may be ill-conditioned when kernels are nearly
+    collinear (η then is as accurate as M's condition number allows).
 
-    def _descend(self, J_of, p):
-        eta = torch.full((p,), 1.0 / p, dtype=_F64)
-        J, grad, est = J_of(eta)
-        history = [J]
-        it = 0
-        for it in range(1, self.max_iter + 1):
-            if _kkt_gap(eta, grad) <= self.tol * max(abs(J), 1e-12):
+    Parameters
+    ----------
+    grams : sequence of KernelMatrix or (n, n) arrays
+    y : array-like of shape (n,)
+        Binary labels.
+
+    Returns
+    -------
+    Tensor of shape (p,), float64, of unit Euclidean norm.
+
+    Notes
+    -----
+    Cost: O(p² n²) flops over dense row blocks of the centered Gram matrices, O(p · block
+    · n) memory.
+    """
+    grams = _as_grams(grams)
+    yv = _binary_labels(y, grams[0].shape[0], grams[0].device)
+    yc = yv - yv.mean()
+    a = torch.stack([_mv(K, yc) @ yc for K in grams]).cpu()
+    M = _frobenius(grams, centered=True)
+    try:
+        w = torch.linalg.solve(M, a)
+    except RuntimeError:
+        raise ValueError("the centered Gram matrices are linearly dependent (M is "
+                         "singular): drop the duplicate kernels") from None
+    return w / w.norm()
+
+
+@torch.no_grad()
+def alignf_weights(grams, Y) -> torch.Tensor:
+    r"""The nonnegative combination of maximal centered alignment with targets Y (alignf).
+
+    η ∝ v, v = argmin_{v ≥ 0} vᵀMv − 2vᵀa with M_rs = ⟨K_r^c, K_s^c⟩_F and
+    a_r = ⟨K_r^c, Y_cY_cᵀ⟩_F (Cortes, Mohri and Rostamizadeh 2012, "Algorithms for learning
+    kernels based on centered alignment", JMLR 13, Proposition 10), solved as a
+    nonnegative least-squares problem on the Cholesky factor of M.
+
+    Parameters
+    ----------
+    grams : sequence of KernelMatrix or (n, n) arrays
+    Y : array-like of shape (n,) or (n, r)
+        Real targets (one column per output; for classification, one-hot labels).
+
+    Returns
+    -------
+    Tensor of shape (p,), float64, on the simplex.
+
+    Notes
+    -----
+    Cost: O(p² n²) flops over dense row blocks, O(p · block · n) memory.
+    """
+    from scipy.optimize import nnls
+    grams = _as_grams(grams)
+    n = grams[0].shape[0]
+    Y = torch.as_tensor(Y.detach() if isinstance(Y, torch.Tensor) else np.asarray(Y, dtype=float))
+    Y = Y.to(dtype=_F64, device=grams[0].device).reshape(n, -1) if Y.numel() % max(n, 1) == 0 \
+        and Y.shape[0] == n else None
+    if Y is None or not bool(torch.isfinite(Y).all()):
+        raise ValueError(f"Y must be finite with one row per row of the Gram matrices ({n})")
+    Yc = Y - Y.mean(0)
+    with torch.no_grad():
+        a = torch.stack([(Yc * (K @ Yc.to(K.dtype)).to(_F64)).sum() for K in grams]).cpu()
+    Mn = _frobenius(grams, centered=True).numpy()
+    L = np.linalg.cholesky(Mn + 1e-10 * np.trace(Mn) * np.eye(len(grams)))
+    v, _ = nnls(L.T, np.linalg.solve(L, a.numpy()))
+    if v.sum() <= 0:
+        raise ValueError("no kernel is positively aligned with the targets")
+    return torch.as_tensor(v / v.sum(), dtype=_F64)
+
+
+def _project_simplices(v: torch.Tensor, groups) -> torch.Tensor:
+    """Euclidean projection of v onto the product of unit simplices {x_g ≥ 0, Σ x_g = 1}
+    (Held, Wolfe and Crowder 1974; Duchi et al. 2008, "Efficient projections onto the
+    l1-ball", ICML, Fig. 1)."""
+    out = torch.empty_like(v)
+    for g in groups:
+        x = v[g]
+        u = torch.sort(x, descending=True).values
+        css = u.cumsum(0) - 1
+        k = torch.arange(1, x.numel() + 1, dtype=x.dtype, device=x.device)
+        rho = int(torch.nonzero(u - css / k > 0).max())
+        out[g] = (x - css[rho] / (rho + 1)).clamp(min=0)
+    return out
+
+
+def _fw_gap(gamma, grad, groups) -> float:
+    """Frank–Wolfe gap Σ_g (γ_gᵀ∇_g − min ∇_g) ≥ f(γ) − f*, 0 at the optimum."""
+    return float(sum(gamma[g] @ grad[g] - grad[g].min() for g in groups))
+
+
+@torch.no_grad()
+def easymkl_weights(grams, y, lam=0.1, *, tol=1e-12, max_iter=20000, return_gamma=False):
+    r"""EasyMKL's kernel weights (Aiolli and Donini 2015).
+
+    γ solves the regularized margin problem between the two classes' convex hulls in the
+    feature space of the plain sum K = Σ_r K_r:
+
+    .. math::
+        \gamma = \arg\min_{\gamma \in \Gamma}\;
+        (1-\lambda)\,\gamma^\top Y K Y \gamma + \lambda \lVert\gamma\rVert^2,\qquad
+        \Gamma = \{\gamma \ge 0,\ \textstyle\sum_{y_i=+1}\gamma_i = 1,\
+        \sum_{y_i=-1}\gamma_i = 1\}
+
+    (Y = diag(y)), and the weights are the margins each kernel gives to that γ,
+
+    .. math:: \eta_r = \frac{\gamma^\top Y K_r Y\gamma}{\sum_s \gamma^\top Y K_s Y\gamma}
+
+    (F. Aiolli and M. Donini 2015, "EasyMKL: a scalable multiple kernel learning
+    algorithm", Neurocomputing 169, eqs. 5-8), as MKLpy's ``EasyMKL``. The quadratic
+    program is solved by accelerated projected gradient on the product of the two
+    simplices (FISTA with backtracking and adaptive restarts: Beck and Teboulle 2009;
+    O'Donoghue and Candès 2015) until the Frank–Wolfe gap, an upper bound of the
+    suboptimality, falls under ``tol`` times the objective; then the KKT system on the
+    support is solved exactly (for a support of at most 4000 points), which is kept when
+    it is feasible and no worse.
+
+    Parameters
+    ----------
+    grams : sequence of KernelMatrix or (n, n) arrays
+        The p training Gram matrices. Lazy ones stay lazy: each iteration costs one
+        product with their sum.
+    y : array-like of shape (n,)
+        Binary labels.
+    lam : float in [0, 1]
+        λ, the weight of the ‖γ‖² regularizer (MKLpy's ``lam``, default 0.1).
+    tol : float
+        Relative Frank–Wolfe gap at which to stop.
+    max_iter : int
+        Most products with K.
+    return_gamma : bool
+        Also return γ (shape (n,), each class summing to 1).
+
+    Returns
+    -------
+    weights : Tensor of shape (p,), float64, on the simplex
+    gamma : Tensor of shape (n,), only with ``return_gamma``
+
+    Notes
+    -----
+    Cost: O(n²) kernel evaluations per iteration (lazy products), plus one dense |S|³
+    solve on the support S; memory O(n) beyond the Gram matrices' own.
+    """
+    grams = _as_grams(grams)
+    if not is_real(lam) or not 0 <= float(lam) <= 1:
+        raise ValueError(f"lam must be a real number in [0, 1], got {lam!r}")
+    if not is_real(tol) or not float(tol) > 0:
+        raise ValueError(f"tol must be a positive real number, got {tol!r}")
+    if not is_int(max_iter) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    lam = float(lam)
+    n, dev = grams[0].shape[0], grams[0].device
+    yv = _binary_labels(y, n, dev)
+    if all(isinstance(K, DenseKernelMatrix) for K in grams):
+        Ksum = DenseKernelMatrix(sum(K.to_dense().to(_F64) for K in grams))
+    else:
+        Ksum = SumKernelMatrix(grams) if len(grams) > 1 else grams[0]
+    groups = [torch.nonzero(yv > 0).squeeze(1), torch.nonzero(yv < 0).squeeze(1)]
+
+    with torch.no_grad():
+        def Q(v):
+            return (1 - lam) * yv * _mv(Ksum, yv * v) + lam * v
+
+        gamma = torch.empty(n, dtype=_F64, device=dev)
+        for g in groups:
+            gamma[g] = 1.0 / g.numel()
+        Qg = Q(gamma)
+        L = 2 * ((1 - lam) * float(_mv(Ksum, torch.ones(n, dtype=_F64, device=dev)).sum()) / n
+                 + lam) + 1e-300
+        z_prev, Qz_prev, t = gamma, Qg, 1.0
+        it, next_polish, done = 1, 20, False
+        while it < max_iter:
+            f = float(gamma @ Qg)
+            if _fw_gap(gamma, 2 * Qg, groups) <= tol * max(f, 1e-300):
+                done = True
                 break
-            D = _reduced_gradient(eta, grad)
-            slope = float(grad @ D)
-            if slope >= 0:
-                break
-            neg = D < 0
-            found = self._line_search(J_of, eta, J, D, slope, float((-eta[neg] / D[neg]).min()))
-            if found is None:
-                break
-            new, J_new, g_new, est_new = found
-            eta, J, grad, est = new, J_new, g_new, est_new
-            history.append(J)
-            if self.verbose:
-                print(f"SimpleMKL step {it}: J = {J:.6g}, weights = {_fmt(eta)}")
-        return eta, J, est, history, it
+            if it >= next_polish:  # the support has settled: its KKT system may be exact
+                next_polish = it + max(20, it // 4)
+                new, Qn = _easymkl_polish(Ksum, yv, lam, gamma, Qg, groups, Q)
+                if new is not gamma and _fw_gap(new, 2 * Qn, groups) <= tol * float(new @ Qn):
+                    gamma, Qg, done = new, Qn, True
+                    break
+            # extrapolated point and its Q-image (Q is linear: no product needed)
+            t_next = 0.5 * (1 + (1 + 4 * t * t) ** 0.5)
+            beta = (t - 1) / t_next
+            w = gamma + beta * (gamma - z_prev)
+            Qw = Qg + beta * (Qg - Qz_prev)
+            while True:
+                z = _project_simplices(w - (2 / L) * Qw, groups)
+                Qz = Q(z)
+                it += 1
+                d = z - w
+                dd = float(d @ d)
+                if dd == 0 or float(d @ (Qz - Qw)) <= 0.5 * L * dd * (1 + 1e-12) or it >= max_iter:
+                    break
+                L *= 2
+            if float((2 * Qw) @ (z - gamma)) > 0:  # adaptive restart: momentum went uphill
+                t_next = 1.0
+            z_prev, Qz_prev, gamma, Qg, t = gamma, Qg, z, Qz, t_next
+        if not done:
+            gamma, Qg = _easymkl_polish(Ksum, yv, lam, gamma, Qg, groups, Q)
+            gap, f = _fw_gap(gamma, 2 * Qg, groups), float(gamma @ Qg)
+            if gap > tol * f:
+                warnings.warn(f"easymkl_weights: max_iter={max_iter} reached with relative "
+                              f"Frank-Wolfe gap {gap / f:.3g} > tol={tol:g}", ConvergenceWarning,
+                              stacklevel=3)
+        yg = yv * gamma
+        q = torch.stack([_mv(K, yg) @ yg for K in grams]).cpu()
+    w = q / q.sum()
+    return (w, gamma) if return_gamma else w
 
-    @staticmethod
-    def _line_search(J_of, eta, J, D, slope, step_max):
-        """A step along D on [0, step_max] that decreases J (None if none is found):
-        the full step (a weight reaches zero) when J still decreases there, else the
-        minimizer of the quadratic through J(0), J'(0), J(step_max), then halving."""
 
-        def at(step):
-            new = (eta + step * D).clamp(min=0)
-            new[new < 1e-10 * float(new.max())] = 0
-            return (new / new.sum(), *J_of(new / new.sum()))
-
-        step = step_max
-        cand = at(step)
-        if cand[1] <= J + 1e-4 * step * slope and float(cand[2] @ D) <= 0:
-            return cand
-        curv = cand[1] - J - slope * step
-        if curv > 0:
-            step = min(max(-slope * step * step / (2 * curv), 0.01 * step_max), step_max)
-            if step < step_max:
-                cand = at(step)
-        for _ in range(12):
-            if cand[1] <= J + 1e-4 * step * slope:
-                return cand
-            step /= 2
-            cand = at(step)
-        return None
-
-    def _alignment_weights(self, kernels, X, y):
-        n = X.shape[0]
-        gen = as_generator(self.random_state)
-        idx = torch.randperm(n, generator=gen)[:self.max_samples].to(X.device) \
-            if n > self.max_samples else torch.arange(n, device=X.device)
-        Xs = take(X, idx)
-        ys = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))[idx.cpu()]
-        Y = _targets(ys, idx.numel(), _F64, X.device) if self.estimator == "svc" else \
-            ys.to(dtype=_F64, device=X.device).reshape(idx.numel(), -1)
-        Y = Y - Y.mean(0)
-        with torch.no_grad():
-            Kc = []
-            for k in kernels:
-                K = k(Xs, backend="dense").to_dense().to(_F64)
-                K = K - K.mean(0) - K.mean(1, keepdim=True) + K.mean()
-                Kc.append(K.reshape(-1))
-            Kc = torch.stack(Kc)
-            M = Kc @ Kc.T
-            a = torch.stack([(Y.T @ K.reshape(len(idx), -1) @ Y).trace() for K in Kc])
-        from scipy.optimize import nnls
-        Mn = M.cpu().numpy()
-        L = np.linalg.cholesky(Mn + 1e-10 * np.trace(Mn) * np.eye(len(kernels)))
-        v, _ = nnls(L.T, np.linalg.solve(L, a.cpu().numpy()))
-        if v.sum() <= 0:
-            raise ValueError("no kernel is positively aligned with the targets")
-        return torch.as_tensor(v / v.sum(), dtype=_F64)
-
-    # -- prediction --------------------------------------------------------------------
-    def _fitted(self):
-        if not hasattr(self, "estimator_"):
-            from sklearn.exceptions import NotFittedError
-            raise NotFittedError("This SimpleMKL instance is not fitted yet. Call 'fit' first.")
-        return self.estimator_
-
-    def predict(self, X):
-        """Labels (``"svc"``) or values (``"krr"``) of the inner estimator."""
-        return self._fitted().predict(X)
-
-    def decision_function(self, X):
-        """f(x) = Σ_i γ_i k_η(x_i, x) + b (``"svc"``), or the ridge prediction."""
-        est = self._fitted()
-        return est.decision_function(X) if hasattr(est, "decision_function") else est.predict(X)
-
-    def score(self, X, y):
-        """Accuracy (``"svc"``) or R² (``"krr"``)."""
-        return self._fitted().score(X, y)
+def _easymkl_polish(Ksum, yv, lam, gamma, Qg, groups, Q, max_support=4000):
+    """Solve the KKT system of EasyMKL's QP on the support of γ exactly; keep the result
+    when it is feasible and its Frank–Wolfe gap is no larger."""
+    S = torch.nonzero(gamma > 1e-12 * float(gamma.max())).squeeze(1)
+    if S.numel() > max_support:
+        return gamma, Qg
+    yS = yv[S]
+    QSS = (1 - lam) * yS[:, None] * Ksum.submatrix(S, S).to(_F64) * yS[None, :] + \
+        lam * torch.eye(S.numel(), dtype=_F64, device=gamma.device)
+    E = torch.stack([(yS > 0), (yS < 0)], 1).to(_F64)
+    A = torch.cat([torch.cat([2 * QSS, -E], 1),
+                   torch.cat([E.T, torch.zeros(2, 2, dtype=_F64, device=gamma.device)], 1)])
+    rhs = torch.cat([torch.zeros(S.numel(), dtype=_F64, device=gamma.device),
+                     torch.ones(2, dtype=_F64, device=gamma.device)])
+    try:
+        sol = torch.linalg.solve(A, rhs)
+    except RuntimeError:
+        return gamma, Qg
+    new = torch.zeros_like(gamma)
+    new[S] = sol[:S.numel()]
+    if bool((new[S] < 0).any()):
+        return gamma, Qg
+    Qn = Q(new)
+    if _fw_gap(new, 2 * Qn, groups) <= _fw_gap(gamma, 2 * Qg, groups):
+        return new, Qn
+    return gamma, Qg
