@@ -17,9 +17,10 @@ from .wl import WeisfeilerLehman
 # part A of issue 24: attributes, assignment, propagation and histogram kernels
 from .graphhopper import GraphHopper
 from .histogram import EdgeHistogram, VertexHistogram
+from .propagation import Propagation, PropagationAttr
 from .wl_oa import WeisfeilerLehmanOptimalAssignment
 
 __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
 __all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
-            "GraphHopper"]
+            "GraphHopper", "Propagation", "PropagationAttr"]
