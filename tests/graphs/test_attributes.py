@@ -1,0 +1,153 @@
+"""Continuous attributes kept apart from labels: read_tu against GraKeL's own reader on
+Cuneiform (node and edge attributes), torch-geometric's TUDataset(use_node_attr=True) on the
+same files, the refusal of non-integral floats as labels, and GraphSet carrying the
+attributes through every way of building and slicing a set."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+
+from torchkern.datasets import read_tu
+from torchkern.graphs import (GraphHopper, GraphSet, PropagationAttr, ShortestPath,
+                              VertexHistogram, WeisfeilerLehman)
+
+grakel = pytest.importorskip("grakel")
+DATA = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
+
+
+@pytest.fixture(scope="module")
+def cuneiform():
+    return read_tu(os.path.join(DATA, "Cuneiform"))
+
+
+def _grakel_read(monkeypatch, **kw):
+    from grakel.datasets.base import read_data
+    monkeypatch.chdir(DATA)  # GraKeL's reader reads <name>/<name>_*.txt from the cwd
+    return read_data("Cuneiform", **kw)
+
+
+def test_cuneiform_node_attributes_equal_grakels(cuneiform, monkeypatch):
+    ref = _grakel_read(monkeypatch, prefer_attr_nodes=True)
+    assert len(ref.data) == len(cuneiform) == 267
+    np.testing.assert_array_equal(ref.target, [int(d.y) for d in cuneiform])
+    for d, (_, nodes, _) in zip(cuneiform, ref.data):
+        want = np.array([nodes[k] for k in sorted(nodes)])  # GraKeL: global 1-based ids
+        assert d.node_attributes.shape == (d.num_nodes, 3)
+        # float32 here, float64 in GraKeL: the file's digits rounded once
+        np.testing.assert_array_equal(d.node_attributes.numpy(), want.astype(np.float32))
+
+
+def test_cuneiform_edge_attributes_equal_grakels(cuneiform, monkeypatch):
+    # (GraKeL's reader fails on Cuneiform's two-column node labels: attributes both ways)
+    ref = _grakel_read(monkeypatch, prefer_attr_nodes=True, prefer_attr_edges=True)
+    for d, (edges, nodes, eattr) in zip(cuneiform, ref.data):
+        first = min(nodes)
+        got = {(int(s) + first, int(t) + first): tuple(a)
+               for (s, t), a in zip(d.edge_index.t().tolist(), d.edge_attributes.numpy())}
+        assert set(got) == set(edges)
+        want = {e: tuple(np.float32(eattr[e])) for e in edges}
+        assert got == want
+
+
+def test_tudataset_use_node_attr_puts_attributes_in_front_of_the_labels(cuneiform, tmp_path):
+    """torch-geometric's TUDataset (here from the local files, nothing downloaded):
+    x = [attributes | one-hot labels]; the convention here keeps them apart, and a
+    label kernel given that x refuses it by name."""
+    from torch_geometric.datasets import TUDataset
+    raw = tmp_path / "Cuneiform" / "raw"
+    raw.mkdir(parents=True)
+    for f in os.listdir(os.path.join(DATA, "Cuneiform")):
+        if f.endswith(".txt") and f != "README.txt":
+            shutil.copy(os.path.join(DATA, "Cuneiform", f), raw / f)
+    ds = TUDataset(str(tmp_path), "Cuneiform", use_node_attr=True)
+    k = ds.num_node_attributes
+    assert k == 3
+    for i in (0, 100, 266):
+        torch.testing.assert_close(ds[i].x[:, :k], cuneiform[i].node_attributes)
+        torch.testing.assert_close(ds[i].x[:, k:], cuneiform[i].x)
+    with pytest.raises(ValueError, match=r"x holds floats that are not integers .*"
+                                         r"'node_attributes'"):
+        WeisfeilerLehman(2)(ds)
+    # split as the docs say: a transform moving the attribute columns out of x
+    split = [Data(x=d.x[:, k:], node_attributes=d.x[:, :k], edge_index=d.edge_index)
+             for d in ds[:30]]
+    torch.testing.assert_close(GraphHopper()(split).to_dense(),
+                               GraphHopper()(cuneiform[:30]).to_dense())
+    torch.testing.assert_close(WeisfeilerLehman(2)(split).to_dense(),
+                               WeisfeilerLehman(2)(cuneiform[:30]).to_dense())
+
+
+def _graphs(x):
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    return [Data(x=x, edge_index=ei), Data(x=x.flip(0), edge_index=ei)]
+
+
+@pytest.mark.parametrize("kernel", [WeisfeilerLehman(1), ShortestPath(), VertexHistogram()])
+def test_label_kernels_refuse_non_integral_x_by_name(kernel):
+    x = torch.tensor([[0.25], [1.0], [2.0]])
+    with pytest.raises(ValueError, match=r"X: x holds floats that are not integers "
+                                         r"\(x\[0, 0\] = 0.25\).*node_attributes"):
+        kernel(_graphs(x))
+    # integral floats (one-hot rows, integer columns) are labels
+    ok = kernel(_graphs(torch.tensor([[0.0], [1.0], [0.0]]))).to_dense()
+    ref = kernel(_graphs(torch.tensor([[0], [1], [0]]))).to_dense()
+    torch.testing.assert_close(ok, ref)
+
+
+def test_node_attr_x_reads_x_as_attributes(cuneiform):
+    moved = [Data(x=d.node_attributes, edge_index=d.edge_index) for d in cuneiform[:25]]
+    ref = GraphHopper(kernel_type="gaussian", mu=0.3)(cuneiform[:25]).to_dense()
+    got = GraphHopper(kernel_type="gaussian", mu=0.3, node_attr="x")(moved).to_dense()
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=0)
+    ref = PropagationAttr(t_max=3, random_state=2)(cuneiform[:25]).to_dense()
+    got = PropagationAttr(t_max=3, random_state=2, node_attr="x")(moved).to_dense()
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+
+
+def test_attribute_kernels_need_the_attributes_by_name():
+    g = _graphs(torch.tensor([[0], [1], [0]]))
+    with pytest.raises(ValueError, match=r"X: GraphHopper reads continuous node attributes.*"
+                                         r"'node_attributes'"):
+        GraphHopper()(g)
+    with pytest.raises(ValueError, match=r"X: PropagationAttr .* no field 'feat'"):
+        PropagationAttr(node_attr="feat")(g)
+    with pytest.raises(TypeError, match="node_attr must be the name of a Data field"):
+        GraphHopper(node_attr=3)
+    bad = [Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=2,
+                node_attributes=torch.tensor([[0.0], [float("nan")]]))]
+    with pytest.raises(ValueError, match="node_attributes contains NaN"):
+        GraphHopper()(bad)
+    mixed = [Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1,
+                  node_attributes=torch.ones(1, 2)),
+             Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1)]
+    with pytest.raises(ValueError, match="graph 1 has no node_attributes while others do"):
+        GraphHopper()(mixed)
+
+
+def test_graph_set_carries_attributes_through_batch_take_and_concat(cuneiform):
+    graphs = cuneiform[:12]
+    G = GraphSet(graphs)
+    na = torch.cat([d.node_attributes for d in graphs]).double()
+    torch.testing.assert_close(G.node_attributes, na, rtol=0, atol=0)
+    # edges are sorted by (source, target) in the set: the attributes follow them
+    ea = {}
+    off = 0
+    for d in graphs:
+        for (s, t), a in zip(d.edge_index.t().tolist(), d.edge_attributes.double()):
+            ea[(s + off, t + off)] = a
+        off += d.num_nodes
+    want = torch.stack([ea[(s, t)] for s, t in G.edge_index.t().tolist()])
+    torch.testing.assert_close(G.edge_attributes, want, rtol=0, atol=0)
+    B = GraphSet(Batch.from_data_list(graphs))
+    torch.testing.assert_close(B.node_attributes, G.node_attributes, rtol=0, atol=0)
+    torch.testing.assert_close(B.edge_attributes, G.edge_attributes, rtol=0, atol=0)
+    part = G.take(torch.tensor([3, 7]))
+    torch.testing.assert_close(part.node_attributes,
+                               torch.cat([graphs[3].node_attributes,
+                                          graphs[7].node_attributes]).double(), rtol=0, atol=0)
+    both = GraphSet.concat([G.take(torch.arange(6)), G.take(torch.arange(6, 12))])
+    torch.testing.assert_close(both.node_attributes, G.node_attributes, rtol=0, atol=0)
+    torch.testing.assert_close(both.edge_attributes, G.edge_attributes, rtol=0, atol=0)
