@@ -82,6 +82,7 @@ FAMILIES = {
     "periodic_ard": lambda: tk.Periodic(lengthscale=torch.tensor([0.5, 1.0, 2.0]), period=1.3),
     "linear": lambda: tk.Linear(),
     "poly": lambda: tk.Polynomial(degree=3, offset=0.5),
+    "exponential": lambda: tk.Exponential(scale=0.4),
     "arccos0": lambda: tk.ArcCosine(order=0),
     "arccos1": lambda: tk.ArcCosine(order=1),
     "arccos2": lambda: tk.ArcCosine(order=2),
