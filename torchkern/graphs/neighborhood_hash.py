@@ -35,19 +35,39 @@ def segment_xor(index: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tens
     return ((par & 1) << shifts).sum(1)
 
 
-def bit_labels(n_labels: int, bits: int, random_state) -> torch.Tensor:
-    """Distinct random ``bits``-bit codes for labels 0..n_labels-1, drawn as GraKeL 0.1.11
-    draws them (NumPy ``RandomState.choice`` without replacement; when there are more
-    labels than codes, blocks of 2^bits distinct codes, so codes repeat)."""
+def bit_labels(values: torch.Tensor, bits: int, random_state) -> torch.Tensor:
+    """Random ``bits``-bit codes of the label numbers ``values`` (non-negative int64):
+    label v gets entry v mod 2^bits of the (v div 2^bits)-th random permutation of
+    [0, 2^bits) drawn by NumPy's ``RandomState(random_state).permutation``. Labels
+    0 … L−1 thus get exactly GraKeL 0.1.11's codes (its ``choice(2**bits, L,
+    replace=False)`` is the first L entries of one such permutation; with more labels
+    than codes, it draws whole blocks), and a label's code does not depend on which other
+    labels a set holds."""
     rs = random_state if isinstance(random_state, np.random.RandomState) else \
         np.random.RandomState(random_state)
-    top, codes, left = 1 << bits, [], n_labels
-    while left > top:
-        codes += rs.choice(top, top, replace=False).tolist()
-        left -= top
-    if left > 0:
-        codes += rs.choice(top, left, replace=False).tolist()
-    return torch.tensor(codes, dtype=torch.long)
+    top = 1 << bits
+    blocks = int(values.max()) // top + 1 if values.numel() else 1
+    perms = torch.from_numpy(np.concatenate([rs.permutation(top) for _ in range(blocks)]))
+    return perms.to(values.device)[values]
+
+
+def label_numbers(G: GraphSet) -> torch.Tensor:
+    """A number for the label of every node (N,) that depends on the label alone: the
+    column of the 1 of a one-hot row of ``x`` (``TUDataset``'s labels), the value of a
+    single non-negative integer column, 0 without ``x``; for other rows (several
+    columns: Cuneiform's two-column labels) the rank of the row among the distinct rows
+    of the set."""
+    V = G.label_values
+    if V.shape[1] == 0:
+        return torch.zeros_like(G.node_label)
+    integral = bool((V == V.round()).all()) and bool((V >= 0).all())
+    if integral and bool(((V == 0) | (V == 1)).all()) and bool((V.sum(1) == 1).all()):
+        num = V.argmax(1)
+    elif integral and V.shape[1] == 1:
+        num = V[:, 0].long()
+    else:
+        return initial_labels(G)[0]
+    return num.to(G.node_label.device)[G.node_label]
 
 
 def multiset_features(graph_of_node, labels, n_graphs):
@@ -117,10 +137,13 @@ class NeighborhoodHash(GraphKernel):
 
     #_a(G_r) the number of nodes of G with label a after r rounds (k(G, G) = 1). This
     is GraKeL 0.1.11's ``NeighborhoodHash(R, nh_type, bits, random_state)``, codes
-    included: the distinct labels of the set, in increasing order, get the codes of
-    ``numpy.random.RandomState(random_state).choice(2**bits, n_labels,
-    replace=False)`` — GraKeL assigns the same draws to its labels in the iteration
-    order of a Python set, which is the increasing order for small integer labels.
+    included: label number v (:func:`label_numbers`: the column of the 1 of a one-hot
+    ``x``, or the value of an integer column) gets entry v of
+    ``numpy.random.RandomState(random_state).permutation(2**bits)`` (further permutations
+    for v ≥ 2^bits), the code GraKeL gives to label v when a data set's labels are
+    0 … L−1 (its ``choice`` without replacement is that permutation's prefix, assigned
+    in the iteration order of a Python set of small integers: increasing). A label's
+    code depends on the label alone, so k(X_train) and k(X_test, X_train) agree.
 
     Parameters
     ----------
@@ -143,8 +166,9 @@ class NeighborhoodHash(GraphKernel):
     neighbours is the parity of a segment sum per bit. The multiset intersection c_r is
     an inner product of sparse 0/1 features (one per (label, t) with t below the count
     of the label), so each round is a sparse feature product; the Gram (a ratio of them)
-    is computed block of rows by block. ``k(X, Y)`` hashes X ∪ Y at once, so codes
-    follow the labels of X ∪ Y.
+    is computed block of rows by block. Labels given by several columns (not one-hot)
+    are numbered by rank among the distinct rows of the set, which does depend on the
+    set: one-hot encode them for train/test use.
 
     References
     ----------
@@ -183,9 +207,7 @@ class NeighborhoodHash(GraphKernel):
 
     def hashed_labels(self, G: GraphSet):
         """The codes of every node after rounds 1..R: a list of R int64 tensors (N,)."""
-        labels, L = initial_labels(G)
-        codes = bit_labels(L, self.bits, self.random_state).to(G.device)
-        lab = codes[labels] if labels.numel() else labels
+        lab = bit_labels(label_numbers(G), self.bits, self.random_state)
         src, dst = G.edge_index
         n = lab.numel()
         out = []
