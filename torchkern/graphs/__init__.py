@@ -8,9 +8,12 @@ return a lazy KernelMatrix like every torchkern kernel:
 :class:`GraphletSampling`.
 """
 from ._batch import GraphSet
+from .core import CoreFramework
 from .graphlet import GraphletSampling
+from .neighborhood_hash import NeighborhoodHash
 from .nodes import (CommuteTime, DiffusionKernel, NodeSet, PStepRandomWalk,
                     RegularizedLaplacian)
+from .pyramid_match import PyramidMatch
 from .random_walk import RandomWalk
 from .shortest_path import ShortestPath
 from .wl import WeisfeilerLehman
@@ -21,6 +24,7 @@ from .propagation import Propagation, PropagationAttr
 from .wl_oa import WeisfeilerLehmanOptimalAssignment
 
 __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
+           "NeighborhoodHash", "PyramidMatch", "CoreFramework",
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
 __all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
             "GraphHopper", "Propagation", "PropagationAttr"]
