@@ -178,5 +178,84 @@ def main():
     table(rows, ["data", "graphs", "nodes", "kernel", "torchkern_s", "grakel_s", "speedup", "diff"])
 
 
+# -- part B of issue 24: neighborhood hash, pyramid match, core framework ---------------------
+
+def bench_part_b(sets, kernels=("NH", "PM", "CORE-WL", "CORE-SP")):
+    """One run per kernel and set (``python bench/graphs.py --part-b``), torchkern from the
+    list of Data to a dense NumPy Gram, GraKeL's ``fit_transform`` from adjacency matrices
+    and label dicts (isolated nodes kept):
+
+    - NH       ``NeighborhoodHash(R=3, random_state=0)`` vs GraKeL's, same seed (same codes)
+    - PM       ``PyramidMatch()`` (labels, L=4, d=6) vs GraKeL's; graphs with a repeated
+      eigenvalue or a coordinate on a bin edge differ (any eigenbasis is an answer):
+      ``diff`` gives the share of entries that differ
+    - CORE-WL  ``CoreFramework(WeisfeilerLehman(3))`` vs ``CoreFramework(WL(3), VertexHistogram)``
+    - CORE-SP  ``CoreFramework(ShortestPath())`` vs ``CoreFramework(ShortestPath)`` (not
+      on ~200-node graphs: GraKeL's Floyd–Warshall per core, hours)
+    """
+    import grakel
+    import torchkern.graphs as tg
+    gk = grakel.kernels
+    ours = {"NH": lambda: tg.NeighborhoodHash(R=3, random_state=0),
+            "PM": lambda: tg.PyramidMatch(),
+            "CORE-WL": lambda: tg.CoreFramework(tg.WeisfeilerLehman(n_iter=3)),
+            "CORE-SP": lambda: tg.CoreFramework(tg.ShortestPath())}
+    theirs = {"NH": lambda: gk.NeighborhoodHash(R=3, random_state=0),
+              "PM": lambda: gk.PyramidMatch(),
+              "CORE-WL": lambda: gk.CoreFramework(base_graph_kernel=(
+                  gk.WeisfeilerLehman, dict(n_iter=3))),
+              "CORE-SP": lambda: gk.CoreFramework(base_graph_kernel=gk.ShortestPath)}
+    rows = []
+    for name, graphs in sets:
+        nodes = np.mean([d.num_nodes for d in graphs])
+        g_in = to_grakel(graphs, adjacency=True)
+        for kernel in kernels:
+            ours[kernel]()(graphs[:2]).to_dense()  # first-call overheads, untimed
+            t_ours, K = _time(lambda: ours[kernel]()(graphs).to_dense().numpy(), repeat=1)
+            row = dict(data=name, graphs=len(graphs), nodes=f"{nodes:.1f}", kernel=kernel,
+                       torchkern_s=f"{t_ours:.3f}", load=" ".join(f"{v:.1f}" for v in
+                                                                 os.getloadavg()))
+            if kernel == "CORE-SP" and nodes > 100:
+                rows.append(dict(row, grakel_s="n/a", speedup="n/a", diff="n/a"))
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                theirs[kernel]().fit_transform(g_in[:2])
+                t_g, Kg = _time(lambda: theirs[kernel]().fit_transform(g_in), repeat=1)
+            D = np.abs(K - Kg)
+            diff = f"{D.max():.1e}"
+            if kernel == "PM":
+                diff += f" ({100 * (D > 1e-9).mean():.1f}% of entries)"
+            rows.append(dict(row, grakel_s=f"{t_g:.2f}", speedup=f"{t_g / t_ours:.1f}x",
+                             diff=diff))
+            print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def main_part_b():
+    ap = argparse.ArgumentParser(description="issue 24 part B kernels vs GraKeL")
+    ap.add_argument("--part-b", action="store_true")
+    ap.add_argument("--sizes", default="1000x20,1000x200")
+    ap.add_argument("--kernels", default="NH,PM,CORE-WL,CORE-SP")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    import torch
+    from threadpoolctl import threadpool_limits
+    torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads)
+    import grakel
+    from torchkern.datasets import read_tu
+    sets = [("MUTAG", read_tu(os.path.join(os.path.dirname(grakel.__file__), "tests", "data",
+                                           "MUTAG")))]
+    for s in filter(None, args.sizes.split(",")):
+        g, n = (int(v) for v in s.lower().split("x"))
+        sets.append((f"ER {g}x{n}", erdos_renyi(g, n, seed=g + n)))
+    print(f"part B graph kernels vs GraKeL {grakel.__version__} — {device_name('cpu')}, "
+          f"{args.threads} thread(s) each, wall time, one run; load = os.getloadavg() after\n")
+    rows = bench_part_b(sets, args.kernels.upper().split(","))
+    table(rows, ["data", "graphs", "nodes", "kernel", "torchkern_s", "grakel_s", "speedup",
+                 "diff", "load"])
+
+
 if __name__ == "__main__":
-    main()
+    main_part_b() if "--part-b" in sys.argv else main()
