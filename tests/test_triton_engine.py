@@ -212,3 +212,21 @@ def test_atan2_matches_torch(dev):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _close(K, ref, torch.float64, "atan2", 1e-14)
+
+
+@pytest.mark.parametrize("r", [3, 40])
+def test_symmetric_backward_one_launch(r, dev):
+    # K(X, X): one backward launch with [G V] [V G]^T (r = 40: K G by its own launch)
+    g = torch.Generator().manual_seed(6)
+    k = (tk.RBF(lengthscale=0.8) + tk.RationalQuadratic(alpha=0.5)).to(torch.float64).to(dev)
+    X = torch.randn(21, 3, generator=g, dtype=torch.float64).to(dev).requires_grad_(True)
+    V = torch.randn(21, r, generator=g, dtype=torch.float64).to(dev).requires_grad_(True)
+    G = torch.randn(21, r, generator=g, dtype=torch.float64).to(dev)
+    f = k.formula(X)
+    assert all(x is y for x, y in zip(f.xs, f.ys))
+    out = engine.matmul(f.fn, f.xs, f.ys, f.ps, V)
+    wrt = [X, V, *k.parameters()]
+    got = torch.autograd.grad((out * G).sum(), wrt)
+    ref = torch.autograd.grad(((k(X, backend="dense").to_dense() @ V) * G).sum(), wrt)
+    for a, b in zip(got, ref):
+        _close(a, b, torch.float64, "symmetric grad")

@@ -1017,12 +1017,15 @@ def _backward_rows(fn, xs, ys, ps, A, B, want_rows, want_par, want_prod, allow_t
 
 class _TritonMatmul(torch.autograd.Function):
     """out = K V by one generated Triton launch; backward by two (rows X: gradients to X
-    and the hyperparameters; rows Y: Kᵀ G and the gradient to Y)."""
+    and the hyperparameters; rows Y: Kᵀ G and the gradient to Y), or one for K(X, X)."""
 
     @staticmethod
     def forward(ctx, fn, nx, ny, allow_tf32, V, *tensors):
         xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
         ctx.fn, ctx.nx, ctx.ny, ctx.allow_tf32 = fn, nx, ny, allow_tf32
+        # K(X, X): the same tensors on both sides (kernels are symmetric, as
+        # Formula.transpose assumes) -- the backward then needs one launch, see below
+        ctx.sym = nx == ny and all(x is y for x, y in zip(xs, ys))
         ctx.save_for_backward(V, *tensors)
         return _forward(fn, xs, ys, ps, V, allow_tf32)
 
@@ -1039,6 +1042,24 @@ class _TritonMatmul(torch.autograd.Function):
         need_p = any(need[5 + nx + ny:])
         G = G.contiguous()
         gx = gp = gy = gV = None
+        if ctx.sym and (need_x or need_y or need_p):
+            # x_i enters row i and column i: with k symmetric its gradient is
+            # Σ_j ∂₁k(x_i, x_j) (W + Wᵀ)_ij, W = G Vᵀ, and W + Wᵀ = [G V] [V G]ᵀ: one launch
+            # with 2r columns; the hyperparameters' reduction against W + Wᵀ counts each
+            # term twice (halved); K [V G] gives Kᵀ G = K G in its last r columns.
+            r = V.shape[1]
+            fuse = need_V and 2 * r <= 64
+            A, B = torch.cat([G, V.to(G.dtype)], 1), torch.cat([V.to(G.dtype), G], 1)
+            gx, gp, O = _backward_rows(fn, xs, ys, ps, A, B, need_x or need_y, need_p, fuse,
+                                       ctx.allow_tf32)
+            gp = None if gp is None else [0.5 * g for g in gp]
+            if need_V:
+                gV = O[:, r:] if fuse else _forward(fn, xs, ys, ps, G, ctx.allow_tf32, swap=True)
+            grads = [gx[a].to(xs[a].dtype) if gx is not None and (need[5 + a] or need[5 + nx + a])
+                     else None for a in range(nx)] + [None] * ny
+            grads += [gp[b].to(ps[b].dtype) if gp is not None and need[5 + nx + ny + b] else None
+                      for b in range(len(ps))]
+            return (None, None, None, None, gV if need_V else None, *grads)
         if need_x or need_p:
             gx, gp, _ = _backward_rows(fn, xs, ys, ps, G, V, need_x, need_p, False,
                                        ctx.allow_tf32)
