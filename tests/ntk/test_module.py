@@ -1,0 +1,138 @@
+"""infinite_width(module): analytic NNGP/NTK of torch networks with convolutions against
+stored neural-tangents 0.6.5 references (make_conv_references.py), the blocked lazy
+matrix against its dense form, and the layers it refuses."""
+import os
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
+
+import torchkern
+from torchkern.ntk import NNGP, NTK, Residual, infinite_width
+
+from ._conv_cases import CASES, SELF_CASES, torch_net
+
+REF = np.load(os.path.join(os.path.dirname(__file__), "conv_references.npz"))
+W_STD, B_STD = float(REF["W_STD"]), float(REF["B_STD"])
+DIGITS = torch.tensor(load_digits().data[:15] / 16.0)
+IMG = DIGITS.reshape(-1, 1, 8, 8)
+SEQ = DIGITS.reshape(-1, 2, 32)
+
+
+def _kernels(name, **kw):
+    spec, param, kind = CASES[name]
+    X = IMG if kind == "img" else SEQ
+    net = torch_net(spec, tuple(X.shape[1:]))
+    return X, {g: infinite_width(net, param, kind=g, weight_std=W_STD, bias_std=B_STD, **kw)
+               for g in ("nngp", "ntk")}
+
+
+def _rel(a, b):
+    return float(np.abs(np.asarray(a) - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_neural_tangents(name):
+    X, ks = _kernels(name)
+    for g, k in ks.items():
+        K = k(X[:4], X[4:7]).to_dense().detach().numpy()
+        ref = REF[f"{name}_{g}"]
+        assert K.shape == ref.shape == (4, 3)
+        # Measured: at most 4e-15 for the closed forms, 3e-12 for the quadratures.
+        assert _rel(K, ref) < 1e-8, (name, g, _rel(K, ref))
+        if name in SELF_CASES:
+            S = k(X[:4]).to_dense().detach().numpy()
+            assert _rel(S, REF[f"{name}_self_{g}"]) < 1e-8
+            np.testing.assert_allclose(k.diag(X[:4]).detach().numpy(), np.diag(S),
+                                       rtol=1e-12)
+
+
+def test_blocked_matrix_equals_dense_and_fits_estimators():
+    X, ks = _kernels("c2_relu_gap", block_pairs=5)
+    k = ks["ntk"]
+    Xa, Xb = X[:9], X[9:15]
+    D = k(Xa, Xb, backend="dense").to_dense()
+    L = k(Xa, Xb, backend="blocked")
+    assert L.backend == "blocked" and L.shape == (9, 6)
+    # The dense matrix itself, from blocks of 5 image pairs, against one block of all.
+    full = infinite_width(k.module, weight_std=W_STD, bias_std=B_STD, block_pairs=100)
+    torch.testing.assert_close(D, full(Xa, Xb, backend="dense").to_dense(), rtol=1e-13,
+                               atol=0)
+    V = torch.randn(6, 2, dtype=torch.float64)
+    torch.testing.assert_close(L @ V, D @ V, rtol=1e-12, atol=1e-14)
+    U = torch.randn(9, dtype=torch.float64)
+    torch.testing.assert_close(L.T @ U, D.T @ U, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(L.rows([3, 0]), D[[3, 0]], rtol=1e-12, atol=0)
+    S = k(Xa, backend="blocked")
+    torch.testing.assert_close(S.diag(), k(Xa, backend="dense").to_dense().diagonal(),
+                               rtol=1e-12, atol=0)
+    torch.testing.assert_close(k.pairs(Xa[:3], Xb[:3]), D[:3, :3].diagonal(), rtol=1e-12,
+                               atol=0)
+    # In an estimator: the same fit as on the precomputed Gram matrix.
+    y = torch.tensor(load_digits().target[:9], dtype=torch.float64)
+    ref = torchkern.KernelRidge("precomputed", alpha=1e-2).fit(
+        k(Xa, backend="dense").to_dense(), y).predict(D.T)
+    got = torchkern.KernelRidge(k, alpha=1e-2).fit(Xa, y).predict(Xb)
+    torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_fully_connected_module_equals_the_mlp_kernels():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(6, 5, dtype=torch.float64, generator=g)
+    Y = torch.randn(4, 5, dtype=torch.float64, generator=g)
+    net = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Sequential(nn.Dropout(0.3),
+                        nn.Linear(7, 7), nn.Identity()), nn.ReLU(), nn.Linear(7, 2))
+    for kind, Ref in (("ntk", NTK), ("nngp", NNGP)):
+        for param in ("ntk", "standard"):
+            k = infinite_width(net, param, kind=kind, weight_std=1.3, bias_std=0.4)
+            ref = Ref(2, weight_std=1.3, bias_std=0.4, parameterization=param, width=7)
+            torch.testing.assert_close(k(X, Y).to_dense(), ref(X, Y).to_dense(),
+                                       rtol=1e-12, atol=1e-13)
+
+
+def test_gradients_reach_the_variances():
+    X, ks = _kernels("c1_erf_gap")
+    k = ks["ntk"]
+    k(X[:3], X[3:5]).to_dense().sum().backward()
+    assert float(k.raw_weight_std.grad.abs()) > 0 and float(k.raw_bias_std.grad.abs()) > 0
+
+
+def test_unmappable_layers_and_bad_input_are_named():
+    with pytest.raises(ValueError, match=r"0 \(MaxPool2d\)"):
+        infinite_width(nn.Sequential(nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16, 1)))
+    with pytest.raises(ValueError, match=r"1.0 \(BatchNorm2d\)"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.BatchNorm2d(2))))
+    with pytest.raises(ValueError, match="groups"):
+        infinite_width(nn.Sequential(nn.Conv2d(2, 2, 3, groups=2)))
+    with pytest.raises(ValueError, match="padding_mode"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3, padding_mode="circular")))
+    with pytest.raises(ValueError, match="size 1"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3), nn.AdaptiveAvgPool2d(2)))
+    with pytest.raises(ValueError, match="no Linear or Conv"):
+        infinite_width(nn.Sequential(nn.ReLU()))
+    with pytest.raises(ValueError, match="parameterization"):
+        infinite_width(nn.Linear(3, 1), "mup")
+    with pytest.raises(ValueError, match="kind"):
+        infinite_width(nn.Linear(3, 1), kind="nngp-ntk")
+    X = IMG[:3]
+    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(72, 1))
+    with pytest.raises(ValueError, match=r"expects 72 features, gets 32"):
+        infinite_width(net)(torch.randn(3, 1, 6, 6))
+    with pytest.raises(ValueError, match=r"expects inputs of shape \(1, H, W\)"):
+        infinite_width(net)(torch.randn(3, 2, 8, 8))
+    with pytest.raises(ValueError, match="X contains NaN"):
+        infinite_width(net)(X * float("nan"))
+    with pytest.raises(ValueError, match="output has shape"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3)))(X)
+    with pytest.raises(ValueError, match=r"0 \(ReLU\) acts on inputs that are not Gaussian"):
+        infinite_width(nn.Sequential(nn.ReLU(), nn.Flatten(), nn.Linear(64, 1)))(X)
+    with pytest.raises(ValueError, match="must keep"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3), Residual(nn.Conv2d(2, 2, 3)),
+                                     nn.Flatten(), nn.Linear(8, 1)))(X)
+    with pytest.raises(ValueError, match="end with a Linear or Conv"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3), Residual(nn.ReLU()),
+                                     nn.Flatten(), nn.Linear(72, 1)))(X)
+    with pytest.raises(TypeError, match="module"):
+        infinite_width("net")
