@@ -107,3 +107,36 @@ def test_bad_arguments():
         infinite_width_predict(k, X, y[:3])
     with pytest.raises(ValueError, match="reg > 0"):
         infinite_width_predict(k, torch.cat([X, X]), torch.cat([y, y]))
+
+
+def test_ensemble_covariance_matches_neural_tangents():
+    # neural-tangents' gradient_descent_mse_ensemble(..., compute_cov=True) on a CNN
+    # (make_conv_references.py): mean and covariance over initializations, trained with
+    # the NTK (get="ntk", needs the NNGP too) or only the readout (get="nngp").
+    from sklearn.datasets import load_digits
+
+    from torchkern.ntk import infinite_width
+
+    from ._conv_cases import CASES, torch_net
+    ref = np.load(os.path.join(os.path.dirname(__file__), "conv_references.npz"))
+    img = torch.tensor(load_digits().data[:15] / 16.0).reshape(-1, 1, 8, 8)
+    XT, Xte, YT = img[7:15], img[4:7], torch.tensor(ref["YT"])
+    net = torch_net(CASES["c1_relu_flat"][0], (1, 8, 8))
+    kw = dict(weight_std=float(ref["W_STD"]), bias_std=float(ref["B_STD"]))
+    ntk, nngp = infinite_width(net, kind="ntk", **kw), infinite_width(net, kind="nngp", **kw)
+    for get, kernel, other in (("ntk", ntk, nngp), ("nngp", nngp, None)):
+        for t in (0.5, 3.0, None):
+            mean, cov = infinite_width_predict(kernel, XT, YT, Xte, t=t, reg=1e-3,
+                                               learning_rate=0.7, compute_cov=True,
+                                               nngp=other)
+            m_ref, c_ref = ref[f"ens_{get}_t{t}_mean"], ref[f"ens_{get}_t{t}_cov"]
+            assert cov.shape == (3, 3)
+            # Measured: below 1e-12 relative for both.
+            assert np.abs(mean.numpy() - m_ref).max() < 1e-8 * np.abs(m_ref).max(), (get, t)
+            assert np.abs(cov.numpy() - c_ref).max() < 1e-8 * np.abs(c_ref).max(), (get, t)
+    _, covs = infinite_width_predict(ntk, XT, YT, Xte, t=[0.5, 3.0], reg=1e-3,
+                                     learning_rate=0.7, compute_cov=True, nngp=nngp)
+    assert covs.shape == (2, 3, 3)
+    np.testing.assert_allclose(covs[1].numpy(), ref["ens_ntk_t3.0_cov"], rtol=1e-8)
+    with pytest.raises(TypeError, match="nngp"):
+        infinite_width_predict(ntk, XT, YT, compute_cov=True, nngp="nngp")

@@ -79,7 +79,8 @@ def _krylov_phi(A, Y: torch.Tensor, cs: torch.Tensor, tol: float, max_iter: int)
 
 def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg: float = 0.0,
                            learning_rate: float = 1.0, backend: str | None = None,
-                           tol: float = 1e-6, max_iter: int | None = None):
+                           tol: float = 1e-6, max_iter: int | None = None,
+                           compute_cov: bool = False, nngp=None):
     r"""Mean output of an infinitely wide network trained by gradient flow on the squared
     loss for time t: kernel regression with the NTK at t = ∞.
 
@@ -122,11 +123,31 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         Relative tolerance and iteration cap of CG (t = ∞) and Lanczos (finite t) on lazy
         Gram matrices (default ``max_iter``: :func:`~torchkern.linalg.cg`'s, and min(n, 1000)
         Lanczos steps).
+    compute_cov : bool
+        Also return the covariance over initializations of the outputs on ``X_test``
+        (per output unit; neural-tangents' ``compute_cov=True``).
+    nngp : Kernel, optional
+        The NNGP kernel K of the same network, for the covariance of the ensemble trained
+        with the NTK Θ = ``kernel``. With ``nngp=None`` and ``compute_cov=True``, ``kernel``
+        is taken as the NNGP and only the readout trains (neural-tangents' ``get="nngp"``).
 
     Returns
     -------
     Tensor of shape (n_test,) or (n_test, r) — with a leading time axis when ``t`` is a
-    sequence — in the Gram matrices' dtype.
+    sequence — in the Gram matrices' dtype; with ``compute_cov`` a pair (mean, cov), cov
+    of shape (n_test, n_test) (with the same leading time axis).
+
+    The covariance (Lee et al. 2019, eq. 16; neural-tangents' ``predict``) is, with
+    :math:`A_t = \Theta_\rho^{-1}(I - e^{-\eta t\Theta_\rho/N})`,
+    Θ_ρ = Θ + ρI,
+
+    .. math::
+        \Sigma_t = K_{**} + \Theta_{*X} A_t K A_t \Theta_{X*}
+                  - (\Theta_{*X} A_t K_{X*} + K_{*X} A_t \Theta_{X*}),
+
+    and for the NNGP :math:`\Sigma_t = K_{**} - K_{*X}\,K_\rho^{-1}(I - e^{-2\eta t
+    K_\rho/N})K_{X*}` (A_∞ = Θ_ρ⁻¹). It is computed from dense Gram matrices and one
+    eigendecomposition: O(n³ + n²·n_test) time, O(n² + n_test²) memory.
 
     Notes
     -----
@@ -149,6 +170,8 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         times = torch.as_tensor(t, dtype=_F64).reshape(-1)
         if times.numel() == 0 or not bool(torch.isfinite(times).all()) or bool((times < 0).any()):
             raise ValueError(f"t must be None or finite times >= 0, got {t!r}")
+    if nngp is not None and not isinstance(nngp, Kernel):
+        raise TypeError(f"nngp must be a torchkern Kernel or None, got {type(nngp).__name__}")
     X = check_input(kernel, X_train, "X_train")
     Xt = X if X_test is None else check_input(kernel, X_test, "X_test")
     n = X.shape[0]
@@ -172,7 +195,42 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         Kt = K if X_test is None else kernel(Xt, X, backend=backend)
         out = torch.stack([Kt @ c.to(Kt.dtype) for c in C])
     out = out[..., 0] if vec else out
-    return out if t is not None and not _is_scalar(t) else out[0]
+    out = out if t is not None and not _is_scalar(t) else out[0]
+    if not compute_cov:
+        return out
+    with torch.no_grad():
+        cov = _covariance(kernel, nngp, X, Xt, times, reg, learning_rate, Y.numel(), backend)
+    cov = cov.to(out.dtype)
+    return out, (cov if t is not None and not _is_scalar(t) else cov[0])
+
+
+def _covariance(kernel, nngp, X, Xt, times, reg, lr, size, backend):
+    """Σ_t of the ensemble (see :func:`infinite_width_predict`), shape (len(t), m, m)."""
+    def dense(k, A, B=None):
+        return k(A, B, backend=backend).to_dense().to(_F64)
+
+    main = kernel if nngp is None else nngp
+    K_tt = dense(main, Xt)
+    T = dense(kernel, X)
+    T.diagonal().add_(reg)
+    lam, U = torch.linalg.eigh(T)
+    lam = lam.clamp_min(0.0)
+    T_tx = dense(kernel, Xt, X) @ U                                   # (m, n) in eigenbasis
+    ts = [math.inf] if times is None else times.tolist()
+    out = []
+    for t in ts:
+        c = lr * t / size
+        if nngp is None:
+            f = (_phi(lam, torch.tensor(2 * c, dtype=_F64)) if math.isfinite(c) else
+                 1 / lam)
+            out.append(K_tt - (T_tx * f) @ T_tx.T)
+            continue
+        f = _phi(lam, torch.tensor(c, dtype=_F64)) if math.isfinite(c) else 1 / lam
+        B = T_tx * f                                                  # Θ_*X A_t in U basis
+        K = U.T @ dense(nngp, X) @ U
+        cross = B @ (U.T @ dense(nngp, X, Xt))
+        out.append(K_tt + B @ K @ B.T - cross - cross.T)
+    return torch.stack(out)
 
 
 def _is_scalar(t) -> bool:
