@@ -4,8 +4,8 @@ The C++ source ships with torchkern; the first call compiles it with the system'
 compiler (``$CXX``, default ``g++`` — the compiler KeOps needs too) for the host CPU
 (``-march=native``) into a cache directory, like KeOps' binaries, so a machine pays the
 compile (a few seconds) once. It is loaded with :mod:`ctypes` (no Python headers, no torch
-headers: the compile is fast), and the rows are split over ``torch.get_num_threads()``
-threads (ctypes releases the GIL while the C++ code runs).
+headers: the compile is fast), and ``torch.get_num_threads()`` threads share the rows by
+dynamic scheduling (ctypes releases the GIL while the C++ code runs; see :func:`_run`).
 
 Loading a shared library runs its code, so only a library this user built is loaded: the
 cache directory must be the user's own and writable by no one else (nor replaceable
@@ -178,7 +178,8 @@ def _build(target: Path, cxx: str) -> Path:
 
 
 _ENTRY_POINTS = ("tk_radial_forward_f32", "tk_radial_forward_f64", "tk_radial_gradient_f32",
-                 "tk_radial_gradient_f64", "tk_radial_gram_f32", "tk_radial_gram_f64")
+                 "tk_radial_gradient_f64", "tk_radial_gram_f32", "tk_radial_gram_f64",
+                 "tk_radial_run")
 
 
 def _open(path: Path):
@@ -224,23 +225,46 @@ _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 
 
+_WHICH = {"tk_radial_forward": 0, "tk_radial_gradient": 2, "tk_radial_gram": 4}
+_CHUNK_EVALS = 2**20  # kernel evaluations per chunk of rows: about a millisecond
+
+
 def _run(name: str, profile: int, rows: torch.Tensor, args, out: torch.Tensor, m: int,
          r: int) -> torch.Tensor:
-    """Call entry point ``name`` on every row of ``rows``, the rows split over threads."""
-    fn = getattr(load(), f"{name}_{'f32' if rows.dtype == torch.float32 else 'f64'}")
+    """Call entry point ``name`` on every row of ``rows``.
+
+    With ``torch.get_num_threads()`` = t > 1 threads and enough work, the calling thread
+    and t − 1 workers of :func:`~torchkern._threads.pool` share the rows through one
+    atomic counter in the C++ code (``tk_radial_run``): each takes the next chunk of
+    about ``_CHUNK_EVALS`` kernel evaluations when it is free (dynamic scheduling). A
+    thread that other processes deschedule then delays the end by at most one chunk,
+    where a static split into t parts waits for the slowest part; and no thread spins:
+    the workers sleep on the pool's queue between calls, the caller joins them."""
+    lib = load()
+    f64 = rows.dtype == torch.float64
     n, d = rows.shape
-    ptrs = [_PTR(t.data_ptr()) for t in (rows, *args, out)]
-
-    def span(a, b):
-        fn(ctypes.c_int(profile), *ptrs, _I64(a), _I64(b), _I64(m), _I64(d), _I64(r))
-
+    tensors = (rows, *args, out)
     threads = max(1, torch.get_num_threads())
     if threads == 1 or n * m < 2**16:
-        span(0, n)
+        fn = getattr(lib, f"{name}_{'f64' if f64 else 'f32'}")
+        fn(ctypes.c_int(profile), *(_PTR(t.data_ptr()) for t in tensors), _I64(0), _I64(n),
+           _I64(m), _I64(d), _I64(r))
         return out
-    # More pieces than threads: a thread that other processes slow down gets fewer rows.
-    step = max(1, -(-n // (4 * threads)))
-    list(pool(threads).map(lambda s: span(s, min(n, s + step)), range(0, n, step)))
+    ins = [_PTR(t.data_ptr()) for t in (rows, *args)]
+    ins += [_PTR(None)] * (4 - len(ins))
+    chunk = max(1, min(-(-n // (8 * threads)), _CHUNK_EVALS // max(m, 1)))
+    counter = _I64(0)
+    call = (ctypes.c_int(_WHICH[name] + f64), ctypes.c_int(profile), *ins,
+            _PTR(out.data_ptr()), _I64(n), _I64(m), _I64(d), _I64(r), _I64(chunk),
+            ctypes.byref(counter))
+
+    def work():
+        lib.tk_radial_run(*call)
+
+    helpers = [pool(threads - 1).submit(work) for _ in range(threads - 1)]
+    work()
+    for h in helpers:
+        h.result()
     return out
 
 

@@ -12,7 +12,10 @@
 //
 // Layouts: x (n, d) row-major; yt (d, m) and vt (r, m) column-major data (one row per
 // feature / per right-hand side); out and g (n, r) row-major; gx (n, d) row-major.
-// Each entry point computes the rows i0 <= i < i1 so that callers split rows over threads.
+// Each entry point computes the rows i0 <= i < i1. The caller's threads share them through
+// one atomic counter (tk_radial_run): each takes the next `chunk` rows when it is free, so
+// a thread that other processes deschedule holds back at most one chunk, and nobody waits
+// at a barrier or spins (dynamic scheduling; no OpenMP runtime, no thread pool here).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -300,6 +303,35 @@ void tk_radial_gram_f64(int p, const double* x, const double* yt, double* out, i
                         int64_t i1, int64_t m, int64_t d, int64_t r) {
   (void)r;
   dispatch_gram<double>(p, x, yt, out, i0, i1, m, d);
+}
+
+// Work sharing: every thread that calls this with the same counter takes rows
+// [i, i + chunk) with i = counter++ * chunk until i >= i1 (an atomic fetch-and-add, no
+// lock), and calls entry point `fn` (one of the above, by its index) on them. Threads
+// return as soon as no rows are left; the caller joins them (no spinning here).
+void tk_radial_run(int which, int p, const void* a0, const void* a1, const void* a2,
+                   const void* a3, void* out, int64_t i1, int64_t m, int64_t d, int64_t r,
+                   int64_t chunk, int64_t* counter) {
+  for (;;) {  // the GCC / Clang builtin: the compilers this file is built with
+    const int64_t i = __atomic_fetch_add(counter, int64_t(1), __ATOMIC_RELAXED) * chunk;
+    if (i >= i1) return;
+    const int64_t e = i + chunk < i1 ? i + chunk : i1;
+    switch (which) {
+      case 0: tk_radial_forward_f32(p, (const float*)a0, (const float*)a1, (const float*)a2,
+                                    (float*)out, i, e, m, d, r); break;
+      case 1: tk_radial_forward_f64(p, (const double*)a0, (const double*)a1,
+                                    (const double*)a2, (double*)out, i, e, m, d, r); break;
+      case 2: tk_radial_gradient_f32(p, (const float*)a0, (const float*)a1, (const float*)a2,
+                                     (const float*)a3, (float*)out, i, e, m, d, r); break;
+      case 3: tk_radial_gradient_f64(p, (const double*)a0, (const double*)a1,
+                                     (const double*)a2, (const double*)a3, (double*)out, i,
+                                     e, m, d, r); break;
+      case 4: tk_radial_gram_f32(p, (const float*)a0, (const float*)a1, (float*)out, i, e, m,
+                                 d, r); break;
+      default: tk_radial_gram_f64(p, (const double*)a0, (const double*)a1, (double*)out, i,
+                                  e, m, d, r); break;
+    }
+  }
 }
 
 }  // extern "C"
