@@ -229,6 +229,7 @@ def test_auto_on_cuda_picks_compiled_from_its_own_threshold(monkeypatch):
     # on (any formula), blocked torch below; the CPU threshold does not apply there.
     from types import SimpleNamespace
     monkeypatch.setattr(gram, "keops_available", lambda device: False)
+    monkeypatch.setattr(gram, "_triton_usable", lambda formula: False)  # (it comes first)
     monkeypatch.setattr(tk.config, "compiled_min_entries", 1)
     cuda = torch.device("cuda")
     f = lambda n: SimpleNamespace(shape=(n, n), device=cuda)  # noqa: E731

@@ -69,7 +69,8 @@ def available(device) -> bool:
     whatever ``TRITON_INTERPRET`` says), or the CPU when ``TRITON_INTERPRET=1`` asks for
     Triton's interpreter (slow; for tests)."""
     dev = torch.device(device)
-    if dev.type != "cuda" and not (dev.type == "cpu" and interpreting()):
+    if not ((dev.type == "cuda" and torch.cuda.is_available())
+            or (dev.type == "cpu" and interpreting())):
         return False
     try:
         import triton  # noqa: F401
