@@ -257,5 +257,158 @@ def main_part_b():
                  "diff", "load"])
 
 
+# -- issue 24 part A: attributes, assignment, propagation and histogram kernels -----------
+
+def _with_extras(graphs, seed, dim=3, n_bond=3, connect=True):
+    """Copies of ER graphs with, seeded: a path 0 - 1 - ... - n−1 added (``connect``:
+    GraKeL 0.1.11's GraphHopper fails on isolated nodes), bond labels (one-hot
+    ``edge_attr``, one per undirected edge) and ``dim`` standard normal node attributes."""
+    import torch
+    from torch_geometric.data import Data
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in graphs:
+        n = d.num_nodes
+        A = np.zeros((n, n), dtype=bool)
+        A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = True
+        if connect:
+            A[np.arange(n - 1), np.arange(1, n)] = A[np.arange(1, n), np.arange(n - 1)] = True
+        bond = np.triu(rng.integers(0, n_bond, (n, n)), 1)
+        bond = bond + bond.T
+        s, t = np.nonzero(A)
+        out.append(Data(x=d.x, edge_index=torch.as_tensor(np.stack([s, t])),
+                        edge_attr=torch.nn.functional.one_hot(
+                            torch.as_tensor(bond[s, t]), n_bond).float(),
+                        node_attributes=torch.as_tensor(rng.normal(size=(n, dim))),
+                        num_nodes=n))
+    return out
+
+
+def _grakel_part_a(graphs, what):
+    """GraKeL's [adjacency, node labels or attribute vectors, edge labels] per graph:
+    node labels are torchkern's label ids (sorted label rows, so that Propagation's
+    seeded draws fall on the same labels), edge labels the argmax of ``edge_attr``."""
+    import torch
+    from torchkern.graphs import GraphSet
+    from torchkern.graphs._labels import initial_labels
+    G = GraphSet(graphs)
+    ids = torch.split(initial_labels(G)[0], G.num_nodes.tolist())
+    out = []
+    for d, lab in zip(graphs, ids):
+        A = np.zeros((d.num_nodes, d.num_nodes))
+        A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
+        nodes = (dict(enumerate(lab.tolist())) if what == "labels"
+                 else dict(enumerate(d.node_attributes.double().numpy())))
+        edges = {}
+        if d.edge_attr is not None:
+            edges = dict(zip(map(tuple, d.edge_index.t().tolist()),
+                             d.edge_attr.argmax(1).tolist()))
+        out.append([A, nodes, edges])
+    return out
+
+
+PART_A = {  # name: (torchkern kernel, GraKeL kernel, reads attributes, integer values)
+    "VH": (lambda tg: tg.VertexHistogram(), lambda gk: gk.VertexHistogram(), False, True),
+    "EH": (lambda tg: tg.EdgeHistogram(), lambda gk: gk.EdgeHistogram(), False, True),
+    "WLOA": (lambda tg: tg.WeisfeilerLehmanOptimalAssignment(3),
+             lambda gk: gk.WeisfeilerLehmanOptimalAssignment(n_iter=3), False, True),
+    "PROP": (lambda tg: tg.Propagation(random_state=0),
+             lambda gk: gk.Propagation(random_state=0), False, True),
+    "PROPATTR": (lambda tg: tg.PropagationAttr(random_state=0),
+                 lambda gk: gk.PropagationAttr(random_state=0), True, True),
+    "GH-LIN": (lambda tg: tg.GraphHopper(), lambda gk: gk.GraphHopper(kernel_type="linear"),
+               True, False),
+    "GH-GAUSS": (lambda tg: tg.GraphHopper(kernel_type="gaussian", mu=1.0),
+                 lambda gk: gk.GraphHopper(kernel_type="gaussian"), True, False),
+}
+
+
+def bench_part_a(sets, kernels, grakel_cap):
+    """One run per kernel and set (``python bench/graphs.py --part-a``): torchkern from the
+    list of Data to a dense NumPy Gram, GraKeL's ``fit_transform`` from adjacency
+    matrices, label / attribute dicts and edge-label dicts (conversion to its Graph
+    objects included). Where GraKeL would take too long (``grakel_cap(kernel, set)``
+    graphs < the set), both libraries also run on the set's first that many graphs, a
+    row of its own ("first S") with the ratio and the values compared there; the full
+    row then has GraKeL "n/a"."""
+    import grakel
+    import torchkern.graphs as tg
+    gk = grakel.kernels
+    rows = []
+    for name, graphs, kernel_names in sets:
+        for kernel in kernel_names:
+            make_ours, make_theirs, attrs, integer = PART_A[kernel]
+            nodes = np.mean([d.num_nodes for d in graphs])
+            make_ours(tg)(graphs[:2]).to_dense()  # first-call overheads, untimed
+            t_ours, K = _time(lambda: make_ours(tg)(graphs).to_dense().numpy(), repeat=1)
+            load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+            row = dict(data=name, graphs=len(graphs), nodes=f"{nodes:.1f}", kernel=kernel,
+                       torchkern_s=f"{t_ours:.3f}", load=load)
+            cap = grakel_cap(kernel, name, len(graphs))
+            sub = graphs
+            if cap < len(graphs):
+                rows.append(dict(row, grakel_s="n/a", speedup="n/a", diff="n/a"))
+                print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+                sub = graphs[:cap]
+                t_ours, K = _time(lambda: make_ours(tg)(sub).to_dense().numpy(), repeat=1)
+                row = dict(row, data=f"{name} [first {cap}]", graphs=cap,
+                           torchkern_s=f"{t_ours:.3f}")
+            g_in = _grakel_part_a(sub, "attributes" if attrs else "labels")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                make_theirs(gk).fit_transform(g_in[:2])
+                t_g, Kg = _time(lambda: make_theirs(gk).fit_transform(g_in), repeat=1)
+            if integer:
+                diff = f"{np.abs(K - Kg).max():.1e}"
+            else:
+                diff = f"{(np.abs(K - Kg).max() / np.abs(Kg).max()):.1e} rel"
+            rows.append(dict(row, grakel_s=f"{t_g:.3f}", speedup=f"{t_g / t_ours:.1f}x",
+                             diff=diff, load=" ".join(f"{v:.1f}" for v in os.getloadavg())))
+            print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _part_a_cap(kernel, name, n_graphs):
+    """How many graphs GraKeL runs on (its pairwise Python loops: O(G²) calls, dense
+    hierarchy rows for WLOA, (n², δ²) weight products for GraphHopper)."""
+    if "x200" in name:
+        return min(n_graphs, 20 if kernel.startswith("GH") else 100)
+    return n_graphs
+
+
+def main_part_a():
+    ap = argparse.ArgumentParser(description="issue 24 part A kernels vs GraKeL")
+    ap.add_argument("--part-a", action="store_true")
+    ap.add_argument("--sizes", default="1000x20,1000x200")
+    ap.add_argument("--kernels", default="VH,EH,WLOA,PROP,PROPATTR,GH-LIN,GH-GAUSS")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    import torch
+    from threadpoolctl import threadpool_limits
+    torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads)
+    import grakel
+    from torchkern.datasets import read_tu
+    data = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
+    wanted = args.kernels.upper().split(",")
+    labels_only = [k for k in wanted if not PART_A[k][2]]
+    sets = [("MUTAG", read_tu(os.path.join(data, "MUTAG")), labels_only),
+            ("Cuneiform", read_tu(os.path.join(data, "Cuneiform")), wanted)]
+    for s in filter(None, args.sizes.split(",")):
+        g, n = (int(v) for v in s.lower().split("x"))
+        sets.append((f"ER {g}x{n}", _with_extras(erdos_renyi(g, n, seed=g + n), seed=g * n),
+                     wanted))
+    print(f"part A graph kernels vs GraKeL {grakel.__version__} — {device_name('cpu')}, "
+          f"{args.threads} thread(s) each, wall time, one run; load = os.getloadavg()\n"
+          f"ER sets: degree-4 Erdős–Rényi plus a path (connected), 5 node labels, 3 bond "
+          f"labels, 3-dim normal node attributes\n")
+    rows = bench_part_a(sets, wanted, _part_a_cap)
+    table(rows, ["data", "graphs", "nodes", "kernel", "torchkern_s", "grakel_s", "speedup",
+                 "diff", "load"])
+
+
 if __name__ == "__main__":
-    main_part_b() if "--part-b" in sys.argv else main()
+    if "--part-a" in sys.argv:
+        main_part_a()
+    else:
+        main_part_b() if "--part-b" in sys.argv else main()

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet, check_memory
+from ._batch import GraphSet, check_memory, compact
 from ._labels import CountFeatureKernel, histogram, initial_labels
 
 __all__ = ["Propagation", "PropagationAttr"]
@@ -246,10 +246,15 @@ def _bin_counts(G: GraphSet, hashes):
     rows, cols, vals, offset = [], [], [], 0
     for h in hashes:
         if h.dim() == 1:
-            _, ids = torch.unique(h, return_inverse=True)
-        else:
-            _, ids = torch.unique(h, dim=0, return_inverse=True)
-        nb = int(ids.max()) + 1 if ids.numel() else 1
+            h = h[:, None]
+        # each column's values numbered (1-D sorts), then the rows by packed keys
+        columns, sizes = [], []
+        for c in h.unbind(1):
+            values, inv = torch.unique(c, return_inverse=True)
+            columns.append(inv)
+            sizes.append(max(values.numel(), 1))
+        ids, cnt, _ = compact(columns, sizes)
+        nb = max(cnt.numel(), 1)
         r, c, v = histogram(g, ids, len(G), nb)
         rows.append(r), cols.append(c + offset), vals.append(v)
         offset += nb
