@@ -229,3 +229,29 @@ def test_simplemkl_multiclass_reaches_the_grid_optimum_and_predicts_as_sklearn()
     sk = SkSVC(C=1.0, kernel="precomputed").fit(Ktr, y)
     np.testing.assert_array_equal(np.asarray(m.predict(Xte)), sk.predict(Kte))
     np.testing.assert_array_equal(np.asarray(m.predict(X)), sk.predict(Ktr))
+
+
+def test_multiple_kernel_weights_learned_by_any_objective():
+    # the simplex weights are parameters like any other: fit_kernel with the centered
+    # alignment, and with the LOO error of kernel ridge, against numpy grids over η
+    from torchkern.learning import fit_kernel, kernel_alignment, loo_error
+    X, g = _data(60, 2)
+    y = torch.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * torch.randn(60, generator=g, dtype=F64)
+    ks = [torchkern.RBF(0.5, active_dims=[0]), torchkern.Laplacian(2.0, active_dims=[1])]
+    K1, K2 = (k(X).to_dense().detach().numpy() for k in ks)
+    Y = y.numpy()
+    grid = np.linspace(0, 1, 2001)
+
+    def loo(K, a=0.1):
+        H = K @ np.linalg.inv(K + a * np.eye(len(Y)))
+        return np.mean(((Y - H @ Y) / (1 - np.diag(H))) ** 2)
+
+    for objective, ref in ((lambda mk: -kernel_alignment(mk, X, y), lambda K: -_alignment(K, Y[:, None])),
+                           (lambda mk: loo_error(mk, X, y, 0.1), loo)):
+        mk = MultipleKernel([k.requires_grad_(False) for k in ks])
+        fit_kernel(lambda: objective(mk), mk)
+        vals = np.array([ref(t * K1 + (1 - t) * K2) for t in grid])
+        t_best = grid[vals.argmin()]
+        t = float(mk.weights[0].detach())
+        assert 0.01 < t_best < 0.99  # an interior optimum
+        assert t == pytest.approx(t_best, abs=1e-3)

@@ -191,11 +191,12 @@ class SimpleMKL(BaseEstimator):
     Examples
     --------
     >>> import numpy as np, torch, torchkern
-    >>> X = torch.rand(60, 2, dtype=torch.float64) * 4
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.rand(60, 2, dtype=torch.float64, generator=g) * 4
     >>> y = np.digitize(X[:, 0].numpy(), [4 / 3, 8 / 3])  # three classes, from feature 0
     >>> ks = [torchkern.RBF(0.7, active_dims=[0]), torchkern.RBF(0.7, active_dims=[1])]
     >>> m = torchkern.SimpleMKL(ks, estimator="svc", C=10.0).fit(X, y)
-    >>> bool(m.weights_[0] > 0.8)
+    >>> bool(m.weights_[0] > m.weights_[1])  # one η for the three one-vs-one pairs
     True
     """
 
