@@ -33,8 +33,8 @@ max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16)
 squared differences. float32 and float64 are supported. On CUDA the tile sizes are
 chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
 Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles;
-``TORCHKERN_TRITON_AUTOTUNE=0`` replaces the autotuning by one configuration (64 × 64
-tiles; the CUDA tests use it to compile each kernel once). The autotuner's key separates
+``TORCHKERN_TRITON_AUTOTUNE=0`` replaces the autotuning by one configuration (32 × 32
+tiles, 4 warps; the CUDA tests use it to compile each kernel once). The autotuner's key separates
 products of fewer and more than 2²⁶ entries.
 
 Cost: O(n·m·(w + r)) time for inputs of total width w and r right-hand sides, O((n + m)
@@ -548,9 +548,10 @@ def generate_source(spec: _Spec, tune: bool) -> str:
     if tune:
         w("@triton.autotune(configs=[", 0)
         # 64 x 64 tiles on 4 warps take ~160 registers a thread for RBF, d = 3 (sm_90,
-        # compiled offline); wider formulas and the backward spill there: more warps
+        # compiled offline by bench/triton_offline_compile.py); sums of kernels and the
+        # backward spill there: smaller tiles and more warps are among the choices
         for bm, bn, nw, ns in ((64, 64, 4, 3), (64, 64, 8, 3), (128, 64, 8, 3),
-                               (32, 64, 4, 3), (128, 32, 4, 3), (64, 128, 8, 3)):
+                               (32, 64, 4, 3), (32, 32, 4, 3), (64, 32, 4, 3)):
             w(f"triton.Config({{'BM': {bm}, 'BN': {bn}}}, num_warps={nw}, num_stages={ns}),", 1)
         w("], key=['tune_key'], reset_to_zero=['GP'])", 0)
     w("@triton.jit", 0)
@@ -886,6 +887,7 @@ def _compile(spec: _Spec, interpret: bool):
 
 
 _INTERP_TILE = 16
+_UNTUNED_TILE = 32  # CUDA without autotuning: small tiles compile fast and spill little
 
 
 def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
@@ -909,7 +911,7 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
     if tune:
         kern[grid_fn](*args, RB=RB)
     else:
-        t = _INTERP_TILE if rows[0].device.type == "cpu" else 64
+        t = _INTERP_TILE if rows[0].device.type == "cpu" else _UNTUNED_TILE
         kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB)
 
 
