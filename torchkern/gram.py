@@ -519,10 +519,12 @@ def _triton_matmul(formula: Formula, V: torch.Tensor):
     """K V by the generated Triton kernel (:mod:`torchkern._compiled.triton`), or None
     after one :class:`CompiledFallbackWarning` where it cannot run this formula."""
     from ._compiled import triton as tk_triton
-    if not _triton_usable(formula):
-        _compiled_failed("triton", RuntimeError(
+    if not _triton_usable(formula):  # this device or dtype: the engine stays usable elsewhere
+        prior = _COMPILED_STATE["triton"]
+        _compiled_failed("triton", RuntimeError(prior or (
             f"Triton cannot run on {formula.device} in {formula.dtype} here (CUDA with "
-            f"triton installed, or TRITON_INTERPRET=1 on the CPU)"), "the compiled backend")
+            f"triton installed, or TRITON_INTERPRET=1 on the CPU)")), "the compiled backend")
+        _COMPILED_STATE["triton"] = prior
         return None
     try:
         return tk_triton.matmul(formula.fn, formula.xs, formula.ys, formula.ps, V)
