@@ -22,14 +22,29 @@ def pool(threads: int) -> ThreadPoolExecutor:
 
 
 @contextlib.contextmanager
-def one_thread(on: bool = True):
-    """Run the block with one torch thread (restored afterwards); a no-op when ``on`` is
-    False or torch already uses one."""
+def num_threads(n: int):
+    """Run the block with ``n`` torch threads (the caller's count restored afterwards);
+    a no-op when torch already uses ``n``. Used to give a block inside a
+    :func:`one_thread` scope (a large product) the caller's threads back."""
     prev = torch.get_num_threads()
-    if on and prev > 1:
-        torch.set_num_threads(1)
+    if n != prev:
+        torch.set_num_threads(n)
     try:
         yield
     finally:
         if torch.get_num_threads() != prev:
             torch.set_num_threads(prev)
+
+
+def one_thread(on: bool = True):
+    """Run the block with one torch thread (restored afterwards); a no-op when ``on`` is
+    False or torch already uses one.
+
+    Where torchkern uses it: steps made of many short operations (small eigenproblems
+    and factorizations, Krylov bookkeeping on n × b blocks, the graph kernels' counting
+    passes). Each such operation is one OpenMP parallel region of microseconds; with a
+    busy process beside us, each region waits for a descheduled thread, and between
+    regions the idle threads spin (OpenMP's default wait policy), taking CPU from the
+    thread doing the work. The user's setting is restored on exit: it is never changed
+    behind their back, only not used for these steps."""
+    return num_threads(1) if on else contextlib.nullcontext()
