@@ -23,7 +23,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
 from ..kernels.base import Kernel
 
-__all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf"]
+__all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf", "parameterize"]
 
 _KINDS = ("ntk", "nngp")
 _PARAMETERIZATIONS = ("ntk", "standard")
@@ -832,3 +832,67 @@ def infinite_width(module: nn.Module, parameterization: str = "ntk", *, kind: st
     return InfiniteWidthKernel(module, kind=kind, parameterization=parameterization,
                                weight_std=weight_std, bias_std=bias_std,
                                quadrature_order=quadrature_order, block_pairs=block_pairs)
+
+
+def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.0,
+                 bias_std=0.0, random_state=None) -> nn.Module:
+    r"""Initialize the Linear and Conv layers of ``module`` (in place) as
+    :func:`infinite_width` assumes, so that its empirical NTK and its outputs at
+    initialization tend to the analytic kernels as the widths grow.
+
+    ``"ntk"``: each weight becomes (σ_w/√N)·W with W ~ N(0, 1) a trainable parameter
+    (a ``torch.nn.utils.parametrize`` parametrization, so the gradients — hence the
+    empirical NTK and SGD — are those of the NTK parameterization, Jacot et al. 2018) and
+    each bias σ_b·b with b ~ N(0, 1). ``"standard"``: W ~ N(0, σ_w²/N), b ~ N(0, σ_b²)
+    plainly. N is the layer's fan-in (in_features or in_channels × kernel size).
+
+    Parameters
+    ----------
+    module : nn.Module
+    parameterization : {"ntk", "standard"}
+    weight_std, bias_std : float
+    random_state : int or torch.Generator, optional
+
+    Returns
+    -------
+    The module.
+    """
+    from torch.nn.utils import parametrize as _p
+
+    if parameterization not in _PARAMETERIZATIONS:
+        raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, got "
+                         f"{parameterization!r}")
+    if isinstance(random_state, torch.Generator):
+        g = random_state
+    else:
+        g = torch.Generator().manual_seed(0 if random_state is None else int(random_state))
+    w_std, b_std = float(weight_std), float(bias_std)
+    for layer in module.modules():
+        if not isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            continue
+        w = layer.weight
+        fan_in = w[0].numel()
+        with torch.no_grad():
+            raw = torch.randn(w.shape, generator=g, dtype=torch.float64)
+            if parameterization == "standard":
+                w.copy_(raw * (w_std / math.sqrt(fan_in)))
+            else:
+                w.copy_(raw)
+                _p.register_parametrization(layer, "weight", _Scale(w_std / math.sqrt(fan_in)))
+            if layer.bias is not None:
+                rb = torch.randn(layer.bias.shape, generator=g, dtype=torch.float64)
+                if parameterization == "standard":
+                    layer.bias.copy_(rb * b_std)
+                else:
+                    layer.bias.copy_(rb)
+                    _p.register_parametrization(layer, "bias", _Scale(b_std))
+    return module
+
+
+class _Scale(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * self.scale
