@@ -1,6 +1,7 @@
 """Neighborhood hash, pyramid match and the core framework against GraKeL 0.1.11 (MUTAG,
 Cuneiform, random graphs) and against definitions computed independently (networkx core
-numbers, GraKeL's base kernels on networkx k-cores)."""
+numbers, GraKeL's base kernels on networkx k-cores); NSPDK against a brute-force
+implementation of its definition (GraKeL's NSPDK hashes a numbering-dependent string)."""
 import os
 
 import networkx as nx
@@ -19,6 +20,7 @@ from torchkern.graphs import GraphSet, ShortestPath, WeisfeilerLehman
 from torchkern.graphs._labels import initial_labels
 from torchkern.graphs.core import CoreFramework, core_numbers
 from torchkern.graphs.neighborhood_hash import NeighborhoodHash, label_numbers
+from torchkern.graphs.nspdk import NeighborhoodSubgraphPairwiseDistance
 from torchkern.graphs.pyramid_match import PyramidMatch
 
 grakel = pytest.importorskip("grakel")
@@ -241,6 +243,92 @@ def test_core_framework_min_core_against_networkx_cores():
         CoreFramework(WeisfeilerLehman(), min_core=30)(graphs)
 
 
+# -- NSPDK -------------------------------------------------------------------------------
+
+def nspdk_brute_force(graphs, r, d):
+    """The definition of NeighborhoodSubgraphPairwiseDistance, in plain Python: BFS
+    distances, invariants as sorted tuples (no hashing), per-level cosine, and GraKeL's
+    diagonal (1 for a level of the set that the graph lacks)."""
+    from collections import Counter, deque
+    G = GraphSet(graphs)
+    lab = initial_labels(G)[0].tolist()
+    el = G.edge_label.tolist() if G.edge_label is not None else [0] * G.edge_index.shape[1]
+    feats = []
+    for gi, g in enumerate(graphs):
+        n, s0 = g.num_nodes, int(G.ptr[gi])
+        adj, elab = {i: [] for i in range(n)}, {}
+        for k in range(int(G.eptr[gi]), int(G.eptr[gi + 1])):
+            a, b = int(G.edge_index[0, k]) - s0, int(G.edge_index[1, k]) - s0
+            adj[a].append(b)
+            elab[a, b] = el[k]
+        D = {}
+        for s in range(n):
+            dist, q = {s: 0}, deque([s])
+            while q:
+                u = q.popleft()
+                for w in adj[u]:
+                    if w not in dist:
+                        dist[w] = dist[u] + 1
+                        q.append(w)
+            D.update({(s, t): v for t, v in dist.items()})
+        L = lab[s0:s0 + n]
+        H = {}
+        for rho in range(r + 1):
+            for v in range(n):
+                ball = [i for i in range(n) if D.get((v, i), n + 1) <= rho]
+                inv = {i: tuple(sorted((D[i, j], L[j]) for j in ball
+                                       if D.get((i, j), n + 1) <= d)) for i in ball}
+                H[rho, v] = (tuple(sorted(inv.values())),
+                             tuple(sorted((inv[a], inv[b], elab[a, b])
+                                          for a in ball for b in adj[a] if b in inv)))
+        f = {}
+        for rho in range(r + 1):
+            for (u, v), dd in D.items():
+                if dd <= d:
+                    f.setdefault((rho, dd), Counter())[H[rho, u], H[rho, v]] += 1
+        feats.append(f)
+    levels = {k for f in feats for k in f}
+    K = np.zeros((len(graphs), len(graphs)))
+    for a, fa in enumerate(feats):
+        for b, fb in enumerate(feats):
+            for lv in levels:
+                if lv in fa and lv in fb:
+                    x, y = fa[lv], fb[lv]
+                    K[a, b] += sum(x[k] * y[k] for k in x if k in y) / np.sqrt(
+                        sum(c * c for c in x.values()) * sum(c * c for c in y.values()))
+                elif a == b:
+                    K[a, b] += 1
+    return K, len(levels)
+
+
+@pytest.mark.parametrize("r, d", [(2, 2), (1, 3)])
+def test_nspdk_equals_its_definition_by_brute_force(mutag, r, d):
+    graphs = mutag[:8]  # with edge labels (bond types)
+    ref, n_levels = nspdk_brute_force(graphs, r, d)
+    k = NeighborhoodSubgraphPairwiseDistance(r=r, d=d)
+    np.testing.assert_allclose(dense(k, graphs), ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(dense(NeighborhoodSubgraphPairwiseDistance(r, d, normalize=True),
+                                     graphs), ref / n_levels, rtol=0, atol=1e-12)
+    # k(X, Y) is the block of k(X ∪ Y) without the diagonal completion
+    np.testing.assert_allclose(dense(k, graphs[:5], graphs[5:]), ref[:5, 5:], rtol=0,
+                               atol=1e-12)
+
+
+def test_nspdk_on_unlabelled_random_graphs_and_renumbering():
+    graphs = random_graphs(10, 1, 12, 0.3, 1, seed=10)
+    for g in graphs:
+        g.x = None
+    ref, _ = nspdk_brute_force(graphs, 2, 3)
+    k = NeighborhoodSubgraphPairwiseDistance(r=2, d=3)
+    np.testing.assert_allclose(dense(k, graphs), ref, rtol=0, atol=1e-12)
+    # the invariants do not depend on the numbering of the nodes (GraKeL's do)
+    g = graphs[-1]
+    perm = torch.randperm(g.num_nodes, generator=torch.Generator().manual_seed(0))
+    h = Data(edge_index=perm[g.edge_index], num_nodes=g.num_nodes)
+    np.testing.assert_allclose(dense(k, graphs + [h])[-1], dense(k, graphs + [g])[-1],
+                               rtol=0, atol=1e-12)
+
+
 # -- inputs, estimators, arguments ---------------------------------------------------------
 
 def test_inputs_and_grid_search(mutag):
@@ -271,7 +359,9 @@ def test_inputs_and_grid_search(mutag):
     (lambda: PyramidMatch(d=0), "d must be"),
     (lambda: PyramidMatch(with_labels=1), "with_labels must be"),
     (lambda: CoreFramework(NeighborhoodHash()), "base_kernel must be"),
-    (lambda: CoreFramework(ShortestPath(), min_core=-2), "min_core must be")])
+    (lambda: CoreFramework(ShortestPath(), min_core=-2), "min_core must be"),
+    (lambda: NeighborhoodSubgraphPairwiseDistance(r=-1), "r must be"),
+    (lambda: NeighborhoodSubgraphPairwiseDistance(d=1.5), "d must be")])
 def test_bad_arguments_are_named(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()
@@ -280,8 +370,9 @@ def test_bad_arguments_are_named(make, match):
 @requires_device
 @pytest.mark.parametrize("kernel", [NeighborhoodHash(R=2, nh_type="count_sensitive",
                                                      random_state=0),
-                                    PyramidMatch(), CoreFramework(WeisfeilerLehman(2))],
-                         ids=["nh", "pm", "core"])
+                                    PyramidMatch(), CoreFramework(WeisfeilerLehman(2)),
+                                    NeighborhoodSubgraphPairwiseDistance(r=2, d=2)],
+                         ids=["nh", "pm", "core", "nspdk"])
 def test_device_equals_cpu(dev, kernel):
     graphs = random_graphs(30, 3, 15, 0.3, 3, seed=8)
     graphs = [graphs[i] for i in well_conditioned(graphs, 6, 4)]  # a unique embedding

@@ -1,0 +1,227 @@
+"""The neighborhood subgraph pairwise distance kernel (Costa and De Grave, 2010)."""
+from __future__ import annotations
+
+import torch
+
+from .._validation import is_int
+from ._batch import GraphKernel, GraphSet, check_memory, compact, segment_ranges
+from ._labels import SparseFeatureKernelMatrix, WLEdges, _coo, initial_labels, wl_relabel
+from .shortest_path import hop_distances
+
+__all__ = ["NeighborhoodSubgraphPairwiseDistance"]
+
+_CUBE_BUDGET = 2 ** 23  # (root, node, node) triples examined at once
+
+
+def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_tokens: int):
+    """Exact ids of the multisets {token[k] : group[k] = g} for g < ``n_groups``: equal
+    multisets get equal ids. Returns ``(ids (n_groups,), n_ids)``.
+
+    One Weisfeiler–Lehman round (:func:`~torchkern.graphs._labels.wl_relabel`, exact) on
+    a star forest: group g is a node with label 0 and an edge to a node labelled t + 1
+    for each of its tokens t."""
+    order = torch.argsort(group, stable=True)
+    src, dst = group[order], token[order] + n_groups
+    N = n_groups + n_tokens
+    labels = torch.cat([torch.zeros(n_groups, dtype=torch.long, device=group.device),
+                        torch.arange(1, n_tokens + 1, device=group.device)])
+    deg = torch.bincount(src, minlength=N)
+    edges = WLEdges(src, dst, deg, torch.cumsum(deg, 0) - deg, None, 1)
+    ids, _ = wl_relabel(labels, n_tokens + 1, edges)
+    ids = ids[:n_groups]
+    values, ids = torch.unique(ids, return_inverse=True)
+    return ids, values.numel()
+
+
+class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
+    r"""Neighborhood subgraph pairwise distance kernel, NSPDK (Costa and De Grave, 2010).
+
+    For a node v and a radius ρ, the neighborhood subgraph N_ρ(v) is the subgraph induced
+    by the nodes at distance ≤ ρ from v. Two graphs are compared by the pairs of
+    neighborhood subgraphs of equal radius ρ ≤ ``r`` rooted at nodes at distance exactly
+    δ ≤ ``d``: with φ_{ρ,δ}(G) the counts of the ordered pairs (u, v) of G, d(u, v) = δ,
+    by the isomorphism invariant of (N_ρ(u), N_ρ(v)),
+
+    .. math:: k(G, G') = \sum_{\rho=0}^{r} \sum_{\delta=0}^{d}
+              \frac{\langle \varphi_{\rho,\delta}(G), \varphi_{\rho,\delta}(G')\rangle}
+                   {\|\varphi_{\rho,\delta}(G)\| \, \|\varphi_{\rho,\delta}(G')\|}
+
+    (a term is 0 when a graph has no such pair). The invariant of a neighborhood subgraph
+    is, as in Costa and De Grave's and GraKeL's encodings, built from node invariants:
+    node i of N_ρ(v) is described by the multiset of (d(i, j), ℓ(j)) over the nodes j of
+    N_ρ(v) with d(i, j) ≤ ``d`` (distances in the whole graph, as GraKeL), and the
+    subgraph by the multiset of its node invariants and the multiset of
+    (invariant of i, invariant of j, edge label) over its edges i → j.
+
+    As GraKeL 0.1.11's ``NeighborhoodSubgraphPairwiseDistance(r, d)``, K(X, X) has, on
+    the diagonal, 1 for every level (ρ, δ) that occurs in the set but not in the graph
+    (its ``fit_transform`` sets 0/0 to 1 there), so k(G, G) is the number of levels of
+    the set and ``normalize`` divides by it.
+
+    Parameters
+    ----------
+    r : int
+        Largest radius, ≥ 0.
+    d : int
+        Largest distance between the roots, ≥ 0.
+    normalize : bool
+        Divide by the number of levels (GraKeL's normalization; the diagonal is constant).
+
+    Notes
+    -----
+    **Difference from GraKeL.** GraKeL hashes (Arash Partow's 32-bit hash) a string that
+    lists the node invariants in the order of the node ids and the edges in the iteration
+    order of a Python set of id pairs, so two isomorphic neighborhood subgraphs numbered
+    differently get different hashes there; here the invariants are multisets, the same
+    for every numbering, and exact (no hash: every multiset gets an id by an exact
+    grouping). The values thus differ from GraKeL's wherever GraKeL splits isomorphic
+    subgraphs; they are checked against a brute-force implementation of the definition
+    above.
+
+    Cost: all-pairs BFS (as :class:`ShortestPath`) and, per radius, one pass over the
+    (root, node, node) triples of every graph, O(r Σ_g n_g³) time and memory in chunks —
+    for graphs of up to a few dozen nodes (molecules); the features are sparse.
+
+    References
+    ----------
+    F. Costa and K. De Grave, "Fast neighborhood subgraph pairwise distance kernel",
+    Proc. ICML (2010).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch_geometric.data import Data
+    >>> from torchkern.graphs import NeighborhoodSubgraphPairwiseDistance as NSPDK
+    >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
+    >>> NSPDK(r=1, d=1)([path, path]).to_dense()  # 4 levels, all shared
+    tensor([[4., 4.],
+            [4., 4.]], dtype=torch.float64)
+    """
+
+    def __init__(self, r: int = 3, d: int = 4, normalize: bool = False):
+        super().__init__()
+        if not is_int(r) or r < 0:
+            raise ValueError(f"r must be an int >= 0, got {r!r}")
+        if not is_int(d) or d < 0:
+            raise ValueError(f"d must be an int >= 0, got {d!r}")
+        self.r, self.d, self.normalize = int(r), int(d), bool(normalize)
+
+    def extra_repr(self) -> str:
+        return f"r={self.r}, d={self.d}, normalize={self.normalize}"
+
+    def _check_size(self, X: GraphSet, name: str) -> None:
+        if len(X) == 0:
+            return
+        n = int(X.num_nodes.max())
+        check_memory(n ** 3 * 3, f"{name}: NeighborhoodSubgraphPairwiseDistance on a graph of "
+                     f"{n:,} nodes examines its (root, node, node) triples (3 bytes each), "
+                     f"which", X.device)
+
+    def _levels(self, G: GraphSet):
+        """``(graph, level, feature, count)`` of every nonzero φ_{ρ,δ}, level = ρ(d+1) + δ,
+        features numbered per level; and the number of levels."""
+        labels, L = initial_labels(G)
+        if L == 0:
+            labels, L = torch.zeros(0, dtype=torch.long, device=G.device), 1
+        elab = G.edge_label
+        if elab is None:
+            elab, C = torch.zeros(G.edge_index.shape[1], dtype=torch.long, device=G.device), 1
+        else:
+            _, elab = torch.unique(elab, return_inverse=True)
+            C = int(elab.max()) + 1 if elab.numel() else 1
+        dmax = self.d
+        chunks = [(gids, nodes, dist.long()) for gids, nodes, dist in hop_distances(G)]
+        out = []
+        for rho in range(self.r + 1):
+            # node invariants: the multiset of (d(i, j), ℓ(j)), j ∈ N_ρ(v), d(i, j) ≤ d
+            grp, tok, base, tables = [], [], 0, []
+            for gids, nodes, dist in chunks:
+                B, n = nodes.shape
+                ball = (dist >= 0) & (dist <= rho)  # (B, v, i)
+                near = (dist >= 0) & (dist <= dmax)  # (B, i, j)
+                lab = labels[nodes.clamp_min(0)]
+                step = max(1, _CUBE_BUDGET // max(n ** 3, 1))
+                gid = torch.full((B, n, n), -1, dtype=torch.long, device=G.device)
+                gid[ball] = torch.arange(int(ball.sum()), device=G.device) + base
+                base += int(ball.sum())
+                for s in range(0, B, step):
+                    bl, nr = ball[s:s + step], near[s:s + step]
+                    m = bl[:, :, :, None] & bl[:, :, None, :] & nr[:, None, :, :]
+                    b, v, i, j = m.nonzero(as_tuple=True)
+                    grp.append(gid[s + b, v, i])
+                    tok.append(dist[s + b, i, j] * L + lab[s + b, j])
+                tables.append(gid)
+            n_groups = base
+            node_id, n_node = multiset_ids(torch.cat(grp), torch.cat(tok), n_groups,
+                                           (dmax + 1) * L)
+            # subgraph invariants: multiset of node invariants and of edge triples
+            grp, tok, sub_tables = [], [], []
+            sbase = 0
+            for (gids, nodes, dist), gid in zip(chunks, tables):
+                B, n = nodes.shape
+                inv = torch.where(gid >= 0, node_id[gid.clamp_min(0)], -1)  # (B, v, i)
+                sub = torch.arange(B * n, device=G.device).view(B, n) + sbase
+                valid = nodes >= 0
+                sbase += B * n
+                b, v, i = (gid >= 0).nonzero(as_tuple=True)
+                grp.append(sub[b, v])
+                tok.append(inv[b, v, i])
+                # the edges of the chunk's graphs, local indices
+                ec = G.num_edges[gids]
+                e = segment_ranges(G.eptr[:-1][gids], ec)
+                eb = torch.repeat_interleave(torch.arange(B, device=G.device), ec)
+                start = torch.repeat_interleave(G.ptr[:-1][gids], ec)
+                es, et = G.edge_index[:, e] - start
+                both = (gid[eb, :, es] >= 0) & (gid[eb, :, et] >= 0)  # (E_chunk, v)
+                k, v = both.nonzero(as_tuple=True)
+                grp.append(sub[eb[k], v])
+                tok.append(n_node + (inv[eb[k], v, es[k]] * n_node + inv[eb[k], v, et[k]]) * C
+                           + elab[e[k]])
+                sub_tables.append(torch.where(valid, sub, -1))
+            g_all, t_all = torch.cat(grp), torch.cat(tok)
+            _, t_all = torch.unique(t_all, return_inverse=True)
+            n_tok = int(t_all.max()) + 1 if t_all.numel() else 1
+            sub_id, n_sub = multiset_ids(g_all, t_all, sbase, n_tok)
+            # pairs of roots at distance δ
+            for (gids, nodes, dist), sub in zip(chunks, sub_tables):
+                ok = (dist >= 0) & (dist <= dmax)
+                b, u, v = ok.nonzero(as_tuple=True)
+                hu, hv = sub_id[sub[b, u]], sub_id[sub[b, v]]
+                out.append((gids[b], rho * (dmax + 1) + dist[b, u, v], hu * n_sub + hv))
+        if not out:
+            z = torch.zeros(0, dtype=torch.long, device=G.device)
+            return z, z, z, z, 0
+        g, lev, key = (torch.cat(c) for c in zip(*out))
+        n_levels = (self.r + 1) * (dmax + 1)
+        # distinct (graph, level, key) rows and their counts; features numbered per level
+        inv, cnt, first = compact([lev, key, g], [n_levels, int(key.max()) + 1, len(G)])
+        lev_f, key_f, g_f = lev[first], key[first], g[first]
+        finv, _, _ = compact([lev_f, key_f], [n_levels, int(key.max()) + 1])
+        return g_f, lev_f, finv, cnt, int(finv.max()) + 1
+
+    def _gram(self, X: GraphSet, Y: GraphSet | None):
+        self._check_pair(X, Y)
+        U = X if Y is None else GraphSet.concat([X, Y])
+        g, lev, col, cnt, p = self._levels(U)
+        vals = cnt.to(X.dtype)
+        n_levels = (self.r + 1) * (self.d + 1)
+        sq = torch.zeros(len(U) * n_levels, dtype=vals.dtype, device=vals.device)
+        sq.index_add_(0, g * n_levels + lev, vals * vals)
+        vals = vals * sq.rsqrt().index_select(0, g * n_levels + lev)
+        nx = len(X)
+        if Y is None:
+            has = torch.zeros(len(U), n_levels, dtype=torch.bool, device=vals.device)
+            has[g, lev] = True
+            present = has.any(0)
+            missing = (present[None, :] & ~has).sum(1).to(vals.dtype)
+            K = SparseFeatureKernelMatrix(_coo(g, col, vals, (nx, p)))
+            return K.add_diag(missing) if bool((missing > 0).any()) else K
+        inx = g < nx
+        return SparseFeatureKernelMatrix(
+            _coo(g[inx], col[inx], vals[inx], (nx, p)),
+            _coo(g[~inx] - nx, col[~inx], vals[~inx], (len(Y), p)))
+
+    def _diag(self, X: GraphSet) -> torch.Tensor:
+        _, lev, _, _, _ = self._levels(X)
+        n = torch.unique(lev).numel()
+        return torch.full((len(X),), float(n), dtype=X.dtype, device=X.device)
