@@ -4,6 +4,7 @@ import warnings
 
 import torch
 
+from .._threads import num_threads, one_thread
 from .._validation import is_int
 from ._common import (ConvergenceWarning, _check_operator, _col_norms, _dense, _generator,
                       _has_dense, _own, _randn, _reduce, _rows)
@@ -24,9 +25,14 @@ def _dense_eigsh(A, k, which):
     return evals[sel].flip(0), evecs[:, sel].flip(1)
 
 
-def _matvec64(A, v):
-    """A @ v for one float64 column v (n, 1), computed in A's dtype, returned in float64."""
-    return (A @ v.to(A.dtype)).to(_FLOAT64).reshape(-1, 1)
+def _matvec64(A, v, threads=None):
+    """A @ v for one float64 column v (n, 1), computed in A's dtype, returned in float64;
+    with ``threads`` torch threads when given (the caller's, inside a one-thread loop)."""
+    v = v.to(A.dtype)
+    if threads is None:
+        return (A @ v).to(_FLOAT64).reshape(-1, 1)
+    with num_threads(threads):
+        return (A @ v).to(_FLOAT64).reshape(-1, 1)
 
 
 def _orthogonalize(w, V, A=None):
@@ -39,6 +45,16 @@ def _orthogonalize(w, V, A=None):
 
 
 def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator, progress=None):
+    """On the CPU the loop runs on one torch thread and only the products ``A @ v`` get
+    the caller's threads: the reorthogonalization is many short operations on n × m
+    blocks, whose parallel regions cost more than their work beside a busy process (as
+    in :func:`~torchkern.linalg.eig.block_krylov_eigsh`)."""
+    outer = torch.get_num_threads()
+    with one_thread(torch.device(A.device).type == "cpu"):
+        return _lanczos_loop(A, n, k, which, tol, max_matvecs, ncv, generator, progress, outer)
+
+
+def _lanczos_loop(A, n, k, which, tol, max_matvecs, ncv, generator, progress, outer):
     device = torch.device(A.device)
     m = ncv
     V = torch.empty(_rows(A, n), m + 1, dtype=_FLOAT64, device=device)
@@ -53,7 +69,7 @@ def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator, pro
     while True:
         beta = torch.zeros((), dtype=_FLOAT64, device=device)
         for j in range(start, m):
-            w = _matvec64(A, V[:, j : j + 1])
+            w = _matvec64(A, V[:, j : j + 1], outer)
             matvecs += 1
             w, h = _orthogonalize(w, V[:, : j + 1], A)
             H[: j + 1, j] = h[:, 0]
