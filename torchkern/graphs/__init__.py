@@ -11,6 +11,7 @@ from ._batch import GraphSet
 from .core import CoreFramework
 from .graphlet import GraphletSampling
 from .neighborhood_hash import NeighborhoodHash
+from .nspdk import NeighborhoodSubgraphPairwiseDistance
 from .nodes import (CommuteTime, DiffusionKernel, NodeSet, PStepRandomWalk,
                     RegularizedLaplacian)
 from .pyramid_match import PyramidMatch
@@ -25,6 +26,7 @@ from .wl_oa import WeisfeilerLehmanOptimalAssignment
 
 __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
            "NeighborhoodHash", "PyramidMatch", "CoreFramework",
+           "NeighborhoodSubgraphPairwiseDistance",
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
 __all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
             "GraphHopper", "Propagation", "PropagationAttr"]
