@@ -230,3 +230,39 @@ def test_symmetric_backward_one_launch(r, dev):
     ref = torch.autograd.grad(((k(X, backend="dense").to_dense() @ V) * G).sum(), wrt)
     for a, b in zip(got, ref):
         _close(a, b, torch.float64, "symmetric grad")
+
+
+# formulas constant in i or j or both, abs, negative powers: against dense torch
+DEGENERATE = {
+    "constant": (lambda xs, ys, ps: ps[0] * 2.0,
+                 lambda X, Y, p: (p * 2.0).expand(X.shape[0], Y.shape[0])),
+    "rows_only": (lambda xs, ys, ps: (xs[0] * xs[0]).sum(-1) * ps[0],
+                  lambda X, Y, p: ((X * X).sum(1, keepdim=True) * p).expand(-1, Y.shape[0])),
+    "cols_only": (lambda xs, ys, ps: (ys[0].elem(1) * ps[0]).exp(),
+                  lambda X, Y, p: (Y[:, 1][None, :] * p).exp().expand(X.shape[0], -1)),
+    "abs": (lambda xs, ys, ps: 5.0 - (xs[0] - ys[0]).abs().sum(-1),
+            lambda X, Y, p: 5.0 - (X[:, None] - Y[None]).abs().sum(-1)),
+    "neg_power": (lambda xs, ys, ps: (((xs[0] - ys[0]) ** 2).sum(-1) + 1.0) ** -2,
+                  lambda X, Y, p: (torch.cdist(X, Y) ** 2 + 1) ** -2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGENERATE))
+def test_degenerate_formulas(name, dev):
+    fn, dense = DEGENERATE[name]
+    g = torch.Generator().manual_seed(7)
+    X, Y = (torch.randn(k, 3, generator=g, dtype=torch.float64).to(dev).requires_grad_(True)
+            for k in (17, 20))
+    p = torch.tensor([0.7], dtype=torch.float64, device=dev, requires_grad=True)
+    V = torch.randn(20, 2, generator=g, dtype=torch.float64).to(dev).requires_grad_(True)
+    G = torch.randn(17, 2, generator=g, dtype=torch.float64).to(dev)
+    out = engine.matmul(fn, [X], [Y], [p], V)
+    ref = dense(X, Y, p) @ V
+    _close(out, ref, torch.float64, name)
+    got = torch.autograd.grad((out * G).sum(), [X, Y, p, V], allow_unused=True)
+    want = torch.autograd.grad((ref * G).sum(), [X, Y, p, V], allow_unused=True)
+    for a, b in zip(got, want):
+        if b is None:
+            assert a is None or float(a.abs().max()) == 0.0
+        else:
+            _close(a, b, torch.float64, name + " grad")
