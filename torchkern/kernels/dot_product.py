@@ -36,6 +36,8 @@ class Polynomial(Kernel):
     offset : float
         c ≥ 0, learnable when positive (c = 0 gives the homogeneous kernel, kept fixed).
 
+    Notes
+    -----
     scikit-learn's ``polynomial_kernel(degree=p, gamma=1, coef0=c)`` is the same kernel.
     """
 

@@ -58,6 +58,8 @@ class SequenceSet(KernelInput):
         The floating dtype of the Gram matrices computed from this set.
     device : torch.device
 
+    Notes
+    -----
     ``codes`` gives the padded (n, L) tensor (``-1`` past each length; built on demand,
     O(n · L) memory) and :meth:`padded` the padded codes of a few strings.
     Made by :func:`encode`; indexing (``S[idx]``, ``S.take``), :meth:`concat`, ``len`` and
