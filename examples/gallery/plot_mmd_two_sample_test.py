@@ -56,8 +56,7 @@ grid = np.column_stack([g0.ravel(), g1.ravel()])
 with torch.no_grad():
     w = np.asarray(torch.as_tensor(f(grid))).reshape(g0.shape)
 
-fig, axes = plt.subplots(1, 3, figsize=(14, 4.3), width_ratios=[1.3, 1, 1])
-ax = axes[0]
+fig, ax = plt.subplots(figsize=(6.5, 4.8))
 lim = np.abs(w).max()
 cs = ax.contourf(g0, g1, w, levels=21, cmap="RdBu_r", vmin=-lim, vmax=lim)
 fig.colorbar(cs, ax=ax, label="witness f(x)")
@@ -67,14 +66,17 @@ ax.set_xlabel("mean radius (standardized)")
 ax.set_ylabel("mean texture (standardized)")
 ax.set_title("witness μ̂_malignant − μ̂_benign")
 ax.legend(loc="upper right", fontsize=8)
+fig.tight_layout()
+plt.show()
 
 # %%
 # The permutation null distributions and the observed statistics. Malignant against
 # benign, the observed MMD² lies far beyond every permuted value (p = 1/501, the
 # smallest p-value 500 permutations can give); two halves of one group give an ordinary
 # draw from the null.
-for ax, r, title in [(axes[1], res, "malignant vs benign"),
-                     (axes[2], res0, "benign: two random halves")]:
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for ax, r, title in [(axes[0], res, "malignant vs benign"),
+                     (axes[1], res0, "benign: two random halves")]:
     null = np.asarray(r.null_distribution)
     stat = float(r.statistic)
     ax.hist(null, bins=30, color="0.6", label="permuted labels")
@@ -88,6 +90,6 @@ for ax, r, title in [(axes[1], res, "malignant vs benign"),
     ax.set_title(f"{title}: p = {r.p_value:.3g}")
     ax.set_xlabel("unbiased MMD²")
     ax.legend(fontsize=8, loc="upper left")
-axes[1].set_ylabel("permutations")
+axes[0].set_ylabel("permutations")
 fig.tight_layout()
 plt.show()
