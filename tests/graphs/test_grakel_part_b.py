@@ -332,7 +332,7 @@ def test_nspdk_on_unlabelled_random_graphs_and_renumbering():
 # -- inputs, estimators, arguments ---------------------------------------------------------
 
 def test_inputs_and_grid_search(mutag):
-    mutag = mutag[::2]
+    mutag = mutag[::3]
     y = np.array([int(d.y) for d in mutag])
     k = CoreFramework(WeisfeilerLehman(n_iter=1), normalize=True)
     K = dense(k, mutag)
