@@ -9,6 +9,7 @@ the code without its output); ``tests/test_docs.py`` builds that way with ``-W``
 """
 import importlib.util
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -28,7 +29,12 @@ release = version = torchkern.__version__
 
 extensions = [
     "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # A copy of MathJax served from the built site (_static/mathjax), so formulas render
+    # offline; it sets mathjax_path to that copy. tests/test_docs.py checks that no page
+    # loads MathJax from the network.
+    "sphinx-mathjax-offline",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -77,8 +83,167 @@ def _skip_sklearn_request_methods(app, what, name, obj, skip, options):
     return None
 
 
+# -- API summaries: tables generated from each module's __all__ ------------------------
+# Every API page's module docstring is followed by an autosummary table of the names in
+# the module's __all__ (name and one-line summary, linked to its entry), and api/index.rst
+# gathers them all (``.. api-index::``), so a name added to a module's __all__ appears in
+# the reference without editing a page.
+autosummary_generate = False
+API_MODULES = {}  # module -> api page, read from the automodule directive of docs/api/*.rst
+for _page in sorted((Path(__file__).parent / "api").glob("*.rst")):
+    _m = re.search(r"^\.\. automodule:: (\S+)$", _page.read_text(encoding="utf-8"), re.M)
+    if _m and f"api/{_page.stem}.rst" not in exclude_patterns:
+        API_MODULES[_m.group(1)] = _page.stem
+
+
+def _documented_name(module, name):
+    """The dotted name under which ``module.name`` has its API entry: the re-exporting
+    module's own entry, unless a deeper documented module (the one that defines the
+    object) exports it too — ``torchkern.RBF`` is documented as ``torchkern.kernels.RBF``."""
+    import importlib
+    import inspect
+
+    obj = getattr(importlib.import_module(module), name)
+    if inspect.ismodule(obj):
+        return obj.__name__
+    home = getattr(obj, "__module__", None) or ""
+    best = module
+    for other in API_MODULES:
+        if (len(other) > len(best) and (home == other or home.startswith(other + "."))
+                and getattr(importlib.import_module(other), name, None) is obj):
+            best = other
+    return f"{best}.{name}"
+
+
+def api_summary_lines(module):
+    """reST of the table of ``module.__all__`` (the ``api-summary`` directive below)."""
+    return [f".. api-summary:: {module}", ""]
+
+
+def _add_summary_table(app, what, name, obj, options, lines):
+    """Put the table of an API page's module after the module's docstring."""
+    if what == "module" and name in API_MODULES and not options.get("no-index"):
+        lines += ["", ".. rubric:: Summary", ""] + api_summary_lines(name)
+
+
+def _api_directives():
+    import importlib
+    import inspect
+
+    from docutils import nodes
+    from docutils.statemachine import StringList
+    from sphinx.ext.autosummary import extract_summary
+    from sphinx.util.docutils import SphinxDirective
+
+    def parse(directive, text, match_titles=False):
+        node = nodes.section() if match_titles else nodes.container()
+        node.document = directive.state.document
+        directive.state.nested_parse(StringList(text, source="conf.py"),
+                                     directive.content_offset, node,
+                                     match_titles=match_titles)
+        return node.children
+
+    class ApiSummary(SphinxDirective):
+        """``.. api-summary:: module``: a table of the names in ``module.__all__``, each
+        linked to its entry, with the first sentence of its docstring (as scikit-learn's
+        and GPyTorch's API pages)."""
+
+        required_arguments = 1
+
+        def run(self):
+            module = self.arguments[0]
+            mod = importlib.import_module(module)
+            rows = []
+            for name in getattr(mod, "__all__", []):
+                obj = getattr(mod, name)
+                target = _documented_name(module, name)
+                role = "mod" if inspect.ismodule(obj) else "obj"
+                doc = inspect.getdoc(obj) if (inspect.ismodule(obj) or callable(obj)) else None
+                summary = (extract_summary(doc.splitlines(), self.state.document.settings)
+                           if doc else "")
+                rows += [f"   * - :py:{role}:`~{target}`", f"     - {summary}"]
+            if not rows:
+                return []
+            text = [".. list-table::", "   :class: autosummary longtable",
+                    "   :widths: 30 70", ""] + rows
+            return parse(self, text)
+
+    class ApiIndex(SphinxDirective):
+        """``.. api-index::``: for each API page, its module (linked to the page), the
+        first paragraph of the module's docstring and the module's table."""
+
+        def run(self):
+            text = []
+            for module, page in API_MODULES.items():
+                doc = inspect.getdoc(importlib.import_module(module)) or ""
+                first = " ".join(doc.split("\n\n")[0].split())
+                title = f"{module}"
+                text += [title, "-" * len(title), "", f"{first} :doc:`Full reference <{page}>`.",
+                         ""] + api_summary_lines(module)
+            return parse(self, text, match_titles=True)
+
+    return ApiSummary, ApiIndex
+
+
+def _runblock_directive():
+    import contextlib
+    import io
+    import textwrap
+
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class RunBlock(SphinxDirective):
+        """``.. runblock::`` then Python code: shown, run when the page is built (in one
+        namespace per page), followed by what it printed — so the front page's output is
+        never stale. ``:figure: name.png`` also saves the figure the code drew and shows
+        it under the output."""
+
+        has_content = True
+        option_spec = {"figure": str, "alt": str}
+
+        def run(self):
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            code = "\n".join(self.content)
+            env = self.env
+            namespaces = env.temp_data.setdefault("runblock_ns", {})
+            ns = namespaces.setdefault(env.docname, {"__name__": "__main__"})
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, f"<{env.docname} runblock>", "exec"), ns)
+            result = [nodes.literal_block(code, code, language="python")]
+            if out.getvalue():
+                text = out.getvalue().rstrip()
+                result.append(nodes.literal_block(text, text, language="none",
+                                                  classes=["runblock-output"]))
+            if "figure" in self.options:
+                name = self.options["figure"]
+                target = Path(self.env.app.outdir) / "_static" / "runblock" / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                plt.gcf().savefig(target, dpi=110, bbox_inches="tight")
+                plt.close("all")
+                depth = "../" * env.docname.count("/")
+                alt = self.options.get("alt", "")
+                html = textwrap.dedent(f"""\
+                    <figure class="runblock-figure">
+                    <img src="{depth}_static/runblock/{name}" alt="{alt}" style="max-width:100%">
+                    </figure>""")
+                result.append(nodes.raw("", html, format="html"))
+            return result
+
+    return RunBlock
+
+
 def setup(app):
+    app.add_directive("runblock", _runblock_directive())
     app.connect("autodoc-skip-member", _skip_sklearn_request_methods)
+    app.connect("autodoc-process-docstring", _add_summary_table)
+    summary, index = _api_directives()
+    app.add_directive("api-summary", summary)
+    app.add_directive("api-index", index)
 
 # -- MyST (the user guide is Markdown) ------------------------------------------------
 myst_enable_extensions = ["dollarmath"]
@@ -88,7 +253,9 @@ myst_heading_anchors = 3
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples" / "gallery"),
     "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/plot_",
+    # Scripts run during the build (all of them by default); a regular expression in
+    # TORCHKERN_GALLERY_RUN runs only those it matches, the others shown without output.
+    "filename_pattern": os.environ.get("TORCHKERN_GALLERY_RUN", r"/plot_"),
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "abort_on_example_error": True,
@@ -98,6 +265,9 @@ sphinx_gallery_conf = {
 }
 
 # -- HTML -----------------------------------------------------------------------------
-html_theme = "alabaster"
+# Furo (maintained, https://github.com/pradyunsg/furo): its sidebar wraps long entries and
+# code blocks scroll sideways instead of being cut.
+html_theme = "furo"
 html_title = f"torchkern {release}"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["torchkern.css"]

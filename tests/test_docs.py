@@ -4,6 +4,7 @@ Builds docs/ the way docs/index.rst says, with ``-W`` (a docstring that breaks t
 an unresolved reference, a failed import fail the test) and ``-D plot_gallery=0`` (the
 gallery's pages are generated but its scripts are not run: that takes minutes).
 """
+import html as htmllib
 import importlib.util
 import inspect
 import re
@@ -67,6 +68,59 @@ def test_sphinx_build_without_warnings_documents_every_public_name(tmp_path):
     for md in DOCS.glob("*.md"):
         if md.stem != "index":
             assert (out / f"{md.stem}.html").exists(), md.name
+
+    # The API index and each module's page carry a summary table of the module's __all__
+    # (one row per name, linked to its entry).
+    index = (out / "api" / "index.html").read_text("utf-8")
+    for page, module in pages:
+        if page == "torchkern":
+            continue
+        html = (out / "api" / f"{page}.html").read_text("utf-8")
+        for name in getattr(modules[module], "__all__", []):
+            obj = getattr(modules[module], name)
+            if inspect.ismodule(obj):
+                continue
+            link = re.compile(rf'href="[^"]*#[\w.]+\.{re.escape(name)}"')
+            assert link.search(html), f"api/{page}.html: no summary row for {name}"
+            assert link.search(index), f"api/index.html: no summary row for {module}.{name}"
+
+    # No reST left unrendered: a docstring paragraph numpydoc misreads (text after the last
+    # parameter becomes a bold "field" printed verbatim) shows its roles and ``literals``.
+    raw = re.compile(r":(?:func|class|meth|mod|attr|obj|data|exc|math|ref|doc|term):`|``")
+    offenders = []
+    for page in sorted(out.rglob("*.html")):
+        text = page.read_text("utf-8")
+        for tag in ("pre", "script", "style", "code"):  # code shows source as it is
+            text = re.sub(rf"<{tag}\b.*?</{tag}>", "", text, flags=re.S)
+        text = htmllib.unescape(re.sub(r"<[^>]+>", " ", text))
+        offenders += [f"{page.relative_to(out)}: ...{text[max(0, m.start() - 60):m.end() + 40]!r}"
+                      for m in raw.finditer(text)]
+    assert not offenders, "unrendered reST in the built pages:\n" + "\n".join(offenders[:20])
+
+    # Formulas render offline: MathJax is loaded from the built site, never the network,
+    # on every page that has math; no page loads a script or a style sheet from the network.
+    math_pages = 0
+    for page in sorted(out.rglob("*.html")):
+        text = page.read_text("utf-8")
+        srcs = re.findall(r'<script[^>]*\bsrc="([^"]+)"', text)
+        hrefs = re.findall(r'<link[^>]*rel="stylesheet"[^>]*href="([^"]+)"', text)
+        remote = [u for u in srcs + hrefs if re.match(r"(https?:)?//", u)]
+        assert not remote, f"{page.relative_to(out)} loads {remote} from the network"
+        if 'class="math' in text:
+            math_pages += 1
+            mathjax = [u for u in srcs if "mathjax" in u.lower()]
+            assert mathjax, f"{page.relative_to(out)} has math but no MathJax"
+            for u in mathjax:
+                assert (page.parent / u.split("?")[0]).is_file(), f"{page}: {u} not built"
+    assert math_pages >= 5
+
+    # The front page starts a user: install line, an example with the output it printed
+    # when the page was built, and its figure.
+    front = (out / "index.html").read_text("utf-8")
+    assert "pip install" in front
+    assert "runblock-output" in front and "test R²" in front
+    img = re.search(r'<img src="(_static/runblock/[^"]+)"', front)
+    assert img and (out / img.group(1)).stat().st_size > 10_000
 
     # The gallery: one page per example script.
     scripts = sorted(p.stem for p in (ROOT / "examples" / "gallery").glob("plot_*.py"))
