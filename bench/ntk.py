@@ -17,6 +17,15 @@ Part 2 — analytic NTK (ReLU, depth 2) kernel regression on a synthetic problem
 the lazy blocked Gram matrix (preconditioned CG, O(n) memory) and, where it fits, the dense
 one (Cholesky): seconds, peak memory, test RMSE, and the dense n × n size it avoids.
 
+Part 3 — CNTK Gram matrix (``torchkern.ntk.infinite_width``) of n digits images (8 × 8),
+conv(3×3, same) relu conv(3×3, same) relu, then Flatten or global average pooling and a
+Linear readout (W_std = 1.4, b_std = 0.1), float32, against neural-tangents 0.6.5
+(``stax`` + ``nt.batch``, JAX on the CPU) when it is importable (run the bench from a venv
+that has it; otherwise its rows say "not installed"): seconds, peak memory, max relative
+difference of the two Gram matrices.
+
+    python bench/ntk.py --cntk-only --cntk-ns 1000 --cntk-readouts flatten,gap
+
 Peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on the CPU each measurement runs
 in a fresh process and reports its peak resident-set growth (``ru_maxrss``).
 """
@@ -113,6 +122,91 @@ def _analytic_case(n, backend, device):
 
 
 # --------------------------------------------------------------------------------------
+# Part 3: CNTK Gram matrix, torchkern vs neural-tangents
+# --------------------------------------------------------------------------------------
+
+CNTK_W, CNTK_B, CNTK_C = 1.4, 0.1, 8
+
+
+def _cntk_torch(readout):
+    head = ([nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(CNTK_C, 10)] if readout == "gap"
+            else [nn.Flatten(), nn.Linear(CNTK_C * 64, 10)])
+    return nn.Sequential(nn.Conv2d(1, CNTK_C, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(CNTK_C, CNTK_C, 3, padding=1), nn.ReLU(), *head)
+
+
+def _import_nt():
+    import types
+    sys.modules.setdefault("neural_tangents.experimental",
+                           types.ModuleType("neural_tangents.experimental"))
+    import neural_tangents as nt
+    from neural_tangents import stax
+    return nt, stax
+
+
+def _cntk_case(n, readout, lib, device):
+    from sklearn.datasets import load_digits
+    import numpy as np
+    X = load_digits().data[:n].reshape(n, 1, 8, 8).astype(np.float32) / 16
+    if lib == "torchkern":
+        from torchkern.ntk import infinite_width
+        k = infinite_width(_cntk_torch(readout), weight_std=CNTK_W, bias_std=CNTK_B)
+        Xt = torch.tensor(X, device=device)
+
+        def run():
+            with torch.no_grad():
+                return k(Xt, backend="dense").to_dense().cpu().numpy()
+    else:
+        try:
+            nt, stax = _import_nt()
+        except ImportError:
+            return dict(error="not installed")
+        conv = lambda: stax.Conv(CNTK_C, (3, 3), padding="SAME", W_std=CNTK_W, b_std=CNTK_B)
+        head = stax.GlobalAvgPool() if readout == "gap" else stax.Flatten()
+        kernel_fn = stax.serial(conv(), stax.Relu(), conv(), stax.Relu(), head,
+                                stax.Dense(10, CNTK_W, CNTK_B))[2]
+        batch = max(b for b in range(1, min(n, 100) + 1) if n % b == 0)
+        kernel_fn = nt.batch(kernel_fn, batch_size=batch, store_on_device=False)
+        Xj = np.transpose(X, (0, 2, 3, 1))
+
+        def run():
+            return np.asarray(kernel_fn(Xj, None, "ntk"))
+    base = _rss_mb()
+    t = time.perf_counter()
+    K = run()
+    secs = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    if device.type == "cuda" and lib == "torchkern":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    out = f"/tmp/bench_ntk_cntk_{lib}_{readout}_{n}.npy"
+    np.save(out, K)
+    return dict(seconds=secs, peak_mb=peak, path=out)
+
+
+def _cntk_table(ns, readouts, device):
+    import numpy as np
+    print(f"CNTK Gram matrix of n digits images (8 x 8), 2 convs + {'/'.join(readouts)} "
+          f"readout, float32 (load average {os.getloadavg()[0]:.1f})")
+    print("| n | readout | library | seconds | peak MB | max rel. diff vs torchkern |")
+    print("|---|---|---|---|---|---|")
+    for n in ns:
+        for readout in readouts:
+            ref = None
+            for lib in ("torchkern", "neural-tangents"):
+                r = _one(dict(part="cntk", n=n, readout=readout, lib=lib), device)
+                if "error" in r:
+                    print(f"| {n} | {readout} | {lib} | {r['error']} | | |", flush=True)
+                    continue
+                K = np.load(r["path"])
+                os.remove(r["path"])
+                if ref is None:
+                    ref, diff = K, "-"
+                else:
+                    diff = f"{np.abs(K - ref).max() / np.abs(ref).max():.1e}"
+                print(f"| {n} | {readout} | {lib} | {r['seconds']:.1f} | {r['peak_mb']:.0f} | "
+                      f"{diff} |", flush=True)
+    print(f"(load average after: {os.getloadavg()[0]:.1f})\n")
+
 
 def _measure(fn, device):
     if device.type == "cuda":
@@ -150,6 +244,8 @@ def _one(spec, device):
 
 
 def _dispatch(spec, device):
+    if spec["part"] == "cntk":
+        return _cntk_case(spec["n"], spec["readout"], spec["lib"], device)
     if spec["part"] == "empirical":
         return _empirical_case(spec["case"], spec["method"], spec["n"], device, spec["chunk"])
     return _analytic_case(spec["n"], spec["backend"], device)
@@ -163,6 +259,9 @@ def main():
     p.add_argument("--ns", default=None, help="comma-separated n for part 2 (default: "
                    "2000 on the CPU, 5000,20000,50000 on CUDA)")
     p.add_argument("--skip-empirical", action="store_true")
+    p.add_argument("--cntk-ns", default="1000", help="comma-separated n for part 3")
+    p.add_argument("--cntk-readouts", default="flatten,gap", help="part 3 readouts")
+    p.add_argument("--cntk-only", action="store_true", help="run part 3 only")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     device = torch.device(args.device)
@@ -171,6 +270,10 @@ def main():
         return
     print(f"device: {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'CPU'}"
           f", torch threads {torch.get_num_threads()})\n")
+    _cntk_table([int(v) for v in args.cntk_ns.split(",")], args.cntk_readouts.split(","),
+                device)
+    if args.cntk_only:
+        return
     if not args.skip_empirical:
         n = args.n_empirical or (32 if device.type == "cpu" else 256)
         print(f"Empirical NTK, all o x o blocks, n = {n} digits upsampled to 28 x 28, float32")
