@@ -12,6 +12,7 @@ from .eig import _ResidualProgress
 
 _FLOAT64 = torch.float64
 _DENSE_MAX_N = 500
+_SHARED_PRODUCT_MIN_N = 2048
 
 
 def _default_tol(dtype):
@@ -49,7 +50,9 @@ def _thick_restart_lanczos(A, n, k, which, tol, max_matvecs, ncv, generator, pro
     the caller's threads: the reorthogonalization is many short operations on n × m
     blocks, whose parallel regions cost more than their work beside a busy process (as
     in :func:`~torchkern.linalg.eig.block_krylov_eigsh`)."""
-    outer = torch.get_num_threads()
+    # a stored matrix below 2048 rows: its product (≤ 32 MB read) is too short to share
+    outer = 1 if isinstance(A, torch.Tensor) and n < _SHARED_PRODUCT_MIN_N else \
+        torch.get_num_threads()
     with one_thread(torch.device(A.device).type == "cpu"):
         return _lanczos_loop(A, n, k, which, tol, max_matvecs, ncv, generator, progress, outer)
 
