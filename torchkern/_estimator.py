@@ -183,7 +183,7 @@ class Estimator(PicklesByValue, BaseEstimator):
 _LEARN_KERNEL_DOC = """learn_kernel : None, str or dict, optional
     Learn the kernel's hyperparameters by gradient before fitting: an objective of
     :func:`torchkern.learning.learn_kernel` (``"auto"``, ``"loo"``, ``"gcv"``,
-    ``"holdout"``, ``"alignment"``, ``"lml"``) or a dict of its options (``objective``,
+    ``"holdout"``, ``"alignment"``, ``"lml"``, ``"map"``) or a dict of its options (``objective``,
     ``optimizer``, ``max_iter``, ``tol``, ``n_restarts``, ``bounds``, ``lr``,
     ``validation_fraction``, ``random_state``, ``verbose``). The ``kernel`` parameter is
     left as it was; the learned kernel is the fitted ``kernel_``, the optimizer's result

@@ -63,6 +63,51 @@ def _fmt(t: torch.Tensor) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in t.reshape(-1).tolist()) + "]"
 
 
+def _attribute(name: str):
+    """closure(module) = module.<name>."""
+    def closure(module):
+        return getattr(module, name)
+    closure.__name__ = name
+    return closure
+
+
+def _in_dtype(prior, dtype, device, _depth=0):
+    """``prior`` with its floating-point tensors in ``dtype`` on ``device`` (a shallow copy;
+    torch.distributions keep their parameters as tensors in ``__dict__``, TransformedDistribution
+    its base and transforms): ``Gamma(3.0, 6.0)`` is float32 and would evaluate a float64
+    hyperparameter in float32. An ``nn.Module`` prior (GPyTorch's) is converted by ``.to``
+    on a copy. Anything else is returned as it is."""
+    if not dtype.is_floating_point or _depth > 4:
+        return prior
+    if isinstance(prior, nn.Module):
+        tensors = list(prior.parameters()) + list(prior.buffers())
+        if all(t.dtype == dtype and t.device == device for t in tensors if t.is_floating_point()):
+            return prior
+        return copy.deepcopy(prior).to(dtype=dtype, device=device)
+    state = getattr(prior, "__dict__", None)
+    if state is None:
+        return prior
+    changed = {}
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and \
+                (value.dtype != dtype or value.device != device):
+            changed[key] = value.to(dtype=dtype, device=device)
+        elif isinstance(value, (torch.distributions.Distribution, torch.distributions.Transform)):
+            new = _in_dtype(value, dtype, device, _depth + 1)
+            if new is not value:
+                changed[key] = new
+        elif isinstance(value, (list, tuple)) and any(
+                isinstance(v, torch.distributions.Transform) for v in value):
+            items = [_in_dtype(v, dtype, device, _depth + 1) for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                changed[key] = type(value)(items)
+    if not changed:
+        return prior
+    out = copy.copy(prior)
+    out.__dict__.update(changed)
+    return out
+
+
 class Kernel(PicklesByValue, nn.Module):
     r"""Base class of torchkern kernels.
 
@@ -94,6 +139,7 @@ class Kernel(PicklesByValue, nn.Module):
     def __init__(self, *, active_dims=None):
         super().__init__()
         object.__setattr__(self, "_hypers", {})
+        object.__setattr__(self, "_priors", {})
         self.register_buffer("active_dims", None)
         if active_dims is not None:
             self.set_active_dims(active_dims)
@@ -106,13 +152,25 @@ class Kernel(PicklesByValue, nn.Module):
         if init is None or getattr(init, "_takes_active_dims", False):
             return
 
+        sig = inspect.signature(init)
+
         @functools.wraps(init)
         def __init__(self, *args, active_dims=None, **kwargs):
+            # ``<hyperparameter>_prior=`` keywords (GPyTorch's ``lengthscale_prior=``) are
+            # taken here too and registered once the hyperparameters exist
+            priors = {k: kwargs.pop(k) for k in list(kwargs)
+                      if k.endswith("_prior") and k not in sig.parameters}
             init(self, *args, **kwargs)
             if active_dims is not None:
                 self.set_active_dims(active_dims)
+            for key, prior in priors.items():
+                if key[:-len("_prior")] not in self.__dict__.get("_hypers", {}):
+                    raise TypeError(f"{type(self).__name__}() got an unexpected keyword "
+                                    f"argument {key!r}: it has no hyperparameter "
+                                    f"{key[:-len('_prior')]!r} (its hyperparameters: "
+                                    f"{sorted(self.__dict__.get('_hypers', {}))})")
+                self.set_prior(key[:-len("_prior")], prior)
 
-        sig = inspect.signature(init)
         if "active_dims" not in sig.parameters:
             extra = inspect.Parameter("active_dims", inspect.Parameter.KEYWORD_ONLY, default=None)
             params = list(sig.parameters.values())
@@ -174,6 +232,9 @@ class Kernel(PicklesByValue, nn.Module):
             if hypers[name] == "softplus":
                 return F.softplus(super().__getattr__("raw_" + name))
             return super().__getattr__("fixed_" + name)
+        priors = self.__dict__.get("_priors")
+        if priors is not None and name in priors:
+            return priors[name][0]
         return super().__getattr__(name)
 
     def __setattr__(self, name, value):
@@ -197,6 +258,99 @@ class Kernel(PicklesByValue, nn.Module):
     def hyperparameters(self) -> dict:
         """The current values of this kernel's own hyperparameters, by name."""
         return {name: getattr(self, name) for name in self._hypers}
+
+    # -- priors on hyperparameters (GPyTorch's register_prior / named_priors) -----------
+    def register_prior(self, name: str, prior, param_or_closure) -> "Kernel":
+        r"""Put the prior distribution ``prior`` on a hyperparameter, or on a function of
+        the kernel's hyperparameters, as GPyTorch's ``Module.register_prior`` does.
+
+        ``k.register_prior("lengthscale_prior", Gamma(3.0, 6.0), "lengthscale")`` is
+        what ``RBF(lengthscale_prior=Gamma(3.0, 6.0))`` and
+        ``k.set_prior("lengthscale", Gamma(3.0, 6.0))`` do. The prior's density is of
+        the hyperparameter's positive value (the lengthscale ℓ, not its raw parameter),
+        summed over its entries for ARD: log p(θ) = Σ log p(ℓ_i). It enters the MAP
+        objectives — :func:`torchkern.learning.log_posterior`, the ``"lml"`` and
+        ``"map"`` objectives of :func:`torchkern.learning.learn_kernel`, and
+        :class:`torchkern.GaussianProcessRegressor`'s ``fit(optimize=True)`` —, as the
+        priors of a GPyTorch model enter ``ExactMarginalLogLikelihood``.
+
+        Parameters
+        ----------
+        name : str
+            The prior's name (``"<hyperparameter>_prior"`` by convention); readable as
+            ``k.<name>``. Registering a name again replaces the prior.
+        prior : torch.distributions.Distribution
+            Or anything with a ``log_prob(value)`` method (a GPyTorch prior). Its
+            parameters are cast to the hyperparameter's dtype (float64) when evaluated,
+            so ``Gamma(3.0, 6.0)`` built in float32 gives a float64 log density.
+            Typical: ``Gamma(concentration, rate)`` or ``LogNormal(loc, scale)`` on
+            lengthscales, ``HalfCauchy(scale)`` on variances.
+        param_or_closure : str or callable
+            The name of one of this kernel's hyperparameters, or ``closure(kernel)``
+            returning the tensor the prior is evaluated at (e.g.
+            ``lambda k: k.lengthscale.log()`` for a Normal prior on log ℓ).
+
+        Returns
+        -------
+        self
+        """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, got {name!r}")
+        if not callable(getattr(prior, "log_prob", None)):
+            raise TypeError(f"prior must be a torch.distributions.Distribution (or have a "
+                            f"log_prob method), got {type(prior).__name__}")
+        if isinstance(param_or_closure, str):
+            if param_or_closure not in self._hypers:
+                raise ValueError(f"param_or_closure: {type(self).__name__} has no "
+                                 f"hyperparameter {param_or_closure!r}; it has "
+                                 f"{sorted(self._hypers)}")
+        elif not callable(param_or_closure):
+            raise TypeError(f"param_or_closure must be a hyperparameter name or a callable "
+                            f"closure(kernel), got {type(param_or_closure).__name__}")
+        if name in self._hypers or name in self._parameters or name in self._buffers \
+                or name in self._modules:
+            raise ValueError(f"name {name!r} is taken by a hyperparameter, parameter or "
+                             f"sub-module of {type(self).__name__}")
+        self.__dict__.setdefault("_priors", {})[name] = (prior, param_or_closure)
+        return self
+
+    def set_prior(self, hyperparameter: str, prior) -> "Kernel":
+        """``register_prior(hyperparameter + "_prior", prior, hyperparameter)``; a prior of
+        None removes the hyperparameter's prior. Returns the kernel."""
+        if prior is None:
+            if hyperparameter not in self._hypers:
+                raise ValueError(f"hyperparameter: {type(self).__name__} has no "
+                                 f"hyperparameter {hyperparameter!r}; it has "
+                                 f"{sorted(self._hypers)}")
+            self.__dict__.get("_priors", {}).pop(hyperparameter + "_prior", None)
+            return self
+        return self.register_prior(hyperparameter + "_prior", prior, hyperparameter)
+
+    def named_priors(self):
+        """(qualified name, kernel, prior, closure) for every prior of this kernel and of
+        the kernels inside it (GPyTorch's ``named_priors`` without the setting closure):
+        ``closure(kernel)`` is the value the prior is evaluated at."""
+        for prefix, module in self.named_modules():
+            if not isinstance(module, Kernel):
+                continue
+            for name, (prior, target) in module.__dict__.get("_priors", {}).items():
+                closure = _attribute(target) if isinstance(target, str) else target
+                yield (f"{prefix}.{name}" if prefix else name), module, prior, closure
+
+    def log_prior(self) -> torch.Tensor:
+        r"""log p(θ): the sum of the log densities of every prior of this kernel and of the
+        kernels inside it at the current hyperparameters, Σ_priors Σ_entries
+        log p(closure(kernel)), a 0-d float64 tensor differentiable in the
+        hyperparameters (0 without priors)."""
+        total = torch.zeros((), dtype=torch.float64)
+        for _, module, prior, closure in self.named_priors():
+            value = closure(module)
+            value = torch.as_tensor(value)
+            if value.is_floating_point():
+                value = value.to(torch.float64)
+            lp = _in_dtype(prior, value.dtype, value.device).log_prob(value)
+            total = total.to(lp.device) + lp.to(torch.float64).sum()
+        return total
 
     # -- scikit-learn interplay: nested `kernel__lengthscale` grid searches, clone ------
     def get_params(self, deep: bool = True) -> dict:
@@ -271,7 +425,10 @@ class Kernel(PicklesByValue, nn.Module):
         fresh = type(self)(**args)
         if self.active_dims is not None:
             fresh.set_active_dims(self.active_dims)
+        priors = {k: v for k, v in self.__dict__.get("_priors", {}).items()
+                  if not isinstance(v[1], str) or v[1] in fresh._hypers}
         self.__dict__.update(fresh.__dict__)
+        object.__setattr__(self, "_priors", priors)
 
     def _sub_kernel(self, name: str):
         """The child module called ``name`` (None if there is none)."""

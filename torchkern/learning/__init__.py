@@ -1,7 +1,8 @@
 """Learning kernels by gradient, multiple kernel learning, and kernels inside models.
 
 - differentiable objectives (:mod:`~torchkern.learning.objectives`):
-  :func:`log_marginal_likelihood`, :func:`kernel_alignment`, :func:`loo_error`,
+  :func:`log_marginal_likelihood`, :func:`log_posterior` (MAP, with the hyperparameters'
+  priors) and :func:`log_prior`, :func:`kernel_alignment`, :func:`loo_error`,
   :func:`gcv`, :func:`kernel_ridge_predict`, :func:`mmd_test_power`, :func:`sgpr_bound`,
   :func:`nystrom_complexity_reg`;
 - :func:`fit_kernel`, which minimizes an objective over hyperparameters (L-BFGS-B on
@@ -24,11 +25,12 @@ from .layers import KernelLayer, MMDLoss
 from .mkl import (MultipleKernel, alignf_weights, cka_weights, easymkl_weights,
                   fheuristic_weights)
 from .objectives import (gcv, kernel_alignment, kernel_ridge_predict, log_marginal_likelihood,
-                         loo_error, mmd_test_power, nystrom_complexity_reg,
-                         sgpr_bound)
+                         log_posterior, log_prior, loo_error, mmd_test_power,
+                         nystrom_complexity_reg, sgpr_bound)
 
 __all__ = [
-    "log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
+    "log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment", "loo_error",
+    "gcv",
     "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg",
     "fit_kernel", "learn_kernel", "KernelLearningResult", "MultipleKernel",
     "easymkl_weights", "fheuristic_weights", "cka_weights", "alignf_weights",

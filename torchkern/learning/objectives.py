@@ -15,13 +15,14 @@ import torch
 
 from .._validation import as_generator, as_vector
 from ..gram import KernelMatrix
+from ..kernels.base import _in_dtype
 from ..linalg import PivotedCholesky, cg
 from ..linalg._common import _rademacher
 from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
 from .likelihood import lml_cg, lml_cholesky
 
-__all__ = ["log_marginal_likelihood", "kernel_alignment", "loo_error", "gcv",
+__all__ = ["log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment", "loo_error", "gcv",
            "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
 
 _F64 = torch.float64
@@ -152,6 +153,88 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     lml, _ = lml_cg(K, Y, s2, P, tol=tol, max_iter=max_iter, num_probes=num_probes,
                     generator=as_generator(random_state))
     return lml
+
+
+# -- priors and the log posterior (MAP) ------------------------------------------------
+def log_prior(kernel, noise=None, noise_prior=None):
+    r"""log p(θ) of the kernel's hyperparameters (and of the noise variance): the sum of
+    the log densities of the priors registered on the kernel and the kernels inside it
+    (:meth:`torchkern.kernels.Kernel.register_prior`, ``RBF(lengthscale_prior=...)``), plus
+    ``noise_prior.log_prob(noise)`` when a noise prior is given.
+
+    Returns
+    -------
+    Tensor
+        0-d float64, differentiable in the hyperparameters and ``noise`` (0 without
+        priors).
+    """
+    kernel = check_kernel(kernel)
+    total = kernel.log_prior()
+    if noise_prior is not None:
+        if not callable(getattr(noise_prior, "log_prob", None)):
+            raise TypeError(f"noise_prior must be a torch.distributions.Distribution (or "
+                            f"have a log_prob method), got {type(noise_prior).__name__}")
+        if noise is None:
+            raise ValueError("noise_prior needs the noise variance: noise is None")
+        s2 = noise if isinstance(noise, torch.Tensor) else torch.tensor(float(noise))
+        s2 = s2.to(_F64).reshape(())
+        lp = _in_dtype(noise_prior, _F64, s2.device).log_prob(s2).sum()
+        total = total.to(lp.device) + lp.to(_F64)
+    return total
+
+
+def log_posterior(kernel, X, y, noise, *, noise_prior=None, **likelihood_options):
+    r"""The unnormalized log posterior of the hyperparameters of a Gaussian process:
+    the MAP objective log p(y | X, θ) + log p(θ).
+
+    .. math::
+        \log p(y \mid X, \theta) + \sum_{\text{priors}} \log p(\theta_j)
+        + \log p(\sigma^2)
+
+    with the log marginal likelihood of :func:`log_marginal_likelihood` (summed over the
+    columns of y, not divided by n), the priors registered on the kernel
+    (``RBF(lengthscale_prior=Gamma(3.0, 6.0))``, ``kernel.set_prior("outputscale",
+    HalfCauchy(1.0))``, :meth:`~torchkern.kernels.Kernel.register_prior`) and
+    ``noise_prior`` on the noise variance σ² (:func:`log_prior`). Divided by n it is
+    GPyTorch's ``ExactMarginalLogLikelihood`` of a zero-mean ``ExactGP`` with a
+    ``GaussianLikelihood`` and the same priors (that is the convention GPyTorch users
+    know: its MLL adds the log priors and divides the sum by n). Maximizing it gives the
+    maximum a posteriori (MAP) hyperparameters (Rasmussen and Williams 2006, §5.2); it is
+    the objective of ``learn_kernel(..., "lml")`` / ``"map"`` and of
+    :class:`torchkern.GaussianProcessRegressor`'s ``fit(optimize=True)`` when priors are
+    set. Cost: that of the likelihood plus one ``log_prob`` per prior.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : kernel input of n samples
+    y : Tensor or array of shape (n,) or (n, r)
+    noise : float or 0-d Tensor
+        σ² > 0.
+    noise_prior : torch.distributions.Distribution, optional
+        Prior on σ² (anything with ``log_prob``).
+    **likelihood_options
+        ``method``, ``num_probes``, ``tol``, ``max_iter``, ``backend``,
+        ``random_state`` of :func:`log_marginal_likelihood`.
+
+    Returns
+    -------
+    Tensor
+        0-d, differentiable with respect to the kernel's parameters and ``noise``.
+
+    Examples
+    --------
+    >>> import torch, torchkern
+    >>> from torch.distributions import Gamma
+    >>> from torchkern.learning import log_posterior, log_marginal_likelihood
+    >>> X = torch.linspace(0, 1, 20, dtype=torch.float64)[:, None]; y = torch.sin(6 * X[:, 0])
+    >>> k = torchkern.RBF(0.3, lengthscale_prior=Gamma(3.0, 6.0))
+    >>> lp = log_posterior(k, X, y, 0.1) - log_marginal_likelihood(k, X, y, 0.1)
+    >>> bool(torch.isclose(lp, Gamma(3.0, 6.0).log_prob(torch.tensor(0.3)).double()))
+    True
+    """
+    lml = log_marginal_likelihood(kernel, X, y, noise, **likelihood_options)
+    return lml + log_prior(kernel, noise, noise_prior).to(lml)
 
 
 # -- kernel-target alignment -----------------------------------------------------------

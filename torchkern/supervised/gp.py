@@ -18,6 +18,7 @@ from .._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
 from .._optimize import coordinates as _coordinates, log_bounds as _log_bounds
 from .._optimize import torch_optim
 from ..learning.likelihood import lml_cg, lml_cholesky, threads_for  # noqa: F401 (lml_*: re-exported)
+from ..learning.objectives import log_prior
 from ._common import r2_score
 
 __all__ = ["GaussianProcessRegressor"]
@@ -129,6 +130,13 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         an optimum on a bound is reported by a
         :class:`~torchkern.linalg.ConvergenceWarning`. ``None``: unbounded (then
         ``n_restarts_optimizer`` must be 0).
+    noise_prior : torch.distributions.Distribution, optional
+        A prior on the noise variance σ² (GPyTorch's ``GaussianLikelihood(noise_prior=)``),
+        e.g. ``Gamma(1.1, 0.05)``. With it, or with priors on the kernel's
+        hyperparameters (``RBF(lengthscale_prior=Gamma(3.0, 6.0))``,
+        :meth:`~torchkern.kernels.Kernel.set_prior`), ``fit(optimize=True)`` maximizes
+        the log posterior log p(y) + log p(θ) (MAP;
+        :func:`torchkern.learning.log_posterior`) instead of log p(y).
 
     Attributes
     ----------
@@ -148,8 +156,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     log_marginal_likelihood_value_ : Tensor
         log p(y) at the fitted hyperparameters (summed over targets).
     loss_history_ : list of float
-        −log p(y)/n at the start and after each hyperparameter-learning iteration of the
-        run kept (empty without).
+        −log p(y)/n (−(log p(y) + log p(θ))/n with priors) at the start and after each
+        hyperparameter-learning iteration of the run kept (empty without).
     n_iter_ : int
         Hyperparameter-learning iterations of the run kept (1 without: the one direct
         solve).
@@ -167,7 +175,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",
                  tol=1e-6, max_iter=None, num_probes=30, random_state=None, optimizer="lbfgs",
                  verbose=False, backend=None, n_restarts_optimizer=0,
-                 hyperparameter_bounds=_BOUNDS):
+                 hyperparameter_bounds=_BOUNDS, noise_prior=None):
         self.kernel = kernel
         self.noise = noise
         self.mean = mean
@@ -182,6 +190,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         self.backend = backend
         self.n_restarts_optimizer = n_restarts_optimizer
         self.hyperparameter_bounds = hyperparameter_bounds
+        self.noise_prior = noise_prior
 
     # ---------------------------------------------------------------------------------
     def _check_params(self, n: int) -> str:
@@ -205,6 +214,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError("noise must be > 0 with method='cg'")
         if not (is_real(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be a positive float, got {self.tol!r}")
+        if self.noise_prior is not None and not callable(getattr(self.noise_prior, "log_prob",
+                                                                  None)):
+            raise TypeError(f"noise_prior must be a torch.distributions.Distribution (or have "
+                            f"a log_prob method), got {type(self.noise_prior).__name__}")
         if not is_int(self.n_restarts_optimizer) or self.n_restarts_optimizer < 0:
             raise ValueError(f"n_restarts_optimizer must be a non-negative int, "
                              f"got {self.n_restarts_optimizer!r}")
@@ -222,7 +235,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def fit(self, X, y, optimize: bool = False, n_iter: int = 100, lr: float = 0.05):
         r"""Condition the GP on (X, y); with ``optimize=True`` first learn the kernel's
-        hyperparameters and the noise by maximizing log p(y).
+        hyperparameters and the noise by maximizing log p(y) — the log posterior
+        log p(y) + log p(θ) when the kernel or ``noise_prior`` sets priors (MAP; log p(y)
+        below stands for it then).
 
         The objective is −log p(y) in the logarithms θ = log v of the positive
         hyperparameters v (the kernel's softplus-parameterized ones and σ²), each bounded
@@ -346,10 +361,14 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         raw_noise = learned_noise.raw_noise
         coords = _coordinates([kernel, learned_noise], self._log_bounds())
 
+        with_priors = self.noise_prior is not None or any(True for _ in kernel.named_priors())
+
         def loss(generator):
             sigma2 = F.softplus(raw_noise)
             lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
                                method, generator)
+            if with_priors:  # MAP: log p(y) + log p(θ), as GPyTorch's MLL with priors
+                lml = lml + log_prior(kernel, sigma2, self.noise_prior).to(lml)
             return -lml
 
         return coords, raw_noise, loss
