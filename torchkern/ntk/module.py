@@ -367,25 +367,36 @@ def _shapes(ops, shape, gaussian=False):
 def _window(c, axis, k, s, d, lo, hi, pair):
     """Mean over the k taps of a 1-D filter (stride s, dilation d, zero padding lo/hi)
     applied at ``axis`` — at both axes ``axis, axis + 1`` with the same tap when ``pair``
-    (a shared-weight convolution on pixel pairs), else at ``axis`` alone."""
+    (a shared-weight convolution on pixel pairs), else at ``axis`` alone. The padding is
+    never materialized: each tap adds the input slice it reaches to the outputs it
+    reaches."""
     axes = (axis, axis + 1) if pair else (axis,)
-    if lo or hi:
-        for ax in axes:
-            shape = list(c.shape)
-            shape[ax] = lo
-            parts = [c.new_zeros(shape), c]
-            shape[ax] = hi
-            parts.append(c.new_zeros(shape))
-            c = torch.cat(parts, dim=ax)
     n = c.shape[axis]
-    out = (n - d * (k - 1) - 1) // s + 1
+    out = (n + lo + hi - d * (k - 1) - 1) // s + 1
+    shape = list(c.shape)
+    for ax in axes:
+        shape[ax] = out
     total = None
     for t in range(k):
-        idx = [slice(None)] * c.dim()
+        off = t * d - lo                      # input index of output 0 at this tap
+        i0 = max(0, -(off // s))             # first output whose input index is >= 0
+        i1 = min(out - 1, (n - 1 - off) // s)
+        if i1 < i0:
+            continue
+        src = [slice(None)] * c.dim()
+        dst = [slice(None)] * c.dim()
         for ax in axes:
-            idx[ax] = slice(t * d, t * d + s * (out - 1) + 1, s)
-        piece = c[tuple(idx)]
-        total = piece if total is None else total + piece
+            src[ax] = slice(s * i0 + off, s * i1 + off + 1, s)
+            dst[ax] = slice(i0, i1 + 1)
+        piece = c[tuple(src)]
+        if total is None:
+            total = c.new_zeros(shape)
+        if i0 == 0 and i1 == out - 1:
+            total = total + piece
+        else:
+            total[tuple(dst)] += piece        # total is a fresh tensor of this function
+    if total is None:
+        total = c.new_zeros(shape)
     return total * (1.0 / k)
 
 
