@@ -324,7 +324,8 @@ def rows_mkl_goal(n, p, n_test=5000, centers=300, seed=0, sub=2000):
     nys = dict(estimator="krr", alpha=1.0, solver="nystrom", n_centers=centers, random_state=seed)
     methods = [
         ("SimpleMKL (reduced gradient, 5 steps)",
-         lambda: SimpleMKL(per_feature_kernels(p), method="simplemkl", max_iter=5, tol=1e-2, **nys)),
+         lambda: SimpleMKL(per_feature_kernels(p), method="simplemkl", max_iter=5, tol=1e-2,
+                           **nys)),
         (f"SimpleMKL (alignment, alignf on {sub})",
          lambda: SimpleMKL(per_feature_kernels(p), method="alignment", max_samples=sub, **nys)),
         (f"EasyMKL lam=0.1 (weights on {sub})",

@@ -92,8 +92,9 @@ def test_easymkl_on_lazy_gram_matrices_equals_dense():
     dense = easymkl_weights([k(X, backend="dense").to_dense() for k in ks], y)
     lazy = easymkl_weights([k(X, backend="blocked") for k in ks], y)
     np.testing.assert_allclose(lazy.numpy(), dense.numpy(), atol=1e-10)
-    np.testing.assert_allclose(fheuristic_weights([k(X, backend="blocked") for k in ks], y).numpy(),
-                               fheuristic_weights([k(X).to_dense() for k in ks], y).numpy(), atol=1e-12)
+    np.testing.assert_allclose(
+        fheuristic_weights([k(X, backend="blocked") for k in ks], y).numpy(),
+        fheuristic_weights([k(X).to_dense() for k in ks], y).numpy(), atol=1e-12)
 
 
 @pytest.mark.parametrize("cls", [EasyMKL, FHeuristic, AverageMKL])

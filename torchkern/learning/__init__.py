@@ -13,7 +13,7 @@
   combination learned from Gram matrices and labels: :func:`easymkl_weights`,
   :func:`fheuristic_weights`, :func:`cka_weights`, :func:`alignf_weights` (the MKL
   estimators that wrap an SVM or a ridge, ``SimpleMKL``, ``EasyMKL``, ``AverageMKL``,
-  ``FHeuristic``, ``CKA``, live in :mod:`torchkern.supervised.mkl`; their names here
+  ``FHeuristic``, ``CKA``, live in ``torchkern.supervised.mkl``; their names here
   resolve there on first use, so nothing in this package imports the estimators);
 - :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module`` layers for models.
 

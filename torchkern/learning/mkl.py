@@ -4,7 +4,8 @@ and labels alone — EasyMKL's, the alignment heuristics', and the alignf combin
 
 The estimators that wrap an SVM or kernel ridge regression around these weights
 (``SimpleMKL``, ``EasyMKL``, ``AverageMKL``, ``FHeuristic``, ``CKA``) live in
-:mod:`torchkern.supervised.mkl`, above the estimators they use.
+``torchkern.supervised.mkl`` (exported by :mod:`torchkern.supervised`), above the
+estimators they use.
 """
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ class MultipleKernel(Kernel):
 
     ``weights="simplex"``: η = softmax(θ), so η_i > 0 and Σ η_i = 1 under any gradient step;
     ``"nonneg"``: η = softplus(θ) > 0; ``"fixed"``: η is a buffer (zeros allowed: those
-    terms are skipped), what :class:`SimpleMKL` uses for its inner solves. The combination
-    is p.s.d. as a non-negative sum of p.s.d. kernels (Lanckriet et al. 2004, "Learning the
-    kernel matrix with semidefinite programming", JMLR 5).
+    terms are skipped), what :class:`~torchkern.supervised.SimpleMKL` uses for its inner
+    solves. The combination is p.s.d. as a non-negative sum of p.s.d. kernels (Lanckriet
+    et al. 2004, "Learning the kernel matrix with semidefinite programming", JMLR 5).
 
     On vectors the terms are fused into one formula (one KeOps reduction or one pass of
     row blocks, whatever the number of kernels), so the Gram matrix is lazy at any n; terms

@@ -4,7 +4,7 @@ They wrap torchkern's :class:`~torchkern.SVC` or :class:`~torchkern.KernelRidge`
 :class:`~torchkern.learning.MultipleKernel`, so they sit above the estimators; the
 weights learned from Gram matrices alone (:func:`~torchkern.learning.easymkl_weights`,
 :func:`~torchkern.learning.fheuristic_weights`, :func:`~torchkern.learning.cka_weights`,
-:func:`~torchkern.learning.alignf_weights`) live below, in :mod:`torchkern.learning.mkl`.
+:func:`~torchkern.learning.alignf_weights`) live below, in ``torchkern.learning.mkl``.
 """
 from __future__ import annotations
 
