@@ -50,9 +50,13 @@ def read_tu(folder: str, name: str | None = None):
     - ``edge_attr``: one-hot edge labels, likewise;
     - ``y`` (1,): the graph label — integer labels renumbered 0, 1, … in sorted order
       (MUTAG's −1/1 become 0/1, as in ``TUDataset``), other values kept as floats;
-    - ``node_attributes`` / ``edge_attributes``: the continuous attributes, kept apart
-      from ``x`` (``TUDataset`` concatenates them to ``x``; the graph kernels here read
-      each distinct row of ``x`` as one discrete label).
+    - ``node_attributes`` (num_nodes, d) / ``edge_attributes`` (E, d'): the continuous
+      attributes (float32, in the order of the file and of ``edge_index``), kept apart
+      from ``x``. torch-geometric's ``TUDataset(use_node_attr=True)`` puts them in
+      front of the one-hot labels in ``x``; here ``x`` holds labels only — the graph
+      kernels read each distinct row of ``x`` as one discrete label — and the attribute
+      kernels (:class:`~torchkern.graphs.GraphHopper`,
+      :class:`~torchkern.graphs.PropagationAttr`) read ``node_attributes``.
 
     Parameters
     ----------
@@ -78,6 +82,8 @@ def read_tu(folder: str, name: str | None = None):
     >>> graphs = read_tu(os.path.join(os.path.dirname(grakel.__file__), "tests/data/MUTAG"))
     >>> len(graphs), graphs[0]
     (188, Data(x=[17, 7], edge_index=[2, 38], edge_attr=[38, 4], y=[1]))
+    >>> read_tu(os.path.join(os.path.dirname(grakel.__file__), "tests/data/Cuneiform"))[0]
+    Data(x=[36, 7], edge_index=[2, 180], edge_attr=[180, 2], y=[1], node_attributes=[36, 3], edge_attributes=[180, 2])
     """
     from torch_geometric.data import Data
 
