@@ -146,7 +146,8 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             near = (dist >= 0) & (dist <= dmax)  # (B, i, j)
             code = dist.clamp(0, dmax) * L + lab[:, None, :]  # (B, i, j)
             E = torch.zeros(B, n, n, n_cells, dtype=ftype, device=G.device)  # (B, j, i, c)
-            E.scatter_(3, code.transpose(1, 2)[..., None], near.transpose(1, 2)[..., None].to(ftype))
+            E.scatter_(3, code.transpose(1, 2)[..., None],
+                       near.transpose(1, 2)[..., None].to(ftype))
             cells.append(E.view(B, n, n * n_cells))
         out = []
         for rho in range(self.r + 1):

@@ -102,13 +102,12 @@ class PyramidMatch(CountFeatureKernel):
     Eigenvectors are unique up to sign, removed by the absolute value, when the
     eigenvalue is simple. For a repeated eigenvalue any orthonormal basis of its
     eigenspace is an answer: this kernel takes LAPACK's (``torch.linalg.eigh``), GraKeL
-    ARPACK's (``scipy.sparse.linalg.eigs``, from a random start vector) or LAPACK's
-    ``geev``; the embeddings — and the kernel — then differ between implementations, as
-    they do between GraKeL runs. A coordinate within 10⁻⁹ of a bin edge counts as on
-    the edge (the bin of the exact value: symmetric graphs have entries 1/2 that
-    rounding puts on either side, where GraKeL follows its rounding). Likewise a tie in modulus at the d-th eigenvalue
-    (λ and −λ of a bipartite graph) is broken here by order of eigenvalue. The graphs
-    must be undirected (symmetric adjacency).
+    ARPACK's (``scipy.sparse.linalg.eigs``) or LAPACK's ``geev`` (graphs of ≤ d + 1
+    nodes); the embeddings — and the kernel — then differ between implementations. A
+    coordinate within 10⁻⁹ of a bin edge counts as on the edge (the bin of the exact
+    value: symmetric graphs have entries 1/2 that rounding puts on either side, where
+    GraKeL follows its rounding). A tie in modulus at the d-th eigenvalue is broken
+    here by order of eigenvalue. The graphs must be undirected (symmetric adjacency).
 
     The eigendecompositions run batched on graphs of equal size (O(n³) each); the
     intersection min(a, b) = Σ_t [t < a][t < b] makes I_j an inner product of sparse
@@ -129,7 +128,7 @@ class PyramidMatch(CountFeatureKernel):
     >>> from torchkern.graphs import PyramidMatch
     >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
     >>> PyramidMatch(with_labels=False, L=2, d=2)([path]).to_dense()
-    tensor([[12.]], dtype=torch.float64)
+    tensor([[9.]], dtype=torch.float64)
     """
 
     def __init__(self, with_labels: bool = True, L: int = 4, d: int = 6,
