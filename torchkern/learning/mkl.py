@@ -437,7 +437,7 @@ def easymkl_weights(grams, y, lam=0.1, *, tol=1e-12, max_iter=20000, return_gamm
 
     Notes
     -----
-    Cost: O(n²) kernel evaluations per iteration (lazy products), plus one dense |S|³
+    Cost: O(n²) kernel evaluations per iteration (lazy products), plus one dense #S³
     solve on the support S; memory O(n) beyond the Gram matrices' own.
     """
     grams = _as_grams(grams)

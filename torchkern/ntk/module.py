@@ -608,7 +608,7 @@ class InfiniteWidthKernel(Kernel):
                         "with vector kernels in one formula; use its Gram matrices")
 
     def check_input(self, X, name: str = "X", **kw):
-        """``X`` as a floating tensor (n, *sample shape); the sample shape is checked
+        """``X`` as a floating tensor of shape (n,) + sample shape; the sample shape is checked
         against the layers."""
         if isinstance(X, KernelInput):
             raise TypeError(f"{name} must be a tensor of network inputs, got {type(X).__name__}")
@@ -815,7 +815,7 @@ def infinite_width(module: nn.Module, parameterization: str = "ntk", *, kind: st
     -----
     Inputs x of shape (C, H, W) start from the covariance K⁰(x, y)_{p p'} = Σ_c x_{cp}
     y_{cp'}/C between pixels p of x and p' of y. A convolution maps it to
-    σ_w² (1/|F|) Σ_{δ∈F} K_{p+δ, p'+δ} + σ_b² (zero outside the padded image), an
+    σ_w² (1/#F) Σ_{δ∈F} K_{p+δ, p'+δ} + σ_b² (zero outside the padded image), an
     activation to E[φ(u)φ(v)] with (u, v) of covariance [[K_{xx,pp}, K_{xy,pp'}],
     [·, K_{yy,p'p'}]], average pooling averages K over the windows of p and of p',
     global average pooling over all pixel pairs, and Flatten (followed by a Linear) over

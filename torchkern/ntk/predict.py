@@ -133,10 +133,13 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
 
     Returns
     -------
-    Tensor of shape (n_test,) or (n_test, r) — with a leading time axis when ``t`` is a
-    sequence — in the Gram matrices' dtype; with ``compute_cov`` a pair (mean, cov), cov
-    of shape (n_test, n_test) (with the same leading time axis).
+    Tensor of shape (n_test,) or (n_test, r)
+        With a leading time axis when ``t`` is a sequence; in the Gram matrices' dtype.
+        With ``compute_cov`` a pair (mean, cov), cov of shape (n_test, n_test) (with the
+        same leading time axis).
 
+    Notes
+    -----
     The covariance (Lee et al. 2019, eq. 16; neural-tangents' ``predict``) is, with
     :math:`A_t = \Theta_\rho^{-1}(I - e^{-\eta t\Theta_\rho/N})`,
     Θ_ρ = Θ + ρI,
@@ -149,8 +152,6 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     K_\rho/N})K_{X*}` (A_∞ = Θ_ρ⁻¹). It is computed from dense Gram matrices and one
     eigendecomposition: O(n³ + n²·n_test) time, O(n² + n_test²) memory.
 
-    Notes
-    -----
     A dense Θ (n ≤ a few thousand) is solved exactly: a Cholesky factorization for t = ∞,
     one eigendecomposition for all finite t (O(n³)). A lazy Θ is never formed: t = ∞ by
     preconditioned CG (:func:`torchkern.linalg.cg`, pivoted-Cholesky preconditioner when
