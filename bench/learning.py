@@ -396,7 +396,7 @@ def main():
         for n in args.mklpy_sizes:
             add(row_mkl_mklpy(n, p))
         for n in args.mkl_sizes:
-            add(*rows_mkl_goal(n, p))
+            rows.extend(rows_mkl_goal(n, p))  # printed as they come
     if "dkl" in rows_wanted:
         add(*row_dkl())
     print()
