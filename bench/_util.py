@@ -117,6 +117,16 @@ def busy(n: int, limit: float = 3600.0):
             p.wait()
 
 
+def conditions(busy_rows: bool):
+    """``[(label, context factory)]``: the quiet condition, and with ``busy_rows`` also one
+    busy loop beside the run (:func:`busy`) — the benchmarks' ``--busy-rows`` flag, so
+    that one run prints a quiet row and a busy row for every method and its peer."""
+    out = [("quiet", contextlib.nullcontext)]
+    if busy_rows:
+        out.append(("busy 1", lambda: busy(1)))
+    return out
+
+
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, for printing beside a figure."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())

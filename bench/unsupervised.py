@@ -8,6 +8,8 @@ top-10 eigenvalues from scikit-learn's ARPACK solution (tol=0: machine precision
     python bench/unsupervised.py                      # n = 8000, 20000; the rows
     python bench/unsupervised.py --sizes 2000 5000 40000 --threads 2 --repeat 3
     python bench/unsupervised.py --methods tk-dense sk-randomized
+    python bench/unsupervised.py --sizes 8000 --busy-rows --threads 1 2 --omp-wait-policy ''
+                                  # quiet and beside one busy loop, 1 and 2 threads
 
 Default methods: sk-arpack, tk-dense (float64) and tk-dense32. ``--repeat r`` runs every
 method r times (each in a fresh process, so each pays its own first touch of memory) and
@@ -39,6 +41,9 @@ import os
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import conditions  # noqa: E402
 
 K_TOP = 10
 D = 8
@@ -103,51 +108,66 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[8000, 20000])
     p.add_argument("--methods", nargs="+", default=None, choices=METHODS)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, nargs="+", default=[2],
+                   help="thread counts (several: one set of rows each, same run)")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--repeat", type=int, default=1, help="runs per method; the fastest counts")
     p.add_argument("--omp-wait-policy", default="PASSIVE",
                    help="OMP_WAIT_POLICY of the runs ('' leaves the environment's)")
     p.add_argument("--blocked-max-n", type=int, default=5000,
                    help="skip tk-blocked above this n unless listed in --methods")
+    p.add_argument("--busy-rows", action="store_true",
+                   help="also run every method beside one busy loop (bench/_util.busy)")
     args = p.parse_args()
     load_before = os.getloadavg()[0]
     rows = []
-    for n in args.sizes:
-        methods = args.methods or [m for m in DEFAULT_METHODS
-                                   if not (m == "tk-blocked" and n > args.blocked_max_n)]
-        results = {}
-        for m in methods:
-            for _ in range(args.repeat):
-                t0 = time.time()
-                r = run(m, n, args.threads, args.timeout, args.omp_wait_policy)
-                if m not in results or r.get("time", 1e300) < results[m].get("time", 1e300):
-                    results[m] = r
-                print(f"  n={n:>6} {m:<14} done in {time.time() - t0:6.1f}s", file=sys.stderr)
-        ref = results.get("sk-arpack", {}).get("evals")
-        sk_times = {m: results[m]["time"] for m in ("sk-arpack", "sk-randomized")
-                    if "time" in results.get(m, {})}
-        for m in methods:
-            r = results[m]
-            if "error" in r:
-                rows.append((n, m, r["error"], "", "", "", ""))
-                continue
-            err = (max(abs(a - b) / abs(b) for a, b in zip(r["evals"], ref)) if ref
-                   else float("nan"))
-            ratios = [f"{sk_times[s] / r['time']:.1f}x" if s in sk_times else "-"
-                      for s in ("sk-arpack", "sk-randomized")]
-            rows.append((n, m, f"{r['time']:.2f}", *ratios, f"{err:.1e}", f"{r['mem_mb']:.0f}"))
-    head = ("n", "method", "time [s]", "arpack/this", "sk-rand/this", "max rel err λ1..10",
-            "peak +MB")
-    print(f"# {args.threads} threads, OMP_WAIT_POLICY={args.omp_wait_policy or 'unset'}, "
-          f"best of {args.repeat}; load average "
-          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    for cond, context in conditions(args.busy_rows):
+        for threads in args.threads:
+            with context():
+                for n in args.sizes:
+                    rows += _rows(args, n, threads, cond)
+    head = ("condition", "threads", "n", "method", "time [s]", "arpack/this", "sk-rand/this",
+            "max rel err λ1..10", "peak +MB", "load 1 min")
+    print(f"# OMP_WAIT_POLICY={args.omp_wait_policy or 'unset'}, best of {args.repeat}; load "
+          f"average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (the load column: "
+          f"at the end of each method's runs)")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = " | ".join(f"{{:>{w}}}" for w in widths)
     print(fmt.format(*head))
     print("-+-".join("-" * w for w in widths))
     for row in rows:
         print(fmt.format(*row))
+
+
+def _rows(args, n, threads, cond):
+    methods = args.methods or [m for m in DEFAULT_METHODS
+                               if not (m == "tk-blocked" and n > args.blocked_max_n)]
+    results, loads = {}, {}
+    for m in methods:
+        for _ in range(args.repeat):
+            t0 = time.time()
+            r = run(m, n, threads, args.timeout, args.omp_wait_policy)
+            if m not in results or r.get("time", 1e300) < results[m].get("time", 1e300):
+                results[m] = r
+            print(f"  {cond} {threads}t n={n:>6} {m:<14} done in {time.time() - t0:6.1f}s",
+                  file=sys.stderr)
+        loads[m] = f"{os.getloadavg()[0]:.2f}"
+    ref = results.get("sk-arpack", {}).get("evals")
+    sk_times = {m: results[m]["time"] for m in ("sk-arpack", "sk-randomized")
+                if "time" in results.get(m, {})}
+    rows = []
+    for m in methods:
+        r = results[m]
+        if "error" in r:
+            rows.append((cond, threads, n, m, r["error"], "", "", "", "", loads[m]))
+            continue
+        err = (max(abs(a - b) / abs(b) for a, b in zip(r["evals"], ref)) if ref
+               else float("nan"))
+        ratios = [f"{sk_times[s] / r['time']:.1f}x" if s in sk_times else "-"
+                  for s in ("sk-arpack", "sk-randomized")]
+        rows.append((cond, threads, n, m, f"{r['time']:.2f}", *ratios, f"{err:.1e}",
+                     f"{r['mem_mb']:.0f}", loads[m]))
+    return rows
 
 
 if __name__ == "__main__":
