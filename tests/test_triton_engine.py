@@ -1,19 +1,21 @@
 """The generated Triton engine (torchkern._compiled.triton) against dense torch.
 
-On the CPU the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here
-before triton is imported; the engine also sets it while it loads a CPU kernel, so the
-order of imports does not matter); on CUDA, where a GPU is present (tests/_devices.py),
-compiled. Each case compares K V, and the gradients of ⟨G, K V⟩ to X, Y, V and every
+On the CPU the kernels run in Triton's interpreter; on CUDA, where a GPU is present
+(tests/_devices.py), compiled. Triton (3.9) reads ``TRITON_INTERPRET`` when ``triton.jit``
+decorates a function: the engine sets it while it loads a generated module (interpreted
+for CPU tensors, compiled for CUDA ones), and its kernels call none of triton.language's
+own @jit helpers (``tl.sum``, ``tl.zeros``), which are decorated once, when triton is
+imported — in a test run that happens early, by ``torch._dynamo`` — and fail in the other
+mode. So the order of imports does not matter and both modes share one process. The
+variable itself says that the CPU may use the engine at all (``available``): the CPU
+tests set it for their own duration only (for the whole process, it would make every
+other Triton user in it, torch.compile on CUDA, run interpreted). Each case compares K V, and the gradients of ⟨G, K V⟩ to X, Y, V and every
 hyperparameter, with the dense Gram matrix and autograd through it. Sizes are not
 multiples of the tile (16 under the interpreter). Skipped only when triton is not
 installed.
 """
 import math
-import os
 import warnings
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
-os.environ.setdefault("TORCHKERN_TRITON_AUTOTUNE", "0")  # CUDA: one compile per kernel
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -28,6 +30,12 @@ from ._devices import DEVICES  # noqa: E402
 
 DEVS = ["cpu"] + [d for d in DEVICES if d != "cpu"]
 TOL = {torch.float32: 2e-5, torch.float64: 1e-11}
+
+
+@pytest.fixture(autouse=True)
+def _interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the CPU cases (CUDA kernels: compiled)
+    monkeypatch.setenv("TORCHKERN_TRITON_AUTOTUNE", "0")  # CUDA: one compile per kernel
 
 
 @pytest.fixture(params=DEVS)

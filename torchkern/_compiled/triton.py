@@ -226,7 +226,7 @@ class _Lowered:
     """The traced formula as scalar SSA instructions ``(op, args, shape)``; args are SSA
     indices, or literals for ``const``/leaves."""
 
-    def __init__(self, root: Sym, row_dims, par_dims, fast_ok: bool):
+    def __init__(self, root: Sym, row_dims, par_dims, fast_ok):
         self.instrs = []
         self.memo = {}
         self.row_dims = list(row_dims)
@@ -374,11 +374,11 @@ def _fold(name, v):
 # --------------------------------------------------------------------------------------
 
 _REDUCE = {  # contribution of shape (from) reduced to the operand's shape (to)
-    ("ij", "i"): "tl.sum({}, axis=1, keep_dims=True)",
-    ("ij", "j"): "tl.sum({}, axis=0, keep_dims=True)",
-    ("ij", "c"): "tl.sum(tl.sum({}, axis=1, keep_dims=True), axis=0, keep_dims=True)",
-    ("i", "c"): "tl.sum({}, axis=0, keep_dims=True)",
-    ("j", "c"): "tl.sum({}, axis=1, keep_dims=True)",
+    ("ij", "i"): "_tk_sum({}, axis=1, keep_dims=True)",
+    ("ij", "j"): "_tk_sum({}, axis=0, keep_dims=True)",
+    ("ij", "c"): "_tk_sum(_tk_sum({}, axis=1, keep_dims=True), axis=0, keep_dims=True)",
+    ("i", "c"): "_tk_sum({}, axis=0, keep_dims=True)",
+    ("j", "c"): "_tk_sum({}, axis=1, keep_dims=True)",
 }
 
 
@@ -490,6 +490,15 @@ def _partials(L: _Lowered, k: int, g: str, name):
 
 _ATAN2 = '''
 @triton.jit
+def _tk_sum(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
+    # tl.sum without calling it: triton.language's own @jit helpers are decorated when
+    # triton is imported, compiled or interpreted by TRITON_INTERPRET at that moment, and
+    # cannot run in the other mode; tl.reduce with tl.standard's combine function can
+    # (the interpreter then sums with numpy).
+    return tl.reduce(x, axis, tl.standard._sum_combine, keep_dims=keep_dims)
+
+
+@triton.jit
 def _atan2(y, x):
     # atan2 by range reduction: t = min/max in [0, 1], three half-angle steps
     # atan t = 2 atan(t / (1 + sqrt(1 + t^2))) to |t| <= tan(pi/32), then the odd Taylor
@@ -582,7 +591,7 @@ def generate_source(spec: _Spec, tune: bool) -> str:
             w(f"fa{a} = tl.arange(0, {da})", 1)
             w(f"xt{a} = tl.load(X{a} + ri[:, None] * {d} + fa{a}[None, :], "
               f"mask=fa{a}[None, :] < {d}, other=0.0).to({acc})", 1)
-            w(f"nx{a} = tl.sum(xt{a} * xt{a}, axis=1, keep_dims=True)", 1)
+            w(f"nx{a} = _tk_sum(xt{a} * xt{a}, axis=1, keep_dims=True)", 1)
     for k in need:
         op, args, shape = instrs[k]
         if op == "xrow":
@@ -608,7 +617,7 @@ def generate_source(spec: _Spec, tune: bool) -> str:
         w("cmask = cols < m", 1)
         w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 1)
         _emit_cols(w, L, spec, loop, name, acc, 1)
-        w(f"kv = ({name(out)}) + tl.zeros([BM, BN], {acc})", 1)
+        w(f"kv = ({name(out)}) + tl.full([BM, BN], 0, {acc})", 1)
         w("tl.store(O + ri[:, None] * m + cj[None, :], kv, mask=rmask[:, None] & cmask[None, :])", 1)
         return "\n".join(w.lines) + "\n"
     prod = kind == "forward" or spec.want_prod
@@ -617,12 +626,12 @@ def generate_source(spec: _Spec, tune: bool) -> str:
     if prod:
         if rc_fma:
             for c in range(spec.r):
-                w(f"acc{c} = tl.zeros([BM, 1], {acc})", 1)
+                w(f"acc{c} = tl.full([BM, 1], 0, {acc})", 1)
         else:
             w("rb = pr * RB + tl.arange(0, RB)" if kind == "forward"
               else "rb = tl.arange(0, RB)", 1)
             w("rbm = rb < r", 1)
-            w(f"acc = tl.zeros([BM, RB], {acc})", 1)
+            w(f"acc = tl.full([BM, RB], 0, {acc})", 1)
     if kind == "backward":
         # row-side A columns, hoisted in FMA mode
         if rc_fma:
@@ -631,22 +640,22 @@ def generate_source(spec: _Spec, tune: bool) -> str:
         adj_loopcarried = [k for k in need if instrs[k][2] in ("c", "i") and _diff(L, k, spec)]
         for k in adj_loopcarried:
             shp = "[BM, 1]" if instrs[k][2] == "i" else "[1, 1]"
-            w(f"ga{k} = tl.zeros({shp}, {acc})", 1)
+            w(f"ga{k} = tl.full({shp}, 0, {acc})", 1)
         for a in L.matrix:
             if spec.want_rows:
-                w(f"gm{a} = tl.zeros([BM, {_pow2(spec.row_dims[a])}], {acc})", 1)
+                w(f"gm{a} = tl.full([BM, {_pow2(spec.row_dims[a])}], 0, {acc})", 1)
     w("for c0 in range(0, m, BN):", 1)
     w("cols = c0 + tl.arange(0, BN)", 2)
     w("cmask = cols < m", 2)
     w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 2)
     _emit_cols(w, L, spec, loop, name, acc, 2)
-    w(f"kv = ({name(out)}) + tl.zeros([BM, BN], {acc})", 2)
+    w(f"kv = ({name(out)}) + tl.full([BM, BN], 0, {acc})", 2)
     # the product with the column-side matrix B
     if prod:
         if rc_fma:
             for c in range(spec.r):
                 w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
-                w(f"acc{c} += tl.sum(kv * b{c}, axis=1, keep_dims=True)", 2)
+                w(f"acc{c} += _tk_sum(kv * b{c}, axis=1, keep_dims=True)", 2)
         else:
             w(f"bt = tl.load(B + cj[:, None] * r + rb[None, :], mask=cmask[:, None] & "
               f"rbm[None, :], other=0.0).to({acc})", 2)
@@ -662,7 +671,7 @@ def generate_source(spec: _Spec, tune: bool) -> str:
               f"rbm[None, :], other=0.0).to({acc})", 2)
             w(f"W = tl.dot(at, tl.trans(bt), input_precision={prec}, out_dtype={acc})", 2)
         else:
-            w(f"W = tl.zeros([BM, BN], {acc})", 2)
+            w(f"W = tl.full([BM, BN], 0, {acc})", 2)
             w("for r0 in range(0, r, RB):", 2)
             w("rb2 = r0 + tl.arange(0, RB)", 3)
             w(f"at = tl.load(A + ri[:, None] * r + rb2[None, :], mask=rmask[:, None] & "
@@ -735,13 +744,13 @@ def _emit_cols(w, L, spec, loop, name, acc, ind):
             w(f"v{k} = tl.load(Y{a} + cj * {spec.row_dims[a]} + {f}).to({acc})[None, :]", ind)
         elif op == "ncol":
             a = args[0]
-            w(f"v{k} = tl.reshape(tl.sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
+            w(f"v{k} = tl.reshape(_tk_sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
         elif op == "dot":
             a = args[0]
             w(f"v{k} = tl.dot(xt{a}, tl.trans(yt{a}), input_precision={prec}, out_dtype={acc})", ind)
         elif op == "sqd":
             a = args[0]
-            w(f"ny{a} = tl.reshape(tl.sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
+            w(f"ny{a} = tl.reshape(_tk_sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
             w(f"v{k} = tl.maximum(nx{a} + ny{a} - 2.0 * tl.dot(xt{a}, tl.trans(yt{a}), "
               f"input_precision={prec}, out_dtype={acc}), 0.0)", ind)
         else:
@@ -782,7 +791,7 @@ def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
             a = args[0]
             if spec.want_rows:
                 if op == "sqd":
-                    w(f"gm{a} += 2.0 * (tl.sum({g}, axis=1, keep_dims=True) * xt{a} - "
+                    w(f"gm{a} += 2.0 * (_tk_sum({g}, axis=1, keep_dims=True) * xt{a} - "
                       f"tl.dot({g}, yt{a}, input_precision={prec}, out_dtype={acc}))", ind)
                 else:
                     w(f"gm{a} += tl.dot({g}, yt{a}, input_precision={prec}, out_dtype={acc})", ind)
@@ -825,7 +834,7 @@ def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
             op, args, _ = instrs[k]
             if op == "par":
                 b, f = args
-                w(f"tl.store(GP + pid * {width} + {offs[b] + f} + tl.zeros([1, 1], tl.int32), "
+                w(f"tl.store(GP + pid * {width} + {offs[b] + f} + tl.full([1, 1], 0, tl.int32), "
                   f"g{k})", 1)
 
 
@@ -856,8 +865,9 @@ def _compile(spec: _Spec, interpret: bool):
     """The generated kernel of ``spec``: compiled by Triton for CUDA (autotuned), or run by
     its CPU interpreter (``interpret``). ``triton.jit`` chooses between the two when it
     decorates, from ``TRITON_INTERPRET``: the variable is set to match while the
-    generated module is loaded, so CUDA and interpreted kernels can live in one process
-    (the tests run both)."""
+    generated module is loaded, and the generated code calls none of triton.language's
+    @jit helpers (decorated in whichever mode was on when triton was imported), so CUDA
+    and interpreted kernels live in one process whatever the order of imports."""
     tune = not interpret and os.environ.get("TORCHKERN_TRITON_AUTOTUNE", "1") != "0"
     src = f"# {'interpreted' if interpret else 'compiled'}\n" + generate_source(spec, tune)
     h = hashlib.sha256(src.encode()).hexdigest()[:24]
