@@ -90,7 +90,12 @@ def _skip_sklearn_request_methods(app, what, name, obj, skip, options):
 # the reference without editing a page.
 autosummary_generate = False
 API_MODULES = {}  # module -> api page, read from the automodule directive of docs/api/*.rst
-for _page in sorted((Path(__file__).parent / "api").glob("*.rst")):
+_API = Path(__file__).parent / "api"
+# in the order of api/index.rst's toctree, then any other page
+_order = re.findall(r"^   (\w+)$", (_API / "index.rst").read_text(encoding="utf-8"), re.M)
+for _page in sorted(_API.glob("*.rst"),
+                    key=lambda p: (_order.index(p.stem) if p.stem in _order else len(_order),
+                                   p.stem)):
     _m = re.search(r"^\.\. automodule:: (\S+)$", _page.read_text(encoding="utf-8"), re.M)
     if _m and f"api/{_page.stem}.rst" not in exclude_patterns:
         API_MODULES[_m.group(1)] = _page.stem
@@ -149,6 +154,7 @@ def _api_directives():
         and GPyTorch's API pages)."""
 
         required_arguments = 1
+        option_spec = {"own": lambda arg: True}
 
         def run(self):
             module = self.arguments[0]
@@ -157,6 +163,9 @@ def _api_directives():
             for name in getattr(mod, "__all__", []):
                 obj = getattr(mod, name)
                 target = _documented_name(module, name)
+                if "own" in self.options and (inspect.ismodule(obj)
+                                              or target != f"{module}.{name}"):
+                    continue  # with :own:, only the names documented on this page
                 role = "mod" if inspect.ismodule(obj) else "obj"
                 doc = inspect.getdoc(obj) if (inspect.ismodule(obj) or callable(obj)) else None
                 summary = (extract_summary(doc.splitlines(), self.state.document.settings)
@@ -180,6 +189,8 @@ def _api_directives():
                 title = f"{module}"
                 text += [title, "-" * len(title), "", f"{first} :doc:`Full reference <{page}>`.",
                          ""] + api_summary_lines(module)
+                if module == "torchkern":  # its re-exports are listed under their modules
+                    text[-1:] = ["   :own:", ""]
             return parse(self, text, match_titles=True)
 
     return ApiSummary, ApiIndex
