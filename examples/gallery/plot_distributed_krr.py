@@ -22,11 +22,12 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-try:
-    here = Path(__file__).resolve().parent
-except NameError:  # run cell by cell in an interactive session
-    here = Path("examples/gallery").resolve()
-script = here.parent / "distributed_krr.py"
+# examples/distributed_krr.py: next to this script's folder (sphinx-gallery runs it from
+# there, without __file__), or under the current directory (the repository root).
+candidates = [Path("..", "distributed_krr.py"), Path("examples", "distributed_krr.py")]
+if "__file__" in globals():
+    candidates.insert(0, Path(__file__).resolve().parent.parent / "distributed_krr.py")
+script = next(p for p in candidates if p.is_file()).resolve()
 cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
        str(script)]
 run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
