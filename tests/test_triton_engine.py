@@ -25,6 +25,7 @@ pytest.importorskip("triton")
 import torchkern as tk  # noqa: E402
 from torchkern._compiled import triton as engine  # noqa: E402
 from torchkern.gram import Formula, FormulaKernelMatrix  # noqa: E402
+from torchkern.ntk import NTK  # noqa: E402
 
 from ._devices import DEVICES  # noqa: E402
 
@@ -50,11 +51,12 @@ def _close(a, b, dtype, what, tol=None):
     assert err <= tol * max(scale, 1.0), f"{what}: max error {err:.3e} (scale {scale:.3e})"
 
 
-def _check(kernel, n, m, d, r, dtype, dev, seed=0, grads=True, tol=None):
+def _check(kernel, n, m, d, r, dtype, dev, seed=0, grads=True, tol=None, uniform=False):
     g = torch.Generator().manual_seed(seed)
     kernel = kernel.to(dtype=dtype, device=dev)
-    X = torch.randn(n, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
-    Y = torch.randn(m, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
+    draw = torch.rand if uniform else torch.randn
+    X = draw(n, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
+    Y = draw(m, d, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
     V = torch.randn(m, r, generator=g, dtype=dtype).to(dev).requires_grad_(grads)
     f = kernel.formula(X, Y)
     out = engine.matmul(f.fn, f.xs, f.ys, f.ps, V)
@@ -95,12 +97,18 @@ FAMILIES = {
     "arccos1": lambda: tk.ArcCosine(order=1),
     "arccos2": lambda: tk.ArcCosine(order=2),
     "sum_prod_scale": lambda: 2.0 * tk.RBF(lengthscale=0.5) + tk.Matern(nu=1.5) * tk.Linear(),
+    # beyond the list: histogram kernels (min through abs, elem) and the analytic
+    # NTK of an MLP (arc-cosine recursions)
+    "min": lambda: tk.Min(),
+    "chi2": lambda: tk.Chi2(),
+    "ntk": lambda: NTK(depth=2),
 }
+NONNEGATIVE = {"min", "chi2"}  # kernels of histograms: data in [0, 1)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_families_float64(name, dev):
-    _check(FAMILIES[name](), 17, 20, 3, 3, torch.float64, dev)
+    _check(FAMILIES[name](), 17, 20, 3, 3, torch.float64, dev, uniform=name in NONNEGATIVE)
 
 
 @pytest.mark.parametrize("name", ["rbf_ard", "matern52", "periodic_ard", "poly", "arccos1",
@@ -274,3 +282,12 @@ def test_degenerate_formulas(name, dev):
             assert a is None or float(a.abs().max()) == 0.0
         else:
             _close(a, b, torch.float64, name + " grad")
+
+
+def test_untraceable_formula_is_not_implemented():
+    # a formula calling torch on its variables: NotImplementedError (the backend then
+    # falls back for this formula only), not a TypeError from inside the trace
+    X = torch.randn(4, 2, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="cannot trace"):
+        engine.matmul(lambda xs, ys, ps: torch.tanh(((xs[0] - ys[0]) ** 2).sum(-1)), [X], [X],
+                      [], torch.ones(4, 1, dtype=torch.float64))

@@ -949,8 +949,14 @@ def _fast_ok(xs, ys):
 
 def _lower(fn, xs, ys, ps, swap=False):
     row, col = (ys, xs) if swap else (xs, ys)
-    root = trace(fn, [x.shape[1] for x in row], [y.shape[1] for y in col],
-                 [p.numel() for p in ps], swap)
+    try:
+        root = trace(fn, [x.shape[1] for x in row], [y.shape[1] for y in col],
+                     [p.numel() for p in ps], swap)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # a formula that calls torch on its variables, ...
+        raise NotImplementedError(f"the Triton engine cannot trace this formula "
+                                  f"({type(exc).__name__}: {exc})") from exc
     return _Lowered(root, [x.shape[1] for x in row], [p.numel() for p in ps],
                     _fast_ok(row, col))
 
