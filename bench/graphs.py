@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import device_name, table  # noqa: E402
+from _util import conditions, device_name, table  # noqa: E402
 
 
 def erdos_renyi(n_graphs, n_avg, seed=0, degree=4.0, n_labels=5):
@@ -149,6 +149,9 @@ def main():
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: process CPU time (steadier than wall time on a shared machine; "
                          "equal to it with one thread each)")
+    ap.add_argument("--busy-rows", action="store_true",
+                    help="also every row beside one busy loop (bench/_util.busy), each row "
+                         "with the 1-minute load average at its end")
     args = ap.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -171,11 +174,15 @@ def main():
     print(f"torchkern graph kernels vs GraKeL {grakel.__version__} — {device_name('cpu')}, "
           f"{args.threads} thread(s) each, {args.clock} time, best of 3\n")
     rows = []
-    for name, graphs, kernels in sets:
-        for kernel in (kernels or args.kernels).upper().replace("+", ",").split(","):
-            rows.append(bench_one(name, graphs, kernel, args.rw_grakel_graphs))
-            print(f"  {rows[-1]}", file=sys.stderr, flush=True)
-    table(rows, ["data", "graphs", "nodes", "kernel", "torchkern_s", "grakel_s", "speedup", "diff"])
+    for cond, context in conditions(args.busy_rows):
+        with context():
+            for name, graphs, kernels in sets:
+                for kernel in (kernels or args.kernels).upper().replace("+", ",").split(","):
+                    row = bench_one(name, graphs, kernel, args.rw_grakel_graphs)
+                    rows.append(dict(row, condition=cond, load=f"{os.getloadavg()[0]:.2f}"))
+                    print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    table(rows, ["condition", "data", "graphs", "nodes", "kernel", "torchkern_s", "grakel_s",
+                 "speedup", "diff", "load"])
 
 
 # -- part B of issue 24: neighborhood hash, pyramid match, core framework ---------------------
