@@ -9,6 +9,7 @@ imports and data excluded). Times exclude imports and data generation.
     python bench/supervised.py --no-200k    # skip the n = 200k Nyström run
     python bench/supervised.py --device cuda --large   # torchkern and GPyTorch on the GPU
     python bench/supervised.py --sections falkon --falkon-n 200000 1000000   # vs Falkon
+    python bench/supervised.py --sections falkon --busy-rows   # + the rows beside a busy loop
 
 With ``--device cuda`` torchkern and GPyTorch run on the GPU (scikit-learn on the CPU, as
 it must) and their peak memory is the CUDA allocator's peak, not the process RSS.
@@ -29,9 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import textwrap
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import conditions  # noqa: E402
 
 D = 8
 LS = 1.0
@@ -245,6 +250,9 @@ def main(argv=None):
     ap.add_argument("--falkon-variants", nargs="+", default=["default", "pc", "pc-iters"],
                     choices=["default", "pc", "pc-iters"],
                     help="Falkon settings (see _falkon_rows)")
+    ap.add_argument("--busy-rows", action="store_true",
+                    help="Falkon section: also every row beside one busy loop "
+                         "(bench/_util.busy), with the load average in each row")
     args = ap.parse_args(argv)
     global DEVICE
     DEVICE = args.device
@@ -300,14 +308,22 @@ def _falkon_rows(args):
     ``--falkon-variants`` (KeOps on the CPU where Falkon's "auto" picks it). The ratio is
     Falkon's time over torchkern's; a row says when the two test MSEs differ by more than
     1 %."""
-    rows = ["| n | dtype | torchkern s (CG it.) | Falkon s (CG it.) | Falkon / torchkern "
-            "| test MSE torchkern | test MSE Falkon | peak MB tk / Falkon |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| condition | n | dtype | torchkern s (CG it.) [load] | Falkon s (CG it.) [load] "
+            "| Falkon / torchkern | test MSE torchkern | test MSE Falkon | peak MB tk / Falkon |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for cond, context in conditions(getattr(args, "busy_rows", False)):
+        with context():
+            _falkon_rows_one(args, rows, cond)
+    print("\n".join(rows), flush=True)
+
+
+def _falkon_rows_one(args, rows, cond):
     for n in args.falkon_n:
         for dtype in args.falkon_dtypes:
             tk = _nys("torchkern", n, dtype=dtype)
+            tk_load = f"{os.getloadavg()[0]:.1f}"
             if "error" in tk:
-                rows.append(f"| {n} | {dtype} | failed: {tk['error']} | | | | | |")
+                rows.append(f"| {cond} | {n} | {dtype} | failed: {tk['error']} | | | | | |")
                 print(rows[-1], file=sys.stderr, flush=True)
                 continue
             runs = []
@@ -317,22 +333,21 @@ def _falkon_rows(args):
                 # float64 test MSE; "pc-iters": that, stopped at torchkern's iteration count.
                 options = {} if variant == "default" else dict(pc_epsilon_32=1e-7)
                 maxiter = max(1, tk["iters"]) if variant == "pc-iters" else 20
-                runs.append((variant, _nys("falkon", n, dtype=dtype, options=options,
-                                           maxiter=maxiter)))
-            for variant, fk in runs:
+                fk = _nys("falkon", n, dtype=dtype, options=options, maxiter=maxiter)
+                runs.append((variant, fk, f"{os.getloadavg()[0]:.1f}"))
+            for variant, fk, fk_load in runs:
                 if "error" in fk:
-                    rows.append(f"| {n} | {dtype} | | Falkon {variant} failed: {fk['error']} "
-                                "| | | | |")
+                    rows.append(f"| {cond} | {n} | {dtype} | | Falkon {variant} failed: "
+                                f"{fk['error']} | | | | |")
                     continue
                 same = abs(fk["mse"] - tk["mse"]) <= 0.01 * tk["mse"]
                 rows.append(
-                    f"| {n:,} | {dtype} | {tk['seconds']:.2f} ({tk['iters']}) | "
-                    f"{variant}: {fk['seconds']:.2f} ({fk['iters']}) | "
-                    f"{fk['seconds'] / tk['seconds']:.2f}"
+                    f"| {cond} | {n:,} | {dtype} | {tk['seconds']:.2f} ({tk['iters']}) "
+                    f"[{tk_load}] | {variant}: {fk['seconds']:.2f} ({fk['iters']}) "
+                    f"[{fk_load}] | {fk['seconds'] / tk['seconds']:.2f}"
                     f"{'' if same else ' (MSE differs > 1 %)'} | {tk['mse']:.5f} | "
                     f"{fk['mse']:.5f} | {tk['peak_mb']:.0f} / {fk['peak_mb']:.0f} |")
                 print(rows[-1], file=sys.stderr, flush=True)
-    print("\n".join(rows), flush=True)
 
 
 def _gpr_rows(rows):
