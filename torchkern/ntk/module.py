@@ -392,7 +392,7 @@ def _window(c, axis, k, s, d, lo, hi, pair):
         if total is None:
             total = c.new_zeros(shape)
         if i0 == 0 and i1 == out - 1:
-            total = total + piece
+            total += piece                    # in place: total is a fresh tensor
         else:
             total[tuple(dst)] += piece        # total is a fresh tensor of this function
     if total is None:
