@@ -28,7 +28,7 @@ for s in $steps; do case $s in
         python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
   keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
   kpca) step kpca 90 python3 bench/kpca_device.py --sizes 8000 20000 ;;
-  tritontests) step tritontests 270 python3 -m pytest -q -p no:cacheprovider -rfE -x \
+  tritontests) step tritontests 270 python3 -m pytest -q -p no:cacheprovider -rfE \
                tests/test_triton_engine.py -k "not cpu" ;;
   triton) step triton 330 python3 bench/gram_matvec.py --targets --device cuda --budget 30 ;;
   tritondry) step tritondry 120 env TRITON_INTERPRET=1 python3 bench/gram_matvec.py --targets \
