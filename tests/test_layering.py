@@ -20,9 +20,9 @@ ROOT = pathlib.Path(torchkern.__file__).parent
 
 LAYERS = [
     # helpers every layer uses: settings, argument checks, threads, progress bars,
-    # compiled extensions
+    # compiled extensions, the record of sharded fits under way
     ("foundation", ["torchkern._config", "torchkern._validation", "torchkern._threads",
-                    "torchkern._progress", "torchkern._compiled"]),
+                    "torchkern._progress", "torchkern._compiled", "torchkern._sharding"]),
     ("linalg", ["torchkern.linalg"]),
     ("gram", ["torchkern.gram"]),
     ("inputs", ["torchkern.inputs"]),

@@ -4,7 +4,6 @@ training data, and fitted-state checks. Estimators subclass scikit-learn's
 and ``cross_val_score`` work unchanged."""
 from __future__ import annotations
 
-import contextvars
 import copy
 import functools
 import inspect
@@ -16,6 +15,7 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import NotFittedError
 
 from ._config import config
+from ._sharding import SHARDED_FITS
 from .gram import DenseKernelMatrix, KernelMatrix
 from .inputs import check_input
 from .kernels import RBF, Kernel
@@ -230,7 +230,7 @@ def _document_learn_kernel(doc):
 
 # Row-sharded data (torchkern.distributed) whose fit is under way on this rank: a fit
 # called inside it (learn_kernel's, a nested estimator's) takes its arguments as they are.
-_SHARDED_FITS = contextvars.ContextVar("torchkern_sharded_fits", default=frozenset())
+_SHARDED_FITS = SHARDED_FITS
 
 
 def _align_rows(fit, X, args, kwargs):

@@ -230,15 +230,20 @@ class ShardedKernelMatrix(_RowSharded):
         return self._cols[idx] if self.symmetric else self.X.take(idx)
 
     def rows(self, idx):
-        """The rows ``idx`` (global), (len(idx), m), on every rank."""
+        """The rows ``idx`` (global), (len(idx), m), on every rank.
+
+        Every rank evaluates them whole: a replicated value, so the kernel's own
+        parameters (not the all-reduced ones of a partial share) — with those, a loss
+        built from them on every rank, e.g. ‖K_c‖²_F of the kernel alignment by row
+        blocks, had its gradient counted once per rank."""
         idx = _as_index(idx, self.shape[0], self.device)
-        return self._eval(self.kernel, self._x_rows(idx), self._cols, backend="dense").to_dense()
+        return self.kernel(self._x_rows(idx), self._cols, backend="dense").to_dense()
 
     def submatrix(self, rows, cols):
+        """K[rows][:, cols] on every rank (replicated, as :meth:`rows`)."""
         rows = _as_index(rows, self.shape[0], self.device)
         cols = _as_index(cols, self.shape[1], self.device)
-        return self._eval(self.kernel, self._x_rows(rows), self._cols[cols],
-                          backend="dense").to_dense()
+        return self.kernel(self._x_rows(rows), self._cols[cols], backend="dense").to_dense()
 
     def diag(self):
         """This rank's entries of the diagonal: K_ii for its rows i (< m)."""

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from .._sharding import in_sharded_fit, sharded_fit
 from .._threads import one_thread
 from .._validation import as_generator
 from ..inputs import take
@@ -61,6 +62,15 @@ def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max
         objective = "alignment" if _is_classifier(estimator) else "loo"
     kernel = copy.deepcopy(kernel)
     Xk = kernel.check_input(X, "X")
+    if callable(getattr(Xk, "align_rows", None)) and not in_sharded_fit(Xk):
+        y = Xk.align_rows(y, "y")  # row-sharded data: each rank's own targets, gathered
+    with sharded_fit(Xk):  # the objectives take that whole y as it is
+        return _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr,
+                      n_restarts, bounds, validation_fraction, random_state, verbose)
+
+
+def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_restarts,
+           bounds, validation_fraction, random_state, verbose):
     items = [kernel]
     if objective in ("loo", "gcv", "holdout"):
         alpha = _regularization(estimator)

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from .._sharding import in_sharded_fit
 from .._validation import as_generator, as_vector
 from ..gram import KernelMatrix
 from ..kernels.base import _in_dtype
@@ -35,15 +36,46 @@ _PRECOND_RANK = 200
 
 
 # -- shared checks ---------------------------------------------------------------------
-def _inputs(kernel, X, y=None, y_name="y"):
-    """(kernel, X as the kernel takes it, y as an (n, r) tensor of X's dtype, was y 1-D)."""
+def _sharded(kernel, X, what, supported=True):
+    """Refuse row-sharded data (:class:`~torchkern.distributed.ShardedInput`, recognized by
+    its ``align_rows``) where ``what`` has no sharded form, or under a
+    ``ShardedKernel(vectors="sharded")``: the objectives read whole vectors, which the
+    default ``vectors="auto"`` gives (products gathered on every rank)."""
+    if not callable(getattr(X, "align_rows", None)):
+        return
+    if not supported:
+        raise ValueError(f"{what} has no form for row-sharded data (a ShardedInput): use "
+                         f"log_marginal_likelihood, kernel_alignment, loo_error, gcv, "
+                         f"kernel_ridge_predict or mmd_test_power, or one process")
+    if getattr(kernel, "vectors", None) == "sharded":
+        raise ValueError(f"{what} on row-sharded data reads whole vectors: use "
+                         f"ShardedKernel(vectors='auto') (the default), not "
+                         f"vectors='sharded'")
+
+
+def _inputs(kernel, X, y=None, y_name="y", what="the objective", sharded=True):
+    """(kernel, X as the kernel takes it, y as an (n, r) tensor of X's dtype, was y 1-D).
+    Row-sharded X: each rank's own rows of y are gathered (or a whole y with ``rows=``
+    taken as it is); ``what`` names the objective in the refusal of :func:`_sharded`."""
     kernel = check_kernel(kernel)
     X = kernel.check_input(X, "X")
+    _sharded(kernel, X, what, sharded)
     if y is None:
         return kernel, X, None, False
     n = X.shape[0]
-    Y = as_vector(y, y_name, n=n).to(dtype=X.dtype, device=X.device)
+    Y = as_vector(_whole(X, y, y_name), y_name, n=n).to(dtype=X.dtype, device=X.device)
     return kernel, X, Y.reshape(n, -1), Y.dim() == 1
+
+
+def _whole(X, y, name):
+    """``y`` with all n rows on every rank when X is row-sharded
+    (:class:`~torchkern.distributed.ShardedInput`, which gathers each rank's own rows, as
+    the estimators' fits do); as it is otherwise, and inside an estimator's fit on X
+    (``fit(..., learn_kernel=...)``), which has gathered it."""
+    align = getattr(X, "align_rows", None)
+    if not callable(align) or in_sharded_fit(X):  # inside a fit: y is whole already
+        return y
+    return align(y, name)
 
 
 def _positive(value, name, like):
@@ -142,7 +174,7 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     Gaussian process inference with GPU acceleration", NeurIPS 2018 (the matrix-free
     estimate).
     """
-    kernel, X, Y, _ = _inputs(kernel, X, y)
+    kernel, X, Y, _ = _inputs(kernel, X, y, what="log_marginal_likelihood")
     s2 = _positive(noise, "noise", Y)
     if _method(method, Y.shape[0]) == "exact":
         lml, _ = lml_cholesky(kernel(X, backend="dense").to_dense(), Y, s2)
@@ -278,9 +310,9 @@ def kernel_alignment(kernel, X, y, centered=True, *, backend=None):
     Tensor
         0-d in [−1, 1] (in [0, 1] centered with a p.s.d. kernel); differentiable.
     """
-    kernel, X, _, _ = _inputs(kernel, X)
+    kernel, X, _, _ = _inputs(kernel, X, what="kernel_alignment")
     n = X.shape[0]
-    Y = _targets(y, n, X.dtype, X.device)
+    Y = _targets(_whole(X, y, "y"), n, X.dtype, X.device)
     if Y.shape[0] != n:
         raise ValueError(f"y has {Y.shape[0]} samples but X has {n}")
     K = kernel(X, backend=backend)
@@ -350,7 +382,7 @@ def loo_error(kernel, X, y, alpha, *, method="auto", num_probes=64, tol=1e-6,
     Tensor
         0-d, differentiable with respect to the kernel, ``alpha`` and X.
     """
-    kernel, X, Y, _ = _inputs(kernel, X, y)
+    kernel, X, Y, _ = _inputs(kernel, X, y, what="loo_error")
     lam = _positive(alpha, "alpha", Y)
     C, d, _ = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state)
@@ -372,7 +404,7 @@ def gcv(kernel, X, y, alpha, *, method="auto", num_probes=32, tol=1e-6, max_iter
     r + p and Hutchinson's estimate of the trace (relative error ~ √(2/p)·‖A⁻¹‖_F/tr A⁻¹,
     typically 1e-2 with p = 32). ``"auto"``: exact for n ≤ 3000.
     """
-    kernel, X, Y, _ = _inputs(kernel, X, y)
+    kernel, X, Y, _ = _inputs(kernel, X, y, what="gcv")
     lam = _positive(alpha, "alpha", Y)
     C, _, t = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state)
@@ -410,7 +442,7 @@ def kernel_ridge_predict(kernel, X, y, X_test, alpha, *, solver="auto", tol=1e-8
     Tensor of shape (t,) or (t, r)
         In X's dtype. Cost: O(n³) (Cholesky) or O(n² r) per CG step, plus O(t n r).
     """
-    kernel, X, Y, vector = _inputs(kernel, X, y)
+    kernel, X, Y, vector = _inputs(kernel, X, y, what="kernel_ridge_predict")
     X_test = kernel.check_input(X_test, "X_test")
     lam = _positive(alpha, "alpha", Y)
     methods = {"auto": "auto", "cholesky": "exact", "cg": "cg"}
@@ -453,6 +485,8 @@ def mmd_test_power(kernel, X, Y, *, reg=1e-8, backend=None):
     from ..stats.mmd import mmd2_unbiased
     kernel = check_kernel(kernel)
     X, Y = kernel.check_input(X, "X"), kernel.check_input(Y, "Y")
+    _sharded(kernel, X, "mmd_test_power")
+    _sharded(kernel, Y, "mmd_test_power")
     n = X.shape[0]
     if Y.shape[0] != n or n < 2:
         raise ValueError(f"mmd_test_power needs as many samples in Y as in X (>= 2), got "
@@ -493,7 +527,7 @@ def sgpr_bound(kernel, X, y, centers, noise, *, jitter=1e-6):
     M. Titsias, "Variational learning of inducing variables in sparse Gaussian processes",
     AISTATS 2009.
     """
-    kernel, X, Y, _ = _inputs(kernel, X, y)
+    kernel, X, Y, _ = _inputs(kernel, X, y, what="sgpr_bound", sharded=False)
     n, r = Y.shape
     s2 = _positive(noise, "noise", Y).to(_F64)
     A, LB = _nystrom_factors(kernel, X, centers, s2, jitter)
@@ -557,7 +591,7 @@ def nystrom_complexity_reg(kernel, X, y, centers, penalty, *, jitter=1e-6):
     Tensor
         0-d, to minimize; differentiable.
     """
-    kernel, X, Y, _ = _inputs(kernel, X, y)
+    kernel, X, Y, _ = _inputs(kernel, X, y, what="nystrom_complexity_reg", sharded=False)
     n = Y.shape[0]
     v = _positive(penalty, "penalty", Y).to(_F64) * n
     A, LB = _nystrom_factors(kernel, X, centers, v, jitter)
