@@ -7,6 +7,7 @@ and peak RSS growth.
 
     python bench/bench_approx.py                    # n=20000, d=10, p=1000, m=500 (~1-2 min)
     python bench/bench_approx.py --n 200000 --p 4000 --m 2000
+    python bench/bench_approx.py --busy-rows        # + every row beside one busy loop
 """
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ import os
 import subprocess
 import sys
 import textwrap
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import conditions  # noqa: E402
 
 METHODS = {
     "sklearn RBFSampler": ("rff", "sk"),
@@ -74,23 +78,31 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,
                     help="threads for torch and BLAS (1: fair and stable on a shared 2-core box)")
+    ap.add_argument("--busy-rows", action="store_true",
+                    help="also every method beside one busy loop (bench/_util.busy)")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads))
     rows = {}
-    for name, (family, which) in METHODS.items():
-        out = subprocess.run([sys.executable, "-c", CHILD, family, which, str(args.n), str(args.d),
-                              str(args.p), str(args.m), str(args.seed), str(args.threads)],
-                             capture_output=True, text=True, check=True, env=env)
-        rows[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    for cond, context in conditions(args.busy_rows):
+        with context():
+            for name, (family, which) in METHODS.items():
+                out = subprocess.run([sys.executable, "-c", CHILD, family, which, str(args.n),
+                                      str(args.d), str(args.p), str(args.m), str(args.seed),
+                                      str(args.threads)],
+                                     capture_output=True, text=True, check=True, env=env)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                rows[cond, name] = dict(r, load=os.getloadavg()[0])
     print(f"n={args.n} d={args.d} RBF(lengthscale=√d); RFF p={args.p}, Nystroem m={args.m}; "
-          f"error on the first {min(args.n, 2000)} points; {args.threads} thread(s)")
-    print(f"{'method':28s} {'features':>8s} {'time (s)':>9s} {'vs sklearn':>10s} "
-          f"{'rel. error':>10s} {'peak MB':>8s}")
-    for name, r in rows.items():
-        peer = rows["sklearn RBFSampler" if METHODS[name][0] == "rff" else "sklearn Nystroem"]
-        print(f"{name:28s} {r['width']:8d} {r['time']:9.3f} {r['time'] / peer['time']:9.2f}x "
-              f"{r['err']:10.4f} {r['peak_mb']:8.0f}")
+          f"error on the first {min(args.n, 2000)} points; {args.threads} thread(s); load: "
+          f"1-minute load average after the method")
+    print(f"{'condition':9s} {'method':28s} {'features':>8s} {'time (s)':>9s} {'vs sklearn':>10s} "
+          f"{'rel. error':>10s} {'peak MB':>8s} {'load':>6s}")
+    for (cond, name), r in rows.items():
+        peer = rows[cond, "sklearn RBFSampler" if METHODS[name][0] == "rff" else "sklearn Nystroem"]
+        print(f"{cond:9s} {name:28s} {r['width']:8d} {r['time']:9.3f} "
+              f"{r['time'] / peer['time']:9.2f}x {r['err']:10.4f} {r['peak_mb']:8.0f} "
+              f"{r['load']:6.2f}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ Ratios are against ``pcg-nystrom``.
     python bench/solvers.py                       # n = 2000, 5000 (a few minutes on 2 cores)
     python bench/solvers.py --sizes 10000 50000 200000 --skip-plain-above 20000
     python bench/solvers.py --device cuda --sizes 10000 50000 200000 --skip-plain-above 200000
+    python bench/solvers.py --busy-rows           # + every size again beside one busy loop
 
 λ = lam_rel · n (kernel ridge regression with regularization lam_rel).
 """
@@ -36,6 +37,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from torchkern.kernels import RBF  # noqa: E402
 from torchkern.linalg import NystromPreconditioner, cg  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import conditions  # noqa: E402
 
 
 class PeakRSS:
@@ -166,6 +170,8 @@ def main():
                    help="skip unpreconditioned CG and KeOps solve above this n")
     p.add_argument("--dense-max-n", type=int, default=20000)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--busy-rows", action="store_true",
+                   help="also every size beside one busy loop (bench/_util.busy)")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     from torchkern.gram import keops_unavailable_reason
@@ -184,17 +190,24 @@ def main():
     print("-" * len(header))
     # warm-up: compile the KeOps formulas (product, solve) outside the timings
     bench_size(200, args, dtype)
-    for n in args.sizes:
-        lam, results = bench_size(n, args, dtype)
-        t_ref = results[0]["time"]
-        for r in results:
-            if "skipped" in r:
-                print(f"{n:>7} {r['method']:<12} {'—':>9} {'—':>7} {'—':>6} {'—':>9} {'—':>9}  skipped: {r['skipped']}")
-                continue
-            iters = "—" if r["iters"] is None else str(r["iters"])
-            print(f"{n:>7} {r['method']:<12} {r['time']:>9.2f} {r['time'] / t_ref:>7.1f} {iters:>6} "
-                  f"{r['residual']:>9.1e} {r['mem']:>9.1f}  {r['note']} λ={lam:g}")
-        sys.stdout.flush()
+    for cond, context in conditions(args.busy_rows):
+        with context():
+            for n in args.sizes:
+                _print_size(n, args, dtype, cond)
+
+
+def _print_size(n, args, dtype, cond):
+    lam, results = bench_size(n, args, dtype)
+    t_ref = results[0]["time"]
+    load = f"{cond}, load {os.getloadavg()[0]:.2f}"
+    for r in results:
+        if "skipped" in r:
+            print(f"{n:>7} {r['method']:<12} {'—':>9} {'—':>7} {'—':>6} {'—':>9} {'—':>9}  skipped: {r['skipped']}")
+            continue
+        iters = "—" if r["iters"] is None else str(r["iters"])
+        print(f"{n:>7} {r['method']:<12} {r['time']:>9.2f} {r['time'] / t_ref:>7.1f} {iters:>6} "
+              f"{r['residual']:>9.1e} {r['mem']:>9.1f}  {r['note']} λ={lam:g}; {load}")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
