@@ -183,7 +183,7 @@ def _cntk_case(n, readout, lib, device):
     return dict(seconds=secs, peak_mb=peak, path=out)
 
 
-def _cntk_table(ns, readouts, device):
+def _cntk_table(ns, readouts, device, libs=("torchkern", "neural-tangents")):
     import numpy as np
     print(f"CNTK Gram matrix of n digits images (8 x 8), 2 convs + {'/'.join(readouts)} "
           f"readout, float32 (load average {os.getloadavg()[0]:.1f})")
@@ -192,7 +192,7 @@ def _cntk_table(ns, readouts, device):
     for n in ns:
         for readout in readouts:
             ref = None
-            for lib in ("torchkern", "neural-tangents"):
+            for lib in libs:
                 r = _one(dict(part="cntk", n=n, readout=readout, lib=lib), device)
                 if "error" in r:
                     print(f"| {n} | {readout} | {lib} | {r['error']} | | |", flush=True)
@@ -262,6 +262,7 @@ def main():
     p.add_argument("--cntk-ns", default="1000", help="comma-separated n for part 3")
     p.add_argument("--cntk-readouts", default="flatten,gap", help="part 3 readouts")
     p.add_argument("--cntk-only", action="store_true", help="run part 3 only")
+    p.add_argument("--cntk-libs", default="torchkern,neural-tangents", help="part 3 libraries")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     device = torch.device(args.device)
@@ -271,7 +272,7 @@ def main():
     print(f"device: {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'CPU'}"
           f", torch threads {torch.get_num_threads()})\n")
     _cntk_table([int(v) for v in args.cntk_ns.split(",")], args.cntk_readouts.split(","),
-                device)
+                device, args.cntk_libs.split(","))
     if args.cntk_only:
         return
     if not args.skip_empirical:
