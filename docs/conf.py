@@ -17,6 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Document the checkout these pages belong to, installed or not.
 sys.path.insert(0, str(ROOT))
+# ... and in the processes the gallery's scripts start (the distributed example).
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
+                                                         os.environ.get("PYTHONPATH")]))
 # The gallery's scripts draw with matplotlib; never open a window while building.
 os.environ.setdefault("MPLBACKEND", "Agg")
 
