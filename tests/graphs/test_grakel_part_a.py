@@ -312,8 +312,8 @@ def test_svc_and_grid_search_over_kernel_arguments(mutag, cuneiform):
                               cv=cv).fit(G, y)
         assert score == ref_gs.cv_results_["mean_test_score"][0]
     # an attribute kernel in an estimator: the same predictions as on its precomputed Gram
-    graphs = cuneiform[::6]
-    yc = np.array([int(d.y) for d in graphs])
+    graphs = GraphSet(cuneiform[::6])
+    yc = np.array([int(d.y) for d in cuneiform[::6]])
     kh = GraphHopper(kernel_type="gaussian", mu=0.1, normalize=True)
     svc = tk.SVC(kernel=kh, C=10.0).fit(graphs[:30], yc[:30])
     pre = tk.SVC(kernel="precomputed", C=10.0).fit(dense(kh(graphs[:30])), yc[:30])
