@@ -59,9 +59,10 @@ print(f"test accuracy {test_acc[-1]:.3f} after {len(train_loss)} epochs; "
       f"learned lengthscale {head.kernel.lengthscale.item():.3f}")
 
 # %%
-# The generator: noise z ~ N(0, I₂) through a two-layer network, trained so that its
-# samples match two standardized features of the breast-cancer data (mean radius and mean
-# texture) in MMD, with a sum of RBF kernels at three scales; minibatches of 200.
+# The generator: noise z ~ N(0, I₂) through a network with two hidden layers, trained
+# so that its samples match two standardized features of the breast-cancer data (mean
+# radius and mean texture) in MMD, with a sum of RBF kernels at three scales; minibatches
+# of 200 (the unbiased estimate is noisy from batch to batch, and can be negative).
 bc = load_breast_cancer()
 real = bc.data[:, [0, 1]]
 real = torch.as_tensor((real - real.mean(0)) / real.std(0), dtype=torch.float32)
