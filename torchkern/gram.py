@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import torch
 
 from ._config import config
+from ._threads import one_thread
 from ._validation import check_not_meta
 
 __all__ = [
@@ -373,6 +374,9 @@ def _block_rows(formula: Formula, r: int) -> int:
     return int(max(1, min(n, rows)))
 
 
+_BLOCKED_ONE_THREAD_ENTRIES = 2**22
+
+
 class _BlockedMatmul(torch.autograd.Function):
     """out = K V evaluated in row blocks; backward recomputes each block (no n × m state)."""
 
@@ -381,9 +385,14 @@ class _BlockedMatmul(torch.autograd.Function):
         xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
         n = xs[0].shape[0]
         out = V.new_empty(n, V.shape[1])
-        for s in range(0, n, block):
-            Kb = _eval_torch(fn, [x[s:s + block] for x in xs], ys, ps)
-            torch.matmul(Kb, V, out=out[s:s + block])
+        # a small product (< _BLOCKED_ONE_THREAD_ENTRIES kernel values: a few ms) on one
+        # thread: its few short parallel regions each waited for a descheduled thread
+        # beside a busy process (n = 500: 130 ms per product with 2 threads at load 12)
+        small = V.device.type == "cpu" and n * ys[0].shape[0] < _BLOCKED_ONE_THREAD_ENTRIES
+        with one_thread(small):
+            for s in range(0, n, block):
+                Kb = _eval_torch(fn, [x[s:s + block] for x in xs], ys, ps)
+                torch.matmul(Kb, V, out=out[s:s + block])
         ctx.fn, ctx.nx, ctx.ny, ctx.block = fn, nx, ny, block
         ctx.save_for_backward(V, *tensors)
         return out
