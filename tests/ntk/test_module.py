@@ -174,3 +174,18 @@ def test_wide_torch_network_approaches_the_analytic_ntk():
     # Measured 0.14, 0.05, 0.03 (a 4x wider network ~1.7-2.8x closer).
     assert errs[0] > errs[1] > errs[2], errs
     assert errs[0] / errs[2] > 2.5 and errs[2] < 0.06, errs
+
+
+def test_kernel_pickles_and_clones():
+    import pickle
+
+    from sklearn.base import clone
+    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Tanh(), nn.Conv2d(2, 2, 3), nn.LeakyReLU(0.2),
+                        nn.Flatten(), nn.Linear(32, 1))
+    k = infinite_width(net, kind="nngp", weight_std=1.1, quadrature_order=16)
+    X = IMG[:3]
+    K = k(X).to_dense()
+    torch.testing.assert_close(pickle.loads(pickle.dumps(k))(X).to_dense(), K)
+    model = clone(torchkern.KernelRidge(kernel=k, alpha=0.1))
+    assert model.kernel.get_params()["weight_std"] == pytest.approx(1.1)
+    torch.testing.assert_close(model.kernel(X).to_dense(), K)

@@ -67,19 +67,23 @@ class Residual(nn.Module):
 # Activations: E φ(u)φ(v) and E φ'(u)φ'(v) for (u, v) centred Gaussian
 # --------------------------------------------------------------------------------------
 
-def _leaky(slope):
-    def act(qx, qy, c):
+class _Leaky:
+    """ReLU (slope 0) and LeakyReLU kernels; a class so that kernels pickle."""
+
+    def __init__(self, slope):
+        self.slope = slope
+
+    def __call__(self, qx, qy, c):
         # φ(u) = a u + (1 − a) relu(u): E φφ = a c + (1 − a)² J₁, E φ'φ' = a + (1 − a)² J₀
         # with the arc-cosine kernels J₁, J₀ of Cho and Saul (2009).
         s = (qx * qy - c * c).clamp_min(0.0).sqrt()
         rest = math.pi - torch.atan2(s, c)
         j1 = (s + rest * c) / _TWO_PI
         j0 = rest / _TWO_PI
-        a, b = slope, (1.0 - slope) ** 2
+        a, b = self.slope, (1.0 - self.slope) ** 2
         if a == 0.0:
             return j1, j0
         return a * c + b * j1, a + b * j0
-    return act
 
 
 def _erf(qx, qy, c):
@@ -108,6 +112,14 @@ def _gelu_tanh_grad(x):
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * 0.044715 * x * x)
 
 
+def _tanh(x):
+    return torch.tanh(x)
+
+
+def _sigmoid(x):
+    return torch.sigmoid(x)
+
+
 def _sigmoid_grad(x):
     s = torch.sigmoid(x)
     return s * (1.0 - s)
@@ -122,7 +134,7 @@ _QUAD_HALF_WIDTH = 8.5  # the standard normal density is below 1e-15 of its peak
 _QUAD_CHUNK = 2 ** 22    # quadrature evaluations held at once
 
 
-def _quadrature(fn, grad, order):
+class _Quadrature:
     r"""E f(u)f(v) and E f'(u)f'(v) for (u, v) centred Gaussian by a tensor-product
     trapezoidal rule: u = √q_x z₁, v = (c/√q_x) z₁ + √(q_y − c²/q_x) z₂ with z₁, z₂
     independent standard normals, each integral Σ_k w_k g(z_k) over ``order`` equispaced
@@ -131,11 +143,15 @@ def _quadrature(fn, grad, order):
     Weideman 2014, "The exponentially convergent trapezoidal rule", SIAM Review): faster
     than Gauss–Hermite for activations with poles near the real axis (tanh and sigmoid at
     ±iπ/(2√q) and ±iπ/√q)."""
-    z = np.linspace(-_QUAD_HALF_WIDTH, _QUAD_HALF_WIDTH, order)
-    w = np.exp(-0.5 * z * z)
-    w = w / w.sum()
 
-    def act(qx, qy, c):
+    def __init__(self, fn, grad, order):
+        self.fn, self.grad, self.order = fn, grad, order
+
+    def __call__(self, qx, qy, c):
+        fn, grad, order = self.fn, self.grad, self.order
+        z = np.linspace(-_QUAD_HALF_WIDTH, _QUAD_HALF_WIDTH, order)
+        w = np.exp(-0.5 * z * z)
+        w = w / w.sum()
         shape = torch.broadcast_shapes(qx.shape, qy.shape, c.shape)
         qx, qy, c = (t.expand(shape).reshape(-1) for t in (qx, qy, c))
         Z = torch.as_tensor(z, dtype=c.dtype, device=c.device)
@@ -154,7 +170,6 @@ def _quadrature(fn, grad, order):
             kk.append(((fn(v) @ W) * fn(u)) @ W)
             kd.append(((grad(v) @ W) * grad(u)) @ W)
         return torch.cat(kk).reshape(shape), torch.cat(kd).reshape(shape)
-    return act
 
 
 # --------------------------------------------------------------------------------------
@@ -188,19 +203,19 @@ def _pairs(value, n, name, what):
 
 def _activation(layer, name, order):
     if isinstance(layer, nn.ReLU):
-        return _leaky(0.0)
+        return _Leaky(0.0)
     if isinstance(layer, nn.LeakyReLU):
-        return _leaky(float(layer.negative_slope))
+        return _Leaky(float(layer.negative_slope))
     if isinstance(layer, Erf):
         return _erf
     if isinstance(layer, nn.GELU):
         if layer.approximate == "tanh":
-            return _quadrature(_gelu_tanh, _gelu_tanh_grad, order)
-        return _quadrature(_gelu, _gelu_grad, order)
+            return _Quadrature(_gelu_tanh, _gelu_tanh_grad, order)
+        return _Quadrature(_gelu, _gelu_grad, order)
     if isinstance(layer, nn.Tanh):
-        return _quadrature(torch.tanh, _tanh_grad, order)
+        return _Quadrature(_tanh, _tanh_grad, order)
     if isinstance(layer, nn.Sigmoid):
-        return _quadrature(torch.sigmoid, _sigmoid_grad, order)
+        return _Quadrature(_sigmoid, _sigmoid_grad, order)
     return None
 
 
