@@ -612,7 +612,8 @@ class InfiniteWidthKernel(Kernel):
     def get_params(self, deep: bool = True) -> dict:
         return {"module": self._module, "kind": self.kind,
                 "parameterization": self.parameterization,
-                "weight_std": float(self.weight_std), "bias_std": float(self.bias_std),
+                "weight_std": float(self.weight_std.detach()),
+                "bias_std": float(self.bias_std.detach()),
                 "quadrature_order": self.quadrature_order, "block_pairs": self.block_pairs}
 
     def _sub_kernel(self, name):
