@@ -120,6 +120,8 @@ class Kernel(PicklesByValue, nn.Module):
     that one definition. Hyperparameters are registered with
     :meth:`register_hyperparameter`: each is stored as an unconstrained ``nn.Parameter``
     ``raw_<name>`` and read as ``softplus(raw)``, so it stays positive under gradient steps.
+    Every constructor also takes ``<name>_prior=`` (a ``torch.distributions``
+    distribution on that hyperparameter, GPyTorch's convention; :meth:`register_prior`).
 
     Backends (``backend=``): ``"dense"`` materializes the matrix; ``"blocked"`` evaluates
     row blocks with torch; ``"keops"`` builds a KeOps reduction; ``"auto"`` (the default

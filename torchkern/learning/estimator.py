@@ -194,9 +194,11 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     ``learn_kernel={"objective": ..., "max_iter": ..., ...}`` with this function's keyword
     arguments), which every torchkern estimator with a ``kernel`` accepts; there the
     ``kernel`` parameter is left as it was and the learned kernel is the fitted
-    ``kernel_``. Cost: one evaluation of the objective and its gradient per L-BFGS-B
-    function call (about 10–30 for one lengthscale; O(n³) each for the exact objectives at
-    n ≤ 3000, matrix-free above) per run, then one fit.
+    ``kernel_``. On row-sharded data (a ``ShardedKernel`` on a ``ShardedInput``) each rank
+    passes its own targets and the ranks learn the one-process hyperparameters (see
+    ``docs/learning.md``). Cost: one evaluation of the objective and its gradient per
+    L-BFGS-B function call (about 10–30 for one lengthscale; O(n³) each for the exact
+    objectives at n ≤ 3000, matrix-free above) per run, then one fit.
 
     Parameters
     ----------
