@@ -170,7 +170,9 @@ def _api_directives():
                                               or target != f"{module}.{name}"):
                     continue  # with :own:, only the names documented on this page
                 role = "mod" if inspect.ismodule(obj) else "obj"
-                doc = inspect.getdoc(obj) if (inspect.ismodule(obj) or callable(obj)) else None
+                own = type(obj).__module__.startswith("torchkern")  # e.g. the config object
+                doc = (inspect.getdoc(obj) if (inspect.ismodule(obj) or callable(obj) or own)
+                       else None)
                 summary = (extract_summary(doc.splitlines(), self.state.document.settings)
                            if doc else "")
                 rows += [f"   * - :py:{role}:`~{target}`", f"     - {summary}"]
