@@ -17,7 +17,8 @@ Part 2 — analytic NTK (ReLU, depth 2) kernel regression on a synthetic problem
 the lazy blocked Gram matrix (preconditioned CG, O(n) memory) and, where it fits, the dense
 one (Cholesky): seconds, peak memory, test RMSE, and the dense n × n size it avoids.
 
-Part 3 — CNTK Gram matrix (``torchkern.ntk.infinite_width``) of n digits images (8 × 8),
+Part 3 — CNTK Gram matrix (``torchkern.ntk.infinite_width``) of n digits images (8 × 8;
+the 1,797 images cycled for n above that),
 conv(3×3, same) relu conv(3×3, same) relu, then Flatten or global average pooling and a
 Linear readout (W_std = 1.4, b_std = 0.1), float32, against neural-tangents 0.6.5
 (``stax`` + ``nt.batch``, JAX on the CPU) when it is importable (run the bench from a venv
@@ -147,7 +148,8 @@ def _import_nt():
 def _cntk_case(n, readout, lib, device):
     from sklearn.datasets import load_digits
     import numpy as np
-    X = load_digits().data[:n].reshape(n, 1, 8, 8).astype(np.float32) / 16
+    D = load_digits().data                        # 1,797 images, cycled beyond
+    X = D[np.arange(n) % len(D)].reshape(n, 1, 8, 8).astype(np.float32) / 16
     if lib == "torchkern":
         from torchkern.ntk import infinite_width
         k = infinite_width(_cntk_torch(readout), weight_std=CNTK_W, bias_std=CNTK_B)
