@@ -249,7 +249,8 @@ class GraphHopper(GraphKernel):
 
     def _gaussian(self, Mx, ax, gx, nx, My, ay, gy, ny):
         """Σ over node pairs of ⟨M_v, M_v'⟩ exp(−μ‖a_v − a_v'‖²), by blocks of rows."""
-        check_memory(8 * nx * ny, "GraphHopper(kernel_type='gaussian'): the Gram", Mx.device)
+        check_memory(8 * nx * ny, "GraphHopper(kernel_type='gaussian'): the Gram",
+                     Mx.device)
         K = torch.zeros(nx, ny, dtype=torch.float64, device=Mx.device)
         sy = (ay * ay).sum(1)
         step = max(1, _BLOCK // max(My.shape[0], 1))
