@@ -119,3 +119,16 @@ def test_wl_gram_on_one_thread_equals_brute_force(two_threads):
     rows = k(graphs).rows(torch.tensor([5, 0, 59]))
     assert torch.equal(rows, (Phi @ Phi.T)[[5, 0, 59]])
     assert torch.get_num_threads() == 2
+
+
+def test_small_blocked_product_on_one_thread_matches_dense(two_threads):
+    import torchkern as tk
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(300, 3, generator=g, dtype=D64)
+    Y = torch.randn(200, 3, generator=g, dtype=D64)
+    V = torch.randn(200, 2, generator=g, dtype=D64)
+    with torch.no_grad():
+        out = tk.RBF(1.3)(X, Y, backend="blocked") @ V
+    assert torch.get_num_threads() == 2
+    ref = torch.exp(-0.5 * torch.cdist(X, Y) ** 2 / 1.3 ** 2) @ V
+    assert float((out - ref).abs().max()) < 1e-12
