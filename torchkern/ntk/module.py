@@ -553,7 +553,8 @@ def _input_cov(X, Y, full, nd, pairs):
         pair = "".join(a + b for a, b in zip(letters, up))
         eq = (f"ac{letters},bc{up}->ab{pair}" if pairs else f"ac{letters},ac{up}->a{pair}")
     else:
-        eq = f"ac{letters},bc{letters}->ab{letters}" if pairs else f"ac{letters},ac{letters}->a{letters}"
+        eq = (f"ac{letters},bc{letters}->ab{letters}" if pairs
+              else f"ac{letters},ac{letters}->a{letters}")
     return torch.einsum(eq, X, X if not pairs else Y) / C
 
 
