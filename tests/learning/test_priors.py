@@ -1,10 +1,11 @@
 """Hyperparameter priors and the MAP objective, against GPyTorch's
 ExactMarginalLogLikelihood with the same priors (GPyTorch divides its MLL, priors
-included, by n)."""
+included, by n; gpytorch is a dependency of torchkern's integrations)."""
 import copy
 import pickle
 import warnings
 
+import gpytorch
 import numpy as np
 import pytest
 import torch
@@ -14,7 +15,6 @@ from torch.distributions import Gamma, HalfCauchy, LogNormal
 import torchkern
 from torchkern.learning import learn_kernel, log_marginal_likelihood, log_posterior, log_prior
 
-gpytorch = pytest.importorskip("gpytorch")
 
 F64 = torch.float64
 # lengthscale, outputscale, noise priors: (torch.distributions, GPyTorch's priors)
