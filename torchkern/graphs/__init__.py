@@ -12,6 +12,7 @@ from .core import CoreFramework
 from .graphlet import GraphletSampling
 from .neighborhood_hash import NeighborhoodHash
 from .nspdk import NeighborhoodSubgraphPairwiseDistance
+from .odd_sth import ODDSTh
 from .nodes import (CommuteTime, DiffusionKernel, NodeSet, PStepRandomWalk,
                     RegularizedLaplacian)
 from .pyramid_match import PyramidMatch
@@ -26,7 +27,7 @@ from .wl_oa import WeisfeilerLehmanOptimalAssignment
 
 __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "GraphletSampling",
            "NeighborhoodHash", "PyramidMatch", "CoreFramework",
-           "NeighborhoodSubgraphPairwiseDistance",
+           "NeighborhoodSubgraphPairwiseDistance", "ODDSTh",
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
 __all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
             "GraphHopper", "Propagation", "PropagationAttr"]
