@@ -241,14 +241,16 @@ class GraphHopper(GraphKernel):
             return FeatureKernelMatrix(phi[:len(X)], phi[len(X):])
         nx = int(X.ptr[-1])
         if Y is None:
-            return DenseKernelMatrix(self._gaussian(M, a, g, len(X), M, a, g, len(X))
+            return DenseKernelMatrix(self._gaussian(M, a, g, len(X), M, a, g, len(X), X.ptr)
                                      .to(X.dtype))
         K = self._gaussian(M[:nx], a[:nx], g[:nx], len(X), M[nx:], a[nx:], g[nx:] - len(X),
                            len(Y))
         return DenseKernelMatrix(K.to(X.dtype))
 
-    def _gaussian(self, Mx, ax, gx, nx, My, ay, gy, ny):
-        """Σ over node pairs of ⟨M_v, M_v'⟩ exp(−μ‖a_v − a_v'‖²), by blocks of rows."""
+    def _gaussian(self, Mx, ax, gx, nx, My, ay, gy, ny, ptr=None):
+        """Σ over node pairs of ⟨M_v, M_v'⟩ exp(−μ‖a_v − a_v'‖²), by blocks of rows.
+        ``ptr`` (K(X, X), Y the same nodes): each block of rows meets only the nodes of
+        its first graph and after — the upper triangle — and the Gram is mirrored."""
         check_memory(8 * nx * ny, "GraphHopper(kernel_type='gaussian'): the Gram",
                      Mx.device)
         K = torch.zeros(nx, ny, dtype=torch.float64, device=Mx.device)
@@ -256,10 +258,15 @@ class GraphHopper(GraphKernel):
         step = max(1, _BLOCK // max(My.shape[0], 1))
         for i in range(0, Mx.shape[0], step):
             mx, a = Mx[i:i + step], ax[i:i + step]
-            d2 = ((a * a).sum(1)[:, None] + sy[None, :] - 2 * a @ ay.T).clamp_min_(0)
-            W = (mx @ My.T) * torch.exp(-self.mu * d2)
-            Wg = torch.zeros(W.shape[0], ny, dtype=W.dtype, device=W.device).index_add_(1, gy, W)
-            K.index_add_(0, gx[i:i + step], Wg)
+            c = 0 if ptr is None else int(ptr[gx[i]])
+            g0 = 0 if ptr is None else int(gx[i])
+            d2 = ((a * a).sum(1)[:, None] + sy[None, c:] - 2 * a @ ay[c:].T).clamp_min_(0)
+            W = (mx @ My[c:].T) * torch.exp(-self.mu * d2)
+            Wg = torch.zeros(W.shape[0], ny - g0, dtype=W.dtype, device=W.device)
+            Wg.index_add_(1, gy[c:] - g0, W)
+            K[:, g0:].index_add_(0, gx[i:i + step], Wg)
+        if ptr is not None:
+            K = torch.triu(K) + torch.triu(K, 1).T
         return K
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
