@@ -385,10 +385,13 @@ class _BlockedMatmul(torch.autograd.Function):
         xs, ys, ps = tensors[:nx], tensors[nx:nx + ny], tensors[nx + ny:]
         n = xs[0].shape[0]
         out = V.new_empty(n, V.shape[1])
-        # a small product (< _BLOCKED_ONE_THREAD_ENTRIES kernel values: a few ms) on one
-        # thread: its few short parallel regions each waited for a descheduled thread
-        # beside a busy process (n = 500: 130 ms per product with 2 threads at load 12)
-        small = V.device.type == "cpu" and n * ys[0].shape[0] < _BLOCKED_ONE_THREAD_ENTRIES
+        # blocks of < _BLOCKED_ONE_THREAD_ENTRIES kernel values (the default budget's
+        # are) on one thread: each of their operations is a parallel region of about a
+        # millisecond, and beside a busy process every region waited for a descheduled
+        # thread (load 9-12, 2 threads against 1: n = 500, 130 ms against 9 ms per
+        # product; n = 20,000 float32, 41-64 s against 3.8-5.1 s)
+        small = V.device.type == "cpu" and min(n, block) * ys[0].shape[0] < \
+            _BLOCKED_ONE_THREAD_ENTRIES
         with one_thread(small):
             for s in range(0, n, block):
                 Kb = _eval_torch(fn, [x[s:s + block] for x in xs], ys, ps)
