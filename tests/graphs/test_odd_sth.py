@@ -104,8 +104,10 @@ def test_equals_brute_force(h, lam):
     else:
         np.testing.assert_allclose(K, ref, rtol=1e-13, atol=0)
     d = np.sqrt(np.diag(ref))
-    np.testing.assert_allclose(dense(ODDSTh(h=h, lam=lam, normalize=True), graphs),
-                               ref / np.outer(d, d), rtol=1e-13, atol=1e-15)
+    kn = ODDSTh(h=h, lam=lam, normalize=True)
+    np.testing.assert_allclose(dense(kn, graphs), ref / np.outer(d, d), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(dense(kn, graphs[:5], graphs[5:]),
+                               (ref / np.outer(d, d))[:5, 5:], rtol=1e-13, atol=1e-15)
     # k(X, Y) is the block of k(X ∪ Y); diag is the diagonal
     np.testing.assert_allclose(dense(ODDSTh(h=h, lam=lam), graphs[:5], graphs[5:]),
                                ref[:5, 5:], rtol=1e-13, atol=0)

@@ -188,24 +188,27 @@ class ODDSTh(GraphKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
         g, col, vals, p = self._features(U)
+        sq = torch.zeros(len(U), dtype=torch.float64, device=vals.device)
+        sq.index_add_(0, g, vals.to(torch.float64) ** 2)
         nx = len(X)
-        small = self.lam == 1.0
+        # the diagonals, for the normalization that follows (forward calls _diag next)
+        self._pending = [] if not self.normalize else [(X, sq[:nx].to(X.dtype))] + (
+            [] if Y is None else [(Y, sq[nx:].to(X.dtype))])
+        small = self.lam == 1.0 and bool((sq < 2 ** 24).all())
         if Y is None:
-            return SparseFeatureKernelMatrix(_coo(g, col, vals, (nx, p)), small_counts=small
-                                             and self._small(g, vals, nx))
+            return SparseFeatureKernelMatrix(_coo(g, col, vals, (nx, p)), small_counts=small)
         inx = g < nx
         return SparseFeatureKernelMatrix(
             _coo(g[inx], col[inx], vals[inx], (nx, p)),
-            _coo(g[~inx] - nx, col[~inx], vals[~inx], (len(Y), p)),
-            small and self._small(g, vals, len(U)))
-
-    @staticmethod
-    def _small(g, vals, n) -> bool:
-        sq = torch.zeros(n, dtype=torch.float64, device=vals.device)
-        sq.index_add_(0, g, vals.to(torch.float64) ** 2)
-        return bool((sq < 2 ** 24).all())
+            _coo(g[~inx] - nx, col[~inx], vals[~inx], (len(Y), p)), small)
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
+        pending = getattr(self, "_pending", [])
+        for i, (Z, d) in enumerate(pending):
+            if Z is X:
+                del pending[:i + 1]
+                return d
+        self._pending = []
         g, _, vals, _ = self._features(X)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
         out.index_add_(0, g, vals.to(torch.float64) ** 2)
