@@ -8,7 +8,6 @@ import torch
 from .._validation import is_int
 from ._batch import GraphKernel, GraphSet, compact, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
-from .nspdk import multiset_ids
 from .shortest_path import hop_distances
 
 __all__ = ["ODDSTh"]
@@ -24,7 +23,6 @@ def dag_pairs(G: GraphSet, h: int):
     graph, node, src, dst, base = [], [], [], [], 0
     for gids, nodes, dist in hop_distances(G):
         B, n = nodes.shape
-        dist = dist.long()
         ok = (dist >= 0) & (dist <= h)  # (B, root, node)
         pid = torch.full((B, n, n), -1, dtype=torch.long, device=G.device)
         npairs = int(ok.sum())
@@ -39,7 +37,7 @@ def dag_pairs(G: GraphSet, h: int):
         eb = torch.repeat_interleave(torch.arange(B, device=G.device), ec)
         start = torch.repeat_interleave(G.ptr[:-1][gids], ec)
         es, et = G.edge_index[:, e] - start
-        ds, dt = dist[eb, :, es], dist[eb, :, et]  # (E_chunk, root)
+        ds, dt = dist[eb, :, es], dist[eb, :, et]  # (E_chunk, root), int16/int32
         down = (ds >= 0) & (ds < h) & (dt == ds + 1)
         k, r = down.nonzero(as_tuple=True)
         src.append(pid[eb[k], r, es[k]])
@@ -47,6 +45,36 @@ def dag_pairs(G: GraphSet, h: int):
     z = torch.zeros(0, dtype=torch.long, device=G.device)
     cat = (lambda t: torch.cat(t) if t else z)
     return cat(graph), cat(node), cat(src), cat(dst)
+
+
+def multiset_label_ids(label: torch.Tensor, group: torch.Tensor, token: torch.Tensor,
+                       sizes):
+    """Exact ids of the pairs (``label[g]``, multiset {token[k] : group[k] = g}) for
+    g < m = ``label.numel()``: equal pairs get equal ids. ``sizes = (n_labels,
+    n_tokens)``. Returns ``(ids (m,), n_ids)``.
+
+    The tokens of each group are sorted; the key starts as (label, count) and absorbs
+    the i-th smallest token in pass i, for the groups with more than i tokens (one
+    :func:`compact` of two columns per pass, O(m) memory): groups of different counts
+    never share an id, so the ids kept by the shorter ones cannot collide."""
+    m = label.numel()
+    n_labels, n_tokens = sizes
+    deg = torch.bincount(group, minlength=m)
+    order = torch.argsort(token, stable=True)
+    order = order.index_select(0, torch.argsort(group.index_select(0, order), stable=True))
+    tok = token.index_select(0, order)  # grouped, increasing within each group
+    start = torch.cumsum(deg, 0) - deg
+    top = int(deg.max()) if m else 0
+    ids, _, _ = compact([label, deg], [n_labels, top + 1])
+    n = int(ids.max()) + 1 if m else 0
+    for i in range(top):
+        sel = (deg > i).nonzero().squeeze(1)
+        new, cnt, _ = compact([ids.index_select(0, sel), tok.index_select(0, start[sel] + i)],
+                              [n, n_tokens])
+        ids = ids.index_put((sel,), new + n)
+        n += cnt.numel()
+    values, ids = torch.unique(ids, return_inverse=True)
+    return ids, values.numel()
 
 
 class ODDSTh(GraphKernel):
@@ -142,18 +170,21 @@ class ODDSTh(GraphKernel):
         size = torch.ones(P, dtype=torch.float64, device=G.device)
         grown = torch.bincount(src, minlength=P) > 0  # depth of T(u) ≥ j
         keep = range(self.h + 1) if depths is None else set(depths)
-        rows_t, rows_g, sizes = [], [], []
+        parts = []  # (graph, tree, count, size) of the distinct (graph, tree) per round
+
+        def count(tid, size):
+            _, cnt, first = compact([graph, tid], [len(G), n_ids])
+            parts.append((graph[first], tid[first], cnt, size[first]))
         if 0 in keep:
-            rows_t, rows_g, sizes = [tid], [graph], [size]
+            count(tid, size)
         for j in range(1, self.h + 1):
             sel = grown.nonzero().squeeze(1)
             if sel.numel():
                 loc = torch.full((P,), -1, dtype=torch.long, device=G.device)
                 loc[sel] = torch.arange(sel.numel(), device=G.device)
                 ein = loc[src] >= 0
-                group = torch.cat([torch.arange(sel.numel(), device=G.device), loc[src[ein]]])
-                token = torch.cat([labels[node[sel]], L + tid[dst[ein]]])
-                new, n_new = multiset_ids(group, token, sel.numel(), L + n_ids)
+                new, n_new = multiset_label_ids(labels[node[sel]], loc[src[ein]],
+                                                tid[dst[ein]], (L, n_ids))
                 child = torch.zeros(P, dtype=torch.float64, device=G.device)
                 child.index_add_(0, src, size[dst])
                 size = size.clone()
@@ -165,14 +196,13 @@ class ODDSTh(GraphKernel):
                 g2[src[grown[dst]]] = True
                 grown = g2
             if j in keep:
-                rows_t.append(tid)
-                rows_g.append(graph)
-                sizes.append(size)
-        if not rows_t or not rows_t[0].numel():
+                count(tid, size)
+        if not P or not parts:
             z = torch.zeros(0, dtype=torch.long, device=G.device)
             return z, z, z, torch.zeros(0, dtype=torch.float64, device=G.device)
-        t, g, s = torch.cat(rows_t), torch.cat(rows_g), torch.cat(sizes)
-        _, cnt, first = compact([g, t], [len(G), n_ids])
+        g, t, c, s = (torch.cat(x) for x in zip(*parts))
+        inv, _, first = compact([g, t], [len(G), n_ids])
+        cnt = torch.zeros(first.numel(), dtype=torch.long, device=G.device).index_add_(0, inv, c)
         gf, tf = g[first], t[first]
         # renumber the trees that occur
         _, tf = torch.unique(tf, return_inverse=True)
