@@ -16,7 +16,7 @@ import torchkern as tk
 from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 from torchkern.graphs import GraphSet
 from torchkern.graphs.neighborhood_hash import label_numbers
-from torchkern.graphs.odd_sth import ODDSTh
+from torchkern.graphs.odd_sth import ODDSTh, multiset_label_ids
 
 grakel = pytest.importorskip("grakel")
 from grakel import kernels as gk  # noqa: E402
@@ -88,6 +88,23 @@ def brute_force(graphs, h, lam, depths=None):
     K = np.array([[sum(lam ** size(t) * c * fb.get(t, 0) for t, c in fa.items())
                    for fb in feats] for fa in feats])
     return K, feats
+
+
+def test_multiset_label_ids_groups_exactly():
+    # groups whose token lists are prefixes of one another, repeats, empty groups
+    rng = np.random.default_rng(0)
+    m = 400
+    label = torch.as_tensor(rng.integers(0, 2, m))
+    group = torch.as_tensor(rng.integers(0, m, 1500))
+    token = torch.as_tensor(rng.integers(0, 3, 1500))
+    ids, n = multiset_label_ids(label, group, token, (2, 3))
+    keys = [(int(label[g]), tuple(sorted(token[group == g].tolist()))) for g in range(m)]
+    first = {}
+    for g, k in enumerate(keys):
+        first.setdefault(k, g)
+    assert n == len(first)
+    assert all((ids[g] == ids[first[k]]).item() for g, k in enumerate(keys))
+    assert len(set(ids[list(first.values())].tolist())) == n
 
 
 def dense(k, X, Y=None):
