@@ -50,10 +50,6 @@ EXCEPTIONS = {
     # documented before, still resolves there by a module __getattr__ (PEP 562) in
     # learning/__init__.py, a lazy import upward kept for the old name.
     ("torchkern.learning.__init__", "torchkern.supervised.mkl"),
-    # The Triton engine reads the fast-form round-off bound FAST_FORM_MAX_ROUNDOFF of
-    # kernels/_ops.py inside a function (gram -> _compiled.triton -> kernels -> gram):
-    # the constant belongs in a foundation module; left to the engine's owner.
-    ("torchkern._compiled.triton", "torchkern.kernels._ops"),
 }
 
 

@@ -8,6 +8,15 @@ import torch
 
 BACKENDS = ("auto", "dense", "blocked", "keops", "compiled", "triton")
 
+# The largest round-off ε·S the fast form ‖x‖² + ‖y‖² − 2⟨x, y⟩ may carry, with
+# S = max‖x‖² + max‖y‖² over the (centred, lengthscale-scaled) rows: about the largest
+# absolute error it puts on a Gram entry (measured 0.4-1.3 ε·S on float32 RBF Grams in
+# d = 1 to 50; the sum of squared differences has ~1e-7). float32 keeps the fast form
+# for data within 8 lengthscales of their mean (S ≤ 128), float64 up to ~2·10^5.
+# Read by kernels._ops.fast_form_dtype and the Triton engine's tl.dot path; it lives in
+# this foundation module so that both import it downward.
+FAST_FORM_MAX_ROUNDOFF = 2.0 ** -16
+
 
 @dataclass
 class Config:

@@ -52,6 +52,8 @@ import threading
 
 import torch
 
+from .._config import FAST_FORM_MAX_ROUNDOFF
+
 __all__ = ["Sym", "available", "interpreting", "matmul", "gram", "trace", "generate_source"]
 
 MATRIX_MIN_D = 16     # ‖x − y‖², ⟨x, y⟩ of variables this wide by tl.dot
@@ -935,7 +937,6 @@ def _tile_rows(n: int, device) -> int:
 def _fast_ok(xs, ys):
     """Per variable: whether ‖x‖² + ‖y‖² − 2⟨x, y⟩ keeps its round-off ε·(max‖x‖² +
     max‖y‖²) within ``FAST_FORM_MAX_ROUNDOFF`` (as :func:`kernels._ops.fast_form_dtype`)."""
-    from ..kernels._ops import FAST_FORM_MAX_ROUNDOFF
     out = []
     for x, y in zip(xs, ys):
         if x.shape[1] < MATRIX_MIN_D:

@@ -10,6 +10,8 @@ import functools
 
 import torch
 
+from .._config import FAST_FORM_MAX_ROUNDOFF  # the fast form's round-off bound
+
 # Added under square roots: keeps the gradient of ‖x − y‖ finite (zero) at x = y while
 # changing values by at most 1e-15.
 SQRT_EPS = 1e-30
@@ -96,14 +98,6 @@ def center(x, y=None):
         c = torch.where(pos, torch.minimum(torch.maximum(mean, hi / 2), 2 * lo), 0.0)
         c = torch.where(neg, torch.minimum(torch.maximum(mean, 2 * hi), lo / 2), c)
     return x - c, None if y is None else y - c
-
-
-# The largest round-off ε·S the fast form ‖x‖² + ‖y‖² − 2⟨x, y⟩ may carry, with
-# S = max‖x‖² + max‖y‖² over the (centred, lengthscale-scaled) rows: about the largest
-# absolute error it puts on a Gram entry (measured 0.4-1.3 ε·S on float32 RBF Grams in
-# d = 1 to 50; the sum of squared differences has ~1e-7). float32 keeps the fast form
-# for data within 8 lengthscales of their mean (S ≤ 128), float64 up to ~2·10^5.
-FAST_FORM_MAX_ROUNDOFF = 2.0 ** -16
 
 
 def fast_form_dtype(x, y=None, max_roundoff: float = FAST_FORM_MAX_ROUNDOFF):
