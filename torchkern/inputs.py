@@ -106,6 +106,11 @@ class KernelInput:
         return (len(self),)
 
     def __getitem__(self, idx):
+        if isinstance(idx, tuple):  # X[idx, ...] (scikit-learn's _safe_indexing): 1-D
+            if not (len(idx) == 1 or (len(idx) == 2 and idx[1] is Ellipsis)):
+                raise IndexError(f"a {type(self).__name__} is indexed along its samples "
+                                 f"only, got the index {idx!r}")
+            idx = idx[0]
         return self.take(as_index(idx, len(self)))
 
     def __repr__(self) -> str:

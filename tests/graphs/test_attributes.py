@@ -151,3 +151,28 @@ def test_graph_set_carries_attributes_through_batch_take_and_concat(cuneiform):
     both = GraphSet.concat([G.take(torch.arange(6)), G.take(torch.arange(6, 12))])
     torch.testing.assert_close(both.node_attributes, G.node_attributes, rtol=0, atol=0)
     torch.testing.assert_close(both.edge_attributes, G.edge_attributes, rtol=0, atol=0)
+
+
+def test_grid_search_on_a_graph_set_equals_the_precomputed_gram():
+    """scikit-learn indexes X as ``X[idx, ...]`` (``_safe_indexing``): a GraphSet splits
+    like a tensor, and the search equals the one on the precomputed Gram."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    import torchkern as tk
+    gen = torch.Generator().manual_seed(0)
+    graphs = []
+    for i in range(24):
+        n = 4 + i % 4
+        graphs.append(Data(x=torch.randint(0, 3, (n, 1), generator=gen),
+                           edge_index=torch.randint(0, n, (2, 2 * n), generator=gen)))
+    y = np.array([int(g.x.sum()) % 2 for g in graphs])
+    G = GraphSet(graphs)
+    np.testing.assert_array_equal(G[np.arange(3, 6), ...].ptr, G.take(torch.arange(3, 6)).ptr)
+    with pytest.raises(IndexError, match="indexed along its samples only"):
+        G[np.arange(3), 0]
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    grid = {"kernel__n_iter": [1, 2]}
+    gs = GridSearchCV(tk.SVC(kernel=WeisfeilerLehman(), C=1.0), grid, cv=cv).fit(G, y)
+    for h, score in zip(grid["kernel__n_iter"], gs.cv_results_["mean_test_score"]):
+        K = WeisfeilerLehman(h)(graphs).to_dense().numpy()
+        ref = GridSearchCV(tk.SVC(kernel="precomputed", C=1.0), {"C": [1.0]}, cv=cv).fit(K, y)
+        assert score == ref.cv_results_["mean_test_score"][0]
