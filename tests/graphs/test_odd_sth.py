@@ -221,6 +221,13 @@ def test_bad_arguments_are_named(make, match):
         make()
 
 
+def test_overflowing_weights_are_refused():
+    star = Data(edge_index=torch.tensor([[0] * 200 + list(range(1, 201)),
+                                         list(range(1, 201)) + [0] * 200]), num_nodes=201)
+    with pytest.raises(ValueError, match="lam=100: .* overflows"):
+        ODDSTh(h=2, lam=100.0)([star])
+
+
 @requires_device
 def test_device_equals_cpu(dev):
     graphs = random_graphs(30, 1, 15, 0.3, 3, seed=8)

@@ -211,6 +211,9 @@ class ODDSTh(GraphKernel):
     def _features(self, U: GraphSet):
         g, t, cnt, size = self.tree_features(U)
         vals = cnt.to(torch.float64) * torch.exp(0.5 * size * math.log(self.lam))
+        if not bool(torch.isfinite(vals * vals).all()):  # the Gram holds vals²
+            raise ValueError(f"lam={self.lam:g}: λ^|t| overflows float64 for the largest tree "
+                             f"visits ({int(size.max()):,} nodes); take a smaller lam or h")
         p = int(t.max()) + 1 if t.numel() else 1
         return g, t, vals.to(U.dtype), p
 
