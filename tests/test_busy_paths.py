@@ -38,6 +38,32 @@ def test_thread_scopes_restore_the_callers_count_even_on_error(two_threads):
         assert torch.get_num_threads() == 2
 
 
+def test_overlapping_scopes_of_two_python_threads_restore_the_callers_count(two_threads):
+    # torch's thread count is process-wide: thread A enters one_thread (2 -> 1), thread B
+    # enters while it is 1, A leaves first and B last; B must not restore its "1"
+    import threading
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def a():
+        with one_thread():
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def b():
+        a_in.wait(5)
+        with one_thread():
+            b_in.set()
+            a_out.wait(5)
+
+    ts = [threading.Thread(target=f) for f in (a, b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(10)
+    assert torch.get_num_threads() == 2
+
+
 def _spd(n, seed):
     g = torch.Generator().manual_seed(seed)
     Q = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=D64)).Q
