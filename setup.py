@@ -27,8 +27,11 @@ setup(
                  # tests/test_gallery.py runs the gallery's scripts
                  "matplotlib>=3.7"],
         "bench": ["scikit-learn>=1.3", "psutil>=5"],
+        # the build runs the gallery: matplotlib, and GraKeL for its TU graph data sets
+        # (modlamp's peptides: `pip install --no-deps modlamp`, as the README says)
         "docs": ["sphinx>=8", "myst-parser>=3", "sphinx-gallery>=0.16", "numpydoc>=1.6",
-                 "furo>=2024.1", "sphinx-mathjax-offline>=0.0.2", "matplotlib>=3.7"],
+                 "furo>=2024.1", "sphinx-mathjax-offline>=0.0.2", "matplotlib>=3.7",
+                 "grakel>=0.1.10"],
         # what the example gallery's scripts need to run on their own
         "gallery": ["matplotlib>=3.7"],
     },

@@ -129,3 +129,90 @@ def test_sphinx_build_without_warnings_documents_every_public_name(tmp_path):
     assert len(scripts) >= 5
     for s in scripts:
         assert (out / "auto_examples" / f"{s}.html").exists(), s
+
+
+def _distributions_installed_by(command):
+    """Distribution names (lower case, ``-``) that ``command``'s ``pip install`` steps put
+    in an environment: the project's requirements, the extras named, the packages named,
+    and (as far as they are installed here) what those require, recursively — except
+    after ``--no-deps``."""
+    import ast
+    import importlib.metadata as md
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    kw = {k.arg: k.value for n in ast.walk(tree) if isinstance(n, ast.Call)
+          for k in n.keywords if k.arg in ("install_requires", "extras_require")}
+    extras = ast.literal_eval(kw["extras_require"])
+
+    def name(req):
+        return re.match(r"[A-Za-z0-9_.\-]+", req).group(0).lower().replace("_", "-")
+
+    todo, plain = [], []
+    for step in command.split("&&"):
+        words = step.split()
+        if words[:2] != ["pip", "install"]:
+            continue
+        for w in words[2:]:
+            w = w.strip("\"'")
+            if w.startswith("."):  # the project, with its extras
+                todo += [name(r) for r in ast.literal_eval(kw["install_requires"])]
+                for extra in re.findall(r"\[([\w,]+)\]", w)[:1]:
+                    todo += [name(r) for e in extra.split(",") for r in extras[e]]
+            elif not w.startswith("-"):
+                (plain if "--no-deps" in words else todo).append(name(w))
+    seen = set(plain)
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            reqs = md.requires(dist) or []
+        except md.PackageNotFoundError:
+            continue
+        todo += [name(r) for r in reqs if "extra ==" not in r]
+    return seen
+
+
+def _gallery_imports():
+    """(script, top-level module) for every module a gallery script imports or looks up
+    (``find_spec("x")``, ``importlib.resources.files("x")``), standard library excluded."""
+    import ast
+
+    for script in sorted((ROOT / "examples" / "gallery").glob("plot_*.py")):
+        for node in ast.walk(ast.parse(script.read_text("utf-8"))):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                mods = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in
+                  ("find_spec", "files") and node.args
+                  and isinstance(node.args[0], ast.Constant)):
+                mods = [node.args[0].value]
+            for m in mods:
+                top = m.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "torchkern":
+                    yield script.name, top
+
+
+def test_documented_install_commands_bring_what_the_gallery_imports():
+    # The README's docs command builds the site, which runs every gallery script; the
+    # gallery README's command is how a user runs them on their own. Each must install
+    # every package a script imports (a script that fails aborts the docs build).
+    import importlib.metadata as md
+
+    to_dist = md.packages_distributions()
+    readme = (ROOT / "README.md").read_text("utf-8")
+    docs_cmd = next(line for line in readme.splitlines()
+                    if "pip install" in line and "sphinx" in line)
+    gallery_cmd = next(line.strip() for line in
+                       (ROOT / "examples" / "gallery" / "README.rst").read_text().splitlines()
+                       if "pip install" in line)
+    for label, cmd in (("README docs command", docs_cmd),
+                       ("gallery README command", gallery_cmd)):
+        installed = _distributions_installed_by(cmd)
+        missing = sorted({f"{script}: {mod}" for script, mod in _gallery_imports()
+                          if not {d.lower().replace("_", "-") for d in
+                                  to_dist.get(mod, [mod])} & installed})
+        assert not missing, f"{label} `{cmd}` installs nothing providing {missing}"
