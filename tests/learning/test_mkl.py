@@ -116,6 +116,20 @@ def test_simplemkl_krr_agrees_with_a_grid_over_two_weights():
     assert float(m.weights_[0]) == pytest.approx(grid[Js.argmin()], abs=0.01)
 
 
+def test_simplemkl_warns_when_it_stops_short_of_the_kkt_tolerance():
+    import warnings
+    from torchkern.linalg import ConvergenceWarning
+    X, g = _data(60, 2)
+    y = (torch.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * torch.randn(60, generator=g, dtype=F64)).numpy()
+    ks = [torchkern.RBF(0.5, active_dims=[0]), torchkern.Laplacian(2.0, active_dims=[1])]
+    with pytest.warns(ConvergenceWarning, match="max_iter=1 reached with relative KKT gap"):
+        m = SimpleMKL(ks, estimator="krr", alpha=0.05, max_iter=1, tol=1e-8).fit(X, y)
+    assert m.n_iter_ == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        SimpleMKL(ks, estimator="krr", alpha=0.05, max_iter=30, tol=1e-5).fit(X, y)
+
+
 def test_simplemkl_svc_agrees_with_a_grid_of_sklearn_svms():
     X, g = _data(60, 2, seed=2)
     y = np.where(X[:, 0].numpy() + 0.3 * torch.randn(60, generator=g, dtype=F64).numpy() > 2, 1, -1)

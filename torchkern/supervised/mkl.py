@@ -9,6 +9,7 @@ weights learned from Gram matrices alone (:func:`~torchkern.learning.easymkl_wei
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from .._estimator import check_fitted
 from .._validation import as_generator, is_int
 from ..inputs import take
 from ..kernels.base import Kernel, _fmt
+from ..linalg import ConvergenceWarning
 from ..learning.mkl import (MultipleKernel, alignf_weights, cka_weights, easymkl_weights,
                             fheuristic_weights)
 from ._labels import decode_labels, encode_labels
@@ -135,7 +137,8 @@ class SimpleMKL(BaseEstimator):
     ½ yᵀ(K_η + αI)⁻¹y (the ridge dual, also convex), ∂J/∂η_m = −½ cᵀK_mc, and with the
     inner solver ``"nystrom"`` the Nyström ridge objective at its optimum. It stops when
     the KKT gap (max over active weights of ∂J/∂η minus the min over all) falls under
-    ``tol``·abs(J), or after ``max_iter`` outer steps.
+    ``tol``·abs(J), or after ``max_iter`` outer steps (or when no step decreases J), with
+    a :class:`~torchkern.linalg.ConvergenceWarning` in those two cases.
 
     ``method="alignment"`` (Cortes, Mohri and Rostamizadeh 2012, "alignf"): η ∝ v with
     v ≥ 0 minimizing vᵀMv − 2vᵀa, M_kl = ⟨K_k^c, K_l^c⟩_F, a_k = ⟨K_k^c, Y_cY_cᵀ⟩_F —
@@ -265,7 +268,7 @@ class SimpleMKL(BaseEstimator):
         eta = torch.full((p,), 1.0 / p, dtype=_F64)
         J, grad, est = J_of(eta)
         history = [J]
-        it = 0
+        it, stalled = 0, False
         for it in range(1, self.max_iter + 1):
             if _kkt_gap(eta, grad) <= self.tol * max(abs(J), 1e-12):
                 break
@@ -276,12 +279,22 @@ class SimpleMKL(BaseEstimator):
             neg = D < 0
             found = self._line_search(J_of, eta, J, D, slope, float((-eta[neg] / D[neg]).min()))
             if found is None:
+                stalled = True
                 break
             new, J_new, g_new, est_new = found
             eta, J, grad, est = new, J_new, g_new, est_new
             history.append(J)
             if self.verbose:
                 print(f"SimpleMKL step {it}: J = {J:.6g}, weights = {_fmt(eta)}")
+        gap = _kkt_gap(eta, grad)
+        if self.max_iter > 0 and gap > self.tol * max(abs(J), 1e-12) and \
+                float(grad @ _reduced_gradient(eta, grad)) < 0:
+            why = "no step along the reduced gradient decreased J" if stalled else \
+                f"max_iter={self.max_iter} reached"
+            warnings.warn(f"SimpleMKL did not converge: {why} with relative KKT gap "
+                          f"{gap / max(abs(J), 1e-12):.3g} > tol={self.tol:g} (weights "
+                          f"{_fmt(eta)}); raise max_iter or tol", ConvergenceWarning,
+                          stacklevel=3)
         return eta, J, est, history, it
 
     @staticmethod
