@@ -158,3 +158,36 @@ def test_small_blocked_product_on_one_thread_matches_dense(two_threads):
     assert torch.get_num_threads() == 2
     ref = torch.exp(-0.5 * torch.cdist(X, Y) ** 2 / 1.3 ** 2) @ V
     assert float((out - ref).abs().max()) < 1e-12
+
+
+def test_native_dynamic_chunks_gradients_and_float32(two_threads, monkeypatch):
+    # the gradient entry points (cases 2/3 of tk_radial_run) and the float32 ones under
+    # tiny chunks on 2 threads: against torch autograd of the dense Gaussian product, and
+    # bit-equal to the one-thread run
+    try:
+        native.load()
+    except RuntimeError as exc:
+        pytest.skip(f"no C++ compiler here: {exc}")
+    monkeypatch.setattr(native, "_CHUNK_EVALS", 3 * 250)
+    g = torch.Generator().manual_seed(3)
+    for dt, tol in ((D64, 1e-11), (torch.float32, 2e-4)):
+        x = torch.randn(403, 3, generator=g, dtype=dt)
+        y = torch.randn(250, 3, generator=g, dtype=dt)
+        V = torch.randn(250, 2, generator=g, dtype=dt)
+        G = torch.randn(403, 2, generator=g, dtype=dt)
+
+        def grads(native_path):
+            xs, ys = x.clone().requires_grad_(), y.clone().requires_grad_()
+            if native_path:
+                out = native.radial_matmul("gauss", xs, ys, V)
+            else:
+                out = torch.exp(-0.5 * torch.cdist(xs.double(), ys.double()) ** 2) @ V.double()
+            return [t.detach() for t in (out, *torch.autograd.grad(out, (xs, ys), G.to(out.dtype)))]
+
+        got, ref = grads(True), grads(False)
+        assert torch.get_num_threads() == 2
+        for a, b in zip(got, ref):
+            assert float((a.double() - b).abs().max() / b.abs().max()) < tol
+        with one_thread():
+            for a, b in zip(grads(True), got):
+                assert torch.equal(a, b)
