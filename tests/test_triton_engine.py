@@ -291,3 +291,35 @@ def test_untraceable_formula_is_not_implemented():
     with pytest.raises(NotImplementedError, match="cannot trace"):
         engine.matmul(lambda xs, ys, ps: torch.tanh(((xs[0] - ys[0]) ** 2).sum(-1)), [X], [X],
                       [], torch.ones(4, 1, dtype=torch.float64))
+
+
+def test_fast_form_only_within_its_roundoff_bound():
+    # float32 rows 10 lengthscales out in d = 20 (ε·(max‖x‖² + max‖y‖²) ≈ 1e-3, above
+    # FAST_FORM_MAX_ROUNDOFF): ‖x − y‖² by differences, not tl.dot; pairs 1e-2 apart keep
+    # K V within 2e-5 of float64 dense torch, where the fast form would be off by ~1e-3
+    g = torch.Generator().manual_seed(7)
+    X = 10.0 * torch.randn(33, 20, generator=g, dtype=torch.float64)
+    Y = X + 1e-2 * torch.randn(33, 20, generator=g, dtype=torch.float64)
+    V = torch.randn(33, 2, generator=g, dtype=torch.float64)
+    f32 = tk.RBF().formula(X.float(), Y.float())
+    assert engine._lower(f32.fn, f32.xs, f32.ys, f32.ps).matrix == set()
+    f64 = tk.RBF().formula(X, Y)  # float64: ε·S ≈ 2e-12, tl.dot allowed
+    assert engine._lower(f64.fn, f64.xs, f64.ys, f64.ps).matrix == {0}
+    ref = torch.exp(-0.5 * torch.cdist(X, Y) ** 2) @ V
+    out = engine.matmul(f32.fn, f32.xs, f32.ys, f32.ps, V.float())
+    assert float((out.detach().double() - ref).abs().max()) < 2e-5
+
+
+def test_backend_triton_falls_back_for_an_untraceable_formula(monkeypatch):
+    # backend="triton" (as 'auto' picks on CUDA) on a formula the engine cannot trace:
+    # one CompiledFallbackWarning, the values of dense torch, the engine still enabled
+    from torchkern import gram as gram_mod
+    monkeypatch.setitem(gram_mod._COMPILED_STATE, "warned", False)
+    X = torch.randn(9, 2, dtype=torch.float64)
+    V = torch.randn(9, 2, dtype=torch.float64)
+    f = Formula((X,), (X,), (), lambda xs, ys, ps: torch.tanh(((xs[0] - ys[0]) ** 2).sum(-1,
+                                                                   keepdim=True)))
+    with pytest.warns(gram_mod.CompiledFallbackWarning, match="triton"):
+        out = FormulaKernelMatrix(f, "triton") @ V
+    assert float((out - torch.tanh(torch.cdist(X, X) ** 2) @ V).abs().max()) < 1e-12
+    assert gram_mod._COMPILED_STATE["triton"] is None
