@@ -67,6 +67,9 @@ def _sharded_learning(rank, world):
         sgpr_bound(tkd.ShardedKernel(torchkern.RBF(1.0)), Xs, ys, X[:5], 0.1)
     with pytest.raises(ValueError, match="kernel_alignment on row-sharded data.*'auto'"):
         kernel_alignment(tkd.ShardedKernel(torchkern.RBF(1.0), vectors="sharded"), Xs, ys)
+    for mkl in (torchkern.SimpleMKL, torchkern.EasyMKL):  # they failed inside, unnamed
+        with pytest.raises(ValueError, match=f"{mkl.__name__} has no form for row-sharded"):
+            mkl([tkd.ShardedKernel(torchkern.RBF(1.0))]).fit(Xs, ys > 0)
 
 
 def test_learning_on_two_ranks_gives_the_one_process_hyperparameters():

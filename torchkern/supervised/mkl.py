@@ -50,6 +50,16 @@ def _kernel_list(kernels, name="kernels"):
     return kernels
 
 
+def _refuse_sharded(est, X):
+    """Row-sharded data (a :class:`~torchkern.distributed.ShardedInput`, recognized by its
+    ``align_rows``) has no form here: refuse it by name rather than fail inside."""
+    if callable(getattr(X, "align_rows", None)):
+        raise ValueError(f"{type(est).__name__} has no form for row-sharded data (a "
+                         f"ShardedInput): fit it on one process; easymkl_weights, "
+                         f"fheuristic_weights, cka_weights and alignf_weights take the "
+                         f"sharded Gram matrices with all n labels on every rank")
+
+
 def _one_hot(y, n):
     classes, codes = encode_labels(y, n)
     return torch.nn.functional.one_hot(torch.as_tensor(codes), classes.size).to(_F64)
@@ -232,6 +242,7 @@ class SimpleMKL(BaseEstimator):
             raise ValueError(f"estimator must be 'svc' or 'krr', got {self.estimator!r}")
         if self.method not in ("simplemkl", "alignment"):
             raise ValueError(f"method must be 'simplemkl' or 'alignment', got {self.method!r}")
+        _refuse_sharded(self, X)
         kernels = _kernel_list(self.kernels)
         X = kernels[0].check_input(X, "X")
         if self.estimator == "svc":
@@ -385,6 +396,7 @@ class _Combiner(ClassifierMixin, BaseEstimator):
         ms = self.max_samples
         if ms is not None and (not is_int(ms) or ms < 2):
             raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
+        _refuse_sharded(self, X)
         kernels = _kernel_list(self.kernels)
         X = kernels[0].check_input(X, "X")
         n = len(X)
