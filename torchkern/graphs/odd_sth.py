@@ -84,12 +84,12 @@ class ODDSTh(GraphKernel):
     the edges u → w of G with d(r, w) = d(r, u) + 1 ≤ h (the breadth-first visit from r).
     The tree visit T(u) of a DAG node u unfolds the DAG below u into a tree, and T_j(u)
     is T(u) cut at depth j (T_0(u) the label of u). With ST-kernel matching of the tree
-    visits (two trees match when equal, and count λ^{|t|}, |t| their number of nodes),
+    visits (two trees match when equal, and count λ^s(t), s(t) their number of nodes),
 
     .. math:: k(G, G') = \sum_{r \in V(G)} \sum_{r' \in V(G')} \sum_{j=0}^{h}
               \sum_{u \in D_r} \sum_{u' \in D_{r'}}
               \lambda^{|T_j(u)|} \, [T_j(u) = T_j(u')]
-              = \sum_t \lambda^{|t|} \varphi_t(G) \varphi_t(G'),
+              = \sum_t \lambda^{s(t)} \varphi_t(G) \varphi_t(G'),
 
     φ_t(G) the number of triples (r, u, j), 0 ≤ j ≤ h, with T_j(u) = t (a tree that is
     shallower than j is counted again for every such j, as the sum over j says).
@@ -121,8 +121,8 @@ class ODDSTh(GraphKernel):
     T_{j−1} of its children), grouped exactly (no hashing); a node whose visit is
     shallower than j keeps its id. The feature map is sparse (one column per distinct
     tree) and the Gram is a sparse product, K(X, Y) built on one dictionary for X ∪ Y.
-    Cost O(Σ_G n_G² (h + deg)) per round after the O(n³ D) distances; the tree sizes |t|
-    grow like deg^h, so λ^{|t|} may underflow to 0 for λ < 1 and large h.
+    Cost O(Σ_G n_G² (h + deg)) per round after the O(n³ D) distances; the tree sizes s(t)
+    grow like deg^h, so λ^s(t) may underflow to 0 for λ < 1 and large h.
     Edge labels are ignored (as in GraKeL).
 
     References
@@ -157,7 +157,7 @@ class ODDSTh(GraphKernel):
     def tree_features(self, G: GraphSet, depths=None):
         """``(graph, tree, count, size)``: for every graph and distinct tree visit t, the
         count φ_t(G) of (root, DAG node, depth j ≤ h) with T_j = t and the number of
-        nodes |t| (float64) of t; trees are numbered 0 … p − 1 over the whole set.
+        nodes s(t) (float64) of t; trees are numbered 0 … p − 1 over the whole set.
         ``depths``: count only the j in this collection (default 0 … h); ``[h]`` counts
         the full visits T(u) alone (GraKeL's features)."""
         labels, L = initial_labels(G)
@@ -212,8 +212,9 @@ class ODDSTh(GraphKernel):
         g, t, cnt, size = self.tree_features(U)
         vals = cnt.to(torch.float64) * torch.exp(0.5 * size * math.log(self.lam))
         if not bool(torch.isfinite(vals * vals).all()):  # the Gram holds vals²
-            raise ValueError(f"lam={self.lam:g}: λ^|t| overflows float64 for the largest tree "
-                             f"visits ({int(size.max()):,} nodes); take a smaller lam or h")
+            raise ValueError(f"lam={self.lam:g}: λ^s(t) overflows float64 for the largest "
+                             f"tree visits t (s(t) = {int(size.max()):,} nodes); take a "
+                             f"smaller lam or h")
         p = int(t.max()) + 1 if t.numel() else 1
         return g, t, vals.to(U.dtype), p
 
