@@ -155,7 +155,8 @@ class Sym:
         ax = axis if dim is None else dim
         if ax not in (-1, 2) or kw:
             raise NotImplementedError(f"the Triton engine reduces formulas over the feature "
-                                      f"dimension only (sum(-1)), got sum({ax!r})")
+                                      f"dimension only (sum(-1)), got sum({ax!r}"
+                                      f"{''.join(f', {k}={v!r}' for k, v in kw.items())})")
         return Sym("sum", (self,), 1)
 
     def elem(self, k):
