@@ -100,15 +100,20 @@ def test_nystrom_normal_products_on_one_thread_match_dense(two_threads):
     assert float((op.rmatmul(U) - A64.T @ U).abs().max()) < 1e-10
 
 
-def test_native_dynamic_chunks_match_dense(two_threads, monkeypatch):
-    # tiny chunks (a few rows each) so that many chunks go to both threads in any order;
-    # each row is computed by the same code whichever thread takes it: equal bit for bit
-    # to the one-thread run, and to torch's dense Gaussian product to rounding
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """The native loop with chunks of 3 rows of 250 columns: many chunks go to both
+    threads in any order."""
     try:
         native.load()
     except RuntimeError as exc:
         pytest.skip(f"no C++ compiler here: {exc}")
     monkeypatch.setattr(native, "_CHUNK_EVALS", 3 * 250)
+
+
+def test_native_dynamic_chunks_match_dense(two_threads, tiny_chunks):
+    # each row is computed by the same code whichever thread takes it: equal bit for bit
+    # to the one-thread run, and to torch's dense Gaussian product to rounding
     g = torch.Generator().manual_seed(2)
     x = torch.randn(403, 3, generator=g, dtype=D64)
     y = torch.randn(250, 3, generator=g, dtype=D64)
@@ -160,15 +165,10 @@ def test_small_blocked_product_on_one_thread_matches_dense(two_threads):
     assert float((out - ref).abs().max()) < 1e-12
 
 
-def test_native_dynamic_chunks_gradients_and_float32(two_threads, monkeypatch):
+def test_native_dynamic_chunks_gradients_and_float32(two_threads, tiny_chunks):
     # the gradient entry points (cases 2/3 of tk_radial_run) and the float32 ones under
     # tiny chunks on 2 threads: against torch autograd of the dense Gaussian product, and
     # bit-equal to the one-thread run
-    try:
-        native.load()
-    except RuntimeError as exc:
-        pytest.skip(f"no C++ compiler here: {exc}")
-    monkeypatch.setattr(native, "_CHUNK_EVALS", 3 * 250)
     g = torch.Generator().manual_seed(3)
     for dt, tol in ((D64, 1e-11), (torch.float32, 2e-4)):
         x = torch.randn(403, 3, generator=g, dtype=dt)
