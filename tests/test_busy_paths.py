@@ -170,7 +170,7 @@ def test_native_dynamic_chunks_gradients_and_float32(two_threads, tiny_chunks):
     # tiny chunks on 2 threads: against torch autograd of the dense Gaussian product, and
     # bit-equal to the one-thread run
     g = torch.Generator().manual_seed(3)
-    for dt, tol in ((D64, 1e-11), (torch.float32, 2e-4)):
+    for dt, tol in ((D64, 1e-13), (torch.float32, 2e-6)):  # measured 2e-15, 1.7e-7
         x = torch.randn(403, 3, generator=g, dtype=dt)
         y = torch.randn(250, 3, generator=g, dtype=dt)
         V = torch.randn(250, 2, generator=g, dtype=dt)
