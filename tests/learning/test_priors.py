@@ -199,3 +199,22 @@ def test_bad_priors_are_named():
     X, y = _data(10)
     with pytest.raises(ValueError, match="'map' needs priors"):
         learn_kernel(torchkern.KernelRidge(torchkern.RBF()), X, y, "map")
+
+
+def test_gpytorch_float32_priors_are_evaluated_in_float64():
+    # GPyTorch's priors built from Python floats are float32; HalfCauchyPrior evaluates
+    # with its base_dist's scale, which nn.Module.to does not convert (2.5e-8 off before)
+    from gpytorch.priors import GammaPrior, HalfCauchyPrior, LogNormalPrior
+    v = 0.3
+    closed = {  # log densities at v, by hand
+        HalfCauchyPrior(1.0): np.log(2 / np.pi) - np.log1p(v * v),
+        GammaPrior(3.0, 6.0): 3 * np.log(6.0) - np.log(2.0) + 2 * np.log(v) - 6 * v,
+        LogNormalPrior(0.0, 1.0): -np.log(v) - 0.5 * np.log(2 * np.pi) - 0.5 * np.log(v) ** 2,
+    }
+    for prior, ref in closed.items():
+        k = torchkern.RBF(v).set_prior("lengthscale", prior)
+        v64 = float(k.lengthscale.detach())  # softplus(raw): v to rounding
+        assert abs(v64 - v) < 1e-15
+        assert abs(float(k.log_prior().detach()) - ref) < 1e-14, type(prior).__name__
+        assert abs(float(log_prior(torchkern.RBF(1.0), v, prior).detach())
+                   - (ref + 0.0)) < 1e-14  # the noise prior path

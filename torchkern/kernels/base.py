@@ -76,14 +76,17 @@ def _in_dtype(prior, dtype, device, _depth=0):
     torch.distributions keep their parameters as tensors in ``__dict__``, TransformedDistribution
     its base and transforms): ``Gamma(3.0, 6.0)`` is float32 and would evaluate a float64
     hyperparameter in float32. An ``nn.Module`` prior (GPyTorch's) is converted by ``.to``
-    on a copy. Anything else is returned as it is."""
+    on a copy, and its distribution attributes as above. Anything else is returned as it
+    is."""
     if not dtype.is_floating_point or _depth > 4:
         return prior
     if isinstance(prior, nn.Module):
         tensors = list(prior.parameters()) + list(prior.buffers())
-        if all(t.dtype == dtype and t.device == device for t in tensors if t.is_floating_point()):
-            return prior
-        return copy.deepcopy(prior).to(dtype=dtype, device=device)
+        if not all(t.dtype == dtype and t.device == device
+                   for t in tensors if t.is_floating_point()):
+            prior = copy.deepcopy(prior).to(dtype=dtype, device=device)
+        # and on to its plain attributes: GPyTorch's HalfCauchyPrior evaluates with its
+        # base_dist's scale, a float32 tensor that .to (buffers only) does not reach
     state = getattr(prior, "__dict__", None)
     if state is None:
         return prior

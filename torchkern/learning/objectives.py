@@ -23,8 +23,8 @@ from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
 from .likelihood import lml_cg, lml_cholesky
 
-__all__ = ["log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment", "loo_error", "gcv",
-           "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
+__all__ = ["log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment",
+           "loo_error", "gcv", "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
 
 _F64 = torch.float64
 _LOG_2PI = math.log(2 * math.pi)
@@ -208,7 +208,7 @@ def log_prior(kernel, noise=None, noise_prior=None):
                             f"have a log_prob method), got {type(noise_prior).__name__}")
         if noise is None:
             raise ValueError("noise_prior needs the noise variance: noise is None")
-        s2 = noise if isinstance(noise, torch.Tensor) else torch.tensor(float(noise))
+        s2 = noise if isinstance(noise, torch.Tensor) else torch.tensor(float(noise), dtype=_F64)
         s2 = s2.to(_F64).reshape(())
         lp = _in_dtype(noise_prior, _F64, s2.device).log_prob(s2).sum()
         total = total.to(lp.device) + lp.to(_F64)
