@@ -24,7 +24,8 @@ from ..stats.hsic import hsic_biased
 from .likelihood import lml_cg, lml_cholesky
 
 __all__ = ["log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment",
-           "loo_error", "gcv", "kernel_ridge_predict", "mmd_test_power", "sgpr_bound", "nystrom_complexity_reg"]
+           "loo_error", "gcv", "kernel_ridge_predict", "mmd_test_power", "sgpr_bound",
+           "nystrom_complexity_reg"]
 
 _F64 = torch.float64
 _LOG_2PI = math.log(2 * math.pi)
