@@ -97,6 +97,34 @@ def test_label_kernels_refuse_non_integral_x_by_name(kernel):
     torch.testing.assert_close(ok, ref)
 
 
+def test_label_kernels_refuse_non_integral_edge_attr_where_they_read_edge_labels():
+    from torchkern.graphs import (CoreFramework, EdgeHistogram,
+                                  NeighborhoodSubgraphPairwiseDistance, RandomWalk)
+    x = torch.tensor([[0], [1], [0]])
+    g = _graphs(x)
+    for d in g:
+        d.edge_attr = torch.tensor([[0.5], [0.5], [2.0], [2.0]])
+    for kernel in (EdgeHistogram(), WeisfeilerLehman(1, edge_labels=True),
+                   RandomWalk(0.1, edge_labels=True), NeighborhoodSubgraphPairwiseDistance()):
+        with pytest.raises(ValueError, match=r"edge_attr holds floats that are not integers "
+                                             r"\(edge_attr\[0, 0\] = 0.5.*'edge_attributes'"):
+            kernel(g).to_dense()
+    # kernels that do not read edge labels ignore edge_attr, continuous or not
+    plain = _graphs(x)
+    for kernel in (VertexHistogram(), ShortestPath(), CoreFramework(ShortestPath())):
+        torch.testing.assert_close(kernel(g).to_dense(), kernel(plain).to_dense(),
+                                   rtol=0, atol=0)
+    G = GraphSet(g)  # slicing and joining a set does not read them either
+    GraphSet.concat([G.take(torch.tensor([1])), G.take(torch.tensor([0]))])
+    # integral floats are labels: as the integers (EH = 2·2 + 2·2 between any two graphs)
+    ints = _graphs(x)
+    for d, e in zip(g, ints):
+        d.edge_attr = torch.tensor([[1.0], [1.0], [2.0], [2.0]])
+        e.edge_attr = torch.tensor([[1], [1], [2], [2]])
+    torch.testing.assert_close(EdgeHistogram()(g).to_dense(), torch.full((2, 2), 8.0).double())
+    torch.testing.assert_close(EdgeHistogram()(ints).to_dense(), torch.full((2, 2), 8.0).double())
+
+
 def test_node_attr_x_reads_x_as_attributes(cuneiform):
     moved = [Data(x=d.node_attributes, edge_index=d.edge_index) for d in cuneiform[:25]]
     ref = GraphHopper(kernel_type="gaussian", mu=0.3)(cuneiform[:25]).to_dense()

@@ -342,11 +342,12 @@ class GraphSet(KernelInput):
     @classmethod
     def _from_parts(cls, ptr, edge_index, eptr, node_label, label_values, edge_label,
                     edge_label_values, dtype=torch.float64, node_attributes=None,
-                    edge_attributes=None):
+                    edge_attributes=None, edge_rows=None):
         self = cls.__new__(cls)
         self.ptr, self.edge_index, self.eptr = ptr, edge_index, eptr
         self.node_label, self.label_values = node_label, label_values
         self.edge_label, self.edge_label_values = edge_label, edge_label_values
+        self._edge_rows = edge_rows
         self.node_attributes, self.edge_attributes = node_attributes, edge_attributes
         self.dtype, self.device = dtype, ptr.device
         return self
@@ -397,10 +398,44 @@ class GraphSet(KernelInput):
         self.eptr = torch.searchsorted(edge_index[0], ptr)  # sources are sorted
         self.node_label, self.label_values = node_label, label_values
         self.edge_label = self.edge_label_values = None
-        if ea is not None:
-            ea_ids, self.edge_label_values = _label_ids(ea, ei.shape[1], "edge_attr", device)
-            self.edge_label = ea_ids if first is None else ea_ids.index_select(0, first)
+        if ea is not None:  # label ids on first read (edge_label): most kernels need none
+            ea = _edge_rows(ea, ei.shape[1])
+            self._edge_rows = ea if first is None else ea.index_select(0, first)
         self.dtype, self.device = torch.float64, ptr.device
+
+    # -- edge labels, read lazily ------------------------------------------------------
+    @property
+    def edge_label(self) -> torch.Tensor | None:
+        rows = self.__dict__.get("_edge_rows")
+        if rows is not None:  # the rows of edge_attr, not yet read as labels
+            _check_integral(rows, "edge_attr")
+            ids, values = _label_ids(rows, rows.shape[0], "edge_attr", self.ptr.device)
+            self.__dict__.update(_edge_label=ids, _edge_label_values=values, _edge_rows=None)
+        return self.__dict__.get("_edge_label")
+
+    @edge_label.setter
+    def edge_label(self, value) -> None:
+        self.__dict__.update(_edge_label=value, _edge_rows=None)
+
+    @property
+    def edge_label_values(self) -> torch.Tensor | None:
+        self.edge_label  # noqa: B018 (reads the labels if not yet done)
+        return self.__dict__.get("_edge_label_values")
+
+    @edge_label_values.setter
+    def edge_label_values(self, value) -> None:
+        self.__dict__["_edge_label_values"] = value
+
+    def _edge_label_parts(self, edges: torch.Tensor) -> dict:
+        """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
+        keyword arguments of :meth:`_from_parts`: label ids if read, else the raw rows."""
+        rows = self.__dict__.get("_edge_rows")
+        if rows is not None:
+            return dict(edge_label=None, edge_label_values=None,
+                        edge_rows=rows.index_select(0, edges))
+        el = self.edge_label
+        return dict(edge_label=None if el is None else el[edges],
+                    edge_label_values=self.edge_label_values)
 
     # -- the KernelInput protocol ------------------------------------------------------
     def __len__(self) -> int:
@@ -472,10 +507,10 @@ class GraphSet(KernelInput):
         shift = torch.repeat_interleave(ptr[:-1] - self.ptr[:-1][idx], ec)
         return GraphSet._from_parts(
             ptr, self.edge_index[:, edges] + shift, eptr, self.node_label[nodes],
-            self.label_values, None if self.edge_label is None else self.edge_label[edges],
-            self.edge_label_values, self.dtype,
-            None if self.node_attributes is None else self.node_attributes[nodes],
-            None if self.edge_attributes is None else self.edge_attributes[edges])
+            self.label_values, dtype=self.dtype,
+            node_attributes=None if self.node_attributes is None else self.node_attributes[nodes],
+            edge_attributes=None if self.edge_attributes is None else self.edge_attributes[edges],
+            **self._edge_label_parts(edges))
 
     @classmethod
     def concat(cls, parts) -> "GraphSet":
@@ -483,10 +518,14 @@ class GraphSet(KernelInput):
         device, dtype = parts[0].device, parts[0].dtype
         parts = [p.to(device=device) for p in parts]
         ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
-        has_e = [p.edge_label is not None for p in parts]
+        raw = [p.__dict__.get("_edge_rows") for p in parts]
+        has_e = [r is not None or p.edge_label is not None for p, r in zip(parts, raw)]
         if any(has_e) and not all(has_e):
             raise ValueError("cannot concatenate graph sets with and without edge labels")
-        if all(has_e):
+        erows = None
+        if all(r is not None for r in raw):  # none read as labels yet: the rows
+            eids, evalues, erows = None, None, _cat_attributes(raw, "edge_attr", None)
+        elif all(has_e):
             eids, evalues = unify_labels([(p.edge_label, p.edge_label_values) for p in parts])
         else:
             eids, evalues = None, None
@@ -499,18 +538,15 @@ class GraphSet(KernelInput):
         eat = _cat_attributes([p.edge_attributes for p in parts], "edge attributes", None)
         return GraphSet._from_parts(ptr, edge_index, eptr, torch.cat(ids), values,
                                     None if eids is None else torch.cat(eids), evalues, dtype,
-                                    na, eat)
+                                    na, eat, edge_rows=erows)
 
     def _move(self, device) -> None:
-        for name in ("ptr", "edge_index", "eptr", "node_label", "label_values", "edge_label",
-                     "edge_label_values"):
-            t = getattr(self, name)
+        # the edge labels by their stored names: moving them must not read edge_attr
+        for name in ("ptr", "edge_index", "eptr", "node_label", "label_values", "_edge_label",
+                     "_edge_label_values", "node_attributes", "edge_attributes", "_edge_rows"):
+            t = self.__dict__.get(name)
             if t is not None:
-                setattr(self, name, t.to(device))
-        for name in ("node_attributes", "edge_attributes"):  # float64 always
-            t = getattr(self, name, None)
-            if t is not None:
-                setattr(self, name, t.to(device))
+                self.__dict__[name] = t.to(device)
 
     def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
         super().check_compatible(other, name)
@@ -603,22 +639,45 @@ def _flatten(data_list, node_attr="node_attributes"):
     return counts, ei, x, ea, na, eat
 
 
-def _check_integral(x: torch.Tensor) -> None:
-    """Refuse (ValueError naming ``x``) a floating ``x`` with entries that are not
-    integers: ``x`` holds discrete labels, continuous attributes go elsewhere."""
+def _check_integral(x: torch.Tensor, name: str = "x") -> None:
+    """Refuse (ValueError naming ``x``, or ``edge_attr``) a floating ``x`` with entries
+    that are not integers: ``x`` holds discrete labels, continuous attributes go
+    elsewhere."""
     if not x.is_floating_point() or not x.numel():
         return
     bad = torch.isfinite(x) & (x != x.trunc())
     if bool(bad.any()):
-        r, c = (int(v) for v in bad.nonzero()[0])
+        r, c = (int(v) for v in bad.nonzero()[0]) if x.dim() == 2 else (int(bad.nonzero()[0]), 0)
+        v = float(x[r, c] if x.dim() == 2 else x[r])
+        if name == "edge_attr":
+            raise ValueError(
+                f"edge_attr holds floats that are not integers (edge_attr[{r}, {c}] = {v!r} "
+                f"in the set's edge order): this kernel reads edge_attr as discrete edge "
+                f"labels, each distinct row one label, so every edge would be its own label. "
+                f"Pass continuous edge attributes in the Data field 'edge_attributes' "
+                f"(torchkern.datasets.read_tu does), or round edge_attr to labels")
         raise ValueError(
-            f"x holds floats that are not integers (x[{r}, {c}] = {float(x[r, c])!r}): graph "
+            f"x holds floats that are not integers (x[{r}, {c}] = {v!r}): graph "
             f"kernels read x as discrete node labels, each distinct row one label, so every "
             f"node would be its own label. Pass continuous node attributes in the Data field "
             f"'node_attributes' (torchkern.datasets.read_tu does; torch-geometric's "
             f"TUDataset(use_node_attr=True) puts them in the first num_node_attributes "
             f"columns of x) and use a kernel that reads them (GraphHopper, PropagationAttr, "
             f"node_attr=...), or round x to labels")
+
+
+def _edge_rows(ea, n_edges: int) -> torch.Tensor:
+    """``edge_attr`` checked for its shape (one row per edge; a 1-D one is one column),
+    kept as given until a kernel reads it as edge labels."""
+    ea = torch.as_tensor(ea)
+    if ea.dim() == 1:
+        ea = ea.unsqueeze(-1)
+    if ea.dim() != 2 or ea.shape[0] != n_edges:
+        raise ValueError(f"edge_attr must have shape ({n_edges}, d) (one row per item), got "
+                         f"{tuple(ea.shape)}")
+    if ea.is_complex():
+        raise TypeError(f"edge_attr must be real, got dtype {ea.dtype}")
+    return ea
 
 
 def _attributes(a, rows: int, name: str, device):

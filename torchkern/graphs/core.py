@@ -49,8 +49,8 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor) -> GraphSet:
     edge_index = new_id[G.edge_index[:, e]]
     eptr = torch.searchsorted(edge_index[0].contiguous(), ptr)
     return GraphSet._from_parts(
-        ptr, edge_index, eptr, G.node_label[keep], G.label_values,
-        None if G.edge_label is None else G.edge_label[e], G.edge_label_values, G.dtype)
+        ptr, edge_index, eptr, G.node_label[keep], G.label_values, dtype=G.dtype,
+        **G._edge_label_parts(e.nonzero().reshape(-1)))
 
 
 class CoreFramework(CountFeatureKernel):
