@@ -181,6 +181,16 @@ def test_simplemkl_rejects_bad_parameters():
         SimpleMKL(_per_feature(), estimator="svc").fit(X, np.zeros(20))
     with pytest.raises(TypeError, match="kernels"):
         SimpleMKL(["rbf"], estimator="krr").fit(X, y)
+    with pytest.raises(ValueError, match="max_samples"):
+        SimpleMKL(_per_feature(), estimator="krr", method="alignment", max_samples=1).fit(X, y)
+
+
+def test_alignment_mkl_with_max_samples_none_uses_every_point():
+    X, y = _one_feature_target(30)
+    ks = [torchkern.RBF(0.5, active_dims=[0]), torchkern.RBF(0.5, active_dims=[1])]
+    every = SimpleMKL(ks, estimator="krr", method="alignment", max_samples=None).fit(X, y)
+    same = SimpleMKL(ks, estimator="krr", method="alignment", max_samples=30).fit(X, y)
+    torch.testing.assert_close(every.weights_, same.weights_, rtol=0, atol=1e-12)
 
 
 # -- SimpleMKL on more than two classes: one weighting shared by the one-vs-one pairs ----

@@ -180,8 +180,9 @@ class SimpleMKL(BaseEstimator):
         Outer (reduced-gradient) steps.
     tol : float
         Relative KKT gap at which to stop.
-    max_samples : int
-        Sample size of the alignment method.
+    max_samples : int or None
+        Sample size of the alignment method (None: every training point; the alignment
+        then holds dense Gram matrices of that size).
     backend : str, optional
         Gram-matrix backend of the gradient products.
     random_state, verbose
@@ -242,6 +243,9 @@ class SimpleMKL(BaseEstimator):
             raise ValueError(f"estimator must be 'svc' or 'krr', got {self.estimator!r}")
         if self.method not in ("simplemkl", "alignment"):
             raise ValueError(f"method must be 'simplemkl' or 'alignment', got {self.method!r}")
+        ms = self.max_samples
+        if ms is not None and (not is_int(ms) or ms < 2):
+            raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
         _refuse_sharded(self, X)
         kernels = _kernel_list(self.kernels)
         X = kernels[0].check_input(X, "X")
@@ -339,7 +343,8 @@ class SimpleMKL(BaseEstimator):
         n = X.shape[0]
         gen = as_generator(self.random_state)
         idx = torch.randperm(n, generator=gen)[:self.max_samples].to(X.device) \
-            if n > self.max_samples else torch.arange(n, device=X.device)
+            if self.max_samples is not None and n > self.max_samples \
+            else torch.arange(n, device=X.device)
         Xs = take(X, idx)
         ys = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))[idx.cpu()]
         Y = _one_hot(ys, idx.numel()) if self.estimator == "svc" else \
