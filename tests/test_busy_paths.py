@@ -191,3 +191,40 @@ def test_native_dynamic_chunks_gradients_and_float32(two_threads, tiny_chunks):
         with one_thread():
             for a, b in zip(grads(True), got):
                 assert torch.equal(a, b)
+
+
+def test_native_helpers_keep_the_tensors_alive_past_an_interrupted_caller(two_threads,
+                                                                          monkeypatch):
+    # a KeyboardInterrupt is raised in the caller right after its share of the rows (the
+    # C++ call cannot be interrupted), i.e. while the pool's helpers may still be writing
+    # their last chunk: the tensors they write into must outlive the unwound caller
+    import gc
+    import weakref
+    try:
+        native.load()
+    except RuntimeError as exc:
+        pytest.skip(f"no C++ compiler here: {exc}")
+    pending = []
+
+    class Interrupted:
+        def result(self):
+            raise KeyboardInterrupt
+
+    class DeferringPool:  # runs the helpers only after the caller has given up
+        def submit(self, fn):
+            pending.append(fn)
+            return Interrupted()
+
+    monkeypatch.setattr(native, "pool", lambda threads: DeferringPool())
+    x = torch.randn(300, 3, dtype=D64)
+    yt, vt = torch.randn(3, 250, dtype=D64), torch.randn(2, 250, dtype=D64)
+    out = torch.empty(300, 2, dtype=D64)
+    alive = weakref.ref(out)
+    with pytest.raises(KeyboardInterrupt):
+        native._run("tk_radial_forward", native.PROFILES["gauss"], x, (yt, vt), out, 250, 2)
+    del out
+    assert pending and alive() is not None  # still referenced by the waiting helper
+    while pending:
+        pending.pop()()  # the helpers run (nothing left to take) and let go
+    gc.collect()
+    assert alive() is None

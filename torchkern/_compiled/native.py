@@ -260,6 +260,10 @@ def _run(name: str, profile: int, rows: torch.Tensor, args, out: torch.Tensor, m
 
     def work():
         lib.tk_radial_run(*call)
+        # the closure holds the tensors until every helper has returned: a
+        # KeyboardInterrupt reaches the caller right after its own share (the C++ call
+        # cannot be interrupted), while helpers may still write their last chunk
+        return tensors
 
     helpers = [pool(threads - 1).submit(work) for _ in range(threads - 1)]
     work()
