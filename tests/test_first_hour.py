@@ -382,7 +382,7 @@ def test_classifiers_return_labels_of_the_type_they_were_fitted_on(make, inputs)
 
 
 def test_n_iter_is_a_python_int_everywhere():
-    from torchkern.learning import SimpleMKL
+    from torchkern.supervised import SimpleMKL
     g = np.random.default_rng(0)
     X = g.normal(size=(40, 3))
     y, labels = X[:, 0] + 0.1 * g.normal(size=40), np.arange(40) % 3

@@ -43,14 +43,8 @@ LAYERS = [
     ("package", ["torchkern.__init__"]),
 ]
 
-# Known upward imports, each with the reason it is still there.
-EXCEPTIONS = {
-    # SimpleMKL and the other MKL estimators wrap an SVC / KernelRidge and live above the
-    # estimators, in supervised/mkl.py; torchkern.learning.SimpleMKL, where they were
-    # documented before, still resolves there by a module __getattr__ (PEP 562) in
-    # learning/__init__.py, a lazy import upward kept for the old name.
-    ("torchkern.learning.__init__", "torchkern.supervised.mkl"),
-}
+# Known upward imports, each with the reason it is still there (none today).
+EXCEPTIONS: set = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

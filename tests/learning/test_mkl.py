@@ -6,7 +6,8 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import SVC as SkSVC
 
 import torchkern
-from torchkern.learning import MultipleKernel, SimpleMKL
+from torchkern.learning import MultipleKernel
+from torchkern.supervised import SimpleMKL
 
 F64 = torch.float64
 

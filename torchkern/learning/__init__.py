@@ -13,8 +13,8 @@
   combination learned from Gram matrices and labels: :func:`easymkl_weights`,
   :func:`fheuristic_weights`, :func:`cka_weights`, :func:`alignf_weights` (the MKL
   estimators that wrap an SVM or a ridge, ``SimpleMKL``, ``EasyMKL``, ``AverageMKL``,
-  ``FHeuristic``, ``CKA``, live in ``torchkern.supervised.mkl``; their names here
-  resolve there on first use, so nothing in this package imports the estimators);
+  ``FHeuristic``, ``CKA``, live in ``torchkern.supervised.mkl``, above the estimators,
+  and are also ``torchkern.SimpleMKL``, ...);
 - :class:`KernelLayer` and :class:`MMDLoss`, ``nn.Module`` layers for models.
 
 See ``docs/learning.md``.
@@ -36,15 +36,3 @@ __all__ = [
     "easymkl_weights", "fheuristic_weights", "cka_weights", "alignf_weights",
     "KernelLayer", "MMDLoss",
 ]
-
-_ESTIMATORS = ("SimpleMKL", "EasyMKL", "AverageMKL", "FHeuristic", "CKA")
-
-
-def __getattr__(name):
-    # The MKL estimators wrap SVC / KernelRidge, so they sit above the estimators in
-    # torchkern.supervised.mkl; torchkern.learning.SimpleMKL (where they were documented)
-    # resolves there when first asked for, not at import (PEP 562).
-    if name in _ESTIMATORS:
-        from ..supervised import mkl
-        return getattr(mkl, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
