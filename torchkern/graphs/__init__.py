@@ -3,9 +3,19 @@
 Kernels between graphs take a list of ``torch_geometric.data.Data`` (or of ``Batch``
 objects), a ``Batch``, a torch-geometric ``Dataset`` (``TUDataset``, any
 ``InMemoryDataset``), a ``DataLoader`` that does not shuffle, or a :class:`GraphSet`, and
-return a lazy KernelMatrix like every torchkern kernel:
-:class:`WeisfeilerLehman`, :class:`ShortestPath`, :class:`RandomWalk`,
-:class:`GraphletSampling`.
+return a lazy KernelMatrix like every torchkern kernel.
+
+On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHistogram`,
+:class:`EdgeHistogram`, :class:`WeisfeilerLehman`, :class:`WeisfeilerLehmanOptimalAssignment`,
+:class:`ShortestPath`, :class:`RandomWalk`, :class:`GraphletSampling`,
+:class:`Propagation`, :class:`NeighborhoodHash`, :class:`PyramidMatch`,
+:class:`NeighborhoodSubgraphPairwiseDistance`, :class:`ODDSTh`, and
+:class:`CoreFramework` over a feature-map one (WL, shortest path, ...). On continuous node attributes (the field
+``node_attributes``, see :class:`GraphSet`): :class:`GraphHopper`,
+:class:`PropagationAttr`.
+
+Kernels on the nodes of one graph (:class:`NodeSet`): :class:`DiffusionKernel`,
+:class:`RegularizedLaplacian`, :class:`PStepRandomWalk`, :class:`CommuteTime`.
 """
 from ._batch import GraphSet
 from .core import CoreFramework
