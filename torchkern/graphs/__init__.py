@@ -10,9 +10,9 @@ On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHist
 :class:`ShortestPath`, :class:`RandomWalk`, :class:`GraphletSampling`,
 :class:`Propagation`, :class:`NeighborhoodHash`, :class:`PyramidMatch`,
 :class:`NeighborhoodSubgraphPairwiseDistance`, :class:`ODDSTh`, and
-:class:`CoreFramework` over a feature-map one (WL, shortest path, ...). On continuous node attributes (the field
-``node_attributes``, see :class:`GraphSet`): :class:`GraphHopper`,
-:class:`PropagationAttr`.
+:class:`CoreFramework` over a feature-map one (WL, shortest path, ...). On continuous
+node attributes (the field ``node_attributes``, see :class:`GraphSet`):
+:class:`GraphHopper`, :class:`PropagationAttr`.
 
 Kernels on the nodes of one graph (:class:`NodeSet`): :class:`DiffusionKernel`,
 :class:`RegularizedLaplacian`, :class:`PStepRandomWalk`, :class:`CommuteTime`.
