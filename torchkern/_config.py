@@ -55,6 +55,11 @@ class Config:
         Whether ``"auto"`` may pick the ``"compiled"`` backend (fused reductions, see
         :mod:`torchkern._compiled`) where it is faster than ``"blocked"``: radial kernels on
         the CPU, any formula on CUDA when KeOps is unusable.
+    triton_auto : bool
+        Whether ``"auto"`` on CUDA picks the generated Triton engine (``"triton"``, see
+        :mod:`torchkern._compiled.triton`) first. Off by default: the engine is tested
+        against dense torch through Triton's CPU interpreter but has not yet been measured
+        (or run) on a GPU; ``backend="triton"`` asks for it explicitly.
     compiled_min_entries : int
         ... and only for products of at least this many entries (n·m): the first use
         compiles (seconds, once per machine), which small products would not repay.
@@ -72,6 +77,7 @@ class Config:
     materialize_max_bytes: float = 4 * 2**30
     keops_cuda_probe: bool = True
     compiled_auto: bool = True
+    triton_auto: bool = False
     compiled_min_entries: int = 100_000_000
     cuda_compiled_min_entries: int = 1_000_000_000
 
