@@ -666,18 +666,23 @@ def _check_integral(x: torch.Tensor, name: str = "x") -> None:
             f"node_attr=...), or round x to labels")
 
 
+def _as_rows(a, rows: int, name: str) -> torch.Tensor:
+    """``a`` as a real (rows, d) tensor, as given otherwise (a 1-D one is one column)."""
+    a = torch.as_tensor(a)
+    if a.dim() == 1:
+        a = a.unsqueeze(-1)
+    if a.dim() != 2 or a.shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, d) (one row per item), got "
+                         f"{tuple(a.shape)}")
+    if a.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
+    return a
+
+
 def _edge_rows(ea, n_edges: int) -> torch.Tensor:
-    """``edge_attr`` checked for its shape (one row per edge; a 1-D one is one column),
-    kept as given until a kernel reads it as edge labels."""
-    ea = torch.as_tensor(ea)
-    if ea.dim() == 1:
-        ea = ea.unsqueeze(-1)
-    if ea.dim() != 2 or ea.shape[0] != n_edges:
-        raise ValueError(f"edge_attr must have shape ({n_edges}, d) (one row per item), got "
-                         f"{tuple(ea.shape)}")
-    if ea.is_complex():
-        raise TypeError(f"edge_attr must be real, got dtype {ea.dtype}")
-    return ea
+    """``edge_attr`` checked for its shape, kept as given until a kernel reads it as edge
+    labels (:attr:`GraphSet.edge_label`)."""
+    return _as_rows(ea, n_edges, "edge_attr")
 
 
 def _attributes(a, rows: int, name: str, device):
@@ -685,13 +690,8 @@ def _attributes(a, rows: int, name: str, device):
     one column); None stays None."""
     if a is None:
         return None
-    a = torch.as_tensor(a)
-    if a.dim() == 1:
-        a = a.unsqueeze(-1)
-    if a.dim() != 2 or a.shape[0] != rows:
-        raise ValueError(f"{name} must have shape ({rows}, d) (one row per item), got "
-                         f"{tuple(a.shape)}")
-    if a.is_complex() or a.dtype == torch.bool:
+    a = _as_rows(a, rows, name)
+    if a.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
     a = a.to(device=device, dtype=torch.float64)
     if not bool(torch.isfinite(a).all()):
