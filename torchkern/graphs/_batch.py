@@ -290,7 +290,11 @@ class GraphSet(KernelInput):
       dictionary). Call ``torch_geometric.utils.to_undirected`` first to compare it as
       undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept.
     - **Edge labels**: each distinct row of ``edge_attr`` is one label, used by
-      ``WeisfeilerLehman(edge_labels=True)`` and ``RandomWalk(edge_labels=True)``.
+      ``WeisfeilerLehman(edge_labels=True)``, ``RandomWalk(edge_labels=True)``,
+      :class:`EdgeHistogram` and :class:`NeighborhoodSubgraphPairwiseDistance`. They are
+      read on first use (``edge_label``): a float ``edge_attr`` whose entries are not all
+      integers is refused there (ValueError naming ``edge_attr``) and ignored by the
+      kernels that read no edge labels.
     - **Continuous attributes** are kept apart from the labels: node attributes are
       read from the Data field named ``node_attr`` (default ``"node_attributes"``, the
       field :func:`torchkern.datasets.read_tu` fills), edge attributes from the field
