@@ -32,9 +32,11 @@ from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
 from sklearn.svm import SVC
 
 from torchkern.datasets import read_tu
-from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, Propagation,
-                              PropagationAttr, RandomWalk, ShortestPath, VertexHistogram,
-                              WeisfeilerLehman, WeisfeilerLehmanOptimalAssignment)
+from torchkern.graphs import (CoreFramework, EdgeHistogram, GraphHopper, GraphletSampling,
+                              NeighborhoodHash, NeighborhoodSubgraphPairwiseDistance, ODDSTh,
+                              Propagation, PropagationAttr, PyramidMatch, RandomWalk,
+                              ShortestPath, VertexHistogram, WeisfeilerLehman,
+                              WeisfeilerLehmanOptimalAssignment)
 
 grakel_dir = os.path.dirname(importlib.util.find_spec("grakel").origin)
 data = {name: read_tu(os.path.join(grakel_dir, "tests", "data", name))
@@ -56,6 +58,12 @@ KERNELS = [
     ("Graphlets (k=3, 300 samples)",
      GraphletSampling(k=3, n_samples=300, random_state=0, normalize=True), "structure"),
     ("Propagation (t=5)", Propagation(t_max=5, random_state=0, normalize=True), "labels"),
+    ("Neighborhood hash (R=3)", NeighborhoodHash(R=3, random_state=0), "labels"),
+    ("Pyramid match (L=4, d=6)", PyramidMatch(normalize=True), "labels"),
+    ("Core framework, shortest path", CoreFramework(ShortestPath(), normalize=True),
+     "labels"),
+    ("NSPDK (r=3, d=4)", NeighborhoodSubgraphPairwiseDistance(normalize=True), "labels"),
+    ("ODD-STh (h=3)", ODDSTh(normalize=True), "labels"),
     ("Vertex histogram", VertexHistogram(normalize=True), "labels"),
     ("Edge histogram", EdgeHistogram(normalize=True), "labels"),
     ("GraphHopper (Gaussian)", GraphHopper(kernel_type="gaussian", mu=0.1, normalize=True),
