@@ -192,3 +192,37 @@ def test_kernel_pickles_and_clones():
     model = clone(torchkern.KernelRidge(kernel=k, alpha=0.1))
     assert model.kernel.get_params()["weight_std"] == pytest.approx(1.1)
     torch.testing.assert_close(model.kernel(X).to_dense(), K)
+
+
+def test_gradients_of_the_symmetric_gram_are_finite_and_right():
+    # On the diagonal of k(X) the two inputs coincide (q_x q_y − c² = 0): ReLU's angle and
+    # the quadrature's second coordinate took √0, whose infinite derivative made every
+    # gradient NaN. Against the analytic NTK class (fully connected) and central finite
+    # differences (convolutional, tanh).
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(5, 4, dtype=torch.float64, generator=g)
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 3), nn.ReLU(),
+                        nn.Linear(3, 1))
+    k = infinite_width(net, weight_std=1.3, bias_std=0.4)
+    ref = NTK(2, weight_std=1.3, bias_std=0.4)
+    for kern in (k, ref):
+        kern(X).to_dense().sum().backward()
+    for name in ("raw_weight_std", "raw_bias_std"):
+        got, want = getattr(k, name).grad, getattr(ref, name).grad
+        torch.testing.assert_close(got, want, rtol=1e-8, atol=0)
+    conv = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.Tanh(),
+                         nn.Flatten(), nn.Linear(32, 1))
+    k = infinite_width(conv, weight_std=1.3, bias_std=0.4)
+    Xc = IMG[:3]
+    k(Xc).to_dense().sum().backward()
+    h = 1e-6
+    for name in ("raw_weight_std", "raw_bias_std"):
+        p = getattr(k, name)
+        grad = p.grad.clone()
+        with torch.no_grad():
+            p += h
+            up = k(Xc).to_dense().sum()
+            p -= 2 * h
+            down = k(Xc).to_dense().sum()
+            p += h
+        torch.testing.assert_close(grad, (up - down) / (2 * h), rtol=1e-6, atol=0)

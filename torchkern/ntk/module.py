@@ -21,6 +21,7 @@ from .._config import _check_backend, config
 from .._validation import as_tensor, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
+from ..kernels._ops import safe_sqrt
 from ..kernels.base import Kernel
 
 __all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf", "parameterize"]
@@ -76,7 +77,9 @@ class _Leaky:
     def __call__(self, qx, qy, c):
         # φ(u) = a u + (1 − a) relu(u): E φφ = a c + (1 − a)² J₁, E φ'φ' = a + (1 − a)² J₀
         # with the arc-cosine kernels J₁, J₀ of Cho and Saul (2009).
-        s = (qx * qy - c * c).clamp_min(0.0).sqrt()
+        # safe_sqrt: on the diagonal of k(X) s ≡ 0, and √'s infinite slope there made
+        # every gradient NaN
+        s = safe_sqrt(qx * qy - c * c)
         rest = math.pi - torch.atan2(s, c)
         j1 = (s + rest * c) / _TWO_PI
         j0 = rest / _TWO_PI
@@ -164,7 +167,7 @@ class _Quadrature:
             pos = x_q > 0
             a = torch.where(pos, xy / torch.where(pos, sx, torch.ones_like(sx)),
                             torch.zeros_like(xy))
-            b = (y_q - a * a).clamp_min(0.0).sqrt()
+            b = safe_sqrt(y_q - a * a)  # 0 on the diagonal of k(X): finite gradients
             u = sx[:, None] * Z                                          # (m, order)
             v = a[:, None, None] * Z[:, None] + b[:, None, None] * Z     # (m, order, order)
             kk.append(((fn(v) @ W) * fn(u)) @ W)
