@@ -226,3 +226,31 @@ def test_gradients_of_the_symmetric_gram_are_finite_and_right():
             down = k(Xc).to_dense().sum()
             p += h
         torch.testing.assert_close(grad, (up - down) / (2 * h), rtol=1e-6, atol=0)
+
+
+def test_per_image_pass_and_diagonal_are_blocked(monkeypatch):
+    # The per-image pass holds at most block_pairs images' pixel-pair covariances at once
+    # (it held all n: n·P² values), and the diagonal of k(X, Y) evaluates min(n, m) image
+    # pairs (it evaluated whole rows: min(n, m)·m pairs); values against the dense matrix.
+    from torchkern.ntk import module as M
+
+    net = torch_net(CASES["c2_relu_gap"][0], (1, 8, 8))
+    k = infinite_width(net, kind="ntk", weight_std=W_STD, bias_std=B_STD, block_pairs=4)
+    Xa, Xb = IMG[:11], IMG[11:15]
+    ref = infinite_width(net, kind="ntk", weight_std=W_STD, bias_std=B_STD)
+    D = ref(Xa, Xb, backend="dense").to_dense()
+    S = ref(Xa, backend="dense").to_dense()
+    sizes, pairs = [], []
+    cov, block = M._input_cov, M.InfiniteWidthKernel._block
+    monkeypatch.setattr(M, "_input_cov", lambda X, Y, *a: sizes.append(X.shape[0])
+                        or cov(X, Y, *a))
+    monkeypatch.setattr(M.InfiniteWidthKernel, "_block", lambda self, X, Y, *a:
+                        pairs.append(X.shape[0] * Y.shape[0]) or block(self, X, Y, *a))
+    L = k(Xa, Xb, backend="blocked")
+    assert max(sizes) <= 4, sizes
+    torch.testing.assert_close(k.diag(Xa), S.diagonal(), rtol=1e-12, atol=0)
+    assert max(sizes) <= 4, sizes
+    pairs.clear()
+    torch.testing.assert_close(L.diag(), D.diagonal(), rtol=1e-12, atol=0)
+    assert sum(pairs) == 4, pairs
+    torch.testing.assert_close(L.to_dense(), D, rtol=1e-12, atol=0)

@@ -657,12 +657,26 @@ class InfiniteWidthKernel(Kernel):
         return self.kind == "ntk", self.parameterization == "standard", w * w, b * b
 
     def _images(self, X):
-        """Per-image pass: (record of variances, k(x, x))."""
+        """Per-image pass: (record of variances, k(x, x)), in blocks of as many images as
+        a block holds image pairs (one image's state is the size of one pair's)."""
         nd = X.dim() - 2
-        ctx = _Images(*self._ctx_args(X))
-        c = _input_cov(X, None, self._full, nd, False)
-        c, theta, _ = _run(self._ops, c, None, ctx, self._full, nd)
-        return ctx.record, (theta if self.kind == "ntk" else c)
+        step = self._block_size(X)
+        records, diags = [], []
+        for s in range(0, X.shape[0], step):
+            ctx = _Images(*self._ctx_args(X))
+            c = _input_cov(X[s:s + step], None, self._full, nd, False)
+            c, theta, _ = _run(self._ops, c, None, ctx, self._full, nd)
+            records.append(ctx.record)
+            diags.append(theta if self.kind == "ntk" else c)
+        if len(diags) == 1:
+            return records[0], diags[0]
+        return [torch.cat(r) for r in zip(*records)], torch.cat(diags)
+
+    def _pairs(self, X, Y, rx, ry):
+        """k(x_i, y_i) from the images' records: one image pair at a time."""
+        return torch.stack([self._block(X[i:i + 1], Y[i:i + 1], [r[i:i + 1] for r in rx],
+                                        [r[i:i + 1] for r in ry])[0, 0]
+                            for i in range(X.shape[0])])
 
     def _block(self, X, Y, rx, ry):
         nd = X.dim() - 2
@@ -729,9 +743,7 @@ class InfiniteWidthKernel(Kernel):
                              f"{X.shape[0]} and {Y.shape[0]}")
         rx, _ = self._images(X)
         ry, _ = self._images(Y)
-        return torch.stack([self._block(X[i:i + 1], Y[i:i + 1], [r[i:i + 1] for r in rx],
-                                        [r[i:i + 1] for r in ry])[0, 0]
-                            for i in range(X.shape[0])])
+        return self._pairs(X, Y, rx, ry)
 
 
 class _IWMatrix(KernelMatrix):
@@ -773,7 +785,9 @@ class _IWMatrix(KernelMatrix):
         k = min(self.shape)
         if self.Y is self.X:
             return self.rec[2][:k]
-        return super().diag()
+        rx, ry = self.rec[0], self.rec[1]
+        return self.kernel._pairs(self.X[:k], self.Y[:k], [r[:k] for r in rx],
+                                  [r[:k] for r in ry])
 
 
 def infinite_width(module: nn.Module, parameterization: str = "ntk", *, kind: str = "ntk",
