@@ -254,3 +254,19 @@ def test_per_image_pass_and_diagonal_are_blocked(monkeypatch):
     torch.testing.assert_close(L.diag(), D.diagonal(), rtol=1e-12, atol=0)
     assert sum(pairs) == 4, pairs
     torch.testing.assert_close(L.to_dense(), D, rtol=1e-12, atol=0)
+
+
+def test_unreadable_variants_of_known_layers_are_refused():
+    # An AvgPool with divisor_override divides by another count (its kernel would be
+    # silently wrong); an nn.Sequential subclass with its own forward is not a chain.
+    with pytest.raises(ValueError, match=r"1 \(AvgPool2d\).*divisor_override"):
+        infinite_width(nn.Sequential(nn.Conv2d(1, 2, 3), nn.AvgPool2d(2, divisor_override=1),
+                                     nn.Flatten(), nn.Linear(18, 1)))
+
+    class Skip(nn.Sequential):
+        def forward(self, x):
+            return x + super().forward(x)
+
+    with pytest.raises(ValueError, match=r"1 \(Skip\).*forward"):
+        infinite_width(nn.Sequential(nn.Linear(3, 3), Skip(nn.ReLU(), nn.Linear(3, 3)),
+                                     nn.Linear(3, 1)))

@@ -225,6 +225,10 @@ def _activation(layer, name, order):
 def _read(module: nn.Module, order: int, prefix: str = "") -> list:
     """The operations of ``module`` (an nn.Sequential, nested ones flattened)."""
     if isinstance(module, nn.Sequential):
+        if type(module).forward is not nn.Sequential.forward:
+            raise ValueError(f"infinite_width cannot map layer {prefix[:-1] or 'module'} "
+                             f"({type(module).__name__}): an nn.Sequential subclass with its "
+                             f"own forward (write a residual block as torchkern.ntk.Residual)")
         ops = []
         for key, layer in module.named_children():
             ops += _read(layer, order, f"{prefix}{key}.")
@@ -264,9 +268,10 @@ def _read(module: nn.Module, order: int, prefix: str = "") -> list:
         nd = 1 if isinstance(module, nn.AvgPool1d) else 2
         k = _pairs(module.kernel_size, nd, name, "kernel_size")
         s = _pairs(module.stride if module.stride else module.kernel_size, nd, name, "stride")
-        if any(_pairs(module.padding, nd, name, "padding")) or module.ceil_mode:
-            raise ValueError(f"infinite_width cannot map layer {name}: only padding=0 and "
-                             f"ceil_mode=False")
+        if (any(_pairs(module.padding, nd, name, "padding")) or module.ceil_mode
+                or getattr(module, "divisor_override", None) is not None):
+            raise ValueError(f"infinite_width cannot map layer {name}: only padding=0, "
+                             f"ceil_mode=False and divisor_override=None")
         return [_Op("pool", name, nd, kernel=k, stride=s)]
     if isinstance(module, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)):
         size = module.output_size
