@@ -140,3 +140,28 @@ def test_ensemble_covariance_matches_neural_tangents():
     np.testing.assert_allclose(covs[1].numpy(), ref["ens_ntk_t3.0_cov"], rtol=1e-8)
     with pytest.raises(TypeError, match="nngp"):
         infinite_width_predict(ntk, XT, YT, compute_cov=True, nngp="nngp")
+
+
+def test_ensemble_covariance_evaluates_each_gram_once():
+    # With several times, the NNGP's Gram matrices (train-train, train-test) are evaluated
+    # once, not once per time; the covariances equal those of single-time calls.
+    from torch import nn
+
+    from torchkern.ntk import infinite_width
+
+    g = torch.Generator().manual_seed(3)
+    X, Xt, y = (torch.randn(*s, dtype=torch.float64, generator=g) for s in ((8, 4), (3, 4), (8,)))
+    net = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 1))
+    ntk = infinite_width(net, weight_std=1.2)
+    nngp = infinite_width(net, kind="nngp", weight_std=1.2)
+    calls = []
+    forward = type(nngp).forward
+    nngp.forward = lambda *a, **kw: calls.append(1) or forward(nngp, *a, **kw)
+    ts = [0.5, 2.0, 7.0]
+    _, covs = infinite_width_predict(ntk, X, y, Xt, t=ts, reg=1e-3, compute_cov=True,
+                                     nngp=nngp)
+    assert len(calls) == 3, len(calls)   # K(Xt, Xt), K(X, X), K(X, Xt)
+    for t, c in zip(ts, covs):
+        _, ref = infinite_width_predict(ntk, X, y, Xt, t=t, reg=1e-3, compute_cov=True,
+                                        nngp=nngp)
+        torch.testing.assert_close(c, ref, rtol=1e-12, atol=1e-14)

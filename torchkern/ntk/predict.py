@@ -218,6 +218,9 @@ def _covariance(kernel, nngp, X, Xt, times, reg, lr, size, backend):
     lam = lam.clamp_min(0.0)
     T_tx = dense(kernel, Xt, X) @ U                                   # (m, n) in eigenbasis
     ts = [math.inf] if times is None else times.tolist()
+    if nngp is not None:  # the NNGP's Gram matrices, once for every time
+        K = U.T @ dense(nngp, X) @ U
+        K_xt = U.T @ dense(nngp, X, Xt)
     out = []
     for t in ts:
         c = lr * t / size
@@ -228,8 +231,7 @@ def _covariance(kernel, nngp, X, Xt, times, reg, lr, size, backend):
             continue
         f = _phi(lam, torch.tensor(c, dtype=_F64)) if math.isfinite(c) else 1 / lam
         B = T_tx * f                                                  # Θ_*X A_t in U basis
-        K = U.T @ dense(nngp, X) @ U
-        cross = B @ (U.T @ dense(nngp, X, Xt))
+        cross = B @ K_xt
         out.append(K_tt + B @ K @ B.T - cross - cross.T)
     return torch.stack(out)
 
