@@ -88,7 +88,7 @@ class ODDSTh(GraphKernel):
 
     .. math:: k(G, G') = \sum_{r \in V(G)} \sum_{r' \in V(G')} \sum_{j=0}^{h}
               \sum_{u \in D_r} \sum_{u' \in D_{r'}}
-              \lambda^{|T_j(u)|} \, [T_j(u) = T_j(u')]
+              \lambda^{s(T_j(u))} \, [T_j(u) = T_j(u')]
               = \sum_t \lambda^{s(t)} \varphi_t(G) \varphi_t(G'),
 
     φ_t(G) the number of triples (r, u, j), 0 ≤ j ≤ h, with T_j(u) = t (a tree that is
