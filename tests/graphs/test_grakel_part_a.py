@@ -341,3 +341,21 @@ def test_part_a_kernels_on_device(dev, kernel):
     got = kernel(GraphSet(graphs, device=dev)).to_dense()
     assert got.device.type == torch.device(dev).type
     np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_propagation_warns_when_a_cross_gram_is_hashed_unlike_either_side():
+    # One hash draw per label that occurs, in label order: k(X, Y) is a block of k(Y)
+    # when the labels of X occur in Y, and hashed unlike both k(X) and k(Y) otherwise.
+    from torchkern.graphs import Propagation
+    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
+    graph = lambda *labels: Data(x=torch.tensor([[v] for v in labels]), edge_index=ei)  # noqa: E731
+    train = [graph(0, 1, 3, 0), graph(1, 1, 0, 3), graph(3, 0, 0, 1)]
+    k = Propagation(t_max=3, w=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = k([graph(3, 3, 0, 1)], train).to_dense()  # its labels all occur in train
+    whole = k([graph(3, 3, 0, 1)] + train).to_dense()
+    torch.testing.assert_close(inside, whole[:1, 1:], rtol=0, atol=0)
+    torch.testing.assert_close(k(train).to_dense(), whole[1:, 1:], rtol=0, atol=0)
+    with pytest.warns(UserWarning, match="not hashed like k"):
+        k([graph(2, 0, 2, 2)], train)  # label 2 does not occur in train

@@ -3,6 +3,7 @@ distributions (labels) or attributes diffused along the edges, hashed at every s
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -66,8 +67,9 @@ class Propagation(CountFeatureKernel):
         order), its Cauchy divisor for TV, then b_t = w·U[0, 1) — the draws of GraKeL's
         ``Propagation(random_state=...)`` in its ``fit``, so both give the same values
         when GraKeL's labels are the integers 0..L−1 in that order. Every call draws the
-        same, so Grams of training and test graphs hash alike (as long as the test graphs
-        bring no new label: the number of labels sets the length of u_t).
+        same, so Grams of training and test graphs hash alike as long as the test graphs
+        bring no new label (the labels that occur set u_t); ``k(X, Y)`` warns when X and
+        Y each have labels the other lacks — then take blocks of the Gram of all graphs.
     normalize : bool
         Cosine normalization, applied lazily.
 
@@ -107,6 +109,23 @@ class Propagation(CountFeatureKernel):
     def extra_repr(self) -> str:
         return (f"t_max={self.t_max}, w={self.w}, M={self.M!r}, "
                 f"random_state={self.random_state}, normalize={self.normalize}")
+
+    def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:
+        # The hash vector has one draw per label that occurs in the graphs given, in the
+        # order of the labels (GraKeL's draws): k(X, Y) agrees with k(X) or k(Y) only when
+        # the labels of the other side occur there too.
+        if Y is None or not X.node_label.numel() or not Y.node_label.numel():
+            return
+        lx, ly = (torch.unique(G.label_values.reshape(G.label_values.shape[0], -1), dim=0)
+                  for G in (X, Y))  # the label values that occur on each side
+        both = torch.unique(torch.cat([lx, ly]), dim=0).shape[0]
+        if both != lx.shape[0] and both != ly.shape[0]:
+            warnings.warn(f"Propagation: X and Y each have node labels the other lacks "
+                          f"({both - ly.shape[0]} label(s) of X do not occur in Y); the "
+                          f"hash draws follow the labels of X and Y together, so k(X, Y) is "
+                          f"not hashed like k(X) or k(Y) and the three are not blocks of one "
+                          f"Gram matrix. Compute the Gram of all graphs at once (k(X ∪ Y)) "
+                          f"and take its blocks instead.", UserWarning, stacklevel=4)
 
     def _draws(self, L: int):
         rs = np.random.RandomState(self.random_state)
