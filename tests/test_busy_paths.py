@@ -104,10 +104,7 @@ def test_nystrom_normal_products_on_one_thread_match_dense(two_threads):
 def tiny_chunks(monkeypatch):
     """The native loop with chunks of 3 rows of 250 columns: many chunks go to both
     threads in any order."""
-    try:
-        native.load()
-    except RuntimeError as exc:
-        pytest.skip(f"no C++ compiler here: {exc}")
+    native.load()  # CI has a C++ compiler: a failed build fails the test
     monkeypatch.setattr(native, "_CHUNK_EVALS", 3 * 250)
 
 
@@ -129,7 +126,6 @@ def test_native_dynamic_chunks_match_dense(two_threads, tiny_chunks):
 
 
 def test_wl_gram_on_one_thread_equals_brute_force(two_threads):
-    pytest.importorskip("torch_geometric")
     from torch_geometric.data import Data
 
     from torchkern.graphs import WeisfeilerLehman
@@ -200,10 +196,7 @@ def test_native_helpers_keep_the_tensors_alive_past_an_interrupted_caller(two_th
     # their last chunk: the tensors they write into must outlive the unwound caller
     import gc
     import weakref
-    try:
-        native.load()
-    except RuntimeError as exc:
-        pytest.skip(f"no C++ compiler here: {exc}")
+    native.load()  # CI has a C++ compiler: a failed build fails the test
     pending = []
 
     class Interrupted:

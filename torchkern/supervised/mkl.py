@@ -50,6 +50,19 @@ def _kernel_list(kernels, name="kernels"):
     return kernels
 
 
+def _checked_inputs(est, X):
+    """The checks every MKL estimator's ``fit`` starts with (estimator, max_samples,
+    sharded data); returns the frozen base kernels and the checked X."""
+    if est.estimator not in ("svc", "krr"):
+        raise ValueError(f"estimator must be 'svc' or 'krr', got {est.estimator!r}")
+    ms = est.max_samples
+    if ms is not None and (not is_int(ms) or ms < 2):
+        raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
+    _refuse_sharded(est, X)
+    kernels = _kernel_list(est.kernels)
+    return kernels, kernels[0].check_input(X, "X")
+
+
 def _refuse_sharded(est, X):
     """Row-sharded data (a :class:`~torchkern.distributed.ShardedInput`, recognized by its
     ``align_rows``) has no form here: refuse it by name rather than fail inside."""
@@ -239,16 +252,9 @@ class SimpleMKL(BaseEstimator):
                            backend=self.backend)
 
     def _check(self, X, y):
-        if self.estimator not in ("svc", "krr"):
-            raise ValueError(f"estimator must be 'svc' or 'krr', got {self.estimator!r}")
         if self.method not in ("simplemkl", "alignment"):
             raise ValueError(f"method must be 'simplemkl' or 'alignment', got {self.method!r}")
-        ms = self.max_samples
-        if ms is not None and (not is_int(ms) or ms < 2):
-            raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
-        _refuse_sharded(self, X)
-        kernels = _kernel_list(self.kernels)
-        X = kernels[0].check_input(X, "X")
+        kernels, X = _checked_inputs(self, X)
         if self.estimator == "svc":
             classes, _ = encode_labels(y, len(X))
             if classes.size < 2:
@@ -391,23 +397,19 @@ class _Combiner(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def _weights(self, grams, y):
+        """The weights of the base kernels from their Gram matrices on the (sampled)
+        training points and the ±1 labels; each combiner writes it."""
         raise NotImplementedError
 
     def fit(self, X, y):
         """Learn the weights on (a sample of) the training data, then fit the estimator on
         all of it with the combined kernel; returns ``self``."""
-        if self.estimator not in ("svc", "krr"):
-            raise ValueError(f"estimator must be 'svc' or 'krr', got {self.estimator!r}")
-        ms = self.max_samples
-        if ms is not None and (not is_int(ms) or ms < 2):
-            raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
-        _refuse_sharded(self, X)
-        kernels = _kernel_list(self.kernels)
-        X = kernels[0].check_input(X, "X")
+        kernels, X = _checked_inputs(self, X)
         n = len(X)
         classes, codes = encode_labels(y, n)
         if classes.size < 2:
             raise ValueError(f"y must have at least 2 classes, got {classes.size}")
+        ms = self.max_samples
         if ms is not None and n > ms:
             idx = torch.randperm(n, generator=as_generator(self.random_state))[:ms]
         else:
