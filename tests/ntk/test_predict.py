@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import torchkern
+from torchkern.kernels import Linear
 from torchkern.ntk import NTK, EmpiricalNTK, infinite_width_predict
 
 from ._nets import autograd_jacobian, ntk_mlp
@@ -165,3 +166,20 @@ def test_ensemble_covariance_evaluates_each_gram_once():
         _, ref = infinite_width_predict(ntk, X, y, Xt, t=t, reg=1e-3, compute_cov=True,
                                         nngp=nngp)
         torch.testing.assert_close(c, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_infinite_time_covariance_of_a_singular_gram_is_refused():
+    # a zero input row makes Θ = XXᵀ exactly singular; y in its range lets CG converge on
+    # the lazy path, and the t = ∞ covariance, K_** − K_*X Θ⁻¹ K_X*, used to come out NaN
+    X = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    X[5] = 0
+    k = Linear()
+    y = k(X).to_dense() @ torch.linspace(-1, 1, 6, dtype=torch.float64)
+    with pytest.raises(ValueError, match="singular.*pass reg > 0"):
+        infinite_width_predict(k, X, y, X[:2], compute_cov=True, backend="blocked")
+    mean, cov = infinite_width_predict(k, X, y, X[:2], compute_cov=True, backend="blocked",
+                                       reg=1e-3)
+    A = k(X).to_dense() + 1e-3 * torch.eye(6, dtype=torch.float64)
+    Kt = k(X[:2], X).to_dense()
+    torch.testing.assert_close(cov, k(X[:2]).to_dense() - Kt @ torch.linalg.solve(A, Kt.T),
+                               rtol=1e-8, atol=1e-10)

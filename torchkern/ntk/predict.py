@@ -215,9 +215,12 @@ def _covariance(kernel, nngp, X, Xt, times, reg, lr, size, backend):
     T = dense(kernel, X)
     T.diagonal().add_(reg)
     lam, U = torch.linalg.eigh(T)
+    ts = [math.inf] if times is None else times.tolist()
+    if math.inf in ts and float(lam.min()) <= 0:  # 1/λ: the mean's solve may have passed
+        raise ValueError("the kernel matrix plus reg*I is singular to working precision, so "
+                         "the t = ∞ covariance is undefined (repeated inputs?); pass reg > 0")
     lam = lam.clamp_min(0.0)
     T_tx = dense(kernel, Xt, X) @ U                                   # (m, n) in eigenbasis
-    ts = [math.inf] if times is None else times.tolist()
     if nngp is not None:  # the NNGP's Gram matrices, once for every time
         K = U.T @ dense(nngp, X) @ U
         K_xt = U.T @ dense(nngp, X, Xt)
