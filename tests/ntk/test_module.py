@@ -270,3 +270,19 @@ def test_unreadable_variants_of_known_layers_are_refused():
     with pytest.raises(ValueError, match=r"1 \(Skip\).*forward"):
         infinite_width(nn.Sequential(nn.Linear(3, 3), Skip(nn.ReLU(), nn.Linear(3, 3)),
                                      nn.Linear(3, 1)))
+
+    # a subclass of a mapped layer is read as that layer only when it keeps its forward
+    class ScaledReLU(nn.ReLU):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    class WideInit(nn.Linear):  # a custom initialization computes the same function
+        pass
+
+    with pytest.raises(ValueError, match=r"1 \(ScaledReLU\).*subclass of ReLU.*forward"):
+        infinite_width(nn.Sequential(nn.Linear(3, 3), ScaledReLU(), nn.Linear(3, 1)))
+    X = torch.randn(4, 3, dtype=torch.float64)
+    torch.testing.assert_close(
+        infinite_width(nn.Sequential(WideInit(3, 3), nn.ReLU(), nn.Linear(3, 1)))(X).to_dense(),
+        infinite_width(nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1)))(X).to_dense(),
+        rtol=0, atol=0)

@@ -222,6 +222,13 @@ def _activation(layer, name, order):
     return None
 
 
+# the layer classes _read maps; a subclass that overrides forward is refused
+_MAPPED = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.ReLU, nn.LeakyReLU, nn.GELU, nn.Tanh,
+           nn.Sigmoid, nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.ZeroPad1d,
+           nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d, nn.AvgPool1d, nn.AvgPool2d,
+           nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.Flatten, Erf, Residual)
+
+
 def _read(module: nn.Module, order: int, prefix: str = "") -> list:
     """The operations of ``module`` (an nn.Sequential, nested ones flattened)."""
     if isinstance(module, nn.Sequential):
@@ -234,6 +241,10 @@ def _read(module: nn.Module, order: int, prefix: str = "") -> list:
             ops += _read(layer, order, f"{prefix}{key}.")
         return ops
     name = f"{prefix[:-1] or 'module'} ({type(module).__name__})"
+    for base in _MAPPED:  # a subclass is read as its base: only if it computes the same
+        if isinstance(module, base) and type(module).forward is not base.forward:
+            raise ValueError(f"infinite_width cannot map layer {name}: a subclass of "
+                             f"{base.__name__} with its own forward")
     if isinstance(module, (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)):
         return []
     act = _activation(module, name, order)
