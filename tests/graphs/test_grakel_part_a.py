@@ -213,14 +213,11 @@ def test_graphhopper_weights_by_hand():
                                gau, rtol=1e-14)
 
 
-# -- propagation: the same hash draws as GraKeL for the same seed ------------------------
+# -- propagation on attributes: the same hash draws as GraKeL for the same seed ----------
+# (Propagation on labels: tests/graphs/test_propagation_labels.py)
 
 @pytest.mark.parametrize("normalize", [False, True])
-def test_propagation_equals_grakel_for_the_same_seed(mutag, cuneiform, normalize):
-    for M in ("TV", "H"):
-        K = dense(Propagation(t_max=4, M=M, random_state=7, normalize=normalize)(mutag))
-        R = ref(grakel.Propagation(t_max=4, M=M, random_state=7, normalize=normalize), mutag)
-        assert_equal_or_close(K, R, not normalize)
+def test_propagation_attr_equals_grakel_for_the_same_seed(cuneiform, normalize):
     graphs = cuneiform[::3]
     for M in ("L1", "L2"):
         K = dense(PropagationAttr(t_max=4, M=M, random_state=11, normalize=normalize)(graphs))
@@ -229,49 +226,11 @@ def test_propagation_equals_grakel_for_the_same_seed(mutag, cuneiform, normalize
         assert_equal_or_close(K, R, not normalize)
 
 
-def test_propagation_equals_grakel_on_random_graphs():
+def test_propagation_attr_equals_grakel_on_random_graphs():
     graphs = random_graphs(40, seed=3, dim=2)
-    for w in (0.01, 0.3):
-        np.testing.assert_array_equal(
-            dense(Propagation(t_max=3, w=w, random_state=1)(graphs)),
-            ref(grakel.Propagation(t_max=3, w=w, random_state=1), graphs))
     np.testing.assert_array_equal(
         dense(PropagationAttr(t_max=3, w=0.5, random_state=2)(graphs)),
         ref(grakel.PropagationAttr(t_max=3, w=0.5, random_state=2), graphs, what="attributes"))
-
-
-def test_propagation_by_the_definition():
-    """Neumann et al.'s Algorithm 1 written out with dense matrices: P_t = T^t P_0 per
-    graph, h_t = floor((P_t u_t + b_t) / w), counts of equal hashes per step."""
-    graphs = random_graphs(15, seed=5)
-    k = Propagation(t_max=3, w=0.1, M="H", random_state=4)
-    ids = label_ids(graphs)
-    L = int(torch.cat(ids).max()) + 1
-    rs = np.random.RandomState(4)
-    U, b = [], []
-    for _ in range(3):
-        U.append(rs.randn(L))
-        b.append(0.1 * rs.rand())
-    feats = []
-    for d, lab in zip(graphs, ids):
-        A = np.zeros((d.num_nodes, d.num_nodes))
-        A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
-        T = A / np.maximum(A.sum(1, keepdims=True), 1)
-        P = np.eye(L)[lab.numpy()]
-        f = []
-        for t in range(3):
-            f.append(np.floor((np.sqrt(P) @ U[t] + b[t]) / 0.1))
-            P = T @ P
-        feats.append(f)
-    want = np.array([[sum(float(np.sum(fi[t][:, None] == fj[t][None, :])) for t in range(3))
-                      for fj in feats] for fi in feats])
-    np.testing.assert_array_equal(dense(k(graphs)), want)
-
-
-def test_propagation_draws_the_same_every_call(mutag):
-    k = Propagation(random_state=3)
-    X, Y = mutag[:100], mutag[100:]
-    np.testing.assert_array_equal(dense(k(X, Y)), dense(k(mutag))[:100, 100:])
 
 
 # -- arguments, inputs, estimators --------------------------------------------------------
@@ -341,21 +300,3 @@ def test_part_a_kernels_on_device(dev, kernel):
     got = kernel(GraphSet(graphs, device=dev)).to_dense()
     assert got.device.type == torch.device(dev).type
     np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-12, atol=1e-12)
-
-
-def test_propagation_warns_when_a_cross_gram_is_hashed_unlike_either_side():
-    # One hash draw per label that occurs, in label order: k(X, Y) is a block of k(Y)
-    # when the labels of X occur in Y, and hashed unlike both k(X) and k(Y) otherwise.
-    from torchkern.graphs import Propagation
-    ei = torch.tensor([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]])
-    graph = lambda *labels: Data(x=torch.tensor([[v] for v in labels]), edge_index=ei)  # noqa: E731
-    train = [graph(0, 1, 3, 0), graph(1, 1, 0, 3), graph(3, 0, 0, 1)]
-    k = Propagation(t_max=3, w=0.1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        inside = k([graph(3, 3, 0, 1)], train).to_dense()  # its labels all occur in train
-    whole = k([graph(3, 3, 0, 1)] + train).to_dense()
-    torch.testing.assert_close(inside, whole[:1, 1:], rtol=0, atol=0)
-    torch.testing.assert_close(k(train).to_dense(), whole[1:, 1:], rtol=0, atol=0)
-    with pytest.warns(UserWarning, match="not hashed like k"):
-        k([graph(2, 0, 2, 2)], train)  # label 2 does not occur in train

@@ -3,14 +3,13 @@ distributions (labels) or attributes diffused along the edges, hashed at every s
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet, check_memory, compact
-from ._labels import CountFeatureKernel, histogram, initial_labels
+from ._batch import GraphSet, check_memory, compact, sorted_unique
+from ._labels import CountFeatureKernel, histogram
 
 __all__ = ["Propagation", "PropagationAttr"]
 
@@ -41,14 +40,16 @@ class Propagation(CountFeatureKernel):
     Every node starts with the one-hot distribution of its label, P_0; at step t the
     distributions diffuse along the edges, P_{t+1} = T P_t with T = D⁻¹A the random-walk
     transition matrix of each graph, and each node's distribution is hashed to a bin by
-    locality-sensitive hashing, h_t(p) = ⌊(⟨p, u_t⟩ + b_t)/w⌋ with u_t random, b_t
-    uniform on [0, w). The kernel counts the nodes of equal bins, step by step:
+    locality-sensitive hashing, h_t(p) = ⌊(⟨p, u_t⟩ + b_t)/w⌋ with u_t random (one entry
+    per label), b_t uniform on [0, w). The kernel counts the nodes of equal bins, step
+    by step:
 
     .. math:: k(G, G') = \sum_{t=0}^{t_{\max}-1} \sum_{\text{bins } c}
               n_{t,c}(G)\, n_{t,c}(G').
 
-    ``M="TV"`` (total variation) draws u_t Cauchy (a ratio of two standard normals) on
-    the distributions; ``M="H"`` (Hellinger) draws u_t normal and hashes √p.
+    ``M="TV"`` (total variation) draws the entries of u_t Cauchy (a ratio of two
+    standard normals) on the distributions; ``M="H"`` (Hellinger) draws them normal and
+    hashes √p (Neumann et al., 2016, Section 3.2).
 
     **Reads** the node labels (``x``, each distinct row one label) and the edges; not
     the attributes (:class:`PropagationAttr` does).
@@ -62,14 +63,30 @@ class Propagation(CountFeatureKernel):
     M : {"TV", "H"}
         The distance the hashing preserves.
     random_state : int
-        Seed of the hash draws: numpy ``RandomState(random_state)`` draws, for each t in
-        turn, u_t (one entry per distinct label of the compared graphs, in sorted label
-        order), its Cauchy divisor for TV, then b_t = w·U[0, 1) — the draws of GraKeL's
-        ``Propagation(random_state=...)`` in its ``fit``, so both give the same values
-        when GraKeL's labels are the integers 0..L−1 in that order. Every call draws the
-        same, so Grams of training and test graphs hash alike as long as the test graphs
-        bring no new label (the labels that occur set u_t); ``k(X, Y)`` warns when X and
-        Y each have labels the other lacks — then take blocks of the Gram of all graphs.
+        Seed of the hash draws (see ``n_labels``). Every call draws the same, and a
+        graph's features depend on its own labels only, never on the other graphs of
+        the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are blocks of ``k(X ∪ Y)``.
+    n_labels : int or None
+        How u_t is drawn.
+
+        - ``None`` (default): **per label**. The entries of label ℓ (a row v of ``x``)
+          come from its own stream, ``numpy.random.default_rng([random_state, 1, *z(v)])``
+          (z(v) the entries of v as non-negative ints, 2v for v ≥ 0 and −2v − 1
+          otherwise), which draws a (t_max, 2) array of standard normals a: u_t(ℓ) =
+          a[t, 0]/a[t, 1] for TV, a[t, 0] for H; b_t = w·r_t with r =
+          ``default_rng([random_state, 0]).random(t_max)``. The paper's hash (i.i.d.
+          Cauchy or normal entries), with draws that do not depend on which labels
+          occur; not GraKeL's numbers.
+        - an int L: **GraKeL's draws**. The labels are the integers 0..L−1 — ``x`` one
+          column of them, or one-hot rows of width L (torch-geometric's ``TUDataset``);
+          others are refused (ValueError naming n_labels). numpy ``RandomState(
+          random_state)`` draws, for each t in turn, u_t (L entries in label order), its
+          Cauchy divisor for TV, then b_t = w·U[0, 1): the draws of GraKeL 0.1.11's
+          ``Propagation(random_state=...)`` when its ``fit`` sees all L labels, the
+          integers 0..L−1 (they then enumerate in that order). So ``k(X ∪ Y)`` equals
+          GraKeL's ``fit_transform`` on X ∪ Y, and ``k(X, Y)`` its blocks, whenever all
+          L labels occur in X ∪ Y; GraKeL's own ``fit(X).transform(Y)`` draws for the
+          labels of X only, and differs when some label is missing from X.
     normalize : bool
         Cosine normalization, applied lazily.
 
@@ -78,8 +95,9 @@ class Propagation(CountFeatureKernel):
     The hash of step t needs ⟨P_t, u_t⟩ = T^t ⟨P_0, u_t⟩ only (TV: T is linear), so
     the t_max projections are diffused as an (N, t_max) matrix, one sparse product per
     step: O(t_max² E) in all. ``M="H"`` needs √P_t: the (N, L) distributions are
-    diffused. The bins of each step are numbered by one sort; the features (one column
-    per step and bin) are sparse, a features KernelMatrix.
+    diffused (L the labels that occur, or ``n_labels``). The bins of each step are
+    numbered by one sort; the features (one column per step and bin) are sparse, a
+    features KernelMatrix.
 
     References
     ----------
@@ -98,51 +116,78 @@ class Propagation(CountFeatureKernel):
     """
 
     def __init__(self, t_max: int = 5, w: float = 0.01, M: str = "TV", random_state: int = 0,
-                 normalize: bool = False):
+                 n_labels: int | None = None, normalize: bool = False):
         super().__init__()
         _check_common(t_max, w, random_state)
         if M not in ("TV", "H"):
             raise ValueError(f"M must be 'TV' or 'H', got {M!r}")
+        if n_labels is not None and (not is_int(n_labels) or n_labels < 1):
+            raise ValueError(f"n_labels must be None (per-label draws) or a positive int "
+                             f"(GraKeL's draws for the labels 0..n_labels-1), got {n_labels!r}")
         self.t_max, self.w, self.M, self.random_state = t_max, float(w), M, random_state
-        self.normalize = bool(normalize)
+        self.n_labels, self.normalize = n_labels, bool(normalize)
 
     def extra_repr(self) -> str:
         return (f"t_max={self.t_max}, w={self.w}, M={self.M!r}, "
-                f"random_state={self.random_state}, normalize={self.normalize}")
+                f"random_state={self.random_state}, n_labels={self.n_labels}, "
+                f"normalize={self.normalize}")
 
-    def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:
-        # The hash vector has one draw per label that occurs in the graphs given, in the
-        # order of the labels (GraKeL's draws): k(X, Y) agrees with k(X) or k(Y) only when
-        # the labels of the other side occur there too.
-        if Y is None or not X.node_label.numel() or not Y.node_label.numel():
-            return
-        lx, ly = (torch.unique(G.label_values.reshape(G.label_values.shape[0], -1), dim=0)
-                  for G in (X, Y))  # the label values that occur on each side
-        both = torch.unique(torch.cat([lx, ly]), dim=0).shape[0]
-        if both != lx.shape[0] and both != ly.shape[0]:
-            warnings.warn(f"Propagation: X and Y each have node labels the other lacks "
-                          f"({both - ly.shape[0]} label(s) of X do not occur in Y); the "
-                          f"hash draws follow the labels of X and Y together, so k(X, Y) is "
-                          f"not hashed like k(X) or k(Y) and the three are not blocks of one "
-                          f"Gram matrix. Compute the Gram of all graphs at once (k(X ∪ Y)) "
-                          f"and take its blocks instead.", UserWarning, stacklevel=4)
-
-    def _draws(self, L: int):
+    def _grakel_draws(self):
+        """GraKeL's draws: u_t (n_labels,) and b_t for every t, one RandomState stream."""
         rs = np.random.RandomState(self.random_state)
         us, bs = [], []
         for _ in range(self.t_max):
-            u = rs.randn(L)
+            u = rs.randn(self.n_labels)
             if self.M == "TV":
-                u = u / rs.randn(L)
+                u = u / rs.randn(self.n_labels)
             us.append(u)
             bs.append(self.w * rs.rand())
         return np.stack(us, 1), bs
 
+    def _label_draws(self, values: torch.Tensor):
+        """Per-label draws: u_t(ℓ) for every distinct label row of ``values`` (L, d), each
+        from its own stream, and b_t."""
+        rows = values.cpu().long().tolist() if values.numel() else [[]] * values.shape[0]
+        U = np.empty((len(rows), self.t_max))
+        for i, v in enumerate(rows):
+            a = np.random.default_rng([self.random_state, 1] + [2 * e if e >= 0 else -2 * e - 1
+                                                                 for e in v])
+            a = a.standard_normal((self.t_max, 2))
+            U[i] = a[:, 0] / a[:, 1] if self.M == "TV" else a[:, 0]
+        b = self.w * np.random.default_rng([self.random_state, 0]).random(self.t_max)
+        return U, b.tolist()
+
+    def _grakel_ids(self, values: torch.Tensor) -> torch.Tensor:
+        """The label 0..n_labels−1 of every distinct label row (L, d): the row's one entry
+        (d = 1) or the column of its 1 (one-hot rows of width n_labels)."""
+        L, d = values.shape
+        if d == 0:
+            return torch.zeros(L, dtype=torch.long, device=values.device)
+        if d == self.n_labels and bool(((values == 0) | (values == 1)).all()) \
+                and bool((values.sum(1) == 1).all()):
+            return values.argmax(1)
+        if d == 1 and bool(((values >= 0) & (values < self.n_labels)).all()):
+            return values[:, 0].long()
+        raise ValueError(f"n_labels={self.n_labels}: the node labels must be the integers "
+                         f"0..{self.n_labels - 1} (x one column of them) or one-hot rows of "
+                         f"width {self.n_labels}; got rows of width {d}"
+                         + ("" if d != 1 else f" with values in "
+                            f"[{values.min().item():g}, {values.max().item():g}]"))
+
     def _entries(self, G: GraphSet):
-        labels, L = initial_labels(G)
-        L = max(L, 1)
-        U, b = self._draws(L)
+        # the labels that occur: ids into `rows`, the distinct label rows
+        if G.node_label.numel():
+            present, labels, _, _ = sorted_unique(G.node_label)
+            rows = G.label_values.index_select(0, present)
+        else:
+            labels, rows = G.node_label, G.label_values[:0]
+        if self.n_labels is None:
+            U, b = self._label_draws(rows)
+        else:
+            U, b = self._grakel_draws()
+            labels = self._grakel_ids(rows).index_select(0, labels)
         U = torch.from_numpy(U).to(G.device)
+        L = U.shape[0]
         N = labels.numel()
         if self.M == "TV":
             Z = U.index_select(0, labels)  # ⟨P_0, u_t⟩ for every t, (N, t_max)
