@@ -9,8 +9,9 @@ On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHist
 :class:`EdgeHistogram`, :class:`WeisfeilerLehman`, :class:`WeisfeilerLehmanOptimalAssignment`,
 :class:`ShortestPath`, :class:`RandomWalk`, :class:`GraphletSampling`,
 :class:`Propagation`, :class:`NeighborhoodHash`, :class:`PyramidMatch`,
-:class:`NeighborhoodSubgraphPairwiseDistance`, :class:`ODDSTh`, and
-:class:`CoreFramework` over a feature-map one (WL, shortest path, ...). On continuous
+:class:`NeighborhoodSubgraphPairwiseDistance`, :class:`ODDSTh`,
+:class:`SubgraphMatching`, and :class:`CoreFramework` and :class:`HadamardCode` over a
+feature-map one (WL, shortest path, ...). On continuous
 node attributes (the field ``node_attributes``, see :class:`GraphSet`):
 :class:`GraphHopper`, :class:`PropagationAttr`.
 
@@ -41,3 +42,8 @@ __all__ = ["GraphSet", "WeisfeilerLehman", "ShortestPath", "RandomWalk", "Graphl
            "NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk", "CommuteTime"]
 __all__ += ["VertexHistogram", "EdgeHistogram", "WeisfeilerLehmanOptimalAssignment",
             "GraphHopper", "Propagation", "PropagationAttr"]
+# H3 of issue 24: Hadamard code and subgraph matching kernels
+from .hadamard_code import HadamardCode  # noqa: E402
+from .subgraph_matching import SubgraphMatching  # noqa: E402
+
+__all__ += ["HadamardCode", "SubgraphMatching"]
