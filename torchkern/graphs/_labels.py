@@ -251,6 +251,8 @@ def _add_sparse_gram(out, a, b):
     """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On
     the CPU by SciPy's sparse product (about twice torch's speed there), its nonzeros
     added in place; elsewhere by torch's."""
+    if not a._nnz() or not b._nnz():  # nothing to add (all columns dense, or none shared)
+        return out
     a, b = a.coalesce(), b.coalesce()  # no-ops on coalesced tensors (row blocks are not)
     if a.device.type == "cpu":
         c = (_csr(a) @ _csr(b).T).tocoo()  # distinct (row, col) entries
