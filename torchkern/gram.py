@@ -229,7 +229,9 @@ def keops_available(device=None) -> bool:
     process, and KeOps is used only if that worked. The child's compile also warms KeOps'
     cache. The verdict is stored on disk (``keops-cuda-probe.json`` in
     :func:`torchkern._compiled.native.cache_dir`) under the versions of pykeops, torch, CUDA
-    and the driver and the device's name, so a machine pays the check (seconds) once, not
+    and the driver, the device's name and the variables that point KeOps at its NVRTC and
+    headers (``LD_LIBRARY_PATH``, ``LIBRARY_PATH``, ``CUDA_PATH``, ``CUDA_HOME``,
+    ``KEOPS_CACHE_FOLDER``), so a machine pays the check (seconds) once per setting, not
     every process. ``config.keops_cuda_probe = False`` skips it.
     """
     if not _KEOPS_STATE["checked"]:
@@ -266,8 +268,16 @@ assert torch.allclose(k @ v, ref, atol=1e-4), "wrong result"
 """
 
 
+# The variables that decide which NVRTC, CUDA headers and build folder KeOps uses
+# (``ctypes.util.find_library`` and the loader read the first two; keopscore's CUDA
+# detection the next two): a verdict taken under one setting says nothing of another
+# (bench/keops_probe.py finds KeOps working on CUDA 13 only with some of them set).
+_KEOPS_ENV = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CUDA_PATH", "CUDA_HOME", "KEOPS_CACHE_FOLDER")
+
+
 def _cuda_probe_key(device) -> str:
-    """What the KeOps CUDA verdict depends on: library, CUDA and driver versions, device."""
+    """What the KeOps CUDA verdict depends on: library, CUDA and driver versions, device,
+    and the environment variables of ``_KEOPS_ENV`` that are set."""
     import pykeops
     dev = torch.device(device)
     try:  # Linux: "NVRM version: NVIDIA UNIX ... Kernel Module  580.95.05  ..."
@@ -276,8 +286,9 @@ def _cuda_probe_key(device) -> str:
     except OSError:
         driver = "?"
     name = torch.cuda.get_device_name(dev) if torch.cuda.is_available() else "no CUDA device"
+    env = "".join(f" | {var}={os.environ[var]}" for var in _KEOPS_ENV if os.environ.get(var))
     return (f"pykeops {pykeops.__version__} | torch {torch.__version__} | cuda "
-            f"{torch.version.cuda} | driver {driver} | {name}")
+            f"{torch.version.cuda} | driver {driver} | {name}{env}")
 
 
 def _keops_cuda_verdict(device) -> str | None:
