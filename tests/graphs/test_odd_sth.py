@@ -55,10 +55,13 @@ def label_list(graphs):
 
 
 def brute_force(graphs, h, lam, depths=None):
-    """The definition: for every root r, BFS distances d; DAG children of u are the
-    neighbours w with d(r, u) < h and d(r, w) = d(r, u) + 1; T_j(u) = (label, sorted
-    tuple of the T_{j−1} of the children), T_0(u) = (label, ()); φ counts (r, u, j);
-    k = Σ_t λ^{|t|} φ_t(G) φ_t(G'). Returns (K, the φ as Counters)."""
+    """The definition, written over the roots' cut tree visits: for every root r, BFS
+    distances d; DAG children of u are the neighbours w with d(r, u) < h and
+    d(r, w) = d(r, u) + 1; ℓ_r = max d ≤ h; T_i(u) = (label, sorted tuple of the T_{i−1}
+    of the children), T_0(u) = (label, ()). For every cut depth j = 0 … ℓ_r of the root's
+    visit, each DAG node u with d(r, u) ≤ j is one proper subtree, T_{j−d(r, u)}(u); φ
+    counts them and k = Σ_t λ^{s(t)} φ_t(G) φ_t(G'). ``depths``: instead T_j(u) for every
+    DAG node u and each j in depths. Returns (K, the φ as Counters)."""
     labels = label_list(graphs)
     feats = []
     for d, lab in zip(graphs, labels):
@@ -75,12 +78,19 @@ def brute_force(graphs, h, lam, depths=None):
                         queue.append(w)
             kids = {u: [w for w in adj[u] if dist[u] < h and dist.get(w) == dist[u] + 1]
                     for u in dist if dist[u] <= h}
+            top = max(dist[u] for u in kids)
 
             def visit(u, j):
                 return (lab[u], tuple(sorted(visit(w, j - 1) for w in kids[u])) if j else ())
-            for u in kids:
-                for j in (range(h + 1) if depths is None else depths):
-                    phi[visit(u, j)] += 1
+            if depths is None:
+                for j in range(top + 1):  # the root's visit cut at depth j
+                    for u in kids:
+                        if dist[u] <= j:
+                            phi[visit(u, j - dist[u])] += 1
+            else:
+                for u in kids:
+                    for j in depths:
+                        phi[visit(u, j)] += 1
         feats.append(phi)
 
     def size(t):
@@ -88,6 +98,18 @@ def brute_force(graphs, h, lam, depths=None):
     K = np.array([[sum(lam ** size(t) * c * fb.get(t, 0) for t, c in fa.items())
                    for fb in feats] for fa in feats])
     return K, feats
+
+
+def test_path_by_hand():
+    # path a - b - c, one label x, h = 1: the DAGs 0 → 1, 1 → {0, 2}, 2 → 1 (depth 1);
+    # cut visits: root 0 gives x (j = 0) and x(x), x (j = 1); root 1 gives x and x(x, x),
+    # x, x; root 2 as root 0. φ = {x: 7, x(x): 2, x(x, x): 1}: k = 49 + 4 + 1.
+    path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
+    assert ODDSTh(h=1)([path]).to_dense().item() == 54
+    # λ = 0.5: 49·0.5 + 4·0.5² + 1·0.5³
+    assert ODDSTh(h=1, lam=0.5)([path]).to_dense().item() == 24.5 + 1 + 0.125
+    # h = 3 on the same path: ℓ_r = 2 for the end nodes, 1 for the middle one
+    assert ODDSTh(h=3)([path]).to_dense().item() == brute_force([path], 3, 1.0)[0][0, 0]
 
 
 def test_multiset_label_ids_groups_exactly():

@@ -16,11 +16,12 @@ __all__ = ["ODDSTh"]
 def dag_pairs(G: GraphSet, h: int):
     """The nodes and edges of the BFS DAGs of depth ``h`` of every node of G.
 
-    Returns ``(graph, node, src, dst)``: DAG node k is the pair (root, ``node[k]``) of
-    graph ``graph[k]`` with d(root, node) ≤ h; DAG edge e goes from DAG node ``src[e]``
+    Returns ``(graph, node, src, dst, room)``: DAG node k is the pair (root, ``node[k]``)
+    of graph ``graph[k]`` with d(root, node) ≤ h; DAG edge e goes from DAG node ``src[e]``
     to ``dst[e]``, for every graph edge u → w and root r with d(r, u) < h and
-    d(r, w) = d(r, u) + 1 (the edges of the BFS from r that go one level down)."""
-    graph, node, src, dst, base = [], [], [], [], 0
+    d(r, w) = d(r, u) + 1 (the edges of the BFS from r that go one level down).
+    ``room[k]`` = (depth of the DAG: the largest d(root, ·) ≤ h) − d(root, node[k])."""
+    graph, node, src, dst, room, base = [], [], [], [], [], 0
     for gids, nodes, dist in hop_distances(G):
         B, n = nodes.shape
         ok = (dist >= 0) & (dist <= h)  # (B, root, node)
@@ -30,6 +31,9 @@ def dag_pairs(G: GraphSet, h: int):
         b, r, u = ok.nonzero(as_tuple=True)
         graph.append(gids[b])
         node.append(nodes[b, u])
+        depth = dist[b, r, u].long()
+        top = torch.where(ok, dist, torch.zeros_like(dist)).amax(2)  # (B, root)
+        room.append(top[b, r].long() - depth)
         base += npairs
         # the graph edges of the chunk, in local indices
         ec = G.num_edges[gids]
@@ -44,7 +48,7 @@ def dag_pairs(G: GraphSet, h: int):
         dst.append(pid[eb[k], r, et[k]])
     z = torch.zeros(0, dtype=torch.long, device=G.device)
     cat = (lambda t: torch.cat(t) if t else z)
-    return cat(graph), cat(node), cat(src), cat(dst)
+    return cat(graph), cat(node), cat(src), cat(dst), cat(room)
 
 
 def multiset_label_ids(label: torch.Tensor, group: torch.Tensor, token: torch.Tensor,
@@ -81,24 +85,34 @@ class ODDSTh(GraphKernel):
     r"""ODD-ST_h kernel (Da San Martino, Navarin and Sperduti, 2012).
 
     Every node r of a graph G roots a DAG D_r: the nodes at distance ≤ ``h`` from r and
-    the edges u → w of G with d(r, w) = d(r, u) + 1 ≤ h (the breadth-first visit from r).
-    The tree visit T(u) of a DAG node u unfolds the DAG below u into a tree, and T_j(u)
-    is T(u) cut at depth j (T_0(u) the label of u). With ST-kernel matching of the tree
-    visits (two trees match when equal, and count λ^s(t), s(t) their number of nodes),
+    the edges u → w of G with d(r, w) = d(r, u) + 1 ≤ h (the breadth-first visit from r;
+    edges within a level are dropped). ℓ_r ≤ h is the depth of D_r (smaller than h when
+    the visit runs out of nodes). The tree visit T(u) of a DAG node u unfolds the DAG
+    below u into a tree, and T_i(u) is T(u) cut at depth i (T_0(u) the label of u; T(u)
+    itself once i reaches its height). The features are the proper subtrees of the
+    tree visits of every root cut at each depth j ≤ ℓ_r, one per DAG node: u, at depth
+    d(r, u), contributes T_i(u) for i = 0, …, ℓ_r − d(r, u). With ST-kernel matching
+    (two trees match when equal, and count λ^s(t), s(t) their number of nodes),
 
-    .. math:: k(G, G') = \sum_{r \in V(G)} \sum_{r' \in V(G')} \sum_{j=0}^{h}
+    .. math:: k(G, G') = \sum_{r \in V(G)} \sum_{r' \in V(G')}
               \sum_{u \in D_r} \sum_{u' \in D_{r'}}
-              \lambda^{s(T_j(u))} \, [T_j(u) = T_j(u')]
+              \sum_{i=0}^{\ell_r - d(r, u)} \sum_{i'=0}^{\ell_{r'} - d(r', u')}
+              \lambda^{s(T_i(u))} \, [T_i(u) = T_{i'}(u')]
               = \sum_t \lambda^{s(t)} \varphi_t(G) \varphi_t(G'),
 
-    φ_t(G) the number of triples (r, u, j), 0 ≤ j ≤ h, with T_j(u) = t (a tree that is
-    shallower than j is counted again for every such j, as the sum over j says).
+    φ_t(G) the number of triples (r, u, i), 0 ≤ i ≤ ℓ_r − d(r, u), with T_i(u) = t: the
+    full visit T(u), of height H(u), counts ℓ_r − d(r, u) − H(u) + 1 times, each proper
+    cut once. This is the feature map of the authors' implementation (N. Navarin's
+    scikit-learn-graph, ``ODDSTGraphKernel``, exact variant: the "frequency" of a leaf
+    at depth d is ℓ_r − d, and a node's full visit takes the smallest of its
+    children's), which the tests reproduce by brute force over the cut root visits.
 
     **Canonical child order.** The ODD framework orders the children of a DAG node so
-    that the tree visits are ordered trees. Here the children are ordered by their own
-    (canonical) tree visits, so T_j(u) = T_j(u') exactly when the two labelled rooted
-    trees are isomorphic, and k is a function of the graphs only, not of the node
-    numbering. GraKeL 0.1.11's ``OddSth(h)`` orders children by a topological numbering
+    that the tree visits are ordered trees. Here, as in the authors' implementation
+    (which sorts the children's encodings at every cut depth), the children are ordered
+    by their own (canonical) tree visits, so T_i(u) = T_{i'}(u') exactly when the two
+    labelled rooted trees are isomorphic, and k is a function of the graphs only, not
+    of the node numbering. GraKeL 0.1.11's ``OddSth(h)`` orders children by a topological numbering
     of each DAG whose ties are broken by the node numbering, uses the full visits T(u)
     only (no j, no λ) and weights each tree by its count in the first graph of the set
     that holds it; its values thus differ (see docs/graphs.md).
@@ -139,7 +153,7 @@ class ODDSTh(GraphKernel):
     >>> from torchkern.graphs import ODDSTh
     >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
     >>> ODDSTh(h=1)([path]).to_dense()
-    tensor([[126.]], dtype=torch.float64)
+    tensor([[54.]], dtype=torch.float64)
     """
 
     def __init__(self, h: int = 3, lam: float = 1.0, normalize: bool = False):
@@ -156,14 +170,15 @@ class ODDSTh(GraphKernel):
 
     def tree_features(self, G: GraphSet, depths=None):
         """``(graph, tree, count, size)``: for every graph and distinct tree visit t, the
-        count φ_t(G) of (root, DAG node, depth j ≤ h) with T_j = t and the number of
-        nodes s(t) (float64) of t; trees are numbered 0 … p − 1 over the whole set.
-        ``depths``: count only the j in this collection (default 0 … h); ``[h]`` counts
-        the full visits T(u) alone (GraKeL's features)."""
+        count φ_t(G) of (root r, DAG node u, depth j) with T_j(u) = t and
+        0 ≤ j ≤ ℓ_r − d(r, u), and the number of nodes s(t) (float64) of t; trees are
+        numbered 0 … p − 1 over the whole set. ``depths``: count instead (r, u, j) for
+        every DAG node u and each j in this collection; ``[h]`` counts the full visits
+        T(u) once per DAG node (GraKeL's features)."""
         labels, L = initial_labels(G)
         if L == 0:
             labels, L = torch.zeros(int(G.ptr[-1]), dtype=torch.long, device=G.device), 1
-        graph, node, src, dst = dag_pairs(G, self.h)
+        graph, node, src, dst, room = dag_pairs(G, self.h)
         P = node.numel()
         tid = labels[node]  # T_0: the labels, ids 0 … L−1
         n_ids = L
@@ -172,11 +187,16 @@ class ODDSTh(GraphKernel):
         keep = range(self.h + 1) if depths is None else set(depths)
         parts = []  # (graph, tree, count, size) of the distinct (graph, tree) per round
 
-        def count(tid, size):
-            _, cnt, first = compact([graph, tid], [len(G), n_ids])
-            parts.append((graph[first], tid[first], cnt, size[first]))
+        def count(tid, size, j):
+            # the DAG nodes whose visit of depth j is counted: u at depth d(r, u) in a
+            # DAG of depth ℓ_r is unfolded to depth ℓ_r − d(r, u) at most
+            sel = (room >= j).nonzero().squeeze(1) if depths is None else None
+            g, t, s = (graph, tid, size) if sel is None else \
+                (graph[sel], tid[sel], size[sel])
+            _, cnt, first = compact([g, t], [len(G), n_ids])
+            parts.append((g[first], t[first], cnt, s[first]))
         if 0 in keep:
-            count(tid, size)
+            count(tid, size, 0)
         for j in range(1, self.h + 1):
             sel = grown.nonzero().squeeze(1)
             if sel.numel():
@@ -196,7 +216,7 @@ class ODDSTh(GraphKernel):
                 g2[src[grown[dst]]] = True
                 grown = g2
             if j in keep:
-                count(tid, size)
+                count(tid, size, j)
         if not P or not parts:
             z = torch.zeros(0, dtype=torch.long, device=G.device)
             return z, z, z, torch.zeros(0, dtype=torch.float64, device=G.device)
