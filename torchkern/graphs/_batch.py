@@ -38,6 +38,13 @@ def check_edge_index(edge_index, num_nodes, where="graph") -> torch.Tensor:
         fail(ValueError, f"shape {tuple(ei.shape)}")
     ei = ei.long()
     if ei.numel():
+        if isinstance(num_nodes, torch.Tensor) and num_nodes.dim():  # a bound per column
+            ok = int(ei.min()) >= 0 and not bool((ei.amax(0) >= num_nodes).any())
+        else:
+            lo, hi = (int(v) for v in torch.aminmax(ei))
+            ok = lo >= 0 and hi < int(num_nodes)
+        if ok:
+            return ei
         bad = (ei < 0) | (ei >= num_nodes)
         if bool(bad.any()):
             j = int(bad.any(0).nonzero()[0, 0])
@@ -196,6 +203,12 @@ def count_rows(columns, sizes, mask=None):
     return [c.index_select(0, first) for c in flat], counts
 
 
+def _integral(x: torch.Tensor) -> bool:
+    """Whether every entry of the finite floating ``x`` is an integer."""
+    lo, hi = torch.aminmax(x.frac())
+    return float(lo) == 0 and float(hi) == 0
+
+
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
     means every item has the same label (width 0)."""
@@ -221,7 +234,7 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
         lo, hi = (float(v) for v in torch.aminmax(rows))  # NaN propagates into lo, hi
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError(f"{name} contains NaN or infinity")
-    if not floating or (max(-lo, hi) < 2 ** 53 and torch.equal(rows, rows.trunc())):
+    if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
         clo, chi = torch.aminmax(rows, dim=0)
         sizes = (chi - clo + 1).long().tolist()
         space = math.prod(sizes)
@@ -361,9 +374,10 @@ class GraphSet(KernelInput):
         na = eat = None
         if isinstance(graphs, Batch):
             counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
-            x, ei, ea = graphs.x, graphs.edge_index, getattr(graphs, "edge_attr", None)
-            na = getattr(graphs, node_attr, None)
-            eat = getattr(graphs, "edge_attributes", None)
+            st = getattr(graphs._store, "_mapping", None)  # no PyG dispatch per read
+            get = st.get if st is not None else lambda k: getattr(graphs, k, None)
+            x, ei, ea = get("x"), get("edge_index"), get("edge_attr")
+            na, eat = get(node_attr), get("edge_attributes")
             if ei is None:
                 ei = torch.zeros(2, 0, dtype=torch.long, device=counts.device)
             ei = check_edge_index(ei, int(counts.sum()), "the Batch")
@@ -371,14 +385,18 @@ class GraphSet(KernelInput):
         elif isinstance(graphs, Data):
             raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
                             "Batch or a GraphSet, not one Data (node kernels take one graph)")
+        elif isinstance(graphs, _Collated):
+            counts, ei, x, ea, na, eat = graphs.flat(node_attr)
+            device = ei.device
         elif isinstance(graphs, (list, tuple)):
-            bad = [i for i, g in enumerate(graphs) if not isinstance(g, Data)]
-            if bad:
+            types = set(map(type, graphs))  # one C-level pass over the graphs
+            if not all(issubclass(t, Data) for t in types):
+                bad = [i for i, g in enumerate(graphs) if not isinstance(g, Data)]
                 raise TypeError(f"graphs must be torch_geometric Data objects; item {bad[0]} "
                                 f"is a {type(graphs[bad[0]]).__name__}")
             if not graphs:
                 raise ValueError("the set of graphs is empty")
-            if any(isinstance(g, Batch) for g in graphs):  # a Batch holds several graphs
+            if any(issubclass(t, Batch) for t in types):  # a Batch holds several graphs
                 self.__dict__.update(_from_batches(graphs, node_attr).__dict__)
                 return
             counts, ei, x, ea, na, eat = _flatten(graphs, node_attr)
@@ -395,22 +413,56 @@ class GraphSet(KernelInput):
         node_label, label_values = _label_ids(x, n, "x", device)
         self.node_attributes = _attributes(na, n, node_attr, device)
         eat = _attributes(eat, ei.shape[1], "edge_attributes", device)
-        # Merge duplicate edges; sorting by source keeps the graphs in order.
-        edge_index, first = _merge_edges(ei, n, positions=ea is not None or eat is not None)
-        self.edge_attributes = eat if first is None or eat is None else eat.index_select(0, first)
-        self.ptr, self.edge_index = ptr, edge_index
-        self.eptr = torch.searchsorted(edge_index[0], ptr)  # sources are sorted
-        self.node_label, self.label_values = node_label, label_values
-        self.edge_label = self.edge_label_values = None
         if ea is not None:  # label ids on first read (edge_label): most kernels need none
             ea = _edge_rows(ea, ei.shape[1])
-            self._edge_rows = ea if first is None else ea.index_select(0, first)
+        self.ptr = ptr
+        # Duplicate edges are merged and the edges sorted on first read (_merge): the
+        # kernels that read node labels only (VertexHistogram, ...) never pay for it.
+        self.__dict__["_raw_edges"] = (ei, ea, eat)
+        self.node_label, self.label_values = node_label, label_values
+        self.__dict__.update(_edge_label=None, _edge_label_values=None)
         self.dtype, self.device = torch.float64, ptr.device
+
+    def _merge(self) -> None:
+        """Merge duplicate edges and sort them by (source, target), which sorts them by
+        graph; the edge attributes and edge_attr rows follow. Done once, on the first read
+        of an edge field."""
+        d = self.__dict__
+        raw = d.pop("_raw_edges", None)
+        if raw is None:
+            return
+        ei, ea, eat = raw
+        edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
+                                         positions=ea is not None or eat is not None)
+        d["_edge_index"] = edge_index
+        d["_eptr"] = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
+        d["_edge_attributes"] = eat if first is None or eat is None else \
+            eat.index_select(0, first)
+        if ea is not None:
+            d["_edge_rows"] = ea if first is None else ea.index_select(0, first)
+
+    def _edge_field(name):  # noqa: N805 (a property factory used in the class body)
+        def get(self):
+            if "_raw_edges" in self.__dict__:
+                self._merge()
+            return self.__dict__.get(name)
+
+        def set_(self, value):
+            if "_raw_edges" in self.__dict__:
+                self._merge()
+            self.__dict__[name] = value
+        return property(get, set_)
+
+    edge_index = _edge_field("_edge_index")
+    eptr = _edge_field("_eptr")
+    edge_attributes = _edge_field("_edge_attributes")
+    _edge_rows = _edge_field("_edge_rows")
+    del _edge_field
 
     # -- edge labels, read lazily ------------------------------------------------------
     @property
     def edge_label(self) -> torch.Tensor | None:
-        rows = self.__dict__.get("_edge_rows")
+        rows = self._edge_rows
         if rows is not None:  # the rows of edge_attr, not yet read as labels
             _check_integral(rows, "edge_attr")
             ids, values = _label_ids(rows, rows.shape[0], "edge_attr", self.ptr.device)
@@ -419,6 +471,7 @@ class GraphSet(KernelInput):
 
     @edge_label.setter
     def edge_label(self, value) -> None:
+        self._merge()
         self.__dict__.update(_edge_label=value, _edge_rows=None)
 
     @property
@@ -433,7 +486,7 @@ class GraphSet(KernelInput):
     def _edge_label_parts(self, edges: torch.Tensor) -> dict:
         """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
         keyword arguments of :meth:`_from_parts`: label ids if read, else the raw rows."""
-        rows = self.__dict__.get("_edge_rows")
+        rows = self._edge_rows
         if rows is not None:
             return dict(edge_label=None, edge_label_values=None,
                         edge_rows=rows.index_select(0, edges))
@@ -522,7 +575,7 @@ class GraphSet(KernelInput):
         device, dtype = parts[0].device, parts[0].dtype
         parts = [p.to(device=device) for p in parts]
         ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
-        raw = [p.__dict__.get("_edge_rows") for p in parts]
+        raw = [p._edge_rows for p in parts]
         has_e = [r is not None or p.edge_label is not None for p, r in zip(parts, raw)]
         if any(has_e) and not all(has_e):
             raise ValueError("cannot concatenate graph sets with and without edge labels")
@@ -545,12 +598,17 @@ class GraphSet(KernelInput):
                                     na, eat, edge_rows=erows)
 
     def _move(self, device) -> None:
-        # the edge labels by their stored names: moving them must not read edge_attr
-        for name in ("ptr", "edge_index", "eptr", "node_label", "label_values", "_edge_label",
-                     "_edge_label_values", "node_attributes", "edge_attributes", "_edge_rows"):
-            t = self.__dict__.get(name)
+        # the edge fields by their stored names: moving them must not read edge_attr, nor
+        # merge the edges (done on the device, on first read)
+        d = self.__dict__
+        for name in ("ptr", "_edge_index", "_eptr", "node_label", "label_values", "_edge_label",
+                     "_edge_label_values", "node_attributes", "_edge_attributes", "_edge_rows"):
+            t = d.get(name)
             if t is not None:
-                self.__dict__[name] = t.to(device)
+                d[name] = t.to(device)
+        if "_raw_edges" in d:
+            d["_raw_edges"] = tuple(None if t is None else t.to(device)
+                                    for t in d["_raw_edges"])
 
     def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
         super().check_compatible(other, name)
@@ -582,29 +640,43 @@ def _cat(tensors, device, dim=0):
 
 def _flatten(data_list, node_attr="node_attributes"):
     """``(counts, edge_index, x, edge_attr, node_attributes, edge_attributes)`` of a list of
-    Data, node indices made global: one ``torch.cat`` per attribute (per graph only
-    attribute reads and shape checks); ``node_attr`` names the node-attribute field."""
-    # the attribute dicts themselves: no PyG dispatch per read (4 reads per graph)
-    stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
-    eis = [st.get("edge_index") for st in stores]
-    device = next((e.device for e in eis if e is not None), torch.device("cpu"))
+    Data, node indices made global: one ``torch.cat`` per attribute; per graph only one
+    read of each field from the graph's attribute dict (no PyG dispatch) and its shape,
+    in list comprehensions. ``node_attr`` names the node-attribute field."""
+    try:  # the attribute dicts themselves
+        stores = [g._store._mapping for g in data_list]
+    except AttributeError:
+        stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
     sizes = [st.get("num_nodes") for st in stores]
     if any(v is None for v in sizes):  # not set: PyG infers it (from x, edge_index, ...)
         sizes = [g.num_nodes if v is None else v for g, v in zip(data_list, sizes)]
-    sizes = [int(v or 0) for v in sizes]
+        sizes = [0 if v is None else v for v in sizes]
+    try:
+        counts = np.fromiter(sizes, np.int64, len(sizes))
+    except (TypeError, ValueError):
+        counts = np.array([int(v or 0) for v in sizes], dtype=np.int64)
+    sizes = counts.tolist()
+    eis = [st.get("edge_index") for st in stores]
     xs = [st.get("x") for st in stores]
     eas = [st.get("edge_attr") for st in stores]
     nas = [st.get(node_attr) for st in stores]
     eats = [st.get("edge_attributes") for st in stores]
     for name, vals in (("x", xs), ("edge_attr", eas), (node_attr, nas),
                        ("edge_attributes", eats)):
-        missing = [i for i, v in enumerate(vals) if v is None]
-        if 0 < len(missing) < len(vals):
-            raise ValueError(f"graph {missing[0]} has no {name} while others do: "
+        absent = [v is None for v in vals]  # by identity: a tensor's == is slow
+        if any(absent) and not all(absent):
+            missing = absent.index(True)
+            raise ValueError(f"graph {missing} has no {name} while others do: "
                              f"give every graph {name} or none")
-    empty = torch.zeros(2, 0, dtype=torch.long, device=device)
-    eis = [empty if e is None else e for e in eis]
-    if not {getattr(e, "dtype", None) for e in eis} <= _INT_DTYPES:
+    device = next((e.device for e in eis if e is not None), torch.device("cpu"))
+    if any(e is None for e in eis):
+        empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+        eis = [empty if e is None else e for e in eis]
+    try:
+        dtypes = {e.dtype for e in eis}
+    except AttributeError:
+        dtypes = {None}
+    if not dtypes <= _INT_DTYPES:
         # one by one: torch.cat would promote a bool or a float among int64 silently
         eis = [check_edge_index(e, sizes[i], f"graph {i}") for i, e in enumerate(eis)]
     try:
@@ -616,8 +688,8 @@ def _flatten(data_list, node_attr="node_attributes"):
         for i, e in enumerate(eis):
             check_edge_index(e, sizes[i], f"graph {i}")
         raise ValueError("the graphs' edge_index tensors cannot be concatenated")
-    counts = torch.tensor(sizes, dtype=torch.long, device=device)
-    ecounts = torch.tensor(ecounts, dtype=torch.long, device=device)
+    counts = torch.from_numpy(counts).to(device)
+    ecounts = torch.from_numpy(np.array(ecounts, dtype=np.int64)).to(device)
     bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
     ends = torch.cumsum(ecounts, 0)
     ei = check_edge_index(
@@ -643,11 +715,91 @@ def _flatten(data_list, node_attr="node_attributes"):
     return counts, ei, x, ea, na, eat
 
 
+class _Collated:
+    """The graphs of a torch_geometric ``InMemoryDataset`` (TUDataset, ...) read from its
+    collated storage and ``slices``, no Data object per graph: :meth:`flat` returns what
+    :func:`_flatten` returns for the list of its graphs, by one pass of tensor operations.
+    ``of(dataset)`` is None where that storage cannot be read so (a ``transform``, which
+    must see every graph; no node counts; nested or sparse fields): the graphs are then
+    read one by one."""
+
+    def __init__(self, data, slices, indices):
+        self.data, self.slices, self.indices = data, slices, indices
+
+    @classmethod
+    def of(cls, ds):
+        pyg = sys.modules.get("torch_geometric.data")
+        if pyg is None or not isinstance(ds, pyg.InMemoryDataset) or ds.transform is not None:
+            return None
+        data, slices = getattr(ds, "_data", None), getattr(ds, "slices", None)
+        if type(data) is not pyg.Data or not isinstance(slices, dict) or not slices:
+            return None
+        store = getattr(data._store, "_mapping", None)
+        if not isinstance(store, dict) or "edge_index" not in slices:
+            return None
+        if any(not isinstance(v, torch.Tensor) or v.dim() != 1 for v in slices.values()):
+            return None  # nested (dict) slices: not one tensor per field
+        if any(isinstance(v, torch.Tensor) and v.layout != torch.strided
+               for v in store.values()):
+            return None
+        if "x" not in slices and not isinstance(getattr(data._store, "_num_nodes", None),
+                                                (list, tuple)):
+            return None  # no node counts but PyG's inference, graph by graph
+        indices = ds._indices
+        return cls(data, slices, None if indices is None else
+                   torch.as_tensor(indices if isinstance(indices, torch.Tensor)
+                                   else list(indices), dtype=torch.long).reshape(-1))
+
+    def _field(self, name, lo, counts):
+        """Field ``name`` of the selected graphs (rows ``slices[name]`` of each), and the
+        rows per graph; ``(None, None)`` when the data set has no such field."""
+        value = self.data._store._mapping.get(name)
+        if value is None or name not in self.slices:
+            return None, None
+        sl = self.slices[name].to(value.device)
+        cnt = sl[1:] - sl[:-1]
+        if self.indices is None:
+            return value.narrow(0 if name != "edge_index" else 1, int(sl[0]),
+                                int(sl[-1] - sl[0])), cnt
+        idx = self.indices.to(value.device)
+        cnt = cnt.index_select(0, idx)
+        rows = segment_ranges(sl[:-1].index_select(0, idx), cnt)
+        return value.index_select(0 if name != "edge_index" else 1, rows), cnt
+
+    def flat(self, node_attr):
+        ei, ecounts = self._field("edge_index", None, None)
+        device = ei.device
+        x, counts = self._field("x", None, None)
+        if counts is None:
+            counts = torch.as_tensor(list(self.data._store._num_nodes), dtype=torch.long)
+            if self.indices is not None:
+                counts = counts.index_select(0, self.indices)
+        counts = counts.to(device)
+        if not counts.numel():
+            raise ValueError("the set of graphs is empty")
+        if not ei.dtype.is_floating_point and ei.dtype != torch.bool and ei.dim() == 2:
+            bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
+            ends = torch.cumsum(ecounts, 0)
+            ei = check_edge_index(
+                ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
+            ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
+                                              output_size=ei.shape[1])
+        else:
+            check_edge_index(ei, int(counts[0]), "graph 0")  # as the graph-by-graph read
+        ea = self._field("edge_attr", None, None)[0]
+        na = self._field(node_attr, None, None)[0]
+        eat = self._field("edge_attributes", None, None)[0]
+        return counts, ei, x, ea, na, eat
+
+
 def _check_integral(x: torch.Tensor, name: str = "x") -> None:
     """Refuse (ValueError naming ``x``, or ``edge_attr``) a floating ``x`` with entries
     that are not integers: ``x`` holds discrete labels, continuous attributes go
     elsewhere."""
     if not x.is_floating_point() or not x.numel():
+        return
+    lo, hi = (float(v) for v in torch.aminmax(x.frac()))  # NaN where x is NaN or infinite
+    if lo == 0 and hi == 0:  # every entry an integer (one fast pass)
         return
     bad = torch.isfinite(x) & (x != x.trunc())
     if bool(bad.any()):
@@ -745,18 +897,21 @@ def _merge_edges(ei: torch.Tensor, n: int, positions: bool):
     """``(edge_index, first)``: the distinct edges of ``ei`` sorted by (source, target), and
     the position in ``ei`` of each (the first occurrence; None when ``ei`` is sorted and
     distinct already, as PyG's coalesced graphs are). Without ``positions`` (nothing else
-    to reorder) the CPU path sorts the packed keys alone and decodes them."""
-    key = ei[0] * max(n, 1) + ei[1]
+    to reorder) the packed keys are sorted alone and decoded. ``torch.sort`` (a radix
+    sort of int64 on the CPU: measured 2 to 3 times NumPy's sort at 10^5 to 10^6 keys)."""
+    n = max(n, 1)
+    key = ei[0] * n + ei[1]
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
         return ei, None
-    if not positions and key.device.type == "cpu":
-        k = np.sort(key.numpy())
-        new = np.empty(k.size, dtype=bool)
-        new[0] = True
-        np.not_equal(k[1:], k[:-1], out=new[1:])
-        k = torch.from_numpy(k if new.all() else k[new])
-        return torch.stack([k // max(n, 1), k % max(n, 1)]), None
-    first = sorted_unique(key, inverse=False)[3]
+    if not positions:
+        k = torch.sort(key).values
+        new = k[1:] != k[:-1]
+        if not bool(new.all()):
+            k = k[torch.cat([new.new_ones(1), new])]
+        return torch.stack([k // n, k % n]), None
+    k, perm = torch.sort(key, stable=True)  # stable: the first of equal keys comes first
+    new = torch.cat([k.new_ones(1, dtype=torch.bool), k[1:] != k[:-1]])
+    first = perm if bool(new.all()) else perm[new]
     return ei.index_select(1, first), first
 
 
@@ -770,7 +925,7 @@ def _graph_list(X, name: str):
     of a DataLoader (a list of Batch); None for anything else."""
     pyg = sys.modules.get("torch_geometric.data")
     if pyg is not None and isinstance(X, pyg.Dataset):
-        return [X[i] for i in range(len(X))]
+        return _Collated.of(X) or [X[i] for i in range(len(X))]
     tud = sys.modules.get("torch.utils.data")
     if tud is not None and isinstance(X, tud.DataLoader):
         bs = X.batch_sampler
@@ -811,7 +966,8 @@ class GraphKernel(StructuredKernel):
         items = _graph_list(X, name)
         if items is not None:
             X = items
-        if isinstance(X, (list, tuple)) or (pyg is not None and isinstance(X, pyg.Data)):
+        if isinstance(X, (list, tuple, _Collated)) or (pyg is not None and
+                                                       isinstance(X, pyg.Data)):
             try:
                 return GraphSet(X, node_attr=getattr(self, "node_attr", "node_attributes"))
             except TypeError as e:
