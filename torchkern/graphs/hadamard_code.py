@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet, _label_ids, check_memory
-from ._labels import CountFeatureKernel, initial_labels
+from ._batch import GraphSet, _label_ids, check_memory, sorted_unique
+from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, round_histograms
 
 __all__ = ["HadamardCode", "hadamard_code_labels"]
 
 
 def hadamard_code_labels(G: GraphSet, n_iter: int, name: str = "X"):
     """The node labels of the ``n_iter`` rounds of the Hadamard code relabelling of G: a
-    list of ``(ids, values)`` — label ids (N,) and the distinct label rows (L_i, L).
+    list of ``(ids, values)`` — label ids (N,) and the distinct label rows (L_i, L), row
+    j the code of the nodes with id j.
 
     Round 0 gives node v the row e_{ℓ(v)} of the identity (its label); round i gives it
     c_i(v) = c_{i−1}(v) + Σ_{u : v → u} c_{i−1}(u), the out-neighbours' rows summed in
@@ -23,9 +25,17 @@ def hadamard_code_labels(G: GraphSet, n_iter: int, name: str = "X"):
     H's rows are linearly independent, so two nodes share a Hadamard code exactly when
     they share c_i — the rows here are the same labels, in L columns of non-negative
     counts (L the number of distinct labels) instead of 2^⌈log₂ L⌉ columns of ±1 sums.
+
+    The rows are float64 while the counts stay below 2^53 (exact; one sparse product
+    A c per round), int64 beyond. Each round groups the nodes by a 64-bit linear hash
+    of c_i (random codes of the L labels, propagated by the same segment sum as c_i: one
+    int64 per node), then checks that every node has the row of its group's first node,
+    entry by entry; should two different rows share a hash, the round is regrouped by
+    the rows themselves.
     """
     labels, L = initial_labels(G)
     N, L = int(G.ptr[-1]), max(L, 1)
+    dev = G.device
     src, dst = G.edge_index
     deg = torch.bincount(src, minlength=N)
     top = int(deg.max()) + 1 if deg.numel() else 1
@@ -34,14 +44,30 @@ def hadamard_code_labels(G: GraphSet, n_iter: int, name: str = "X"):
                          f"{top}^{n_iter - 1} (max out-degree + 1 to that power), past int64; "
                          f"use fewer rounds")
     check_memory(3 * N * L * 8, f"{name}: HadamardCode keeps one code row of {L:,} entries "
-                 f"per node ({N:,} nodes) and", G.device)
-    c = torch.zeros(N, L, dtype=torch.long, device=G.device)
-    c[torch.arange(N, device=G.device), labels] = 1
-    out = []
-    for i in range(n_iter):
-        if i:
-            c = c.index_add(0, src, c.index_select(0, dst))
-        out.append(_label_ids(c, N, "the Hadamard codes", G.device))
+                 f"per node ({N:,} nodes) and", dev)
+    # float64 holds the counts exactly below 2^53: then one sparse product per round
+    exact_float = n_iter < 2 or (n_iter - 1) * math.log2(top) < 52
+    dtype = torch.float64 if exact_float else torch.long
+    c = torch.zeros(N, L, dtype=dtype, device=dev)
+    c[torch.arange(N, device=dev), labels] = 1
+    out = [(labels, torch.eye(L, dtype=dtype, device=dev))]
+    if exact_float and n_iter > 1:
+        with warnings.catch_warnings():  # torch says CSR support is in beta
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            A = torch.sparse_csr_tensor(
+                torch.cat([deg.new_zeros(1), torch.cumsum(deg, 0)]), dst,
+                torch.ones(dst.numel(), dtype=dtype, device=dev), (N, N),
+                check_invariants=False)
+    h = _random_codes(L, _MIX[1], dev).index_select(0, labels)
+    b = max(int(N - 1).bit_length(), 1)
+    for _ in range(1, n_iter):
+        c = c + A @ c if exact_float else c.index_add(0, src, c.index_select(0, dst))
+        h = h.index_add(0, src, h.index_select(0, dst))
+        _, ids, _, first = sorted_unique((h >> (b + 1)) & ((1 << (62 - b)) - 1))
+        values = c.index_select(0, first)
+        if not torch.equal(values.index_select(0, ids), c):  # a hash collision: regroup
+            ids, values = _label_ids(c, N, "the Hadamard codes", dev)
+        out.append((ids, values))
     return out
 
 
@@ -134,10 +160,15 @@ class HadamardCode(CountFeatureKernel):
         self.base_kernel._check_size(X, name)
 
     def _entries(self, G: GraphSet):
+        from .histogram import VertexHistogram
+        seq = hadamard_code_labels(G, self.n_iter)
+        if type(self.base_kernel) is VertexHistogram:  # all rounds' counts in one pass
+            return round_histograms(G.graph_of_node, [(ids, v.shape[0]) for ids, v in seq],
+                                    len(G))
         E = int(G.eptr[-1])
         edges = G._edge_label_parts(torch.arange(E, device=G.device))
         rows, cols, vals, offset = [], [], [], 0
-        for ids, values in hadamard_code_labels(G, self.n_iter):
+        for ids, values in seq:
             Gi = GraphSet._from_parts(G.ptr, G.edge_index, G.eptr, ids, values, dtype=G.dtype,
                                       node_attributes=G.node_attributes,
                                       edge_attributes=G.edge_attributes, **edges)
