@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .._config import _check_backend
+from .._threads import one_thread
 from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix
 from ..kernels.structured import _inv_sqrt
@@ -338,7 +339,9 @@ class MultiscaleLaplacian(GraphKernel):
     def fit(self, X, y=None) -> "MultiscaleLaplacian":
         """Fit the landmark basis on the graphs X (GraKeL's ``fit``) and keep it in
         ``basis_``. Returns self."""
-        self._fit(self.check_input(X, "X"))
+        X = self.check_input(X, "X")
+        with one_thread(X.device.type == "cpu"):
+            self._fit(X)
         return self
 
     def _fit(self, X: GraphSet):
@@ -406,24 +409,28 @@ class MultiscaleLaplacian(GraphKernel):
             if Y.device != X.device:
                 raise ValueError(f"X and Y must be on the same device, got {X.device} and "
                                  f"{Y.device}")
-        sx = self._stats(X, refit=Y is None)
-        sy = sx if Y is None else self._map(Y)
         check_memory(8 * len(X) * (len(X) if Y is None else len(Y)),
                      "MultiscaleLaplacian: the Gram", X.device)
-        K = _flg(*sx, *sy, symmetric=Y is None)
-        if self.normalize:
-            dx = _self_flg(*sx)
-            dy = dx if Y is None else _self_flg(*sy)
-            K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dy)[None, :]
+        # small batched factorizations: LAPACK's threads cost more than they gain
+        with one_thread(X.device.type == "cpu"):
+            sx = self._stats(X, refit=Y is None)
+            sy = sx if Y is None else self._map(Y)
+            K = _flg(*sx, *sy, symmetric=Y is None)
+            if self.normalize:
+                dx = _self_flg(*sx)
+                dy = dx if Y is None else _self_flg(*sy)
+                K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dy)[None, :]
         return DenseKernelMatrix(K.to(X.dtype))
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
-        sx = self._stats(X, refit=Y is None)
-        sy = sx if Y is None else self._map(Y)
-        return DenseKernelMatrix(_flg(*sx, *sy, symmetric=Y is None).to(X.dtype))
+        with one_thread(X.device.type == "cpu"):
+            sx = self._stats(X, refit=Y is None)
+            sy = sx if Y is None else self._map(Y)
+            return DenseKernelMatrix(_flg(*sx, *sy, symmetric=Y is None).to(X.dtype))
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
-        return _self_flg(*self._stats(X, refit=False)).to(X.dtype)
+        with one_thread(X.device.type == "cpu"):
+            return _self_flg(*self._stats(X, refit=False)).to(X.dtype)
 
 
 def _self_flg(Sinv: torch.Tensor, ld: torch.Tensor) -> torch.Tensor:
