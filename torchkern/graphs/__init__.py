@@ -13,7 +13,8 @@ On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHist
 :class:`SubgraphMatching`, and :class:`CoreFramework` and :class:`HadamardCode` over a
 feature-map one (WL, shortest path, ...). On continuous
 node attributes (the field ``node_attributes``, see :class:`GraphSet`):
-:class:`GraphHopper`, :class:`PropagationAttr`.
+:class:`GraphHopper`, :class:`PropagationAttr`. On the edges only, through geometric
+embeddings (orthonormal labellings): :class:`LovaszTheta`, :class:`SVMTheta`.
 
 Kernels on the nodes of one graph (:class:`NodeSet`): :class:`DiffusionKernel`,
 :class:`RegularizedLaplacian`, :class:`PStepRandomWalk`, :class:`CommuteTime`.
@@ -47,3 +48,7 @@ from .hadamard_code import HadamardCode  # noqa: E402
 from .subgraph_matching import SubgraphMatching  # noqa: E402
 
 __all__ += ["HadamardCode", "SubgraphMatching"]
+# H1 of issue 24: Lovász-θ and SVM-θ kernels
+from .theta import LovaszTheta, SVMTheta  # noqa: E402
+
+__all__ += ["LovaszTheta", "SVMTheta"]
