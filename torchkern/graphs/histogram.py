@@ -3,13 +3,87 @@ from __future__ import annotations
 
 import torch
 
+from ..gram import FeatureKernelMatrix, _as_index
 from ._batch import GraphSet
-from ._labels import CountFeatureKernel, histogram, initial_labels
+from ._labels import (CountFeatureKernel, _int8_product, _int8_product_works, histogram,
+                      initial_labels)
 
 __all__ = ["VertexHistogram", "EdgeHistogram"]
 
 
-class VertexHistogram(CountFeatureKernel):
+class _CountMatrix(FeatureKernelMatrix):
+    """Φ_X Φ_Yᵀ for dense count features Φ (graphs × labels, few labels), float64.
+
+    ``exact_small``: Φ holds non-negative integers and every row has ‖φ‖² < 2^24, so every
+    partial sum of a product is an integer below 2^24 (Cauchy–Schwarz): dense pieces are
+    then computed in int8 (counts ≤ 127, ``torch._int_mm``'s int32 sums) or float32, both
+    exact, and converted once."""
+
+    def __init__(self, phi_x, phi_y=None, exact_small: bool = False):
+        super().__init__(phi_x, phi_y)
+        self.exact_small = exact_small
+        self._low = None
+
+    def _transpose(self):
+        return _CountMatrix(self.phi_y, self.phi_x, self.exact_small)
+
+    def _lowp(self):
+        """Φ_X and Φ_Y in the narrowest exact dtype (see the class notes)."""
+        if self._low is None:
+            px, py = self.phi_x, self.phi_y
+            dt = torch.float64
+            if self.exact_small and px.device.type == "cpu":
+                top = max(float(p.max()) if p.numel() else 0.0 for p in (px, py))
+                dt = torch.int8 if top <= 127 and _int8_product_works() else torch.float32
+            elif self.exact_small:
+                dt = torch.float32
+            lx = px.to(dt)
+            self._low = (lx, lx if py is px else py.to(dt))
+        return self._low
+
+    def rows(self, idx):
+        idx = _as_index(idx, self.shape[0], self.device)
+        lx, ly = self._lowp()
+        lx = lx.index_select(0, idx)
+        if lx.dtype == torch.int8:
+            return _int8_product(lx, ly).to(self.dtype)
+        return (lx @ ly.T).to(self.dtype)
+
+    def to_dense(self):
+        lx, ly = self._lowp()
+        if lx.dtype == torch.int8:
+            return _int8_product(lx, ly).to(self.dtype)
+        return (lx @ ly.T).to(self.dtype)
+
+
+class _DenseHistogram:
+    """The Gram of a histogram kernel from its dense count matrix C (graphs × labels) by one
+    ``bincount`` of the (graph, label) keys, when C is small (at most 4 entries per counted
+    item, or 2^16): no sort, no sparse format. Larger label sets take the sparse path of
+    :class:`CountFeatureKernel`."""
+
+    def _keys(self, G: GraphSet):
+        """``(graph of each counted item, its label id in [0, L), L)``; by each kernel."""
+        raise NotImplementedError
+
+    def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
+        self._check_pair(X, Y)
+        U = X if Y is None else GraphSet.concat([X, Y])
+        graph, label, L = self._keys(U)
+        n = len(U)
+        if n * L > max(4 * label.numel(), 2 ** 16):
+            return super()._gram(X, Y, unit_rows)
+        C = torch.bincount(graph * L + label, minlength=n * L).view(n, L).to(X.dtype)
+        sq = (C * C).sum(1)
+        small = not unit_rows and (not sq.numel() or float(sq.max()) < 2 ** 24)
+        if unit_rows:
+            C = C * torch.where(sq > 0, sq.rsqrt(), 0.0)[:, None]
+        if Y is None:
+            return _CountMatrix(C, None, small)
+        return _CountMatrix(C[:len(X)], C[len(X):], small)
+
+
+class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     r"""Vertex-histogram graph kernel: the linear kernel on node-label counts.
 
     .. math:: k(G, G') = \sum_{\ell} c_\ell(G)\, c_\ell(G'),
@@ -57,8 +131,13 @@ class VertexHistogram(CountFeatureKernel):
         rows, cols, counts = histogram(G.graph_of_node, labels, len(G), max(L, 1))
         return rows, cols, counts, max(L, 1)
 
+    def _keys(self, G: GraphSet):
+        # the label ids of G (rows of label_values): a label that no graph holds is a
+        # zero column, which adds nothing
+        return G.graph_of_node, G.node_label, max(int(G.label_values.shape[0]), 1)
 
-class EdgeHistogram(CountFeatureKernel):
+
+class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
     r"""Edge-histogram graph kernel: the linear kernel on edge-label counts.
 
     .. math:: k(G, G') = \sum_{e} c_e(G)\, c_e(G'),
@@ -106,3 +185,11 @@ class EdgeHistogram(CountFeatureKernel):
         graph_of_edge = G.graph_of_node.index_select(0, G.edge_index[0])
         rows, cols, counts = histogram(graph_of_edge, labels, len(G), L)
         return rows, cols, counts, L
+
+    def _keys(self, G: GraphSet):
+        if G.edge_label is None:
+            raise ValueError("EdgeHistogram needs edge labels: give every graph edge_attr "
+                             "(one row per edge; each distinct row is one label)")
+        graph = torch.repeat_interleave(torch.arange(len(G), device=G.device), G.num_edges,
+                                        output_size=int(G.edge_label.numel()))
+        return graph, G.edge_label, max(int(G.edge_label_values.shape[0]), 1)
