@@ -13,7 +13,8 @@ On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHist
 :class:`SubgraphMatching`, and :class:`CoreFramework` and :class:`HadamardCode` over a
 feature-map one (WL, shortest path, ...). On continuous
 node attributes (the field ``node_attributes``, see :class:`GraphSet`):
-:class:`GraphHopper`, :class:`PropagationAttr`. On the edges only, through geometric
+:class:`GraphHopper`, :class:`PropagationAttr`, :class:`MultiscaleLaplacian`
+(attributes or one-hot labels). On the edges only, through geometric
 embeddings (orthonormal labellings): :class:`LovaszTheta`, :class:`SVMTheta`.
 
 Kernels on the nodes of one graph (:class:`NodeSet`): :class:`DiffusionKernel`,
@@ -52,3 +53,7 @@ __all__ += ["HadamardCode", "SubgraphMatching"]
 from .theta import LovaszTheta, SVMTheta  # noqa: E402
 
 __all__ += ["LovaszTheta", "SVMTheta"]
+# H2 of issue 24 (session 8): the multiscale Laplacian kernel
+from .multiscale_laplacian import MultiscaleLaplacian  # noqa: E402
+
+__all__ += ["MultiscaleLaplacian"]
