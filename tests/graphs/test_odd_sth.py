@@ -100,6 +100,58 @@ def brute_force(graphs, h, lam, depths=None):
     return K, feats
 
 
+def frequency_rule(graphs, h, lam):
+    """The same features counted as the authors' implementation does (N. Navarin's
+    scikit-learn-graph, ODDSTGraphKernel, exact variant), rewritten here: per DAG, nodes
+    bottom-up; node u has encodings for cut depths i = 0 … H(u) (its height); the depth-0
+    encoding of a leaf at DAG depth d has "frequency" ℓ_r − d, of an inner node 0; the
+    cut-i encoding (i ≥ 1) takes the smallest frequency of its children's cut-(i − 1)
+    encodings (their last one when they are shallower); each encoding adds
+    frequency + 1 to φ."""
+    out = []
+    for d, lab in zip(graphs, label_list(graphs)):
+        adj = collections.defaultdict(set)
+        for a, b in d.edge_index.t().tolist():
+            adj[a].add(b)
+        phi, size = collections.Counter(), {}
+        for r in range(d.num_nodes):
+            dist, queue = {r: 0}, [r]
+            for u in queue:
+                for w in adj[u]:
+                    if w not in dist and dist[u] < h:
+                        dist[w] = dist[u] + 1
+                        queue.append(w)
+            top = max(dist.values())
+            kids = {u: [w for w in adj[u] if dist.get(w) == dist[u] + 1] for u in dist}
+            enc, freq = {}, {}
+            for u in sorted(dist, key=lambda v: -dist[v]):  # children first
+                height = max((len(enc[c]) for c in kids[u]), default=0)
+                enc[u], freq[u] = [], []
+                for i in range(height + 1):
+                    if i == 0:
+                        e, f, s = (lab[u], ()), (top - dist[u] if height == 0 else 0), 1
+                    else:
+                        ch = [min(len(enc[c]), i) - 1 for c in kids[u]]
+                        e = (lab[u], tuple(sorted(enc[c][k] for c, k in zip(kids[u], ch))))
+                        f = min(freq[c][k] for c, k in zip(kids[u], ch))
+                        s = 1 + sum(size[enc[c][k]] for c, k in zip(kids[u], ch))
+                    size[e] = s
+                    enc[u].append(e)
+                    freq[u].append(f)
+                    phi[e] += f + 1
+        out.append((phi, size))
+    return np.array([[sum(lam ** sa[t] * c * fb.get(t, 0) for t, c in fa.items())
+                      for fb, _ in out] for fa, sa in out])
+
+
+@pytest.mark.parametrize("h", [1, 2, 4])
+def test_equals_the_authors_frequency_rule(h):
+    graphs = random_graphs(10, 1, 9, 0.3, 3, seed=10 + h)
+    want = frequency_rule(graphs, h, 0.7)
+    np.testing.assert_allclose(dense(ODDSTh(h=h, lam=0.7), graphs), want, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(brute_force(graphs, h, 0.7)[0], want, rtol=1e-13, atol=0)
+
+
 def test_path_by_hand():
     # path a - b - c, one label x, h = 1: the DAGs 0 → 1, 1 → {0, 2}, 2 → 1 (depth 1);
     # cut visits: root 0 gives x (j = 0) and x(x), x (j = 1); root 1 gives x and x(x, x),
