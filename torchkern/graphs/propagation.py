@@ -97,7 +97,11 @@ class Propagation(CountFeatureKernel):
     step: O(t_max² E) in all. ``M="H"`` needs √P_t: the (N, L) distributions are
     diffused (L the labels that occur, or ``n_labels``). The bins of each step are
     numbered by one sort; the features (one column per step and bin) are sparse, a
-    features KernelMatrix.
+    features KernelMatrix. Per-label draws cost one small generator per distinct label
+    (about 30 µs each). With ``M="H"`` and per-label draws, ⟨√P_t, u_t⟩ is a dot product
+    over the labels of the call, whose floating-point rounding may differ between calls
+    with different label sets: a node within about 1e-16·|⟨√p, u⟩| of a bin edge could
+    then fall in the neighbouring bin (the TV hash and ``n_labels`` do not have this).
 
     References
     ----------
