@@ -260,9 +260,9 @@ class MultiscaleLaplacian(GraphKernel):
     >>> from torchkern.graphs import MultiscaleLaplacian
     >>> ring = torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]])
     >>> g = Data(edge_index=ring, num_nodes=3, node_attributes=torch.eye(3))
-    >>> MultiscaleLaplacian(L=1, random_state=0, normalize=True)([g, g]).to_dense()
-    tensor([[1., 1.],
-            [1., 1.]], dtype=torch.float64)
+    >>> K = MultiscaleLaplacian(L=0, random_state=0)([g, g]).to_dense()
+    >>> torch.allclose(K, torch.full((2, 2), 2 ** -1.5, dtype=K.dtype))  # 2^(−p/2), p = 3
+    True
     """
 
     def __init__(self, L: int = 3, gamma: float = 0.01, heta: float = 0.01,
