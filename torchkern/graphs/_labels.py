@@ -292,6 +292,8 @@ def _int8_product(dx: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """dx dyᵀ (int32) of int8 blocks: exact integer sums below 2^31."""
     if dx.shape[0] == 0 or dy.shape[0] == 0 or dx.shape[1] == 0:
         return torch.zeros(dx.shape[0], dy.shape[0], dtype=torch.int32)
+    if dx.shape[1] == 1:  # torch 2.13's CPU _int_mm returns garbage for an inner size of 1
+        dx, dy = (torch.nn.functional.pad(d, (0, 1)) for d in (dx, dy))
     return torch._int_mm(dx.contiguous(), dy.T.contiguous())
 
 
