@@ -57,5 +57,24 @@ for s in $steps; do case $s in
                   --n 50000 --krr-n 20000 ;;
   classifiers) step classifiers 90 python3 bench/supervised_classifiers.py --device cuda \
                --svc-sizes 5000 20000 --threads 16 ;;
+  # issue #20 §3 and §4 in one command of at most 9 minutes (carry .whl, made by
+  # bench/keops_wheels.sh): bash bench/device_run.sh info keopsfix million
+  keopsfix) step keopsfix 180 python3 bench/keops_probe.py --timeout 70 --side-timeout 45 \
+            --sizes 100000 1000000 ;;
+  # the later steps use KeOps with whatever keopsfix found to work (/tmp/keops_env.sh)
+  million) step million 300 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+           exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 20000 100000 1000000 \
+           --finish-max-n 100000 --warm-cap 30 --budget 265 --rows exact-gp dense-check krr-pcg \
+           nystrom gpytorch gpytorch-keops --caps "{\"exact-gp\": 150, \"krr-pcg\": 60,
+           \"nystrom\": 25, \"gpytorch\": 45, \"gpytorch-keops\": 35}" \
+           --row-sizes "{\"gpytorch\": [20000, 50000, 100000], \"gpytorch-keops\": [100000, 300000]}"' ;;
+  # a session with nothing else to run: ML-II finished on all 10^6 points (<= 10 min)
+  gp1m) step gp1m 540 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+        exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 1000000 \
+        --finish-steps 2 --warm-cap 40 --budget 480 --rows exact-gp krr-pcg \
+        --caps "{\"exact-gp\": 420, \"krr-pcg\": 60}"' ;;
+  milliondry) step milliondry 300 python3 bench/gp_million.py --device cpu --threads 1 \
+              --sizes 2000 --subset 1000 --finish-steps 1 --rows exact-gp dense-check krr-pcg \
+              nystrom --budget 240 ;;
 esac; done
 echo "=== total $((SECONDS - START))s" | tee -a "$LOG"

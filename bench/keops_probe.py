@@ -210,7 +210,7 @@ def facts() -> None:
     import torch
     print("== facts")
     print("python", sys.version.split()[0], "| torch", torch.__version__, "| torch CUDA", torch.version.cuda,
-          "| pykeops", version("pykeops"), "| keopscore", version("keopscore"))
+          "| pykeops", version("pykeops"), "| keopscore", version("keopscore"), "| pybind11", version("pybind11"))
     if torch.cuda.is_available():
         print("device:", torch.cuda.get_device_name(0), "| capability", torch.cuda.get_device_capability(0))
     print("driver:", sh("cat /proc/driver/nvidia/version | head -1") or "?")
@@ -271,24 +271,31 @@ def system_include_dirs() -> list[str]:
 def variants(work: str, wheels: str | None):
     """(name, env, pin) candidates, most natural first."""
     out = [("installed", {}, {})]
+    target = os.path.join(work, "cu12-wheels")
+    headers = sorted(glob.glob(os.path.join(wheels, "cuda12-headers.zip"))) if wheels else []
+    for z in headers:
+        with zipfile.ZipFile(z) as f:
+            f.extractall(target)
+    # crt/ and nv/ headers (cuda_fp16.h needs them; the runtime wheels lack them): a last
+    # resort behind each variant's own headers, for KeOps' host-side compile only
+    fallback = [p for p in glob.glob(os.path.join(target, "nvidia", "*", "include"))]
     for d in wheel_dirs():
         tag = os.path.basename(os.path.dirname(d))  # cu13, cuda_nvrtc, ...
         base = os.path.dirname(os.path.dirname(d))
         libs = [d] + [p for p in glob.glob(os.path.join(base, "*", "lib")) if glob.glob(os.path.join(p, "libcudart.so*"))]
-        incs = [p for p in glob.glob(os.path.join(base, "*", "include"))] + system_include_dirs()
+        incs = glob.glob(os.path.join(base, "*", "include")) + system_include_dirs() + fallback
         shim = make_shim(os.path.join(work, f"shim-wheels-{tag}"), libs, incs)
         if shim:
             out.append((f"torch-wheels({tag})", *shim))
     for t in toolkits():
         libs = [os.path.dirname(p) for p in glob.glob(os.path.join(t, "lib*", "libnvrtc.so*"))][:1]
-        shim = make_shim(os.path.join(work, "shim-" + os.path.basename(t)), libs, [os.path.join(t, "include")])
+        shim = make_shim(os.path.join(work, "shim-" + os.path.basename(t)), libs,
+                         [os.path.join(t, "include")] + fallback)
         if shim:
             out.append((f"toolkit({t})", *shim))
     found = sorted(glob.glob(os.path.join(wheels, "nvidia_cuda_nvrtc_cu12-*.whl"))) if wheels else []
     if found:
-        target = os.path.join(work, "cu12-wheels")
-        for whl in found + sorted(glob.glob(os.path.join(wheels, "nvidia_cuda_runtime_cu12-*.whl"))) \
-                + sorted(glob.glob(os.path.join(wheels, "cuda12-headers.zip"))):
+        for whl in found + sorted(glob.glob(os.path.join(wheels, "nvidia_cuda_runtime_cu12-*.whl"))):
             with zipfile.ZipFile(whl) as z:
                 z.extractall(target)
         libs = glob.glob(os.path.join(target, "nvidia", "*", "lib"))
@@ -336,7 +343,7 @@ def run_child(name, env_add, pin, work, segv, timeout):
             result = json.loads(line.split(" ", 1)[1])
     ok = bool(result and result["ok"])
     return dict(name=name, env=env_add, pin=pin, rc=rc, ok=ok, result=result, text=text,
-                seconds=time.time() - t)
+                seconds=time.time() - t, cache=cache)
 
 
 def report(r) -> None:
@@ -411,6 +418,7 @@ def main() -> None:
         f.write(f"# written by bench/keops_probe.py: KeOps works with {best['name']}\n")
         for k, v in best["env"].items():
             f.write(f"export {k}={v}\n")
+        f.write(f"export KEOPS_CACHE_FOLDER={best['cache']}  # its compiled engine, reused\n")
     print(f"exports written to {args.env_out}:")
     print(open(args.env_out).read().rstrip())
     if "+pin" in best["name"]:
@@ -418,11 +426,13 @@ def main() -> None:
               "variables is not enough, so torchkern's child check would still fail; "
               "it needs an in-process hook before pykeops is imported)")
     # torchkern's selection and the side-by-side product in the working environment
-    env = dict(os.environ, **best["env"], KEOPS_CACHE_FOLDER=tempfile.mkdtemp(prefix="keops-cache-", dir=work),
+    # the winner's KeOps cache (its compiled engine) is reused; torchkern's is fresh, so
+    # that its own check runs under these variables
+    env = dict(os.environ, **best["env"], KEOPS_CACHE_FOLDER=best["cache"],
                TORCHKERN_CACHE_DIR=tempfile.mkdtemp(prefix="tk-cache-", dir=work),
                KEOPS_PROBE_PIN=json.dumps(best["pin"]) if "+pin" in best["name"] else "",
                PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    print("== torchkern with it (fresh caches): its own check, then the RBF product d=3 float32")
+    print("== torchkern with it: its own check (fresh verdict cache), then the RBF product d=3 float32")
     try:
         res = subprocess.run([sys.executable, "-c", SIDE_BY_SIDE, json.dumps(args.sizes)], env=env,
                              capture_output=True, text=True, timeout=args.side_timeout)

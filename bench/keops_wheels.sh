@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Wheels the GPU machine cannot download (it reaches no registry), gathered here for
 # `run(carry=[".whl"])` (about 26 MB in all):
-#   .whl/pykeops-2.3-*.whl, .whl/keopscore-2.3-*.whl   installed by bench/device_run.sh
-#       when the machine lacks pykeops (PyPI ships them as source: built here, pure Python);
+#   .whl/pykeops-2.3-*.whl, .whl/keopscore-2.3-*.whl, .whl/pybind11-*.whl   installed by
+#       bench/device_run.sh when the machine lacks pykeops (PyPI ships the first two as
+#       source: built here, pure Python; pykeops compiles its binder with
+#       `python -m pybind11 --includes`);
 #   .whl/keops-extra/nvidia_cuda_nvrtc_cu12-12.4.127-*.whl and nvidia_cuda_runtime_cu12
 #       (NVRTC 12 + cuda.h), and .whl/keops-extra/cuda12-headers.zip: the headers that
 #       KeOps' host code needs besides (cuda_fp16.h includes crt/host_defines.h and
@@ -18,6 +20,7 @@ mkdir -p .whl/keops-extra
 tmp=$(mktemp -d)
 python3 -m pip download -q --no-deps --no-binary :all: -d "$tmp" pykeops==2.3 keopscore==2.3
 python3 -m pip wheel -q --no-deps --no-build-isolation -w .whl "$tmp"/pykeops-2.3.tar.gz "$tmp"/keopscore-2.3.tar.gz
+python3 -m pip download -q --no-deps --only-binary :all: -d .whl pybind11
 python3 -m pip download -q --no-deps -d .whl/keops-extra \
   nvidia-cuda-nvrtc-cu12==12.4.127 nvidia-cuda-runtime-cu12==12.4.127
 python3 -m pip download -q --no-deps -d "$tmp" nvidia-cuda-nvcc-cu12==12.4.131 \
