@@ -64,14 +64,14 @@ for s in $steps; do case $s in
   # the later steps use KeOps with whatever keopsfix found to work (/tmp/keops_env.sh)
   million) step million 300 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
            exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 20000 100000 1000000 \
-           --finish-max-n 100000 --warm-cap 30 --budget 265 --rows exact-gp dense-check krr-pcg \
-           nystrom gpytorch gpytorch-keops --caps "{\"exact-gp\": 150, \"krr-pcg\": 60,
-           \"nystrom\": 25, \"gpytorch\": 45, \"gpytorch-keops\": 35}" \
+           --finish-max-n 100000 --warm-iter 30 --warm-cap 50 --budget 230 --rows exact-gp dense-check krr-pcg \
+           nystrom gpytorch gpytorch-keops --caps "{\"exact-gp\": 140, \"krr-pcg\": 55,
+           \"nystrom\": 20, \"gpytorch\": 40, \"gpytorch-keops\": 30}" \
            --row-sizes "{\"gpytorch\": [20000, 50000, 100000], \"gpytorch-keops\": [100000, 300000]}"' ;;
   # a session with nothing else to run: ML-II finished on all 10^6 points (<= 10 min)
   gp1m) step gp1m 540 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
         exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 1000000 \
-        --finish-steps 2 --warm-cap 40 --budget 480 --rows exact-gp krr-pcg \
+        --finish-steps 2 --warm-iter 30 --warm-cap 50 --budget 470 --rows exact-gp krr-pcg \
         --caps "{\"exact-gp\": 420, \"krr-pcg\": 60}"' ;;
   milliondry) step milliondry 300 python3 bench/gp_million.py --device cpu --threads 1 \
               --sizes 2000 --subset 1000 --finish-steps 1 --rows exact-gp dense-check krr-pcg \
