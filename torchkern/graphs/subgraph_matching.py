@@ -72,25 +72,45 @@ def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
     return out
 
 
-def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
-    """Canonical forms of small labelled graphs, all of one size s: ``(codes, n_aut)``.
-
-    ``labels`` (M, s) node label ids, ``adj`` (M, s, s) symmetric edge codes (0: no edge,
-    else 1 + the edge label id). The code of a graph under a permutation π is the tuple
-    (labels[π], upper triangle of adj[π][:, π]); its canonical code, the smallest of
-    these tuples over all s! permutations (lexicographic), is the same for two graphs
-    exactly when they are isomorphic (labels and edge labels kept). The permutations
-    that reach it form a coset of the automorphism group, so their number ``n_aut`` is
-    the number of label-preserving automorphisms. Column by column: every permutation
-    not reaching the column's minimum is dropped — O(M s! s²) work."""
+def _refined_colors(labels: torch.Tensor, adj: torch.Tensor, rounds: int = 2):
+    """Colour refinement inside each small graph (1-dimensional Weisfeiler–Lehman on its
+    complete pair structure): a node's new colour is the id of (its colour, the sorted
+    multiset of (edge code, colour) of the other nodes). Ids are shared by all M graphs,
+    so isomorphic graphs get the same colours on corresponding nodes."""
     M, s = labels.shape
-    dev = labels.device
-    perms = torch.tensor(list(itertools.permutations(range(s))), device=dev)  # (s!, s)
-    alive = torch.ones(M, perms.shape[0], dtype=torch.bool, device=dev)
+    color, C = labels, int(labels.max()) + 1 if labels.numel() else 1
+    codes = int(adj.max()) + 1 if adj.numel() else 1
+    if s == 1:
+        return color
+    off = ~torch.eye(s, dtype=torch.bool, device=labels.device)
+    for _ in range(rounds):
+        tok = (adj * C + color.unsqueeze(1))[:, off].view(M, s, s - 1).sort(2).values
+        ids, cnt, _ = compact([color.reshape(-1), *tok.reshape(M * s, s - 1).T],
+                              [C] + [codes * C] * (s - 1))
+        color, C = ids.view(M, s), cnt.numel()
+    return color
+
+
+def _block_perms(blocks, device):
+    """All permutations of positions 0..s−1 that map every block (a run of positions of
+    the given sizes) onto itself, as a (P, s) tensor."""
+    parts, start = [], 0
+    for b in blocks:
+        parts.append(list(itertools.permutations(range(start, start + b))))
+        start += b
+    rows = [sum(combo, ()) for combo in itertools.product(*parts)]
+    return torch.tensor(rows, dtype=torch.long, device=device)
+
+
+def _smallest_code(labels, adj, perms):
+    """The lexicographically smallest (labels[π], upper triangle of adj[π][:, π]) over the
+    permutations ``perms`` (P, s), and how many permutations reach it: column by column,
+    every permutation not reaching the column's minimum is dropped."""
+    M, s = labels.shape
+    alive = torch.ones(M, perms.shape[0], dtype=torch.bool, device=labels.device)
     cols = []
     big = torch.iinfo(torch.long).max
-    pairs = [(a, b) for a in range(s) for b in range(a + 1, s)]
-    for what in list(range(s)) + pairs:
+    for what in list(range(s)) + list(itertools.combinations(range(s), 2)):
         if isinstance(what, int):
             v = labels[:, perms[:, what]]
         else:
@@ -99,6 +119,45 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
         alive &= v == low.unsqueeze(1)
         cols.append(low)
     return torch.stack(cols, 1), alive.sum(1)
+
+
+def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
+    """Canonical forms of small labelled graphs, all of one size s: ``(codes, n_aut)``.
+
+    ``labels`` (M, s) node label ids, ``adj`` (M, s, s) symmetric edge codes (0: no edge,
+    else 1 + the edge label id). The nodes of every graph are first ordered by colour
+    (:func:`_refined_colors`, an isomorphism invariant); the code of the graph under an
+    order is the tuple (labels, upper triangle of adj) read in that order, and its
+    canonical code the smallest such tuple (lexicographic) over the orders that keep the
+    colours sorted — the permutations within runs of equal colour, s! at most, usually
+    a few. An isomorphism maps colour-sorted orders to colour-sorted orders, so
+    isomorphic graphs get the same code, and a code describes its graph, so only
+    isomorphic graphs do. The orders that reach the smallest code differ by an
+    automorphism (which keeps colours), so their number ``n_aut`` is the number of
+    label-preserving automorphisms. O(M P s²) for P orders per graph, graphs grouped by
+    the sizes of their colour runs."""
+    M, s = labels.shape
+    dev = labels.device
+    if M == 0:
+        return labels.new_zeros(0, s + s * (s - 1) // 2), labels.new_zeros(0)
+    color = _refined_colors(labels, adj)
+    order = torch.sort(color, dim=1, stable=True).indices
+    labels = labels.gather(1, order)
+    adj = adj.gather(1, order.unsqueeze(2).expand(M, s, s)).gather(
+        2, order.unsqueeze(1).expand(M, s, s))
+    color = color.gather(1, order)
+    # the pattern of colour runs, one bit per boundary between positions i − 1 and i
+    bits = (color[:, 1:] != color[:, :-1]).long()
+    pattern = (bits * 2 ** torch.arange(s - 1, device=dev)).sum(1)
+    codes = labels.new_empty(M, s + s * (s - 1) // 2)
+    n_aut = labels.new_empty(M)
+    for pat in torch.unique(pattern).tolist():
+        rows = (pattern == pat).nonzero().reshape(-1)
+        cuts = [0] + [i for i in range(1, s) if pat >> (i - 1) & 1] + [s]
+        perms = _block_perms([b - a for a, b in zip(cuts[:-1], cuts[1:])], dev)
+        c, a = _smallest_code(labels.index_select(0, rows), adj.index_select(0, rows), perms)
+        codes[rows], n_aut[rows] = c, a
+    return codes, n_aut
 
 
 class SubgraphMatching(CountFeatureKernel):
