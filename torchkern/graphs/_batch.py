@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import torch
 
+from .._threads import one_thread
 from ..inputs import KernelInput
 from ..kernels.structured import StructuredKernel
 
@@ -230,21 +231,27 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     if rows.dtype == torch.bool:
         rows = rows.long()
     floating = rows.is_floating_point()
+    clo, chi = torch.aminmax(rows, dim=0)  # NaN propagates
     if floating:
-        lo, hi = (float(v) for v in torch.aminmax(rows))  # NaN propagates into lo, hi
+        lo, hi = float(clo.min()), float(chi.max())
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError(f"{name} contains NaN or infinity")
     if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
-        clo, chi = torch.aminmax(rows, dim=0)
         sizes = (chi - clo + 1).long().tolist()
         space = math.prod(sizes)
         if space < 2 ** 62 // max(n, 1):  # one mixed-radix key per row
             radix = [math.prod(sizes[c + 1:]) for c in range(len(sizes))]
             if floating and space < 2 ** 53:  # a float64 product is exact: integers < 2^53
-                radix = torch.tensor(radix, dtype=torch.float64, device=device)
-                key = ((rows.double() - clo.double()) @ radix).long()
+                key = ((rows.double() - clo.double())
+                       @ torch.tensor(radix, dtype=torch.float64, device=device)).long()
             else:
                 key = ((rows.long() - clo.long()) * torch.tensor(radix, device=device)).sum(1)
+            if space <= max(4 * n, 2 ** 16):  # counting, no sort: the rows decoded from
+                present = torch.bincount(key, minlength=space) > 0  # the keys that occur
+                values = present.nonzero().reshape(-1)
+                ids = (torch.cumsum(present, 0) - 1).index_select(0, key)
+                cols = [values // r % sz for r, sz in zip(radix, sizes)]
+                return ids, (torch.stack(cols, 1) + clo.long()).to(rows.dtype)
             _, ids, _, first = sorted_unique(key)
         else:
             cols = (rows.long() - clo.long()).T.contiguous()  # one row per column of x
@@ -350,7 +357,8 @@ class GraphSet(KernelInput):
             if not isinstance(node_attr, str):
                 raise TypeError(f"node_attr must be the name of a Data field (a str), got "
                                 f"{node_attr!r}")
-            self._build(graphs, node_attr)
+            with one_thread():  # many short passes: see CountFeatureKernel.forward
+                self._build(graphs, node_attr)
         if dtype is not None or device is not None:
             moved = self.to(device=device, dtype=dtype)
             self.__dict__.update(moved.__dict__)
@@ -432,10 +440,11 @@ class GraphSet(KernelInput):
         if raw is None:
             return
         ei, ea, eat = raw
-        edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
-                                         positions=ea is not None or eat is not None)
+        with one_thread():
+            edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
+                                             positions=ea is not None or eat is not None)
+            d["_eptr"] = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
         d["_edge_index"] = edge_index
-        d["_eptr"] = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
         d["_edge_attributes"] = eat if first is None or eat is None else \
             eat.index_select(0, first)
         if ea is not None:
@@ -556,6 +565,10 @@ class GraphSet(KernelInput):
         return A
 
     def take(self, idx: torch.Tensor) -> "GraphSet":
+        with one_thread():
+            return self._take(idx)
+
+    def _take(self, idx: torch.Tensor) -> "GraphSet":
         idx = idx.to(self.ptr.device)
         nc, ec = self.num_nodes[idx], self.num_edges[idx]
         ptr, eptr = _offsets(nc), _offsets(ec)
@@ -571,6 +584,11 @@ class GraphSet(KernelInput):
 
     @classmethod
     def concat(cls, parts) -> "GraphSet":
+        with one_thread():
+            return cls._concat(parts)
+
+    @classmethod
+    def _concat(cls, parts) -> "GraphSet":
         parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in parts]
         device, dtype = parts[0].device, parts[0].dtype
         parts = [p.to(device=device) for p in parts]

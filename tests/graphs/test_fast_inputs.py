@@ -1,0 +1,244 @@
+"""Graph inputs read without per-graph Python, and the histogram kernels' dense path.
+
+- a GraphSet from an InMemoryDataset (read from its collated storage and ``slices``), from
+  its index views (a slice, a permutation, a boolean mask), from a Batch and from a list of
+  Data holds the edges, labels and attributes a per-graph Python reference builds: the
+  distinct edges of every graph with global node ids, sorted; the first occurrence's
+  attributes for a duplicated edge;
+- the edges are merged on first read, so ``take``/``concat``/``to`` before that read give
+  the same sets as after it;
+- VertexHistogram / EdgeHistogram equal k(G, G') = Σ_ℓ c_ℓ(G) c_ℓ(G') from label counts
+  made by Python dictionaries, on their dense path (int8, float32 and float64 products) and
+  on the sparse path (many labels), normalized, cross Grams, rows, products and diagonals.
+"""
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from sklearn.model_selection import GridSearchCV
+from torch_geometric.data import Batch, Data, InMemoryDataset
+
+import torchkern as tk
+from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
+
+
+class Saved(InMemoryDataset):
+    """An InMemoryDataset saved to and loaded from a temporary folder."""
+
+    def __init__(self, root, graphs, transform=None):
+        self._graphs = graphs
+        super().__init__(root, transform=transform, log=False)
+        self.load(self.processed_paths[0])
+
+    @property
+    def raw_file_names(self):
+        return []
+
+    @property
+    def processed_file_names(self):
+        return ["graphs.pt"]
+
+    def process(self):
+        self.save(self._graphs, self.processed_paths[0])
+
+
+def graphs_with_everything(m, seed=0, n_labels=3):
+    """Random graphs with one-hot float x, integer edge_attr (one label column), float
+    node_attributes and edge_attributes; some edges duplicated (with other attributes),
+    some graphs without edges, isolated nodes."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(m):
+        n = int(rng.integers(1, 9))
+        k = int(rng.integers(0, 2 * n + 1)) if i % 7 else 0
+        e = rng.integers(0, n, (2, k))
+        e = np.concatenate([e, e[::-1], e[:, : k // 3]], 1)  # both ways, a few twice
+        x = np.eye(n_labels)[rng.integers(0, n_labels, n)]
+        out.append(Data(x=torch.tensor(x, dtype=torch.float32),
+                        edge_index=torch.tensor(e, dtype=torch.long),
+                        edge_attr=torch.tensor(rng.integers(0, 4, (e.shape[1], 1))),
+                        node_attributes=torch.tensor(rng.normal(size=(n, 2))),
+                        edge_attributes=torch.tensor(rng.normal(size=(e.shape[1], 3))),
+                        num_nodes=n))
+    return out
+
+
+def reference(graphs):
+    """Per-graph Python: (ptr, edges, first-occurrence edge rows, node label rows)."""
+    ptr, edges, erows, eattr = [0], [], [], []
+    for g in graphs:
+        off, seen = ptr[-1], {}
+        for j, (s, t) in enumerate(g.edge_index.t().tolist()):
+            seen.setdefault((s + off, t + off), j)
+        for (s, t), j in sorted(seen.items()):
+            edges.append((s, t))
+            erows.append(g.edge_attr[j].tolist())
+            eattr.append(g.edge_attributes[j].tolist())
+        ptr.append(off + g.num_nodes)
+    return ptr, edges, erows, eattr
+
+
+def check_set(G, graphs):
+    ptr, edges, erows, eattr = reference(graphs)
+    assert G.ptr.tolist() == ptr
+    assert [tuple(e) for e in G.edge_index.t().tolist()] == edges
+    src = G.edge_index[0]
+    assert G.eptr.tolist() == [int((src < p).sum()) for p in ptr]
+    assert G.edge_label_values[G.edge_label].tolist() == erows
+    np.testing.assert_array_equal(G.edge_attributes.numpy(), np.array(eattr).reshape(-1, 3))
+    x = torch.cat([g.x for g in graphs])
+    assert torch.equal(G.label_values[G.node_label].to(x.dtype), x)
+    np.testing.assert_array_equal(G.node_attributes.numpy(),
+                                  torch.cat([g.node_attributes for g in graphs]).numpy())
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    graphs = graphs_with_everything(40)
+    return graphs, Saved(str(tmp_path_factory.mktemp("fast_inputs")), graphs)
+
+
+def test_every_input_gives_the_per_graph_reference(data):
+    graphs, ds = data
+    for X in (graphs, tuple(graphs), Batch.from_data_list(graphs), ds):
+        check_set(GraphSet(X) if not isinstance(X, InMemoryDataset)
+                  else VertexHistogram().check_input(X), graphs)
+    perm = np.random.default_rng(1).permutation(len(graphs))
+    mask = torch.arange(len(graphs)) % 3 == 1
+    for view, idx in ((ds[5:17], range(5, 17)), (ds[perm], perm),
+                      (ds[mask], mask.nonzero().reshape(-1).tolist()),
+                      (ds[perm][3:20:2], perm[3:20:2])):
+        check_set(VertexHistogram().check_input(view), [graphs[i] for i in idx])
+
+
+def test_the_collated_read_needs_no_graph_objects(data, monkeypatch):
+    """The data set's own per-graph access is never called (no transform set)."""
+    graphs, ds = data
+
+    def forbidden(*a, **k):
+        raise AssertionError("a graph was read one by one")
+    monkeypatch.setattr(type(ds), "get", forbidden)
+    check_set(VertexHistogram().check_input(ds), graphs)
+    check_set(VertexHistogram().check_input(ds[2:9]), graphs[2:9])
+
+
+def test_a_transform_is_applied_graph_by_graph(tmp_path):
+    graphs = graphs_with_everything(6, seed=3)
+
+    def drop_last_node_label(d):
+        d = d.clone()
+        d.x = d.x * 0  # every node the same label
+        return d
+    ds = Saved(str(tmp_path), graphs, transform=drop_last_node_label)
+    K = VertexHistogram()(ds).to_dense()
+    n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
+    torch.testing.assert_close(K, torch.outer(n, n), rtol=0, atol=0)
+
+
+def test_dataset_errors_name_the_graph(tmp_path):
+    good = Data(x=torch.zeros(2, 1), edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    bad = Data(x=torch.zeros(2, 1), edge_index=torch.tensor([[0, 2], [2, 0]]), num_nodes=2)
+    ds = Saved(str(tmp_path / "a"), [good, good, bad])
+    with pytest.raises(ValueError, match=r"X: graph 2: edge_index must be .* node id 2 in a "
+                                         r"graph with num_nodes=2"):
+        VertexHistogram()(ds)
+    half = Data(x=torch.tensor([[0.5], [0.]]), edge_index=good.edge_index, num_nodes=2)
+    with pytest.raises(ValueError, match="x holds floats that are not integers"):
+        VertexHistogram()(Saved(str(tmp_path / "b"), [good, half]))
+
+
+def test_merging_on_first_read_commutes_with_take_concat_and_to(data):
+    graphs, _ = data
+    idx = torch.tensor([7, 3, 3, 30, 0])
+    pick = [graphs[i] for i in idx.tolist()]
+    check_set(GraphSet(graphs).take(idx), pick)  # taken before any edge read
+    check_set(GraphSet.concat([GraphSet(graphs[:9]), GraphSet(graphs[9:])]), graphs)
+    moved = GraphSet(graphs).to(dtype=torch.float32)
+    assert moved.dtype == torch.float32
+    check_set(moved, graphs)
+    G = GraphSet(graphs)
+    H = GraphSet(G)  # a copy made before the merge merges on its own
+    check_set(H, graphs)
+    check_set(G, graphs)
+
+
+# -- histogram kernels ---------------------------------------------------------------------
+
+def gram_from_counts(X, Y, key, normalize=False):
+    """Σ_ℓ c_ℓ(G) c_ℓ(G') from Python Counters of each graph's labels (``key``)."""
+    cx, cy = [Counter(key(g)) for g in X], [Counter(key(g)) for g in Y]
+    K = np.array([[sum(a[k] * b.get(k, 0) for k in a) for b in cy] for a in cx], dtype=float)
+    if normalize:
+        dx = np.array([sum(v * v for v in a.values()) for a in cx], dtype=float)
+        dy = np.array([sum(v * v for v in b.values()) for b in cy], dtype=float)
+        with np.errstate(divide="ignore"):
+            sx, sy = np.where(dx > 0, dx ** -0.5, 0), np.where(dy > 0, dy ** -0.5, 0)
+        K = K * sx[:, None] * sy[None, :]
+    return K
+
+
+def node_labels(g):
+    return [tuple(r) for r in g.x.tolist()]
+
+
+def edge_labels(g):
+    seen = {}
+    for (s, t), r in zip(g.edge_index.t().tolist(), g.edge_attr.tolist()):
+        seen.setdefault((s, t), tuple(r))
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_histograms_equal_python_counts(data, normalize):
+    graphs, ds = data
+    X, Y = graphs[:25], graphs[25:]
+    for k, key in ((VertexHistogram(normalize), node_labels),
+                   (EdgeHistogram(normalize), edge_labels)):
+        ref = gram_from_counts(graphs, graphs, key, normalize)
+        for inp in (graphs, Batch.from_data_list(graphs), ds):
+            np.testing.assert_allclose(k(inp).to_dense().numpy(), ref, rtol=1e-14, atol=0)
+        K = k(X, Y)
+        cross = gram_from_counts(X, Y, key, normalize)
+        np.testing.assert_allclose(K.to_dense().numpy(), cross, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(K.T.to_dense().numpy(), cross.T, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(K.rows([4, 0, 4]).numpy(), cross[[4, 0, 4]], rtol=1e-14)
+        v = torch.linspace(-1, 1, len(Y), dtype=torch.float64)
+        np.testing.assert_allclose((K @ v).numpy(), cross @ v.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(k.diag(X).numpy(), np.diag(gram_from_counts(X, X, key,
+                                                                                normalize)))
+
+
+def test_histogram_products_stay_exact_for_large_counts():
+    """Counts above 127 (no int8) and a squared norm above 2^24 (no float32): still exact."""
+    rng = np.random.default_rng(2)
+    sizes = [3, 200, 150, 4100, 4097]
+    graphs = [Data(x=torch.tensor(rng.integers(0, 2, (n, 1)) * (i != 3)),
+                   edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=n)
+              for i, n in enumerate(sizes)]
+    K = VertexHistogram()(graphs).to_dense().numpy()
+    np.testing.assert_array_equal(K, gram_from_counts(graphs, graphs, node_labels))
+    assert K[3, 3] == 4100 ** 2 > 2 ** 24
+
+
+def test_many_labels_take_the_sparse_path():
+    rng = np.random.default_rng(4)
+    graphs = [Data(x=torch.tensor(rng.integers(0, 5000, (30, 1))),
+                   edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=30)
+              for _ in range(12)]
+    for normalize in (False, True):
+        np.testing.assert_allclose(
+            VertexHistogram(normalize)(graphs).to_dense().numpy(),
+            gram_from_counts(graphs, graphs, node_labels, normalize), rtol=1e-14, atol=0)
+
+
+def test_histograms_in_grid_search(data):
+    graphs, ds = data
+    y = np.array([i % 2 for i in range(len(graphs))])
+    grid = GridSearchCV(tk.KernelRidge(kernel=VertexHistogram()),
+                        {"kernel": [VertexHistogram(True), EdgeHistogram(True)],
+                         "alpha": [0.1, 1.0]}, cv=3)
+    ref = grid.fit(graphs, y.astype(float)).cv_results_["mean_test_score"]
+    assert np.isfinite(ref).all()
+    np.testing.assert_allclose(grid.fit(ds, y.astype(float)).cv_results_["mean_test_score"],
+                               ref, rtol=1e-12)
