@@ -9,7 +9,7 @@ import torch
 
 from .._validation import is_int
 from ..gram import DenseKernelMatrix
-from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges
+from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges, sorted_unique
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, initial_labels
 
 __all__ = ["SubgraphMatching", "connected_subgraphs", "canonical_codes"]
@@ -48,6 +48,7 @@ def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
     deg = torch.bincount(src, minlength=N)
     start = torch.cumsum(deg, 0) - deg
     sets = torch.arange(N, device=dev).unsqueeze(1)
+    n_max = max(int(G.num_nodes.max()) if len(G) else 1, 1)
     out = [sets]
     for s in range(1, k):
         M = sets.shape[0]
@@ -66,22 +67,32 @@ def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
         rows = torch.cat([rows[fresh], nbr[fresh].unsqueeze(1)], 1).sort(1).values
         if rows.shape[0] == 0:
             break
-        _, _, first = compact(list(rows.T), [N] * (s + 1))
+        span = n_max ** s  # the offsets from the first (smallest) node, base n_max
+        if N * span < 2 ** 62:  # one int64 key per row
+            key = rows[:, 0] * span
+            for j in range(1, s + 1):
+                key += (rows[:, j] - rows[:, 0]) * n_max ** (j - 1)
+            first = sorted_unique(key)[3]
+        else:
+            first = compact(list(rows.T), [N] * (s + 1))[2]
         sets = rows.index_select(0, first)
         out.append(sets)
     return out
 
 
-def _refined_colors(labels: torch.Tensor, adj: torch.Tensor, rounds: int = 2):
-    """Colour refinement inside each small graph (1-dimensional Weisfeiler–Lehman on its
-    complete pair structure): a node's new colour is the id of (its colour, the sorted
-    multiset of (edge code, colour) of the other nodes). Ids are shared by all M graphs,
-    so isomorphic graphs get the same colours on corresponding nodes."""
+def _refined_colors(labels: torch.Tensor, adj: torch.Tensor, rounds: int = 1):
+    """Node colours inside each small graph, an isomorphism invariant: first (label,
+    degree in the graph), then ``rounds`` rounds of colour
+    refinement (1-dimensional Weisfeiler–Lehman on the complete pair structure: a node's
+    new colour is the id of its colour and the sorted multiset of (edge code, colour) of
+    the other nodes). Ids are shared by all M graphs, so isomorphic graphs get the same
+    colours on corresponding nodes."""
     M, s = labels.shape
-    color, C = labels, int(labels.max()) + 1 if labels.numel() else 1
-    codes = int(adj.max()) + 1 if adj.numel() else 1
     if s == 1:
-        return color
+        return labels
+    codes = int(adj.max()) + 1 if adj.numel() else 1
+    _, color, cnt, _ = sorted_unique((labels * s + (adj > 0).sum(2)).reshape(-1))
+    color, C = color.view(M, s), cnt.numel()
     off = ~torch.eye(s, dtype=torch.bool, device=labels.device)
     for _ in range(rounds):
         tok = (adj * C + color.unsqueeze(1))[:, off].view(M, s, s - 1).sort(2).values
@@ -296,17 +307,14 @@ class SubgraphMatching(CountFeatureKernel):
             _, el = torch.unique(el, return_inverse=True)
             ecode = el + 1
             n_codes = int(el.max()) + 2 if el.numel() else 1
-        ekey = s_ * max(N, 1) + t_
+        edge_code = self._edge_codes(G, s_, t_, ecode, n_codes)
         rows, cols, vals, weights, offset = [], [], [], [], 0
         for sets in connected_subgraphs(G, self.k, s_, t_):
             M, s = sets.shape
             lab = labels.index_select(0, sets.reshape(-1)).view(M, s)
             adj = torch.zeros(M, s, s, dtype=torch.long, device=dev)
-            for a, b in itertools.combinations(range(s), 2) if ekey.numel() else ():
-                key = sets[:, a] * max(N, 1) + sets[:, b]
-                pos = torch.searchsorted(ekey, key).clamp_max(ekey.numel() - 1)
-                code = torch.where(ekey.index_select(0, pos) == key, ecode.index_select(0, pos), 0)
-                adj[:, a, b] = adj[:, b, a] = code
+            for a, b in itertools.combinations(range(s), 2) if s_.numel() else ():
+                adj[:, a, b] = adj[:, b, a] = edge_code(sets[:, a], sets[:, b])
             # the distinct codes in node order, then their canonical forms
             iu = torch.triu_indices(s, s, 1, device=dev)
             raw = [*lab.T, *adj[:, iu[0], iu[1]].T]
@@ -321,6 +329,29 @@ class SubgraphMatching(CountFeatureKernel):
             weights.append(aut * lam if isinstance(lam, int) else aut.double() * lam)
             offset += cfirst.numel()
         return torch.cat(rows), torch.cat(cols), torch.cat(vals), torch.cat(weights), offset
+
+    @staticmethod
+    def _edge_codes(G: GraphSet, src, dst, ecode, n_codes):
+        """A function (u, v) ↦ the code of the pair of nodes u, v of one graph (0: no
+        edge, else 1 + edge label): a table of every node's row of codes to the nodes of
+        its graph (N × n_max, one byte each while the codes fit) when it is small, else a
+        binary search in the sorted edge keys."""
+        N = int(G.ptr[-1])
+        n_max = max(int(G.num_nodes.max()) if len(G) else 1, 1)
+        base = G.ptr.index_select(0, G.graph_of_node)  # each node's graph's first node
+        if N * n_max <= 2 ** 26:
+            dtype = torch.uint8 if n_codes <= 256 else torch.long
+            table = torch.zeros(N * n_max, dtype=dtype, device=G.device)
+            table[src * n_max + dst - base.index_select(0, src)] = ecode.to(dtype)
+            return lambda u, v: table.index_select(
+                0, u * n_max + v - base.index_select(0, u)).long()
+        ekey = src * N + dst
+
+        def lookup(u, v):
+            key = u * N + v
+            pos = torch.searchsorted(ekey, key).clamp_max(ekey.numel() - 1)
+            return torch.where(ekey.index_select(0, pos) == key, ecode.index_select(0, pos), 0)
+        return lookup
 
     def _entries(self, G: GraphSet):
         """φ with K = φφᵀ: counts scaled by √(λ_s |Aut|) (floats)."""
