@@ -39,23 +39,22 @@ def _flg(Sa_inv, lda, Sb_inv, ldb, symmetric: bool = False) -> torch.Tensor:
     for i in range(0, A, rb):
         c0 = i if symmetric else 0  # the upper triangle (and a little more) when symmetric
         k, m = min(rb, A - i), B - c0
-        Sa = Sa_inv[i:i + k, None].expand(k, m, p, p).reshape(-1, p, p)
-        Sb = Sb_inv[None, c0:].expand(k, m, p, p).reshape(-1, p, p)
-        out[i:i + k, c0:] = _flg_pairs(Sa, lda[i:i + k, None].expand(k, m).reshape(-1), Sb,
-                                       ldb[None, c0:].expand(k, m).reshape(-1)).view(k, m)
+        M = (Sa_inv[i:i + k, None] + Sb_inv[None, c0:]).view(-1, p, p)
+        out[i:i + k, c0:] = _flg_sum(M, (lda[i:i + k, None] + ldb[None, c0:]).view(-1)
+                                     ).view(k, m)
     if symmetric:
         out = torch.triu(out) + torch.triu(out, 1).T
     return out
 
 
-def _flg_pairs(Sa_inv, lda, Sb_inv, ldb) -> torch.Tensor:
-    """The FLG values of aligned pairs (a_i, b_i), (k,)."""
-    Lc, info = torch.linalg.cholesky_ex(Sa_inv + Sb_inv)
+def _flg_sum(M, ld_sum) -> torch.Tensor:
+    """FLG values from M = S_a⁻¹ + S_b⁻¹ (k, p, p) and log det S_a + log det S_b (k,)."""
+    Lc, info = torch.linalg.cholesky_ex(M)
     if bool((info != 0).any()):
         raise ValueError("MultiscaleLaplacian: S_a⁻¹ + S_b⁻¹ is not positive definite "
                          "(gamma or heta too small for float64)")
     logdet = 2 * torch.log(torch.diagonal(Lc, dim1=-2, dim2=-1)).sum(-1)
-    logr = (-logdet - 0.5 * (lda + ldb)) / 2
+    logr = (-logdet - 0.5 * ld_sum) / 2
     return torch.where(logr < _CUTOFF, torch.zeros_like(logr), torch.exp(logr))
 
 
@@ -125,31 +124,46 @@ def _laplacian(A: torch.Tensor, heta: float) -> torch.Tensor:
     return L
 
 
+def _solve(L: torch.Tensor, U: torch.Tensor, symmetric: bool) -> torch.Tensor:
+    """L⁻¹U for a batch; Cholesky where L is symmetric (undirected graphs: L + ηI is
+    then positive definite), LU otherwise (column diagonally dominant)."""
+    if symmetric:
+        Lc, info = torch.linalg.cholesky_ex(L)
+        if not bool((info != 0).any()):
+            return torch.cholesky_solve(U, Lc)
+    return torch.linalg.solve(L, U)
+
+
 def _node_S(chunks: _Chunks, F: torch.Tensor, r: int, gamma: float, heta: float):
     r"""S_v⁻¹ and log det S_v of every node v: S_v = U_vᵀ (L_v + ηI)⁻¹ U_v + γI, L_v
     the Laplacian of the subgraph induced by the nodes within r hops of v (out-edges)
-    and U_v their rows of F. Non-members are padded as isolated nodes with zero rows,
-    which leaves S_v unchanged: (N, p, p) and (N,)."""
+    and U_v their rows of F: (N, p, p) and (N,). The neighbourhoods of a group of graphs
+    are padded to the largest one with isolated nodes of zero rows, which leave S_v
+    unchanged."""
     N, p = F.shape
-    Sinv = torch.empty(N, p, p, dtype=torch.float64, device=F.device)
-    ld = torch.empty(N, dtype=torch.float64, device=F.device)
+    dev = F.device
+    Sinv = torch.empty(N, p, p, dtype=torch.float64, device=dev)
+    ld = torch.empty(N, dtype=torch.float64, device=dev)
     for gids, nodes, A, D in chunks.items:
         B, n = nodes.shape
         valid = nodes >= 0
-        Fp = F[nodes.clamp_min(0)] * valid[..., None]  # (B, n, p)
-        step = max(1, _BUDGET // (n * n * max(n, p)))
-        for s in range(0, B, step):
-            e = min(B, s + step)
-            M = ((D[s:e] <= r) & valid[s:e, None, :]).to(torch.float64)  # (b, i, j)
-            Asub = A[s:e, None] * M[..., :, None] * M[..., None, :]  # (b, i, n, n)
-            L = _laplacian(Asub, heta)
-            U = Fp[s:e, None] * M[..., None]  # (b, i, n, p)
-            S = U.transpose(-1, -2) @ torch.linalg.solve(L, U)
+        M = (D <= r) & valid[:, None, :] & valid[:, :, None]  # (b, i, j): j in i's ball
+        size = M.sum(-1)
+        m = int(size.max())
+        members = torch.argsort((~M).to(torch.int8), dim=-1, stable=True)[..., :m]
+        inside = torch.arange(m, device=dev) < size[..., None]  # (B, n, m)
+        b, i = valid.nonzero(as_tuple=True)
+        symmetric = bool((A == A.transpose(1, 2)).all())
+        step = max(1, _BUDGET // (m * max(m, p) * 4))
+        for s in range(0, b.numel(), step):
+            bb, ii = b[s:s + step], i[s:s + step]
+            idx, ins = members[bb, ii], inside[bb, ii]  # (k, m)
+            Asub = A[bb[:, None, None], idx[:, :, None], idx[:, None, :]]
+            Asub = Asub * (ins[:, :, None] & ins[:, None, :])
+            U = F[nodes[bb[:, None], idx]] * ins[..., None]  # (k, m, p)
+            S = U.transpose(-1, -2) @ _solve(_laplacian(Asub, heta), U, symmetric)
             S.diagonal(dim1=-2, dim2=-1).add_(gamma)
-            si, li = _inverse_logdet(S)
-            ok = valid[s:e]
-            idx = nodes[s:e][ok]
-            Sinv[idx], ld[idx] = si[ok], li[ok]
+            Sinv[nodes[bb, ii]], ld[nodes[bb, ii]] = _inverse_logdet(S)
     return Sinv, ld
 
 
@@ -160,7 +174,8 @@ def _graph_S(chunks: _Chunks, n_graphs: int, F: torch.Tensor, gamma: float, heta
     for gids, nodes, A, D in chunks.items:
         valid = nodes >= 0
         U = F[nodes.clamp_min(0)] * valid[..., None]
-        S[gids] = U.transpose(-1, -2) @ torch.linalg.solve(_laplacian(A, heta), U)
+        symmetric = bool((A == A.transpose(1, 2)).all())
+        S[gids] = U.transpose(-1, -2) @ _solve(_laplacian(A, heta), U, symmetric)
     S.diagonal(dim1=-2, dim2=-1).add_(gamma)
     return _inverse_logdet(S)
 
@@ -437,4 +452,4 @@ def _self_flg(Sinv: torch.Tensor, ld: torch.Tensor) -> torch.Tensor:
     """k_FLG(S_i, S_i) of every i, (n,) (2^(−p/2) up to rounding)."""
     if Sinv.shape[-1] == 0:
         return torch.ones(Sinv.shape[0], dtype=torch.float64, device=Sinv.device)
-    return _flg_pairs(Sinv, ld, Sinv, ld)
+    return _flg_sum(Sinv + Sinv, ld + ld)
