@@ -102,7 +102,13 @@ def _edge_pairs(G: GraphSet):
 
 # -- the Lovász SDP -------------------------------------------------------------------------
 
-def _lovasz_group(n: int, edges: list, tol: float, max_iter: int, n_center: int):
+# Centering floor and step fraction: the iterates stay near the central path (Mehrotra's
+# σ alone, with steps of 0.99, drifts off it and ends far from the analytic centre of the
+# optimal face on graphs whose optimal slack is not unique).
+_SIGMA_MIN, _STEP = 0.3, 0.9
+
+
+def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
     """The Lovász SDP of graphs with n ≥ 2 nodes each, one batch (see
     :func:`lovasz_theta_sdp`). Returns (θ (B,), W (B, n, n), converged (B,))."""
     B = len(edges)
@@ -156,22 +162,15 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int, n_center: int)
         return torch.where(info == 0, a, torch.zeros_like(a))
 
     done = torch.zeros(B, dtype=torch.bool)
-    step, history, centering = 0.99, [], 0
-    for _ in range(max_iter + n_center):
+    step, history = _STEP, []
+    for _ in range(max_iter):
         gap = (W * X).sum((1, 2))
-        if not centering:
-            done |= gap <= tol * t.abs().clamp_min(1.0)
-            history.append(gap)
-            if len(history) > 3:  # stalled: the Schur system is too ill-conditioned
-                done |= gap > 0.5 * history[-4]
-            if bool(done.all()) or len(history) >= max_iter:
-                centering, done = 1, torch.zeros_like(done)
-                if not n_center:
-                    break
-        elif centering > n_center:
+        done |= gap <= tol * t.abs().clamp_min(1.0)
+        history.append(gap)
+        if len(history) > 3:  # stalled: the Schur system is too ill-conditioned
+            done |= gap > 0.9 * history[-4]
+        if bool(done.all()):
             break
-        else:
-            centering += 1
         mu = gap / n
         LX, info = torch.linalg.cholesky_ex(X)
         done |= info != 0
@@ -200,20 +199,11 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int, n_center: int)
             dW = dW - torch.diag_embed(torch.diagonal(dW, 0, 1, 2)) + dt_[:, None, None] * I
             return dW, dX, dt_
 
-        if centering:  # a Newton step back to the central path at this μ
-            dW, dX, dt_ = direction(mu[:, None, None] * Xi - W)
-            ap = (step * max_step(W, dW)).clamp_max(1.0)
-            ad = (step * max_step(X, dX)).clamp_max(1.0)
-            ok = ((ap > 0) & (ad > 0)).to(dt)
-            W = W + (ok * ap)[:, None, None] * dW
-            t = t + ok * ap * dt_
-            X = X + (ok * ad)[:, None, None] * dX
-            continue
         dW_a, dX_a, _ = direction(-W)
         ap = (step * max_step(W, dW_a)).clamp_max(1.0)
         ad = (step * max_step(X, dX_a)).clamp_max(1.0)
         mu_a = ((W + ap[:, None, None] * dW_a) * (X + ad[:, None, None] * dX_a)).sum((1, 2)) / n
-        sigma = (mu_a / mu).clamp(0.0, 1.0) ** 3
+        sigma = ((mu_a / mu).clamp(0.0, 1.0) ** 3).clamp_min(_SIGMA_MIN)
         C = dW_a @ dX_a @ Xi
         R = (sigma * mu)[:, None, None] * Xi - W - (C + C.transpose(1, 2)) / 2
         dW, dX, dt_ = direction(R)
@@ -229,7 +219,7 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int, n_center: int)
     return t, (W + W.transpose(1, 2)) / 2, gap / t.abs().clamp_min(1.0)
 
 
-def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60, n_center: int = 3):
+def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
     r"""θ and the optimal slack matrix of the Lovász SDP of every graph, in GraKeL's
     convention:
 
@@ -274,7 +264,7 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60, n_center: in
             groups.setdefault(n, []).append(i)
     for n, idx in groups.items():
         with one_thread():
-            t, W, gap = _lovasz_group(n, [graphs[i][1] for i in idx], tol, max_iter, n_center)
+            t, W, gap = _lovasz_group(n, [graphs[i][1] for i in idx], tol, max_iter)
         worst = float(gap.max())
         if worst > 1e-6:
             raise RuntimeError(f"lovasz_theta_sdp: the interior-point method stopped at a "
@@ -297,49 +287,125 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
     ``randint`` picks; its ``_fitball_`` computes the circumcentre offset C of the
     support points R from R_0 but returns C + R_1 as the centre (the radius ‖C‖ is the
     circumradius). Replayed here exactly, with the centre kept as coefficients γ over
-    the points (c = Σ γ_i u_i), so only the Gram matrix is needed."""
+    the points (c = Σ γ_i u_i), so only the Gram matrix is needed; plain Python floats
+    (the systems have at most k − 1 unknowns)."""
     k = Gm.shape[0]
+    G = Gm.tolist()
     P0 = [p - 1 for p in draws.permutation(k)]
 
+    chol = {}  # tuple(R) → Cholesky rows of 2·QQ(R), extended one support point at a time
+
     def fitball(R):
+        """(points R mod k, coefficients L, radius, ⟨c, u_q⟩ function data) of GraKeL's
+        ``_fitball_(R)``: the centre c = u_{R_1} + Σ_i L_i (u_{R_i} − u_{R_0})."""
         R = [r % k for r in R]
-        gam = np.zeros(k)
-        if len(R) == 1:
-            gam[R[0]] = 1.0
-            return gam, 0.0
         r0 = R[0]
-        rest = R[1:]
-        Gr = Gm[np.ix_(rest, rest)]
-        g0 = Gm[r0, rest]
-        QQ = Gr - g0[:, None] - g0[None, :] + Gm[r0, r0]   # Q_iᵀQ_j, i, j ≥ 1
-        L = np.linalg.solve(2 * QQ, np.diagonal(QQ).copy())
-        r = math.sqrt(max(float(L @ QQ @ L), 0.0))
-        np.add.at(gam, rest, L)
-        gam[r0] -= L.sum()
-        gam[R[1] % k] += 1.0
-        return gam, r
+        if len(R) == 1:
+            return R, (), 0.0, G[r0][r0]
+        g0, rest = G[r0], R[1:]
+        g00, m = g0[r0], len(rest)
+        key = tuple(R)
+        Lc = None
+        prev = chol.get(key[:-1]) if m > 1 else ()
+        if prev is not None:  # one more row of the Cholesky factor of 2 QQ
+            a = rest[-1]
+            ga = G[a]
+            c0 = g00 - g0[a]
+            row = []
+            d2 = 2.0 * (ga[a] - g0[a] + c0)
+            for j in range(m - 1):
+                pj = prev[j]
+                v = 2.0 * (ga[rest[j]] - g0[rest[j]] + c0)
+                for i in range(j):
+                    v -= row[i] * pj[i]
+                v /= pj[j]
+                row.append(v)
+                d2 -= v * v
+            if d2 > 1e-10 * 2.0 * (ga[a] - g0[a] + c0):
+                row.append(math.sqrt(d2))
+                Lc = list(prev) + [row]
+        if Lc is not None:
+            chol[key] = Lc
+            rhs = [G[a][a] - 2.0 * g0[a] + g00 for a in rest]  # diag(QQ)
+            y = []
+            for i in range(m):
+                Li = Lc[i]
+                v = rhs[i]
+                for j in range(i):
+                    v -= Li[j] * y[j]
+                y.append(v / Li[i])
+            L = [0.0] * m
+            for i in range(m - 1, -1, -1):
+                v = y[i]
+                for j in range(i + 1, m):
+                    v -= Lc[j][i] * L[j]
+                L[i] = v / Lc[i][i]
+            # ‖C‖² = Lᵀ QQ L = ½ Lᵀ diag(QQ), as 2 QQ L = diag(QQ)
+            rr = 0.0
+            for i in range(m):
+                rr += L[i] * rhs[i]
+            rr *= 0.5
+        else:  # ill-conditioned or first: Gaussian elimination with partial pivoting
+            QQ = [[G[a][b] - g0[a] - g0[b] + g00 for b in rest] for a in rest]
+            M = [[2.0 * v for v in row] + [row[i]] for i, row in enumerate(QQ)]
+            for c in range(m):
+                piv = max(range(c, m), key=lambda i: abs(M[i][c]))
+                M[c], M[piv] = M[piv], M[c]
+                if M[c][c] == 0.0:
+                    raise np.linalg.LinAlgError(
+                        "LovaszTheta: the support points of a minimum ball are affinely "
+                        "dependent (GraKeL's solver fails here too)")
+                for i in range(c + 1, m):
+                    f = M[i][c] / M[c][c]
+                    if f:
+                        Mi, Mc = M[i], M[c]
+                        for j in range(c, m + 1):
+                            Mi[j] -= f * Mc[j]
+            L = [0.0] * m
+            for i in range(m - 1, -1, -1):
+                L[i] = (M[i][m] - sum(M[i][j] * L[j] for j in range(i + 1, m))) / M[i][i]
+            rr = sum(L[i] * QQ[i][j] * L[j] for i in range(m) for j in range(m))
+            if m == 1 and QQ[0][0] > 0:
+                chol[key] = [[math.sqrt(2.0 * QQ[0][0])]]
+        r1 = rest[0]
+        g1 = G[r1]
+        # ‖c‖² = ‖C‖² + 2⟨C, u_{R_1}⟩ + ‖u_{R_1}‖²
+        cc = 0.0
+        for i in range(m):
+            cc += L[i] * (g1[rest[i]] - g0[r1])
+        cc = rr + 2.0 * cc + g1[r1]
+        return R, L, math.sqrt(max(rr, 0.0)), cc
+
+    def dot_c(ball, q):  # ⟨u_q, c⟩
+        R, L, _, _ = ball
+        Gq = G[q]
+        if not L:
+            return Gq[R[0]]
+        g0q = Gq[R[0]]
+        v = Gq[R[1]]
+        for i in range(len(L)):
+            v += L[i] * (Gq[R[i + 1]] - g0q)
+        return v
 
     def minidisk(P, R):
         if not P:
             if not R:
-                return None, 0.0
+                return None
             return fitball(R)
         p = P[draws.interval(len(P) - 1)]
         Pp = [q for q in P if q != p]
-        gam, r = minidisk(Pp, R)
+        ball = minidisk(Pp, R)
         pk = p % k
-        if gam is None:
-            d = math.sqrt(max(Gm[pk, pk], 0.0))
+        if ball is None:
+            d2, r = G[pk][pk], 0.0
         else:
-            Gg = Gm @ gam
-            d = math.sqrt(max(Gm[pk, pk] - 2 * Gg[pk] + gam @ Gg, 0.0))
-        if d - r > 0.1 and p not in R:
-            gam, r = minidisk(Pp, R + [p])
-        return gam, r
+            d2, r = G[pk][pk] - 2.0 * dot_c(ball, pk) + ball[3], ball[2]
+        if math.sqrt(max(d2, 0.0)) - r > 0.1 and p not in R:
+            ball = minidisk(Pp, R + [p])
+        return ball
 
-    gam, _ = minidisk(P0, [])
-    Gg = Gm @ gam
-    return float(Gg.min() / math.sqrt(gam @ Gg))
+    ball = minidisk(P0, [])
+    return min(dot_c(ball, i) for i in range(k)) / math.sqrt(ball[3])
 
 
 def _exact_cone(Gm: np.ndarray) -> float:
@@ -644,7 +710,7 @@ class SVMTheta(_ThetaKernel):
         feature columns is x₀y₀ — the *first subset size only*, which on MUTAG
         (50 samples, sizes 2–8) is never sampled, so GraKeL's default Gram there is
         all zeros. The dot product here is the sum over all sizes (GraKeL with
-        ``metric=lambda x, y: float(x.T @ y)``).
+        ``metric=lambda x, y: (x.T @ y).item()``).
     normalize : bool
         Cosine normalization.
 
