@@ -182,6 +182,16 @@ def test_subgraph_matching_equals_grakel_on_mutag(mutag, n, gargs, args):
         np.testing.assert_array_equal(K, ref)
 
 
+def test_both_equal_grakel_on_cuneiform_multi_hot_labels():
+    # Cuneiform: node labels are multi-hot rows of x, edge labels two-column rows
+    graphs = tk.datasets.read_tu(os.path.join(DATA, "Cuneiform"))
+    ref = reference(gk.HadamardCode(), graphs, as_list=True)
+    np.testing.assert_array_equal(dense(HadamardCode(), graphs), ref)
+    ref = reference(gk.SubgraphMatching(normalize=True), graphs[:30], edge_labels=True)
+    K = dense(SubgraphMatching(edge_labels=True, normalize=True), graphs[:30])
+    np.testing.assert_allclose(K, ref, rtol=0, atol=1e-14)
+
+
 @pytest.mark.parametrize("lw", ["decreasing", "strong_decreasing"])
 def test_subgraph_matching_fractional_weights_equal_grakel(lw):
     graphs = random_graphs(12, 2, 8, 0.45, 2, seed=5, n_bonds=2, loops=True)
