@@ -189,9 +189,42 @@ def edge_labels(g):
     return list(seen.values())
 
 
+def distinct_shuffled(graphs, seed=5):
+    """Copies whose edges are distinct, in a random order (EdgeHistogram then counts them
+    without merging)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in graphs:
+        _, first = np.unique(g.edge_index.numpy(), axis=1, return_index=True)
+        keep = torch.as_tensor(rng.permutation(first))
+        out.append(Data(x=g.x, edge_index=g.edge_index[:, keep], edge_attr=g.edge_attr[keep],
+                        num_nodes=g.num_nodes))
+    return out
+
+
 @pytest.mark.parametrize("normalize", [False, True])
 def test_histograms_equal_python_counts(data, normalize):
     graphs, ds = data
+    distinct = distinct_shuffled(graphs)
+    G = GraphSet(distinct)
+    labels = G.labelled_edges()[1]  # the edges as given (shuffled), not merged
+    assert not torch.equal(labels, G.edge_label)  # the merged ones, sorted
+    assert torch.equal(labels.sort().values, G.edge_label.sort().values)
+    ref = gram_from_counts(distinct, distinct, edge_labels, normalize)
+    for inp in (distinct, Batch.from_data_list(distinct)):
+        np.testing.assert_allclose(EdgeHistogram(normalize)(inp).to_dense().numpy(), ref,
+                                   rtol=1e-14, atol=0)
+    # an edge between two graphs of a Batch: the merged edges are read
+    b = Batch.from_data_list(distinct[:3])
+    b.edge_index = torch.cat([b.edge_index, torch.tensor([[0], [int(b.ptr[2])]])], 1)
+    b.edge_attr = torch.cat([b.edge_attr, torch.tensor([[9]])])
+    K = EdgeHistogram(normalize)(b).to_dense().numpy()
+    extra = Data(x=distinct[0].x, num_nodes=distinct[0].num_nodes,
+                 edge_index=torch.cat([distinct[0].edge_index, torch.tensor([[0], [0]])], 1),
+                 edge_attr=torch.cat([distinct[0].edge_attr, torch.tensor([[9]])]))
+    np.testing.assert_allclose(K, gram_from_counts([extra] + distinct[1:3],
+                                                   [extra] + distinct[1:3], edge_labels,
+                                                   normalize), rtol=1e-14, atol=0)
     X, Y = graphs[:25], graphs[25:]
     for k, key in ((VertexHistogram(normalize), node_labels),
                    (EdgeHistogram(normalize), edge_labels)):

@@ -492,6 +492,30 @@ class GraphSet(KernelInput):
     def edge_label_values(self, value) -> None:
         self.__dict__["_edge_label_values"] = value
 
+    def labelled_edges(self):
+        """``(graph, label, n_labels)`` of every distinct edge, in an unspecified order: the
+        graph of its source and its edge label id in [0, ``n_labels``) — what counting
+        edge labels needs (:class:`EdgeHistogram`). None when the set has no edge labels.
+
+        Edges not merged yet (:meth:`_merge` runs on the first read of an edge field) are
+        used as given when they hold no duplicate, checked by one scatter of per-graph
+        (source, target) keys into Σ_g n_g² flags; else (duplicates, large graphs, an edge
+        between two graphs) the merged edges are read."""
+        with one_thread():
+            raw = self.__dict__.get("_raw_edges")
+            if raw is not None and raw[1] is not None:
+                graph = _graph_if_distinct(raw[0], self.ptr)
+                if graph is not None:
+                    ea = raw[1]
+                    _check_integral(ea, "edge_attr")
+                    ids, values = _label_ids(ea, ea.shape[0], "edge_attr", self.ptr.device)
+                    return graph, ids, max(int(values.shape[0]), 1)
+            if self.edge_label is None:
+                return None
+            graph = torch.repeat_interleave(torch.arange(len(self), device=self.ptr.device),
+                                            self.num_edges, output_size=self.edge_label.numel())
+            return graph, self.edge_label, max(int(self.edge_label_values.shape[0]), 1)
+
     def _edge_label_parts(self, edges: torch.Tensor) -> dict:
         """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
         keyword arguments of :meth:`_from_parts`: label ids if read, else the raw rows."""
@@ -909,6 +933,27 @@ def _from_batches(items, node_attr="node_attributes") -> "GraphSet":
     if run:
         parts.append(GraphSet(run, node_attr=node_attr))
     return parts[0] if len(parts) == 1 else GraphSet.concat(parts)
+
+
+def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
+    """The graph of every edge's source when the edges ``ei`` (global node ids, any order)
+    are distinct, each inside one graph, and Σ_g n_g² (the flags of one (source, target)
+    key per node pair of each graph) is at most 16 per edge; None otherwise."""
+    E = ei.shape[1]
+    counts = ptr[1:] - ptr[:-1]
+    sq = counts * counts
+    R = int(sq.sum())
+    if E and R > max(16 * E, 2 ** 16):
+        return None
+    graph = torch.repeat_interleave(torch.arange(counts.numel(), device=ptr.device), counts,
+                                    output_size=int(ptr[-1])).index_select(0, ei[0])
+    start, n = ptr.index_select(0, graph), counts.index_select(0, graph)
+    s, t = ei[0] - start, ei[1] - start
+    if E and not bool(((t >= 0) & (t < n)).all()):
+        return None  # an edge between two graphs: the merge sorts it out
+    key = (torch.cumsum(sq, 0) - sq).index_select(0, graph) + s * n + t
+    flags = torch.zeros(R, dtype=torch.bool, device=ptr.device).index_fill_(0, key, True)
+    return graph if int(flags.sum()) == E else None
 
 
 def _merge_edges(ei: torch.Tensor, n: int, positions: bool):

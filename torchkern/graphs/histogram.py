@@ -187,9 +187,8 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
         return rows, cols, counts, L
 
     def _keys(self, G: GraphSet):
-        if G.edge_label is None:
+        keys = G.labelled_edges()  # distinct edges, in any order: no sort when distinct
+        if keys is None:
             raise ValueError("EdgeHistogram needs edge labels: give every graph edge_attr "
                              "(one row per edge; each distinct row is one label)")
-        graph = torch.repeat_interleave(torch.arange(len(G), device=G.device), G.num_edges,
-                                        output_size=int(G.edge_label.numel()))
-        return graph, G.edge_label, max(int(G.edge_label_values.shape[0]), 1)
+        return keys
