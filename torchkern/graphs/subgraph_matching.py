@@ -129,10 +129,10 @@ def _smallest_code(labels, adj, perms):
         low = torch.where(alive, v, big).min(1).values
         alive &= v == low.unsqueeze(1)
         cols.append(low)
-    return torch.stack(cols, 1), alive.sum(1)
+    return torch.stack(cols, 1), alive
 
 
-def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
+def canonical_codes(labels: torch.Tensor, adj: torch.Tensor, orders: bool = False):
     """Canonical forms of small labelled graphs, all of one size s: ``(codes, n_aut)``.
 
     ``labels`` (M, s) node label ids, ``adj`` (M, s, s) symmetric edge codes (0: no edge,
@@ -146,11 +146,17 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
     isomorphic graphs do. The orders that reach the smallest code differ by an
     automorphism (which keeps colours), so their number ``n_aut`` is the number of
     label-preserving automorphisms. O(M P s²) for P orders per graph, graphs grouped by
-    the sizes of their colour runs."""
+    the sizes of their colour runs.
+
+    ``orders=True`` also returns ``(owner, order)``: every order that reaches the
+    canonical code, as positions (rows of ``order``, (Q, s), Q = Σ n_aut) of graph
+    ``owner`` — reading graph ``owner[q]``'s nodes at ``order[q]`` gives its canonical
+    code; the first order of each graph comes first."""
     M, s = labels.shape
     dev = labels.device
     if M == 0:
-        return labels.new_zeros(0, s + s * (s - 1) // 2), labels.new_zeros(0)
+        empty = labels.new_zeros(0, s + s * (s - 1) // 2), labels.new_zeros(0)
+        return empty + ((labels.new_zeros(0), labels.new_zeros(0, s)),) if orders else empty
     color = _refined_colors(labels, adj)
     order = torch.sort(color, dim=1, stable=True).indices
     labels = labels.gather(1, order)
@@ -162,13 +168,23 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor):
     pattern = (bits * 2 ** torch.arange(s - 1, device=dev)).sum(1)
     codes = labels.new_empty(M, s + s * (s - 1) // 2)
     n_aut = labels.new_empty(M)
+    owners, found = [], []
     for pat in torch.unique(pattern).tolist():
         rows = (pattern == pat).nonzero().reshape(-1)
         cuts = [0] + [i for i in range(1, s) if pat >> (i - 1) & 1] + [s]
         perms = _block_perms([b - a for a, b in zip(cuts[:-1], cuts[1:])], dev)
-        c, a = _smallest_code(labels.index_select(0, rows), adj.index_select(0, rows), perms)
-        codes[rows], n_aut[rows] = c, a
-    return codes, n_aut
+        c, alive = _smallest_code(labels.index_select(0, rows), adj.index_select(0, rows),
+                                  perms)
+        codes[rows], n_aut[rows] = c, alive.sum(1)
+        if orders:
+            r, q = alive.nonzero(as_tuple=True)  # row-major: each row's orders together
+            owners.append(rows.index_select(0, r))
+            found.append(order.index_select(0, owners[-1]).gather(1, perms.index_select(0, q)))
+    if not orders:
+        return codes, n_aut
+    owner, order = torch.cat(owners), torch.cat(found)
+    srt = torch.sort(owner, stable=True).indices  # graphs in order, their first order first
+    return codes, n_aut, (owner.index_select(0, srt), order.index_select(0, srt))
 
 
 class SubgraphMatching(CountFeatureKernel):
@@ -288,9 +304,11 @@ class SubgraphMatching(CountFeatureKernel):
         _simple_undirected(X, name)
 
     # -- the counts ------------------------------------------------------------------
-    def _counts(self, G: GraphSet):
-        """``(rows, cols, counts, weights)``: the number of connected induced subgraphs
-        of each class (column) in each graph (row), and each class's λ_s |Aut|."""
+    def _levels(self, G: GraphSet, orders: bool = False):
+        """Per subgraph size s: ``(s, sets, cls, n_cls, aut, found)`` — the connected node
+        sets (M, s), the class id of each, the number of classes, each class's |Aut|,
+        and with ``orders`` the node lists in every canonical order, ``(owner set,
+        nodes)`` (:func:`canonical_codes`)."""
         N, dev = int(G.ptr[-1]), G.device
         s_, t_, keep, order = _simple_undirected(G, "X")
         if self.node_labels:
@@ -308,7 +326,6 @@ class SubgraphMatching(CountFeatureKernel):
             ecode = el + 1
             n_codes = int(el.max()) + 2 if el.numel() else 1
         edge_code = self._edge_codes(G, s_, t_, ecode, n_codes)
-        rows, cols, vals, weights, offset = [], [], [], [], 0
         for sets in connected_subgraphs(G, self.k, s_, t_):
             M, s = sets.shape
             lab = labels.index_select(0, sets.reshape(-1)).view(M, s)
@@ -319,15 +336,33 @@ class SubgraphMatching(CountFeatureKernel):
             iu = torch.triu_indices(s, s, 1, device=dev)
             raw = [*lab.T, *adj[:, iu[0], iu[1]].T]
             inv, _, first = compact(raw, [L] * s + [n_codes] * (len(raw) - s))
-            canon, aut = canonical_codes(lab.index_select(0, first), adj.index_select(0, first))
-            cls, _, cfirst = compact(list(canon.T), [L] * s + [n_codes] * (len(raw) - s))
-            (g, c), cnt = count_rows([G.graph_of_node.index_select(0, sets[:, 0]),
-                                      cls.index_select(0, inv)], [len(G), cfirst.numel()])
+            out = canonical_codes(lab.index_select(0, first), adj.index_select(0, first),
+                                  orders)
+            cls, _, cfirst = compact(list(out[0].T), [L] * s + [n_codes] * (len(raw) - s))
+            found = None
+            if orders:  # every set's orders: those of its distinct code
+                owner, pos = out[2]
+                per = torch.bincount(owner, minlength=first.numel())
+                start = torch.cumsum(per, 0) - per
+                cnt = per.index_select(0, inv)
+                q = segment_ranges(start.index_select(0, inv), cnt)
+                set_of = torch.repeat_interleave(torch.arange(M, device=dev), cnt,
+                                                 output_size=q.numel())
+                found = (set_of, sets.index_select(0, set_of).gather(1, pos.index_select(0, q)))
+            yield (s, sets, cls.index_select(0, inv), cfirst.numel(),
+                   out[1].index_select(0, cfirst), found)
+
+    def _counts(self, G: GraphSet):
+        """``(rows, cols, counts, weights)``: the number of connected induced subgraphs
+        of each class (column) in each graph (row), and each class's λ_s |Aut|."""
+        rows, cols, vals, weights, offset = [], [], [], [], 0
+        for s, sets, cls, n_cls, aut, _ in self._levels(G):
+            (g, c), cnt = count_rows([G.graph_of_node.index_select(0, sets[:, 0]), cls],
+                                     [len(G), n_cls])
             rows.append(g), cols.append(c + offset), vals.append(cnt)
             lam = self._lambdas[s - 1]  # an int, or a float: weights then in float64
-            aut = aut.index_select(0, cfirst)
             weights.append(aut * lam if isinstance(lam, int) else aut.double() * lam)
-            offset += cfirst.numel()
+            offset += n_cls
         return torch.cat(rows), torch.cat(cols), torch.cat(vals), torch.cat(weights), offset
 
     @staticmethod
