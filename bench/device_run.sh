@@ -59,7 +59,7 @@ for s in $steps; do case $s in
                --svc-sizes 5000 20000 --threads 16 ;;
   # issue #20 §3 and §4 in one command of at most 9 minutes (carry .whl, made by
   # bench/keops_wheels.sh): bash bench/device_run.sh info keopsfix million
-  keopsfix) step keopsfix 180 python3 bench/keops_probe.py --timeout 70 --side-timeout 45 \
+  keopsfix) step keopsfix 180 python3 bench/keops_probe.py --timeout 70 --side-timeout 60 \
             --sizes 100000 1000000 ;;
   # the later steps use KeOps with whatever keopsfix found to work (/tmp/keops_env.sh)
   million) step million 300 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
