@@ -153,17 +153,27 @@ def _node_S(chunks: _Chunks, F: torch.Tensor, r: int, gamma: float, heta: float)
         members = torch.argsort((~M).to(torch.int8), dim=-1, stable=True)[..., :m]
         inside = torch.arange(m, device=dev) < size[..., None]  # (B, n, m)
         b, i = valid.nonzero(as_tuple=True)
+        # nodes of one graph with the same ball share S_v (at large radii, most nodes of
+        # a connected graph): one per distinct (graph, ball)
+        key = torch.cat([b[:, None], M[b, i].to(torch.long)], 1)
+        _, inv = torch.unique(key, dim=0, return_inverse=True)
+        first = torch.full((int(inv.max()) + 1,), b.numel(), dtype=torch.long, device=dev)
+        first.scatter_reduce_(0, inv, torch.arange(b.numel(), device=dev), "amin")
+        rb, ri = b[first], i[first]
         symmetric = bool((A == A.transpose(1, 2)).all())
         step = max(1, _BUDGET // (m * max(m, p) * 4))
-        for s in range(0, b.numel(), step):
-            bb, ii = b[s:s + step], i[s:s + step]
+        si = torch.empty(first.numel(), p, p, dtype=torch.float64, device=dev)
+        li = torch.empty(first.numel(), dtype=torch.float64, device=dev)
+        for s in range(0, first.numel(), step):
+            bb, ii = rb[s:s + step], ri[s:s + step]
             idx, ins = members[bb, ii], inside[bb, ii]  # (k, m)
             Asub = A[bb[:, None, None], idx[:, :, None], idx[:, None, :]]
             Asub = Asub * (ins[:, :, None] & ins[:, None, :])
             U = F[nodes[bb[:, None], idx]] * ins[..., None]  # (k, m, p)
             S = U.transpose(-1, -2) @ _solve(_laplacian(Asub, heta), U, symmetric)
             S.diagonal(dim1=-2, dim2=-1).add_(gamma)
-            Sinv[nodes[bb, ii]], ld[nodes[bb, ii]] = _inverse_logdet(S)
+            si[s:s + step], li[s:s + step] = _inverse_logdet(S)
+        Sinv[nodes[b, i]], ld[nodes[b, i]] = si[inv], li[inv]
     return Sinv, ld
 
 
