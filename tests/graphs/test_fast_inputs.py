@@ -275,3 +275,23 @@ def test_histograms_in_grid_search(data):
     assert np.isfinite(ref).all()
     np.testing.assert_allclose(grid.fit(ds, y.astype(float)).cv_results_["mean_test_score"],
                                ref, rtol=1e-12)
+
+
+def test_label_ids_equal_torch_unique_rows():
+    """Label ids by counting (one range for all columns, or one per column) or by sorting,
+    against torch.unique(dim=0): one-hot floats, negative, huge, mixed-range and bool rows."""
+    from torchkern.graphs._batch import _label_ids
+    g = torch.Generator().manual_seed(0)
+    cases = [torch.nn.functional.one_hot(torch.randint(0, 5, (50,), generator=g), 5).float(),
+             torch.randint(-3, 4, (40, 2), generator=g),
+             torch.tensor([[2 ** 60 + 5], [2 ** 60 + 7], [2 ** 60 + 5]]),
+             torch.cat([torch.randint(0, 1000, (60, 1), generator=g),
+                        torch.randint(-2, 2, (60, 1), generator=g)], 1),
+             torch.randint(0, 2 ** 40, (20, 2), generator=g),
+             torch.randint(0, 3, (30, 1), generator=g).double(),
+             torch.tensor([[True], [False], [True]])]
+    for x in cases:
+        ids, values = _label_ids(x, x.shape[0], "x", x.device)
+        ref_values, ref_ids = torch.unique(x.long() if x.dtype == torch.bool else x, dim=0,
+                                           return_inverse=True)
+        assert torch.equal(ids, ref_ids) and torch.equal(values, ref_values), x.dtype

@@ -231,12 +231,16 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     if rows.dtype == torch.bool:
         rows = rows.long()
     floating = rows.is_floating_point()
-    clo, chi = torch.aminmax(rows, dim=0)  # NaN propagates
-    if floating:
-        lo, hi = float(clo.min()), float(chi.max())
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise ValueError(f"{name} contains NaN or infinity")
+    lo, hi = ((float if floating else int)(v) for v in torch.aminmax(rows))  # NaN propagates
+    if floating and not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{name} contains NaN or infinity")
     if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
+        d = rows.shape[1]
+        if (hi - lo + 1) ** d <= max(4 * n, 2 ** 16):  # one range for all columns will do
+            clo = torch.full((d,), lo, dtype=rows.dtype, device=device)
+            chi = torch.full((d,), hi, dtype=rows.dtype, device=device)
+        else:  # one range per column (a reduction along the rows: slower)
+            clo, chi = torch.aminmax(rows, dim=0)
         sizes = (chi - clo + 1).long().tolist()
         space = math.prod(sizes)
         if space < 2 ** 62 // max(n, 1):  # one mixed-radix key per row
