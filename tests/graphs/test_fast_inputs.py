@@ -123,6 +123,29 @@ def test_the_collated_read_needs_no_graph_objects(data, monkeypatch):
     check_set(VertexHistogram().check_input(ds[2:9]), graphs[2:9])
 
 
+def test_a_dataset_without_x_reads_its_node_counts(tmp_path, monkeypatch):
+    """No x: the node counts come from the collated num_nodes list; isolated nodes count."""
+    rng = np.random.default_rng(6)
+    graphs = []
+    for _ in range(15):
+        n = int(rng.integers(1, 7))
+        e = rng.integers(0, n, (2, n))
+        graphs.append(Data(edge_index=torch.tensor(np.concatenate([e, e[::-1]], 1)),
+                           num_nodes=n))
+    ds = Saved(str(tmp_path), graphs)
+    monkeypatch.setattr(type(ds), "get", lambda *a: pytest.fail("read one by one"))
+    for view, sub in ((ds, graphs), (ds[[4, 1, 9]], [graphs[4], graphs[1], graphs[9]])):
+        G = VertexHistogram().check_input(view)
+        ptr, edges, _, _ = reference([Data(edge_index=g.edge_index, num_nodes=g.num_nodes,
+                                           edge_attr=g.edge_index.t(),
+                                           edge_attributes=g.edge_index.t())
+                                      for g in sub])
+        assert G.ptr.tolist() == ptr
+        assert [tuple(e) for e in G.edge_index.t().tolist()] == edges
+        n = torch.tensor([g.num_nodes for g in sub], dtype=torch.float64)
+        assert torch.equal(VertexHistogram()(view).to_dense(), torch.outer(n, n))
+
+
 def test_a_transform_is_applied_graph_by_graph(tmp_path):
     graphs = graphs_with_everything(6, seed=3)
 
