@@ -410,17 +410,26 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
 
 def _exact_cone(Gm: np.ndarray) -> float:
     """θ_S = min over unit c of max_i 1/⟨c, u_i⟩² (Johansson et al., 2014) for points of
-    Gram matrix Gm: = min ‖w‖² s.t. ⟨w, u_i⟩ ≥ 1, whose dual is max_{λ ≥ 0}
-    2·1ᵀλ − λᵀGmλ with value 1ᵀλ*; solved by an active-set (Lawson–Hanson) NNLS on
-    the factor of Gm."""
+    Gram matrix Gm: = min ‖w‖² s.t. ⟨w, u_i⟩ ≥ 1, a least-distance programme solved
+    exactly through non-negative least squares (Lawson and Hanson, 1974, Ch. 23):
+    u ≥ 0 minimizing ‖E u − f‖, E = [U; 1ᵀ], f = e_last, gives w = −r_{:d}/r_d for the
+    residual r = E u − f. U are coordinates of the points (from the eigendecomposition
+    of Gm). The points must lie in an open half-space (true of a labelling's subsets,
+    whose handle makes angles below 90° with every u_i)."""
     from scipy.optimize import nnls
-    # max 2·1ᵀλ − λᵀGλ = −min ‖Rλ − R⁻ᵀ1‖² + const with G = RᵀR
     w, V = np.linalg.eigh(Gm)
     keep = w > 1e-12 * max(w.max(), 1.0)
-    R = np.sqrt(w[keep])[:, None] * V[:, keep].T
-    b = (V[:, keep].T @ np.ones(Gm.shape[0])) / np.sqrt(w[keep])
-    lam, _ = nnls(R, b)
-    return float(lam.sum())
+    U = np.sqrt(w[keep])[:, None] * V[:, keep].T  # (d, k): UᵀU = Gm
+    E = np.vstack([U, np.ones((1, Gm.shape[0]))])
+    f = np.zeros(E.shape[0])
+    f[-1] = 1.0
+    u, _ = nnls(E, f)
+    r = E @ u - f
+    if abs(r[-1]) < 1e-300:
+        raise ValueError("LovaszTheta(cone='exact'): the points of a subset do not lie in "
+                         "an open half-space")
+    x = -r[:-1] / r[-1]
+    return float(x @ x)
 
 
 # -- SVM-θ ----------------------------------------------------------------------------------
@@ -707,9 +716,9 @@ class SVMTheta(_ThetaKernel):
     base_kernel : None or torchkern vector kernel
         Kernel between the feature vectors (None: the dot product). GraKeL calls it
         ``metric``, and its default ``np.inner(x, y)[0, 0]`` on the (levels, 1)
-        feature columns is x₀y₀ — the *first subset size only*, which on MUTAG
-        (50 samples, sizes 2–8) is never sampled, so GraKeL's default Gram there is
-        all zeros. The dot product here is the sum over all sizes (GraKeL with
+        feature columns is x₀y₀ — the *first subset size only*, which with 50
+        samples and sizes 2–8 a graph of 12 nodes or more almost never gets, so GraKeL's
+        default Gram is zero on most of MUTAG. The dot product here is the sum over all sizes (GraKeL with
         ``metric=lambda x, y: (x.T @ y).item()``).
     normalize : bool
         Cosine normalization.
