@@ -279,6 +279,18 @@ def test_bad_arguments_are_refused_by_name(kw, match):
         MultiscaleLaplacian(node_attr=3)
 
 
+def test_one_way_edges_are_refused_and_self_loops_ignored():
+    one_way = Data(edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=3,
+                   node_attributes=torch.randn(3, 2))
+    with pytest.raises(ValueError, match="to_undirected"):
+        MultiscaleLaplacian()([one_way])
+    graphs = attributed_graphs(4, 3, 6, 0.5, 2, seed=1)
+    loops = [Data(edge_index=torch.cat([d.edge_index, torch.tensor([[0], [0]])], 1),
+                  num_nodes=d.num_nodes, node_attributes=d.node_attributes) for d in graphs]
+    k = MultiscaleLaplacian(L=2, n_samples=10, P=3, random_state=0)
+    np.testing.assert_array_equal(dense(k, loops), dense(k, graphs))
+
+
 def test_missing_attributes_and_empty_sets_are_refused(mutag):
     with pytest.raises(ValueError, match="node_attributes"):
         MultiscaleLaplacian()(mutag[:2])  # MUTAG has labels only

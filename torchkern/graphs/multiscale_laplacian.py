@@ -117,26 +117,23 @@ class _Chunks:
 
 
 def _laplacian(A: torch.Tensor, heta: float) -> torch.Tensor:
-    """L + ηI for a batch of adjacency matrices, L = diag(column sums) − A (SciPy's
-    ``csgraph.laplacian``, in-degrees)."""
+    """L + ηI for a batch of symmetric adjacency matrices, L = diag(degrees) − A."""
     L = -A
     L.diagonal(dim1=-2, dim2=-1).add_(A.sum(-2) + heta)
     return L
 
 
-def _solve(L: torch.Tensor, U: torch.Tensor, symmetric: bool) -> torch.Tensor:
-    """L⁻¹U for a batch; Cholesky where L is symmetric (undirected graphs: L + ηI is
-    then positive definite), LU otherwise (column diagonally dominant)."""
-    if symmetric:
-        Lc, info = torch.linalg.cholesky_ex(L)
-        if not bool((info != 0).any()):
-            return torch.cholesky_solve(U, Lc)
-    return torch.linalg.solve(L, U)
+def _solve(L: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
+    """L⁻¹U for a batch of symmetric positive definite L (Cholesky)."""
+    Lc, info = torch.linalg.cholesky_ex(L)
+    if bool((info != 0).any()):
+        raise ValueError("MultiscaleLaplacian: a Laplacian + heta·I is not positive definite")
+    return torch.cholesky_solve(U, Lc)
 
 
 def _node_S(chunks: _Chunks, F: torch.Tensor, r: int, gamma: float, heta: float):
     r"""S_v⁻¹ and log det S_v of every node v: S_v = U_vᵀ (L_v + ηI)⁻¹ U_v + γI, L_v
-    the Laplacian of the subgraph induced by the nodes within r hops of v (out-edges)
+    the Laplacian of the subgraph induced by the nodes within r hops of v
     and U_v their rows of F: (N, p, p) and (N,). The neighbourhoods of a group of graphs
     are padded to the largest one with isolated nodes of zero rows, which leave S_v
     unchanged."""
@@ -160,7 +157,6 @@ def _node_S(chunks: _Chunks, F: torch.Tensor, r: int, gamma: float, heta: float)
         first = torch.full((int(inv.max()) + 1,), b.numel(), dtype=torch.long, device=dev)
         first.scatter_reduce_(0, inv, torch.arange(b.numel(), device=dev), "amin")
         rb, ri = b[first], i[first]
-        symmetric = bool((A == A.transpose(1, 2)).all())
         step = max(1, _BUDGET // (m * max(m, p) * 4))
         si = torch.empty(first.numel(), p, p, dtype=torch.float64, device=dev)
         li = torch.empty(first.numel(), dtype=torch.float64, device=dev)
@@ -170,7 +166,7 @@ def _node_S(chunks: _Chunks, F: torch.Tensor, r: int, gamma: float, heta: float)
             Asub = A[bb[:, None, None], idx[:, :, None], idx[:, None, :]]
             Asub = Asub * (ins[:, :, None] & ins[:, None, :])
             U = F[nodes[bb[:, None], idx]] * ins[..., None]  # (k, m, p)
-            S = U.transpose(-1, -2) @ _solve(_laplacian(Asub, heta), U, symmetric)
+            S = U.transpose(-1, -2) @ _solve(_laplacian(Asub, heta), U)
             S.diagonal(dim1=-2, dim2=-1).add_(gamma)
             si[s:s + step], li[s:s + step] = _inverse_logdet(S)
         Sinv[nodes[b, i]], ld[nodes[b, i]] = si[inv], li[inv]
@@ -184,8 +180,7 @@ def _graph_S(chunks: _Chunks, n_graphs: int, F: torch.Tensor, gamma: float, heta
     for gids, nodes, A, D in chunks.items:
         valid = nodes >= 0
         U = F[nodes.clamp_min(0)] * valid[..., None]
-        symmetric = bool((A == A.transpose(1, 2)).all())
-        S[gids] = U.transpose(-1, -2) @ _solve(_laplacian(A, heta), U, symmetric)
+        S[gids] = U.transpose(-1, -2) @ _solve(_laplacian(A, heta), U)
     S.diagonal(dim1=-2, dim2=-1).add_(gamma)
     return _inverse_logdet(S)
 
@@ -215,7 +210,9 @@ class MultiscaleLaplacian(GraphKernel):
     positive eigenpairs of the landmarks' FLG Gram. The graph kernel is k_FLG between
     the graphs' S over the last level's features.
 
-    **Reads** the edges (unweighted, self-loops ignored) and the node features:
+    **Reads** the edges (undirected: both directions of every edge, as PyG stores them;
+    a one-way edge is refused; unweighted; self-loops ignored — GraKeL's level-1
+    neighbourhood lists a node with a self-loop twice) and the node features:
     ``features="attributes"`` the continuous attributes (the Data field ``node_attr``,
     default ``"node_attributes"``), ``features="labels"`` the one-hot vectors of the
     node labels (``x``, each distinct row one label) — GraKeL's node "labels" must be
@@ -324,6 +321,15 @@ class MultiscaleLaplacian(GraphKernel):
 
     # -- inputs ---------------------------------------------------------------------------
     def _check_size(self, X: GraphSet, name: str) -> None:
+        s, t = X.edge_index
+        keep = s != t
+        s, t = s[keep], t[keep]
+        n = max(int(X.ptr[-1]), 1)
+        if not torch.equal(torch.sort(s * n + t).values, torch.sort(t * n + s).values):
+            raise ValueError(f"{name}: MultiscaleLaplacian compares undirected graphs (its "
+                             f"S = Uᵀ(L + ηI)⁻¹U is a covariance only for a symmetric "
+                             f"Laplacian), and some edge_index holds an edge in one "
+                             f"direction only: call torch_geometric.utils.to_undirected")
         if self.features == "attributes" and getattr(X, "node_attributes", None) is None:
             raise ValueError(f"{name}: MultiscaleLaplacian(features='attributes') reads "
                              f"continuous node attributes, and the graphs have no field "
