@@ -196,9 +196,10 @@ class MultiscaleLaplacian(GraphKernel):
     .. math:: k_{\text{FLG}}(S_1, S_2) = \frac{\left|\left(S_1^{-1} + S_2^{-1}\right)^{-1}
               \right|^{1/2}}{|S_1|^{1/4}\, |S_2|^{1/4}},
 
-    set to 0 where its logarithm is below −30. (The paper has ½S₁⁻¹ + ½S₂⁻¹, which
-    multiplies the value by 2^{p/2} for p features; GraKeL's form is kept here, so
-    k(G, G) = 2^{−p/2}.) The multiscale kernel applies it level by level: at level
+    set to 0 where its logarithm is below −30. (The paper has ½S₁⁻¹ + ½S₂⁻¹, whose
+    values are 2^{p/2} times these for p features; GraKeL's form is kept here, so
+    k(G, G) = 2^{−p/2}. Between levels the factor scales the features against γ, so the
+    multiscale values are not a constant multiple of the paper's.) The multiscale kernel applies it level by level: at level
     l = 1 … L, every node v gets the S_v of the subgraph induced by its neighbourhood —
     the nodes within 2^{l−1} hops (GraKeL doubles the radius per level) — with the node
     features of level l−1, and the FLG values between nodes become the features of
@@ -265,10 +266,12 @@ class MultiscaleLaplacian(GraphKernel):
     rotations of the features), a tie cut by P is not. GraKeL fails when there are fewer
     than P landmarks; here all are then used.
 
-    Cost: every node's S_v is one solve with its padded neighbourhood Laplacian,
-    O(N n³) per level for N nodes in graphs of n nodes (batched over nodes); the FLG
-    values of all nodes against the landmarks are O(N n_samples P³) per level (batched
-    Cholesky factorizations); the Gram O(|X| |Y| P³). Dense (|X|, |Y|) result.
+    Cost: per level, one Cholesky solve per distinct neighbourhood (nodes of a graph
+    with the same neighbourhood, e.g. the whole graph at large radii, share their S_v),
+    batched with the neighbourhoods padded to the largest of a group of graphs,
+    O(Σ_v m_v³) for neighbourhoods of m_v nodes; the FLG values of all N nodes against
+    the landmarks, O(N n_samples P³) (batched Cholesky factorizations of P × P
+    matrices); then the Gram, O(|X| |Y| P³). The result is dense (|X|, |Y|).
 
     References
     ----------
