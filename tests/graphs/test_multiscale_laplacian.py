@@ -150,8 +150,8 @@ def test_transform_equals_grakel_on_mutag_with_unseen_labels(mutag):
 # -- the definition ---------------------------------------------------------------------------
 
 def _flg(S1, S2, half):
-    """Kondor and Pan's FLG kernel |(½S1⁻¹ + ½S2⁻¹)⁻¹|^½ / (|S1|^¼ |S2|^¼) (``half``), or
-    GraKeL's form without the halves."""
+    """Kondor and Pan's FLG kernel |(½S1⁻¹ + ½S2⁻¹)⁻¹|^½ / (|S1|^¼ |S2|^¼) (``half``),
+    or GraKeL's form without the halves."""
     c = 0.5 if half else 1.0
     M = c * (np.linalg.inv(S1) + np.linalg.inv(S2))
     return np.sqrt(1 / np.linalg.det(M)) / (np.linalg.det(S1) * np.linalg.det(S2)) ** 0.25

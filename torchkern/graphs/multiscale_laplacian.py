@@ -199,9 +199,9 @@ class MultiscaleLaplacian(GraphKernel):
     set to 0 where its logarithm is below −30. (The paper has ½S₁⁻¹ + ½S₂⁻¹, whose
     values are 2^{p/2} times these for p features; GraKeL's form is kept here, so
     k(G, G) = 2^{−p/2}. Between levels the factor scales the features against γ, so the
-    multiscale values are not a constant multiple of the paper's.) The multiscale kernel applies it level by level: at level
-    l = 1 … L, every node v gets the S_v of the subgraph induced by its neighbourhood —
-    the nodes within 2^{l−1} hops (GraKeL doubles the radius per level) — with the node
+    multiscale values are not a constant multiple of the paper's.) The multiscale kernel
+    applies it level by level: at level l = 1 … L, every node v gets the S_v of the
+    subgraph induced by its neighbourhood — the nodes within 2^{l−1} hops (GraKeL doubles the radius per level) — with the node
     features of level l−1, and the FLG values between nodes become the features of
     level l. To keep this finite, the features are projected on a basis from
     ``n_samples`` landmark nodes drawn at random from all graphs (Algorithm 1 of the
