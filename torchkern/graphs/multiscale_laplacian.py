@@ -196,20 +196,20 @@ class MultiscaleLaplacian(GraphKernel):
     .. math:: k_{\text{FLG}}(S_1, S_2) = \frac{\left|\left(S_1^{-1} + S_2^{-1}\right)^{-1}
               \right|^{1/2}}{|S_1|^{1/4}\, |S_2|^{1/4}},
 
-    set to 0 where its logarithm is below −30. (The paper has ½S₁⁻¹ + ½S₂⁻¹, whose
-    values are 2^{p/2} times these for p features; GraKeL's form is kept here, so
-    k(G, G) = 2^{−p/2}. Between levels the factor scales the features against γ, so the
-    multiscale values are not a constant multiple of the paper's.) The multiscale kernel
-    applies it level by level: at level l = 1 … L, every node v gets the S_v of the
-    subgraph induced by its neighbourhood — the nodes within 2^{l−1} hops (GraKeL doubles the radius per level) — with the node
-    features of level l−1, and the FLG values between nodes become the features of
-    level l. To keep this finite, the features are projected on a basis from
-    ``n_samples`` landmark nodes drawn at random from all graphs (Algorithm 1 of the
-    paper's supplement): level 0 maps the input features u by the top-P positive
-    eigenpairs (λ_i, w_i) of the landmarks' Gram UₛUₛᵀ, f(v) = (w_iᵀ Uₛ u_v / √λ_i)_i;
-    level l maps node v to (Σ_m w_{im} k_FLG(S_v, S_m) / √λ_i)_i, (λ_i, w_i) the top-P
-    positive eigenpairs of the landmarks' FLG Gram. The graph kernel is k_FLG between
-    the graphs' S over the last level's features.
+    set to 0 where its logarithm is below −30. (The paper has ½S₁⁻¹ + ½S₂⁻¹, whose values
+    are 2^{p/2} times these for p features; GraKeL's form is kept here, so k(G, G) =
+    2^{−p/2}. Between levels the factor scales the features against γ, so the multiscale
+    values are not a constant multiple of the paper's.) The multiscale kernel applies it
+    level by level: at level l = 1 … L, every node v gets the S_v of the subgraph induced by
+    its neighbourhood — the nodes within 2^{l−1} hops (GraKeL doubles the radius per level)
+    — with the node features of level l−1, and the FLG values between nodes become the
+    features of level l. To keep this finite, the features are projected on a basis from
+    ``n_samples`` landmark nodes drawn at random from all graphs (Algorithm 1 of the paper's
+    supplement): level 0 maps the input features u by the top-P positive eigenpairs (λ_i,
+    w_i) of the landmarks' Gram UₛUₛᵀ, f(v) = (w_iᵀ Uₛ u_v / √λ_i)_i; level l maps node v to
+    (Σ_m w_{im} k_FLG(S_v, S_m) / √λ_i)_i, (λ_i, w_i) the top-P positive eigenpairs of the
+    landmarks' FLG Gram. The graph kernel is k_FLG between the graphs' S over the last
+    level's features.
 
     **Reads** the edges (undirected: both directions of every edge, as PyG stores them;
     a one-way edge is refused; unweighted; self-loops ignored — GraKeL's level-1
