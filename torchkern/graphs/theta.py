@@ -249,11 +249,16 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
     -----
     A feasible primal–dual interior-point method (Helmberg, Rendl, Vanderbei and
     Wolkowicz, 1996; dual HKM direction) with Mehrotra's predictor–corrector, on all
-    graphs of one size at once (torch, float64; the Schur system by LU, robust as X nears singularity). The Schur system has one unknown per
-    node and per edge of the graph (sparse graphs: few). Iterates follow the central
-    path, whose limit is the analytic centre of the optimal face (Halická, de Klerk
-    and Roos, 2002): W is the slack whose factor gives the orthonormal labelling
-    u_i = (e + w_i)/√θ (Johansson et al., 2014), whose Gram matrix is (J + W)/θ.
+    graphs of one size at once (torch, float64, on the CPU). The Schur system has one
+    unknown per node and per edge (sparse graphs: few) and is solved by LU, which holds
+    up longer than Cholesky as X nears singularity; near a gap of 10⁻⁸ it becomes too
+    ill-conditioned to go further, where the method stops (θ is then an upper bound
+    within about 10⁻⁸). The centering parameter is kept ≥ 0.3 and steps at 0.9 of the
+    way to the boundary so that the iterates stay near the central path, whose limit is
+    the analytic centre of the optimal face (Halická, de Klerk and Roos, 2002): W is the
+    slack whose factor gives the orthonormal labelling u_i = (e + w_i)/√θ (Johansson et
+    al., 2014), whose Gram matrix is (J + W)/θ. Where the optimal W is not unique, other
+    solvers (cvxopt, stopped at its default tolerances, as GraKeL) return another one.
     """
     out = [None] * len(graphs)
     groups = {}
@@ -522,7 +527,15 @@ class _ThetaKernel(GraphKernel):
         return torch.from_numpy(phi)
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
-        raise NotImplementedError  # forward works on the features directly
+        """The unnormalized Gram (``forward`` builds it with normalization itself)."""
+        with one_thread():
+            fx = self._features(X).to(device=X.device, dtype=X.dtype)
+            fy = fx if Y is None else self._features(Y).to(device=X.device, dtype=X.dtype)
+        normalize, self.normalize = self.normalize, False
+        try:
+            return self._base_gram(fx, fy, Y is None)
+        finally:
+            self.normalize = normalize
 
     def forward(self, X, Y=None, *, backend: str | None = None):
         """k(X, Y): the base kernel (dot product by default) of the feature vectors of X
@@ -536,7 +549,8 @@ class _ThetaKernel(GraphKernel):
         if Y is not None:
             Y = self.check_input(Y, "Y")
             if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+                raise ValueError(f"X and Y must be on the same device, got {X.device} and "
+                                 f"{Y.device}")
         with one_thread():
             fx = self._features(X).to(device=X.device, dtype=X.dtype)
             fy = fx if Y is None else self._features(Y).to(device=X.device, dtype=X.dtype)
@@ -717,9 +731,9 @@ class SVMTheta(_ThetaKernel):
         Kernel between the feature vectors (None: the dot product). GraKeL calls it
         ``metric``, and its default ``np.inner(x, y)[0, 0]`` on the (levels, 1)
         feature columns is x₀y₀ — the *first subset size only*, which with 50
-        samples and sizes 2–8 a graph of 12 nodes or more almost never gets, so GraKeL's
-        default Gram is zero on most of MUTAG. The dot product here is the sum over all sizes (GraKeL with
-        ``metric=lambda x, y: (x.T @ y).item()``).
+        samples and sizes 2–8 a graph of 12 nodes or more almost never gets, so
+        GraKeL's default Gram is zero on most of MUTAG. The dot product here is the
+        sum over all sizes (GraKeL with ``metric=lambda x, y: (x.T @ y).item()``).
     normalize : bool
         Cosine normalization.
 
