@@ -212,10 +212,11 @@ def test_subgraph_matching_cross_gram_equals_grakel_transform(mutag):
     np.testing.assert_array_equal(k.diag(Y).numpy(), np.diag(full)[8:])
 
 
-def _brute_force(g, h, k, lam, node_labels, edge_labels):
+def _brute_force(g, h, k, lam, node_labels, edge_labels, ell=None):
     """Σ_s λ_s · #{(S, φ): S ⊆ V(g) of size s with g[S] connected, φ an injective map S →
     V(h) preserving edges, non-edges, node labels and edge labels} — every subset, every
-    bijection, no canonical forms."""
+    bijection, no canonical forms; with ``ell`` each φ weighs Π_v exp(−‖a_v − a_φ(v)‖² /
+    (2 ell²)) instead of 1."""
     def parts(d):
         n = d.num_nodes
         A = np.zeros((n, n), dtype=np.int64)  # 0: no edge, else 1 + edge label
@@ -237,7 +238,9 @@ def _brute_force(g, h, k, lam, node_labels, edge_labels):
                 if all(x[a] == y[b] for a, b in zip(S, T)) and all(
                         A[S[i], S[j]] == B[T[i], T[j]]
                         for i in range(s) for j in range(i + 1, s)):
-                    count += 1
+                    count += 1 if ell is None else np.prod([np.exp(-np.sum(
+                        (g.node_attributes[a] - h.node_attributes[b]).numpy() ** 2)
+                        / (2 * ell ** 2)) for a, b in zip(S, T)])
         total += lam[s - 1] * count
     return total
 
@@ -251,6 +254,72 @@ def test_subgraph_matching_equals_brute_force_definition(node_labels, edge_label
     ref = np.array([[_brute_force(g, h, 4, lw, node_labels, edge_labels) for h in graphs]
                     for g in graphs])
     np.testing.assert_allclose(K, ref, rtol=1e-15, atol=0)
+
+
+def with_attributes(graphs, dim, seed):
+    rng = np.random.default_rng(seed)
+    for d in graphs:
+        d.node_attributes = torch.as_tensor(rng.normal(size=(d.num_nodes, dim)))
+    return graphs
+
+
+def gaussian_kv(ell, labels=True):
+    """GraKeL's kv on node 'labels' (label, attribute...) tuples: label equality times
+    the Gaussian of the attributes."""
+    def kv(a, b):
+        same = a[0] == b[0] if labels else True
+        return float(same) * float(np.exp(-np.sum((np.array(a[1:]) - np.array(b[1:])) ** 2)
+                                          / (2 * ell ** 2)))
+    return kv
+
+
+def grakel_attributed(graphs):
+    out = []
+    for d in graphs:
+        n = d.num_nodes
+        A = np.zeros((n, n))
+        A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
+        nodes = {i: (tuple(d.x[i].tolist()),) + tuple(d.node_attributes[i].tolist())
+                 for i in range(n)}
+        el = {tuple(e): tuple(r) for e, r in zip(d.edge_index.t().tolist(),
+                                                  d.edge_attr.tolist())}
+        out.append([A, nodes, el])
+    return out
+
+
+def test_subgraph_matching_gaussian_attributes_equal_grakel():
+    graphs = with_attributes(random_graphs(8, 2, 6, 0.5, 2, seed=3, n_bonds=2), 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k, labels, normalize in ((3, True, False), (4, True, True), (4, False, False)):
+            ref = gk.SubgraphMatching(k=k, kv=gaussian_kv(0.8, labels), normalize=normalize,
+                                      lw="increasing").fit_transform(grakel_attributed(graphs))
+            K = dense(SubgraphMatching(k=k, lw="increasing", node_labels=labels,
+                                       edge_labels=True, node_kernel="gaussian",
+                                       lengthscale=0.8, normalize=normalize), graphs)
+            np.testing.assert_allclose(K, ref, rtol=1e-13, atol=0)
+        X, Y = graphs[:5], graphs[5:]
+        ref = gk.SubgraphMatching(k=3, kv=gaussian_kv(0.8), normalize=True).fit(
+            grakel_attributed(X)).transform(grakel_attributed(Y))
+    k = SubgraphMatching(k=3, edge_labels=True, node_kernel="gaussian", lengthscale=0.8,
+                         normalize=True)
+    np.testing.assert_allclose(dense(k, Y, X), ref, rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(k.diag(Y).numpy(), np.ones(3))
+    ref = np.array([[_brute_force(g, h, 3, [1, 1, 1], True, True, ell=0.8) for h in graphs]
+                    for g in graphs])
+    K = dense(SubgraphMatching(k=3, edge_labels=True, node_kernel="gaussian",
+                               lengthscale=0.8), graphs)
+    np.testing.assert_allclose(K, ref, rtol=1e-13, atol=0)
+
+
+def test_subgraph_matching_gaussian_attributes_equal_grakel_on_cuneiform():
+    graphs = tk.datasets.read_tu(os.path.join(DATA, "Cuneiform"))[:12]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = gk.SubgraphMatching(kv=gaussian_kv(1.5)).fit_transform(grakel_attributed(graphs))
+    K = dense(SubgraphMatching(edge_labels=True, node_kernel="gaussian", lengthscale=1.5),
+              graphs)
+    np.testing.assert_allclose(K, ref, rtol=1e-13, atol=0)
 
 
 def test_connected_subgraphs_and_canonical_codes_by_networkx():
@@ -302,6 +371,8 @@ def test_inputs_estimators_and_grid_search(mutag):
     assert (c.base_kernel.n_iter, c.n_iter) == (2, 2)
     c = clone(SubgraphMatching()).set_params(lw="increasing", k=2)
     assert (c.k, c._lambdas) == (2, [1, 2])
+    c = clone(SubgraphMatching(node_kernel="gaussian")).set_params(lengthscale=2.0)
+    assert (c.node_kernel, c.lengthscale) == ("gaussian", 2.0)
     cv = StratifiedKFold(3, shuffle=True, random_state=0)
     grid = {"kernel__k": [2, 3]}
     gs = GridSearchCV(tk.SVC(kernel=SubgraphMatching(edge_labels=True), C=1.0), grid,
@@ -325,6 +396,8 @@ def test_inputs_estimators_and_grid_search(mutag):
     (lambda: SubgraphMatching(k=2, lw=[1, 2, 3]), "lw as a sequence"),
     (lambda: SubgraphMatching(k=2, lw=[1, -1]), "lw as a sequence"),
     (lambda: SubgraphMatching(node_labels=1), "node_labels must be"),
+    (lambda: SubgraphMatching(node_kernel="linear"), "node_kernel must be"),
+    (lambda: SubgraphMatching(node_kernel="gaussian", lengthscale=0), "lengthscale must be"),
 ])
 def test_bad_arguments_are_named(make, match):
     with pytest.raises((TypeError, ValueError), match=match):
@@ -342,6 +415,10 @@ def test_bad_graphs_are_named():
              edge_attr=torch.tensor([[0.], [1.]]))
     with pytest.raises(ValueError, match="different labels"):
         SubgraphMatching(edge_labels=True)([g])
+    with pytest.raises(ValueError, match="node_kernel='gaussian' compares continuous"):
+        SubgraphMatching(node_kernel="gaussian")(no_bonds)
+    with pytest.raises(TypeError, match="no finite feature map"):
+        SubgraphMatching(node_kernel="gaussian").features(with_attributes(no_bonds, 2, 0))
     with pytest.raises(ValueError, match="x holds floats"):
         HadamardCode()([Data(x=torch.tensor([[0.5]]), edge_index=torch.zeros(2, 0).long())])
     star = Data(x=torch.zeros(64, 1), edge_index=torch.stack([torch.zeros(63).long(),

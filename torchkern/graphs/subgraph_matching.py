@@ -7,7 +7,7 @@ import numbers
 
 import torch
 
-from .._validation import is_int
+from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix
 from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges, sorted_unique
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, initial_labels
@@ -189,28 +189,33 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor, orders: bool = Fals
 
 class SubgraphMatching(CountFeatureKernel):
     r"""Subgraph matching kernel (Kriege and Mutzel, 2012) on node- and edge-labelled
-    graphs: weighted counts of the isomorphisms between connected induced subgraphs of
-    up to k nodes,
+    graphs, optionally with continuous node attributes: weighted counts of the
+    isomorphisms between connected induced subgraphs of up to k nodes,
 
     .. math::
 
         k(G, G') = \sum_{s=1}^{k} \lambda_s \sum_{\substack{S \subseteq V(G),\,
         T \subseteq V(G') \\ |S| = |T| = s,\ G[S] \text{ connected}}}
-        \#\{\varphi : G[S] \to G'[T] \text{ isomorphism}\},
+        \sum_{\varphi : G[S] \to G'[T] \text{ isomorphism}} \prod_{v \in S}
+        k_V(v, \varphi(v)),
 
     an isomorphism φ preserving edges, non-edges, node labels (``node_labels``) and edge
-    labels (``edge_labels``). Kriege and Mutzel count the cliques of the weighted
+    labels (``edge_labels``); k_V = 1 (a count), or with ``node_kernel="gaussian"``
+    k_V(v, w) = exp(−‖a_v − a_w‖² / (2ℓ²)) on the node attributes a (the field
+    ``node_attr``), ℓ = ``lengthscale``. Kriege and Mutzel count the cliques of the weighted
     association (product) graph of G and G' (pairs of nodes with equal labels, joined
     when both pairs are edges with equal labels — c-edges — or both are non-edges —
     d-edges); a clique is such a bijection φ, and one connected by its c-edges, as the
     implementation of GraKeL 0.1.11 counts, is one of a connected G[S]. This is GraKeL's
     ``SubgraphMatching(k=k, lw=...)`` with its default node and edge kernels (label
     equality): ``node_labels=False`` is its ``kv=None``, ``edge_labels=False`` its
-    ``ke=None``.
+    ``ke=None``; ``node_kernel="gaussian"`` is its ``kv`` = label equality times the
+    Gaussian of the attributes (``node_labels=False``: the Gaussian alone).
 
-    **Reads** the node labels (``x``, each distinct row one label) and, with
-    ``edge_labels=True``, the edge labels (``edge_attr``); undirected graphs (every edge
-    both ways), self-loops ignored.
+    **Reads** the node labels (``x``, each distinct row one label), with
+    ``edge_labels=True`` the edge labels (``edge_attr``), with ``node_kernel`` the node
+    attributes (``node_attr``, default ``"node_attributes"``, see :class:`GraphSet`);
+    undirected graphs (every edge both ways), self-loops ignored.
 
     Parameters
     ----------
@@ -226,6 +231,13 @@ class SubgraphMatching(CountFeatureKernel):
         needs ``edge_attr``.
     normalize : bool
         Cosine normalization k(G, G')/√(k(G, G) k(G', G')).
+    node_kernel : {None, "gaussian"}
+        None: nodes match by label only. "gaussian": matched nodes also weigh
+        exp(−‖a_v − a_w‖² / (2ℓ²)), a their continuous attributes.
+    lengthscale : float
+        ℓ of the Gaussian node kernel.
+    node_attr : str
+        The Data field that holds the node attributes.
 
     Notes
     -----
@@ -244,6 +256,14 @@ class SubgraphMatching(CountFeatureKernel):
     degree d: a set whose subgraphs would not fit in memory is refused up front.
     GraKeL's product graph has |V||V'| nodes per pair, O(n²) pairs.
 
+    With ``node_kernel="gaussian"`` the weight of an isomorphism is the Gaussian of the
+    attribute rows of S and of T stacked in the order the isomorphism matches them; the
+    isomorphisms between S and T of class c are the canonical order of S against the
+    |Aut(c)| orders of T that give the canonical code. The Gram is then dense, summed
+    over the pairs of same-class subgraphs of all graphs: O(Σ_c n_c² |Aut(c)| s d)
+    for n_c subgraphs of class c in the whole set, in blocks of bounded memory; it has no
+    finite feature map (``features`` raises).
+
     References
     ----------
     N. Kriege and P. Mutzel, "Subgraph matching kernels for attributed graphs",
@@ -260,16 +280,27 @@ class SubgraphMatching(CountFeatureKernel):
     """
 
     def __init__(self, k: int = 5, lw="uniform", node_labels: bool = True,
-                 edge_labels: bool = False, normalize: bool = False):
+                 edge_labels: bool = False, normalize: bool = False,
+                 node_kernel: str | None = None, lengthscale: float = 1.0,
+                 node_attr: str = "node_attributes"):
         super().__init__()
         if not is_int(k) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
         for arg, v in (("node_labels", node_labels), ("edge_labels", edge_labels)):
             if not isinstance(v, bool):
                 raise TypeError(f"{arg} must be a bool, got {v!r}")
+        if node_kernel not in (None, "gaussian"):
+            raise ValueError(f"node_kernel must be None or 'gaussian', got {node_kernel!r}")
+        if not is_real(lengthscale) or not math.isfinite(lengthscale) or lengthscale <= 0:
+            raise ValueError(f"lengthscale must be a positive number, got {lengthscale!r}")
+        if not isinstance(node_attr, str):
+            raise TypeError(f"node_attr must be the name of a Data field (a str), got "
+                            f"{node_attr!r}")
         self.k, self.lw = int(k), lw
         self.node_labels, self.edge_labels = node_labels, edge_labels
         self.normalize = bool(normalize)
+        self.node_kernel, self.lengthscale = node_kernel, float(lengthscale)
+        self.node_attr = node_attr
         self._lambdas = self._weights()
 
     def _weights(self) -> list:
@@ -294,10 +325,18 @@ class SubgraphMatching(CountFeatureKernel):
         return [int(v) if float(v).is_integer() else float(v) for v in w]
 
     def extra_repr(self) -> str:
+        extra = "" if self.node_kernel is None else (
+            f", node_kernel={self.node_kernel!r}, lengthscale={self.lengthscale}, "
+            f"node_attr={self.node_attr!r}")
         return (f"k={self.k}, lw={self.lw!r}, node_labels={self.node_labels}, "
-                f"edge_labels={self.edge_labels}, normalize={self.normalize}")
+                f"edge_labels={self.edge_labels}, normalize={self.normalize}{extra}")
 
     def _check_size(self, X: GraphSet, name: str) -> None:
+        if self.node_kernel is not None and X.node_attributes is None:
+            raise ValueError(f"{name}: node_kernel={self.node_kernel!r} compares continuous "
+                             f"node attributes: give every graph the Data field "
+                             f"{self.node_attr!r} (or set node_attr= to the field that holds "
+                             f"them)")
         if self.edge_labels and X.edge_label is None:
             raise ValueError(f"{name}: edge_labels=True needs edge labels: give every graph "
                              f"edge_attr (one row per edge; each distinct row is one label)")
@@ -390,12 +429,64 @@ class SubgraphMatching(CountFeatureKernel):
 
     def _entries(self, G: GraphSet):
         """φ with K = φφᵀ: counts scaled by √(λ_s |Aut|) (floats)."""
+        if self.node_kernel is not None:
+            raise TypeError("SubgraphMatching with a node_kernel has no finite feature map: "
+                            "use the Gram matrix k(X, Y)")
         rows, cols, vals, w, p = self._counts(G)
         return rows, cols, vals * w.double().sqrt().index_select(0, cols), p
+
+    # -- continuous node attributes --------------------------------------------------
+    _block = 2 ** 22  # entries of one block of pair weights
+
+    def _attribute_gram(self, U: GraphSet) -> torch.Tensor:
+        """The dense Gram of all graphs of U with the Gaussian node kernel: for every
+        class, every pair (S, T) of its subgraphs and every canonical order of T (one
+        per automorphism), exp(−‖x_S − x_T‖² / (2ℓ²)) on the attribute rows of the
+        nodes stacked in canonical order (the product of the node kernels of the
+        isomorphism), times λ_s, summed into the (graph of S, graph of T) entry."""
+        n, dev = len(U), U.device
+        X = U.node_attributes
+        K = torch.zeros(n, n, dtype=torch.float64, device=dev)
+        gamma = 1.0 / (2.0 * self.lengthscale ** 2)
+        for s, sets, cls, n_cls, aut, (set_of, nodes) in self._levels(U, orders=True):
+            M = sets.shape[0]
+            g_set = U.graph_of_node.index_select(0, sets[:, 0])
+            per = torch.bincount(set_of, minlength=M)
+            canon = nodes.index_select(0, torch.cumsum(per, 0) - per)  # first order of each
+            a_vec = X.index_select(0, canon.reshape(-1)).view(M, -1)
+            b_vec = X.index_select(0, nodes.reshape(-1)).view(nodes.shape[0], -1)
+            b_cls, b_graph = cls.index_select(0, set_of), g_set.index_select(0, set_of)
+            a_ord = torch.sort(cls, stable=True).indices
+            b_ord = torch.sort(b_cls, stable=True).indices
+            a_cnt = torch.bincount(cls, minlength=n_cls).tolist()
+            b_cnt = torch.bincount(b_cls, minlength=n_cls).tolist()
+            lam = float(self._lambdas[s - 1])
+            a_sq, b_sq = a_vec.square().sum(1), b_vec.square().sum(1)
+            for ai, bi in zip(torch.split(a_ord, a_cnt), torch.split(b_ord, b_cnt)):
+                b, gb = b_vec.index_select(0, bi), b_graph.index_select(0, bi)
+                bb = b_sq.index_select(0, bi)
+                step = max(1, self._block // max(bi.numel(), 1))
+                for rows in torch.split(ai, step):
+                    # ‖a − b‖² = ‖a‖² + ‖b‖² − 2 aᵀb: one matrix product per block
+                    d = torch.addmm(a_sq.index_select(0, rows).unsqueeze(1) + bb,
+                                    a_vec.index_select(0, rows), b.T, alpha=-2.0)
+                    w = d.clamp_min_(0).mul_(-gamma).exp_()
+                    part = torch.zeros(rows.numel(), n, dtype=K.dtype, device=dev)
+                    part.index_add_(1, gb, w)
+                    K.index_add_(0, g_set.index_select(0, rows), part, alpha=lam)
+        return K
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
+        if self.node_kernel is not None:
+            K = self._attribute_gram(U).to(X.dtype)
+            if unit_rows:
+                d = K.diagonal()
+                inv = torch.where(d > 0, d.clamp_min(1e-300).rsqrt(), 0)
+                K = K * inv.unsqueeze(1) * inv.unsqueeze(0)
+            nx = len(X)
+            return DenseKernelMatrix(K if Y is None else K[:nx, nx:].contiguous())
         rows, cols, vals, w, p = self._counts(U)
         exact = not w.is_floating_point()
         vals = vals.to(X.dtype)
@@ -416,6 +507,8 @@ class SubgraphMatching(CountFeatureKernel):
         return SparseFeatureKernelMatrix(phi_w, phi_y, small)
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
+        if self.node_kernel is not None:
+            return self._attribute_gram(X).diagonal().to(X.dtype)
         rows, cols, vals, w, _ = self._counts(X)
         vals = vals.to(X.dtype)
         return torch.zeros(len(X), dtype=X.dtype, device=X.device).index_add_(
