@@ -142,8 +142,13 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
     X = I / n                                # trace 1, supported on edges ∪ diagonal
     pad = (~used).to(dt)
 
-    def gather(A, r, c):  # A[g, r[g, k], c[g, l]] for all k, l: (B, m, m)
-        return A[bidx[:, :, None], r[:, :, None], c[:, None, :]]
+    # flat indices of the (m, m) gathers of n × n matrices, fixed for the whole solve
+    flat = {(r, c): (rr[:, :, None] * n + cc[:, None, :]).reshape(B, m * m)
+            for (r, c), (rr, cc) in {("a", "a"): (ia, ia), ("a", "b"): (ia, ib),
+                                     ("b", "b"): (ib, ib)}.items()}
+
+    def gather(A, key):  # A[g, r[g, k], c[g, l]] for all k, l: (B, m, m)
+        return A.reshape(B, n * n).gather(1, flat[key]).reshape(B, m, m)
 
     def scatter(z):  # Σ_k z_k B_k as an n × n matrix
         out = torch.zeros(B, n * n, dtype=dt)
@@ -152,14 +157,17 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
         out.index_put_((bidx.expand(B, m), ib * n + ia), v, accumulate=True)
         return out.reshape(B, n, n)
 
-    def max_step(A, D):  # the largest α ≤ 1/0.95 with A + αD ⪰ 0 (A ≻ 0)
-        L, info = torch.linalg.cholesky_ex(A)
-        L = torch.where(info[:, None, None] == 0, L, I)
+    def max_steps(L, ok, DW, DX):
+        """The largest α with W + α ΔW ⪰ 0 and with X + α ΔX ⪰ 0 (times ``step``, at
+        most 1), from the Cholesky factors L of W and X stacked (2B, n, n); 0 where a
+        factorization failed."""
+        D = torch.cat([DW, DX])
         T = torch.linalg.solve_triangular(L, D, upper=False)
         T = torch.linalg.solve_triangular(L, T.transpose(1, 2), upper=False)
         lam = torch.linalg.eigvalsh((T + T.transpose(1, 2)) / 2)[:, 0]
         a = torch.where(lam < 0, -1.0 / lam.clamp_max(-1e-300), torch.full_like(lam, 1e300))
-        return torch.where(info == 0, a, torch.zeros_like(a))
+        a = torch.where(ok, (step * a).clamp_max(1.0), torch.zeros_like(a))
+        return a[:B], a[B:]
 
     done = torch.zeros(B, dtype=torch.bool)
     step, history = _STEP, []
@@ -172,12 +180,15 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
         if bool(done.all()):
             break
         mu = gap / n
-        LX, info = torch.linalg.cholesky_ex(X)
-        done |= info != 0
-        Xi = torch.cholesky_inverse(torch.where(info[:, None, None] == 0, LX, I))
-        # Schur matrix M_kl = ⟨B_k, W B_l X⁻¹⟩
-        M = (gather(W, ia, ia) * gather(Xi, ib, ib) + gather(W, ia, ib) * gather(Xi, ib, ia)
-             + gather(W, ib, ia) * gather(Xi, ia, ib) + gather(W, ib, ib) * gather(Xi, ia, ia))
+        L, info = torch.linalg.cholesky_ex(torch.cat([W, X]))
+        ok = info == 0
+        L = torch.where(ok[:, None, None], L, torch.eye(n, dtype=dt))
+        done |= ~ok[B:]
+        Xi = torch.cholesky_inverse(L[B:])
+        # Schur matrix M_kl = ⟨B_k, W B_l X⁻¹⟩ (W[b, a] = W[a, b]ᵀ: symmetric W, X⁻¹)
+        Wab, Xab = gather(W, ("a", "b")), gather(Xi, ("a", "b"))
+        M = (gather(W, ("a", "a")) * gather(Xi, ("b", "b")) + Wab * Xab.transpose(1, 2)
+             + Wab.transpose(1, 2) * Xab + gather(W, ("b", "b")) * gather(Xi, ("a", "a")))
         M = M * scale[:, :, None] * scale[:, None, :] + torch.diag_embed(pad)
         LU, piv, info = torch.linalg.lu_factor_ex(M)
         done |= info != 0
@@ -200,15 +211,13 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
             return dW, dX, dt_
 
         dW_a, dX_a, _ = direction(-W)
-        ap = (step * max_step(W, dW_a)).clamp_max(1.0)
-        ad = (step * max_step(X, dX_a)).clamp_max(1.0)
+        ap, ad = max_steps(L, ok, dW_a, dX_a)
         mu_a = ((W + ap[:, None, None] * dW_a) * (X + ad[:, None, None] * dX_a)).sum((1, 2)) / n
         sigma = ((mu_a / mu).clamp(0.0, 1.0) ** 3).clamp_min(_SIGMA_MIN)
         C = dW_a @ dX_a @ Xi
         R = (sigma * mu)[:, None, None] * Xi - W - (C + C.transpose(1, 2)) / 2
         dW, dX, dt_ = direction(R)
-        ap = (step * max_step(W, dW)).clamp_max(1.0)
-        ad = (step * max_step(X, dX)).clamp_max(1.0)
+        ap, ad = max_steps(L, ok, dW, dX)
         done |= (ap <= 0) | (ad <= 0)  # a factorization failed: as far as it goes
         keep = (~done).to(dt)
         ap, ad = ap * keep, ad * keep
@@ -398,7 +407,8 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
                 return None
             return fitball(R)
         p = P[draws.interval(len(P) - 1)]
-        Pp = [q for q in P if q != p]
+        Pp = P[:]
+        Pp.remove(p)
         ball = minidisk(Pp, R)
         pk = p % k
         if ball is None:
