@@ -121,7 +121,9 @@ def brute_force(graphs, t_max, w, M, seed):
     col = {r: i for i, r in enumerate(rows)}
     U = np.empty((len(rows), t_max))
     for r, i in col.items():
-        a = np.random.default_rng([seed, 1] + [2 * e if e >= 0 else -2 * e - 1 for e in r])
+        z = [2 * e if e >= 0 else -2 * e - 1 for e in r]
+        words = [q for x in z for q in (x % 2 ** 32, x // 2 ** 32)]  # low, high
+        a = np.random.default_rng([seed, 1] + words)
         a = a.standard_normal((t_max, 2))
         U[i] = a[:, 0] / a[:, 1] if M == "TV" else a[:, 0]
     b = w * np.random.default_rng([seed, 0]).random(t_max)
@@ -149,6 +151,19 @@ def test_per_label_draws_by_the_definition():
         np.testing.assert_array_equal(
             dense(Propagation(t_max=3, w=w, M=M, random_state=4)(graphs)),
             brute_force(graphs, 3, w, M, 4))
+
+
+def test_per_label_streams_differ_for_large_label_entries():
+    # numpy's SeedSequence splits an int entry into 32-bit words and concatenates them:
+    # rows (2^31, 2) and (0, -(2^33 + 1)) would give the same word list, the same u_t,
+    # and their nodes the same bins (k = 1 between the two one-node graphs, not 0)
+    no_edges = torch.zeros(2, 0, dtype=torch.long)
+    graphs = [Data(x=torch.tensor([row]), edge_index=no_edges, num_nodes=1)
+              for row in ((2 ** 31, 2), (0, -(2 ** 33 + 1)))]
+    for M in ("TV", "H"):
+        K = dense(Propagation(t_max=1, w=1e-6, M=M, random_state=0)(graphs))
+        np.testing.assert_array_equal(K, np.eye(2))
+        np.testing.assert_array_equal(K, brute_force(graphs, 1, 1e-6, M, 0))
 
 
 # -- both: features independent of the other graphs of the call ---------------------------

@@ -71,9 +71,10 @@ class Propagation(CountFeatureKernel):
 
         - ``None`` (default): **per label**. The entries of label ℓ (a row v of ``x``)
           come from its own stream, ``numpy.random.default_rng([random_state, 1, *z(v)])``
-          (z(v) the entries of v as non-negative ints, 2v for v ≥ 0 and −2v − 1
-          otherwise), which draws a (t_max, 2) array of standard normals a: u_t(ℓ) =
-          a[t, 0]/a[t, 1] for TV, a[t, 0] for H; b_t = w·r_t with r =
+          (z(v): each entry v_i as the two 32-bit words, low then high, of the
+          non-negative int 2v_i for v_i ≥ 0 and −2v_i − 1 otherwise, so that distinct
+          rows seed distinct streams), which draws a (t_max, 2) array of standard
+          normals a: u_t(ℓ) = a[t, 0]/a[t, 1] for TV, a[t, 0] for H; b_t = w·r_t with r =
           ``default_rng([random_state, 0]).random(t_max)``. The paper's hash (i.i.d.
           Cauchy or normal entries), with draws that do not depend on which labels
           occur; not GraKeL's numbers.
@@ -154,8 +155,7 @@ class Propagation(CountFeatureKernel):
         rows = values.cpu().long().tolist() if values.numel() else [[]] * values.shape[0]
         U = np.empty((len(rows), self.t_max))
         for i, v in enumerate(rows):
-            a = np.random.default_rng([self.random_state, 1] + [2 * e if e >= 0 else -2 * e - 1
-                                                                 for e in v])
+            a = np.random.default_rng([self.random_state, 1] + _seed_words(v))
             a = a.standard_normal((self.t_max, 2))
             U[i] = a[:, 0] / a[:, 1] if self.M == "TV" else a[:, 0]
         b = self.w * np.random.default_rng([self.random_state, 0]).random(self.t_max)
@@ -305,6 +305,18 @@ class PropagationAttr(CountFeatureKernel):
             if t < self.t_max - 1:
                 P = _propagate(G, P)
         return _bin_counts(G, hashes)
+
+
+def _seed_words(row) -> list:
+    """A label row (ints) as seed words for numpy's SeedSequence: each entry e as the low
+    and the high 32-bit word of z = 2e (e ≥ 0) or −2e − 1 (e < 0). Fixed two words per
+    entry: SeedSequence splits a large int into its words itself, so that rows such as
+    (2^31, 2) and (0, −2^33 − 1) would otherwise seed the same stream."""
+    out = []
+    for e in row:
+        z = 2 * e if e >= 0 else -2 * e - 1
+        out += [z & 0xFFFFFFFF, z >> 32]
+    return out
 
 
 def _bin_counts(G: GraphSet, hashes):
