@@ -92,7 +92,7 @@ def test_draws_replay_numpy_random_state():
 @pytest.mark.parametrize("rng, n_samples", [((2, 8), 50), ((1, 3), 7), ((4, 4), 13)])
 def test_distribute_samples_is_grakels(n, rng, n_samples):
     if n < rng[0]:
-        assert _distribute_samples(n, *rng, n_samples) == []
+        assert _distribute_samples(n, *rng, n_samples) == ()
         return
     ref = distribute_samples(n, rng, n_samples)
     ours = _distribute_samples(n, *rng, n_samples)

@@ -3,6 +3,7 @@ geometric embeddings of every graph (orthonormal labellings), compared through r
 node subsets."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -57,28 +58,41 @@ class _LegacyDraws:
                 return w
 
     def permutation(self, n: int) -> list:
+        """``RandomState.permutation(n)`` as a list (the draws inlined: the hot loop)."""
         a = list(range(n))
+        buf, pos = self._buf, self._pos
+        end = len(buf)
         for i in range(n - 1, 0, -1):
-            j = self.interval(i)
+            mask = (1 << i.bit_length()) - 1
+            while True:
+                if pos == end:
+                    buf, pos = self._bitgen.random_raw(4096).tolist(), 0
+                    end = len(buf)
+                j = buf[pos] & mask
+                pos += 1
+                if j <= i:
+                    break
             a[i], a[j] = a[j], a[i]
+        self._buf, self._pos = buf, pos
         return a
 
 
-def _distribute_samples(n: int, lo: int, hi: int, n_samples: int) -> list:
+@functools.lru_cache(maxsize=4096)
+def _distribute_samples(n: int, lo: int, hi: int, n_samples: int) -> tuple:
     """Samples per subset size lo..hi for a graph of n nodes: proportional to the number
     of subsets C(n, k) (floors, the remainder added one by one from the largest size
     down), sizes above n getting none — GraKeL's ``distribute_samples``, same floating
     arithmetic. An empty list when n < lo (GraKeL divides by zero there)."""
     top = min(hi, n)
     if top < lo:
-        return []
+        return ()
     w = np.array([binom(n, k) for k in range(lo, top + 1)], dtype=float)
     w = w / np.sum(w)
     smpls = np.floor(w * n_samples).astype(int)
     ss = smpls.shape[0]
     for r in range(int(n_samples - np.sum(smpls))):
         smpls[(ss - r - 1) % ss] += 1
-    return smpls.tolist()
+    return tuple(smpls.tolist())
 
 
 def _edge_pairs(G: GraphSet):
