@@ -318,3 +318,32 @@ def test_label_ids_equal_torch_unique_rows():
         ref_values, ref_ids = torch.unique(x.long() if x.dtype == torch.bool else x, dim=0,
                                            return_inverse=True)
         assert torch.equal(ids, ref_ids) and torch.equal(values, ref_values), x.dtype
+
+
+def test_edge_merge_key_forms_equal_torch_unique():
+    """The merge's packed keys — source·n + target in int32 (small n), source·m + local
+    target in int32 (graph offsets given, every edge inside its graph), int64 otherwise
+    (an edge between two graphs) — give the distinct edges, sorted, with the position of
+    each one's first occurrence."""
+    from torchkern.graphs._batch import _merge_edges
+    g = torch.Generator().manual_seed(0)
+    ptr = torch.tensor([0, 20000, 45000, 60000])
+    which = torch.randint(0, 3, (3000,), generator=g)
+    lo, size = ptr[which], (ptr[1:] - ptr[:-1])[which]
+    inside = torch.stack([lo + torch.randint(0, 2 ** 30, (3000,), generator=g) % size,
+                          lo + torch.randint(0, 2 ** 30, (3000,), generator=g) % size])
+    across = inside.clone()
+    across[1, 7] = 59999 if int(across[0, 7]) < 45000 else 0
+    small = torch.randint(0, 50, (2, 3000), generator=g)
+    for ei, n, p in ((small, 50, None), (inside, 60000, ptr), (across, 60000, ptr),
+                     (inside, 60000, None)):
+        ei = torch.cat([ei, ei[:, :500]], 1)  # duplicates
+        key = ei[0] * n + ei[1]
+        values = torch.unique(key)
+        for positions in (False, True):
+            out, first = _merge_edges(ei, n, positions, p)
+            assert torch.equal(out, torch.stack([values // n, values % n]))
+            if positions:
+                pos = torch.arange(key.numel())
+                ref = torch.stack([pos[key == v].min() for v in values])
+                assert torch.equal(first, ref)
