@@ -146,7 +146,8 @@ def test_cone_replay_equals_grakel_code(mutag):
                                  random_state_=np.random.RandomState(3))
     ref = np.array([GrakelLovasz._calculate_MEC_(
         fake, _calculate_lovasz_labelling_(W, theta, d))[:, 0] for theta, W in sdp(graphs)])
-    ours = LovaszTheta(n_samples=20, subsets_size_range=(2, 6), random_state=3).features(graphs)
+    ours = LovaszTheta(n_samples=20, subsets_size_range=(2, 6), random_state=3,
+                       draws="grakel").features(graphs)
     assert np.abs(ours.numpy() - ref).max() < 1e-12
 
 
@@ -160,7 +161,7 @@ def test_lovasz_theta_equals_grakel(mutag, rand, name, normalize):
     # theirs alone.
     graphs = (mutag if name == "mutag" else rand)
     sub = [graphs[i] for i in REF[f"agree_{name}"][:10]]
-    K = LovaszTheta(random_state=0, normalize=normalize)(sub).to_dense().numpy()
+    K = LovaszTheta(random_state=0, draws="grakel", normalize=normalize)(sub).to_dense().numpy()
     ref = REF[f"gram_{name}_{'norm' if normalize else 'raw'}"][:10, :10]
     # measured on the 40 stored graphs: 1.2e-6 relative (normalized 4.5e-7) on MUTAG, 5.2e-6
     # (1.2e-5) on the random graphs: the slacks agree to 1e-6 and the minimum-ball systems
@@ -176,14 +177,15 @@ def test_svm_theta_equals_grakel(mutag, rand, normalize):
         ref = gk.SvmTheta(random_state=4, normalize=normalize,
                           metric=lambda x, y: (x.T @ y).item()).fit_transform(
             [[adjacency(d)] for d in graphs])
-        K = SVMTheta(random_state=4, normalize=normalize)(graphs).to_dense().numpy()
+        K = SVMTheta(random_state=4, draws="grakel",
+                     normalize=normalize)(graphs).to_dense().numpy()
         assert np.abs(K - ref).max() <= 1e-12 * np.abs(ref).max()
 
 
 def test_svm_theta_grakel_default_metric_is_first_size(mutag):
     graphs = mutag[:30]
     ref = gk.SvmTheta(random_state=1).fit_transform([[adjacency(d)] for d in graphs])
-    f = SVMTheta(random_state=1).features(graphs).numpy()
+    f = SVMTheta(random_state=1, draws="grakel").features(graphs).numpy()
     assert np.abs(np.outer(f[:, 0], f[:, 0]) - ref).max() == 0.0
 
 
@@ -216,9 +218,14 @@ def test_inputs_blocks_and_small_graphs(mutag):
     K = k(graphs).to_dense()
     assert torch.equal(k(Batch.from_data_list(graphs)).to_dense(), K)
     assert torch.equal(k(GraphSet(graphs)).to_dense(), K)
-    # k(X, Y) uses the features of k(X) and of k(Y): blocks of nothing, but consistent
-    fx, fy = k.features(graphs[:4]), k.features(graphs[4:])
-    assert torch.allclose(k(graphs[:4], graphs[4:]).to_dense(), fx @ fy.T, rtol=1e-14)
+    # draws="graph": a graph's features are its own, so k(X, Y) is a block of k(X ∪ Y)
+    assert torch.allclose(k(graphs[:4], graphs[4:]).to_dense(), K[:4, 4:], rtol=1e-14)
+    assert torch.equal(k.features(graphs[3:5]), k.features(graphs)[3:5])
+    # draws="grakel": one stream for the set; k(X, Y) uses the features of k(X) and k(Y)
+    kg = SVMTheta(n_samples=20, draws="grakel")
+    fx, fy = kg.features(graphs[:4]), kg.features(graphs[4:])
+    assert torch.allclose(kg(graphs[:4], graphs[4:]).to_dense(), fx @ fy.T, rtol=1e-14)
+    assert not torch.equal(fy, kg.features(graphs)[4:])
     assert torch.allclose(k.diag(graphs), torch.diagonal(K), rtol=1e-14)
     # a graph smaller than the smallest subset size gets zero features (GraKeL fails)
     tiny = graph(1, [])
@@ -253,6 +260,7 @@ def test_base_kernel_and_grid_search(mutag):
     (lambda: LovaszTheta(random_state=None), "random_state must be"),
     (lambda: SVMTheta(random_state=-1), "random_state must be"),
     (lambda: LovaszTheta(cone="ball"), "cone must be"),
+    (lambda: SVMTheta(draws="set"), "draws must be"),
     (lambda: SVMTheta(base_kernel=lambda x, y: x @ y), "base_kernel must be"),
 ])
 def test_bad_arguments(make, match):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import zlib
 
 import numpy as np
 import torch
@@ -506,9 +507,13 @@ class _ThetaKernel(GraphKernel):
     """Common part: features per graph (one value per subset size), Gram = base kernel
     of the features, normalization from the same features."""
 
-    def __init__(self, n_samples, subsets_size_range, random_state, base_kernel, normalize):
+    def __init__(self, n_samples, subsets_size_range, random_state, draws, base_kernel,
+                 normalize):
         super().__init__()
         _check_common(n_samples, subsets_size_range, random_state, base_kernel)
+        if draws not in ("graph", "grakel"):
+            raise ValueError(f"draws must be 'graph' or 'grakel', got {draws!r}")
+        self.draws = draws
         self.n_samples = int(n_samples)
         self.subsets_size_range = (int(subsets_size_range[0]), int(subsets_size_range[1]))
         self.random_state = int(random_state)
@@ -531,16 +536,19 @@ class _ThetaKernel(GraphKernel):
             return self._features(X).to(device=X.device, dtype=X.dtype)
 
     def _levels(self, G: GraphSet, value_of_graph):
-        """Draw the subsets of every graph in order (one stream for the set) and average
-        ``value(subset)`` per size; ``value_of_graph(i, n, pairs)`` returns that
-        function for graph i."""
+        """Draw the subsets of every graph and average ``value(subset)`` per size;
+        ``value_of_graph(i, n, pairs)`` returns that function for graph i. One stream
+        for the set, graph after graph (``draws="grakel"``), or one stream per graph
+        seeded by ``random_state`` and the graph (``draws="graph"``)."""
         lo, hi = self.subsets_size_range
-        draws = _LegacyDraws(self.random_state)
+        shared = _LegacyDraws(self.random_state) if self.draws == "grakel" else None
         phi = np.zeros((len(G), hi - lo + 1))
         for i, (n, pairs) in enumerate(_edge_pairs(G)):
             plan = _distribute_samples(n, lo, hi, self.n_samples)
             if not plan:
                 continue
+            draws = shared if shared is not None else _LegacyDraws(
+                [self.random_state, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
             value = value_of_graph(i, n, pairs)
             for j, count in enumerate(plan):
                 if count <= 0:
@@ -563,8 +571,8 @@ class _ThetaKernel(GraphKernel):
 
     def forward(self, X, Y=None, *, backend: str | None = None):
         """k(X, Y): the base kernel (dot product by default) of the feature vectors of X
-        and of Y, each drawn from a fresh stream of ``random_state`` (so that k(X, Y),
-        k(X) and k(Y) share the features of X and of Y)."""
+        and of Y (with ``draws="grakel"`` each set drawn from a fresh stream, so that
+        k(X, Y), k(X) and k(Y) share the features of X and of Y)."""
         from .._config import _check_backend
         from ..gram import DenseKernelMatrix
         if backend is not None:
@@ -636,13 +644,19 @@ class LovaszTheta(_ThetaKernel):
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
     random_state : int
-        Seed. NumPy ``RandomState(random_state)``'s draws are replayed exactly as GraKeL
-        makes them, graph after graph: ``choice(n, s, replace=False)`` per subset, then
-        (``cone="grakel"``) the permutation and picks of the cone routine. So k(X)
-        equals GraKeL's ``fit_transform`` on the same graphs with the same seed. Every
-        set is drawn from a fresh stream: the features of X in k(X, Y) are those of
-        k(X), and of Y those of k(Y) (GraKeL's ``transform(Y)`` continues the stream of
-        ``fit(X)`` instead, so its test features differ from ours by the draws).
+        Seed of the draws, made as GraKeL makes them with NumPy's ``RandomState``:
+        ``choice(n, s, replace=False)`` per subset, then (``cone="grakel"``) the
+        permutation and picks of the cone routine.
+    draws : {"graph", "grakel"}
+        ``"graph"``: each graph draws from its own stream, seeded by ``random_state``,
+        its node count and its edges — a graph's features depend on the graph only, so
+        Grams of training and test sets, and of any subset (SVC's support vectors),
+        agree. ``"grakel"``: one stream ``RandomState(random_state)`` for the whole set,
+        graph after graph, as GraKeL — k(X) then equals GraKeL's ``fit_transform`` on
+        the same graphs with the same seed, but a graph's features depend on the graphs
+        before it (each set starts a fresh stream; GraKeL's ``transform(Y)`` continues
+        the stream of ``fit(X)`` instead), so use it to reproduce GraKeL, not in
+        estimators.
     cone : {"grakel", "exact"}
         ``"grakel"``: GraKeL's value — the cosine min_{i∈S} ⟨u_i, c⟩/‖c‖ for the
         centre c of GraKeL's minimum-ball routine (Welzl's algorithm with a 0.1
@@ -700,15 +714,17 @@ class LovaszTheta(_ThetaKernel):
     """
 
     def __init__(self, n_samples: int = 50, subsets_size_range=(2, 8), random_state: int = 0,
-                 cone: str = "grakel", base_kernel=None, normalize: bool = False):
-        super().__init__(n_samples, subsets_size_range, random_state, base_kernel, normalize)
+                 draws: str = "graph", cone: str = "grakel", base_kernel=None,
+                 normalize: bool = False):
+        super().__init__(n_samples, subsets_size_range, random_state, draws, base_kernel,
+                         normalize)
         if cone not in ("grakel", "exact"):
             raise ValueError(f"cone must be 'grakel' or 'exact', got {cone!r}")
         self.cone = cone
 
     def extra_repr(self) -> str:
         return (f"n_samples={self.n_samples}, subsets_size_range={self.subsets_size_range}, "
-                f"random_state={self.random_state}, cone={self.cone!r}, "
+                f"random_state={self.random_state}, draws={self.draws!r}, cone={self.cone!r}, "
                 f"normalize={self.normalize}")
 
     def _features(self, G: GraphSet) -> torch.Tensor:
@@ -748,9 +764,12 @@ class SVMTheta(_ThetaKernel):
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
     random_state : int
-        Seed: NumPy ``RandomState(random_state)``'s ``choice(n, s, replace=False)``
-        per subset replayed exactly, graph after graph (so k(X) equals GraKeL's
-        ``fit_transform`` for the same seed); each set is drawn from a fresh stream.
+        Seed of the draws: ``choice(n, s, replace=False)`` per subset, NumPy's
+        ``RandomState`` replayed exactly.
+    draws : {"graph", "grakel"}
+        As in :class:`LovaszTheta`: one stream per graph (seeded by ``random_state``
+        and the graph: consistent Grams in estimators), or GraKeL's one stream for the
+        set (``"grakel"``: k(X) equals GraKeL's ``fit_transform`` for the same seed).
     base_kernel : None or torchkern vector kernel
         Kernel between the feature vectors (None: the dot product). GraKeL calls it
         ``metric``, and its default ``np.inner(x, y)[0, 0]`` on the (levels, 1)
@@ -786,12 +805,14 @@ class SVMTheta(_ThetaKernel):
     """
 
     def __init__(self, n_samples: int = 50, subsets_size_range=(2, 8), random_state: int = 0,
-                 base_kernel=None, normalize: bool = False):
-        super().__init__(n_samples, subsets_size_range, random_state, base_kernel, normalize)
+                 draws: str = "graph", base_kernel=None, normalize: bool = False):
+        super().__init__(n_samples, subsets_size_range, random_state, draws, base_kernel,
+                         normalize)
 
     def extra_repr(self) -> str:
         return (f"n_samples={self.n_samples}, subsets_size_range={self.subsets_size_range}, "
-                f"random_state={self.random_state}, normalize={self.normalize}")
+                f"random_state={self.random_state}, draws={self.draws!r}, "
+                f"normalize={self.normalize}")
 
     def _features(self, G: GraphSet) -> torch.Tensor:
         def value_of_graph(i, n, pairs):
