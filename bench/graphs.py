@@ -327,7 +327,7 @@ REGISTRY = [
          lambda gk: gk.WeisfeilerLehman(n_iter=2, base_graph_kernel=gk.ShortestPath),
          form="adj", grakel_cap=_big(50), scale="graphs"),
     Spec("SP", lambda tg: tg.ShortestPath(), lambda gk: gk.ShortestPath(with_labels=True),
-         form="edges"),
+         form="edges", grakel_cap=_big(100), scale="graphs"),
     Spec("RW", lambda tg: tg.RandomWalk(0.01, labeled=False),
          lambda gk: gk.RandomWalk(lamda=0.01, method_type="baseline"),
          compare=_rel, grakel_cap=_rw_cap),
