@@ -6,6 +6,8 @@ Gram, ratio, max difference — in one run and one table.
     python bench/graphs.py --part-a                 # the part-A kernels (VH, EH, WLOA, ...)
     python bench/graphs.py --part-b                 # the part-B kernels (NH, PM, CORE, ...)
     python bench/graphs.py --sizes 100x20,2000x50   # other Erdős–Rényi sets
+    python bench/graphs.py --sizes 1000x40:wl+sp --no-mutag --busy-rows  # kernels per set;
+                                                    # rows also beside one busy loop
     python bench/graphs.py --clock wall --threads 2 # wall time, 2 torch / BLAS threads
     python bench/graphs.py --list                   # the registry
 
@@ -58,7 +60,7 @@ from typing import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import device_name, table  # noqa: E402
+from _util import conditions, device_name, table  # noqa: E402
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -465,13 +467,14 @@ def load_sets(names):
     data = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
     sets = []
     for s in names:
+        s, _, only = s.partition(":")  # "1000x40:wl+sp": those kernels on that set
         if s.upper() in ("MUTAG", "CUNEIFORM"):
             name = "MUTAG" if s.upper() == "MUTAG" else "Cuneiform"
-            sets.append((name, read_tu(os.path.join(data, name)), name == "Cuneiform"))
+            sets.append((name, read_tu(os.path.join(data, name)), name == "Cuneiform", only))
         else:
             g, n = (int(v) for v in s.upper().removeprefix("ER").split("X"))
             sets.append((f"ER {g}x{n}", with_extras(erdos_renyi(g, n, seed=g + n), seed=g * n),
-                         True))
+                         True, only))
     return sets
 
 
@@ -483,7 +486,11 @@ def main(argv=None):
     ap.add_argument("--sets", default="MUTAG,Cuneiform",
                     help="comma-separated: MUTAG, Cuneiform, ERgxn")
     ap.add_argument("--sizes", default="1000x20,1000x200",
-                    help="Erdős–Rényi sets GxN appended to --sets")
+                    help="Erdős–Rényi sets GxN appended to --sets, optionally GxN:k1+k2 for "
+                         "the kernels of that set")
+    ap.add_argument("--no-mutag", action="store_true", help="leave MUTAG out of --sets")
+    ap.add_argument("--busy-rows", action="store_true",
+                    help="also every row beside one busy loop (bench/_util.busy)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     ap.add_argument("--list", action="store_true", help="print the registry and exit")
@@ -510,20 +517,27 @@ def main(argv=None):
     threadpool_limits(args.threads)
     import grakel
     names = [s for s in args.sets.split(",") + args.sizes.split(",") if s]
+    if args.no_mutag:
+        names = [s for s in names if s.upper() != "MUTAG"]
     sets = load_sets(names)
     clock = "process CPU time" if args.clock == "cpu" else "wall time"
     print(f"torchkern graph kernels vs GraKeL {grakel.__version__} — {device_name('cpu')}, "
           f"{args.threads} torch / BLAS thread(s) each, {clock}, best of 3 under 2 s; "
           f"load = os.getloadavg() after the row\n")
     rows = []
-    for spec in specs:
-        for set_name, graphs, attributed in sets:
-            if spec.attributes and not attributed:
-                continue
-            rows.append(bench_one(spec, set_name, graphs))
-            print(f"  {rows[-1]}", file=sys.stderr, flush=True)
-    table(rows, ["kernel", "data", "graphs", "nodes", "torchkern_s", "grakel_s", "ratio",
-                 "diff", "load"])
+    for cond, context in conditions(args.busy_rows):
+        with context():
+            for spec in specs:
+                for set_name, graphs, attributed, only in sets:
+                    if spec.attributes and not attributed:
+                        continue
+                    if only and spec.name not in only.upper().split("+"):
+                        continue
+                    rows.append(dict(condition=cond, **bench_one(spec, set_name, graphs)))
+                    print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    table(rows, (["condition"] if args.busy_rows else [])
+          + ["kernel", "data", "graphs", "nodes", "torchkern_s", "grakel_s", "ratio", "diff",
+             "load"])
 
 
 if __name__ == "__main__":
