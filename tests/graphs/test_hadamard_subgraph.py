@@ -212,6 +212,16 @@ def test_subgraph_matching_cross_gram_equals_grakel_transform(mutag):
     np.testing.assert_array_equal(k.diag(Y).numpy(), np.diag(full)[8:])
 
 
+def test_subgraph_matching_in_parts_equals_whole(mutag, monkeypatch):
+    # a byte budget that splits the set down to single graphs at the larger sizes
+    graphs = mutag[:24] + random_graphs(6, 2, 7, 0.5, 7, seed=9, n_bonds=4)
+    k = SubgraphMatching(edge_labels=True, lw="increasing")  # integers: exact sums
+    whole = dense(k, graphs)
+    monkeypatch.setattr(SubgraphMatching, "_budget", 20_000)
+    np.testing.assert_array_equal(dense(k, graphs), whole)
+    np.testing.assert_array_equal(dense(k, graphs[:10], graphs[10:]), whole[:10, 10:])
+
+
 def _brute_force(g, h, k, lam, node_labels, edge_labels, ell=None):
     """Σ_s λ_s · #{(S, φ): S ⊆ V(g) of size s with g[S] connected, φ an injective map S →
     V(h) preserving edges, non-edges, node labels and edge labels} — every subset, every

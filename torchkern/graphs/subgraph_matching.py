@@ -33,7 +33,12 @@ def _simple_undirected(G: GraphSet, name: str):
     return s, t, keep, order
 
 
-def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
+class _OverBudget(Exception):
+    """A level of :func:`connected_subgraphs` would take more than its byte budget."""
+
+
+def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X",
+                        budget: int | None = None):
     """The node sets of all connected induced subgraphs of the graphs of G with 1 to k
     nodes: a list whose entry s − 1 is an (M_s, s) tensor of global node ids, each row
     sorted increasingly, each set once.
@@ -42,7 +47,8 @@ def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
     outside it (one segment gather over the edges ``src → dst``, sorted by source), rows
     sorted and duplicates removed by one grouping of the rows (:func:`compact`). A
     connected set of size s + 1 has a node whose removal leaves it connected (a leaf of
-    a spanning tree), so every one is reached."""
+    a spanning tree), so every one is reached. ``budget``: raise ``_OverBudget`` when a
+    level needs more bytes than that (the caller then splits the set)."""
     N = int(G.ptr[-1])
     dev = G.device
     deg = torch.bincount(src, minlength=N)
@@ -56,6 +62,8 @@ def connected_subgraphs(G: GraphSet, k: int, src, dst, name: str = "X"):
             break
         d = deg.index_select(0, sets.reshape(-1)).view(M, s)
         total = int(d.sum())
+        if budget is not None and len(G) > 1 and total * (s + 1) * 8 * 4 > budget:
+            raise _OverBudget
         check_memory(total * (s + 1) * 8 * 4, f"{name}: SubgraphMatching(k={k}) extends the "
                      f"{M:,} connected subgraphs of {s} nodes by {total:,} neighbours, which",
                      dev)
@@ -343,15 +351,17 @@ class SubgraphMatching(CountFeatureKernel):
         _simple_undirected(X, name)
 
     # -- the counts ------------------------------------------------------------------
-    def _levels(self, G: GraphSet, orders: bool = False):
+    def _levels(self, G: GraphSet, orders: bool = False, budget: int | None = None):
         """Per subgraph size s: ``(s, sets, cls, n_cls, aut, found)`` — the connected node
         sets (M, s), the class id of each, the number of classes, each class's |Aut|,
         and with ``orders`` the node lists in every canonical order, ``(owner set,
         nodes)`` (:func:`canonical_codes`)."""
         N, dev = int(G.ptr[-1]), G.device
         s_, t_, keep, order = _simple_undirected(G, "X")
+        # the set's own label ids (rows of label_values, kept by GraphSet.take): codes of
+        # parts of a set are comparable
         if self.node_labels:
-            labels, L = initial_labels(G)
+            labels, L = G.node_label, max(int(G.label_values.shape[0]), 1)
         else:
             labels, L = torch.zeros(N, dtype=torch.long, device=dev), 1
         ecode = torch.ones(s_.numel(), dtype=torch.long, device=dev)
@@ -361,11 +371,10 @@ class SubgraphMatching(CountFeatureKernel):
             if not torch.equal(el, el.index_select(0, order)):
                 raise ValueError("SubgraphMatching: an undirected edge has different labels "
                                  "(rows of edge_attr) in its two directions")
-            _, el = torch.unique(el, return_inverse=True)
             ecode = el + 1
-            n_codes = int(el.max()) + 2 if el.numel() else 1
+            n_codes = int(G.edge_label_values.shape[0]) + 1
         edge_code = self._edge_codes(G, s_, t_, ecode, n_codes)
-        for sets in connected_subgraphs(G, self.k, s_, t_):
+        for sets in connected_subgraphs(G, self.k, s_, t_, budget=budget):
             M, s = sets.shape
             lab = labels.index_select(0, sets.reshape(-1)).view(M, s)
             adj = torch.zeros(M, s, s, dtype=torch.long, device=dev)
@@ -389,20 +398,56 @@ class SubgraphMatching(CountFeatureKernel):
                                                  output_size=q.numel())
                 found = (set_of, sets.index_select(0, set_of).gather(1, pos.index_select(0, q)))
             yield (s, sets, cls.index_select(0, inv), cfirst.numel(),
-                   out[1].index_select(0, cfirst), found)
+                   out[1].index_select(0, cfirst), found, out[0].index_select(0, cfirst))
+
+    _budget = 2 ** 31  # bytes for one level of the subgraph enumeration of one part
 
     def _counts(self, G: GraphSet):
         """``(rows, cols, counts, weights)``: the number of connected induced subgraphs
-        of each class (column) in each graph (row), and each class's λ_s |Aut|."""
+        of each class (column) in each graph (row), and each class's λ_s |Aut|.
+
+        The graphs are enumerated in parts when the whole set would take more than
+        ``_budget`` bytes at some level (halves, recursively); classes are matched
+        across parts by their canonical codes."""
+        if self.edge_labels:
+            G.edge_label  # read once, so that every part shares the edge label ids
+        parts = []  # (graph offset, [(s, graph, class, count, class codes, aut), ...])
+
+        def run(first, last):
+            P = G if (first, last) == (0, len(G)) else G.take(
+                torch.arange(first, last, device=G.device))
+            try:
+                levels = []
+                for s, sets, cls, n_cls, aut, _, codes in self._levels(P, budget=self._budget):
+                    (g, c), cnt = count_rows([P.graph_of_node.index_select(0, sets[:, 0]),
+                                              cls], [len(P), n_cls])
+                    levels.append((s, g + first, c, cnt, codes, aut))
+                parts.append(levels)
+            except _OverBudget:
+                mid = (first + last) // 2
+                run(first, mid), run(mid, last)
+        run(0, len(G))
         rows, cols, vals, weights, offset = [], [], [], [], 0
-        for s, sets, cls, n_cls, aut, _ in self._levels(G):
-            (g, c), cnt = count_rows([G.graph_of_node.index_select(0, sets[:, 0]), cls],
-                                     [len(G), n_cls])
-            rows.append(g), cols.append(c + offset), vals.append(cnt)
+        for s in range(1, self.k + 1):
+            here = [lv for levels in parts for lv in levels if lv[0] == s]
+            if not here:
+                continue
+            codes = torch.cat([lv[4] for lv in here])
+            ids, _, cfirst = compact(list(codes.T), [int(codes.max()) + 1] * codes.shape[1])
+            shift = torch.cumsum(torch.tensor([0] + [lv[4].shape[0] for lv in here[:-1]],
+                                              device=G.device), 0).tolist()
+            for lv, sh in zip(here, shift):
+                rows.append(lv[1]), vals.append(lv[3])
+                cols.append(ids.index_select(0, lv[2] + sh) + offset)
+            aut = torch.cat([lv[5] for lv in here]).index_select(0, cfirst)
             lam = self._lambdas[s - 1]  # an int, or a float: weights then in float64
             weights.append(aut * lam if isinstance(lam, int) else aut.double() * lam)
-            offset += n_cls
-        return torch.cat(rows), torch.cat(cols), torch.cat(vals), torch.cat(weights), offset
+            offset += cfirst.numel()
+        rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
+        if len(parts) > 1:  # a graph's class counted in one part only: no duplicates
+            order = torch.argsort(rows * max(offset, 1) + cols)
+            rows, cols, vals = (t.index_select(0, order) for t in (rows, cols, vals))
+        return rows, cols, vals, torch.cat(weights), offset
 
     @staticmethod
     def _edge_codes(G: GraphSet, src, dst, ecode, n_codes):
@@ -448,7 +493,7 @@ class SubgraphMatching(CountFeatureKernel):
         X = U.node_attributes
         K = torch.zeros(n, n, dtype=torch.float64, device=dev)
         gamma = 1.0 / (2.0 * self.lengthscale ** 2)
-        for s, sets, cls, n_cls, aut, (set_of, nodes) in self._levels(U, orders=True):
+        for s, sets, cls, n_cls, aut, (set_of, nodes), _ in self._levels(U, orders=True):
             M = sets.shape[0]
             g_set = U.graph_of_node.index_select(0, sets[:, 0])
             per = torch.bincount(set_of, minlength=M)
