@@ -16,7 +16,7 @@ from torch_geometric.data import Batch, Data
 import torchkern as tk
 from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 from torchkern.graphs import (GraphSet, HadamardCode, ShortestPath, SubgraphMatching,
-                              VertexHistogram, WeisfeilerLehman)
+                              WeisfeilerLehman)
 from torchkern.graphs.subgraph_matching import canonical_codes, connected_subgraphs
 
 import grakel  # noqa: E402  (the test extra installs it: never skipped)
@@ -343,7 +343,8 @@ def test_connected_subgraphs_and_canonical_codes_by_networkx():
             off = int(G.ptr[i])
             g = nx.Graph(list(map(tuple, d.edge_index.t().tolist())))
             g.add_nodes_from(range(d.num_nodes))
-            want |= {tuple(off + v for v in S) for S in itertools.combinations(range(d.num_nodes), s)
+            want |= {tuple(off + v for v in S)
+                     for S in itertools.combinations(range(d.num_nodes), s)
                      if nx.is_connected(g.subgraph(S))}
         assert {tuple(r) for r in sets.tolist()} == want
     # automorphism counts of the 4-node shapes: path 2, star 6, cycle 8, paw 2,

@@ -10,7 +10,7 @@ import torch
 from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix
 from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges, sorted_unique
-from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, initial_labels
+from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo
 
 __all__ = ["SubgraphMatching", "connected_subgraphs", "canonical_codes"]
 
