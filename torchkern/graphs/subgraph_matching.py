@@ -261,7 +261,9 @@ class SubgraphMatching(CountFeatureKernel):
     canonical form (:func:`canonical_codes`, s! permutations each). The Gram is a
     sparse features KernelMatrix Φ diag(λ|Aut|) Φ'ᵀ — exact integers for integer
     weights. The number of connected subgraphs grows like N d^(k−1) for N nodes of
-    degree d: a set whose subgraphs would not fit in memory is refused up front.
+    degree d: a set whose enumeration would take more than 2 GB at one size is
+    enumerated in parts (halves of its graphs, recursively), and a single graph whose
+    subgraphs would not fit in memory is refused up front.
     GraKeL's product graph has |V||V'| nodes per pair, O(n²) pairs.
 
     With ``node_kernel="gaussian"`` the weight of an isomorphism is the Gaussian of the
