@@ -19,7 +19,7 @@ from torch_geometric.data import Data
 
 import torchkern as tk
 from torchkern.datasets import read_tu
-from torchkern.graphs import Propagation
+from torchkern.graphs import Propagation, PropagationAttr
 
 import grakel  # noqa: E402  (the test extra installs it: never skipped)
 DATA = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
@@ -222,3 +222,13 @@ def test_n_labels_is_checked_by_name():
                                          "of width 3"):
         Propagation(n_labels=4)(graphs)
     Propagation(n_labels=3)(graphs)  # width 3 one-hot: fine
+
+
+def test_random_state_is_checked_by_name():
+    # numpy's RandomState (GraKeL's draws, PropagationAttr) takes seeds below 2^32 only
+    msg = r"random_state must be a non-negative int below 2\^32"
+    for make in (Propagation, lambda **a: Propagation(n_labels=3, **a), PropagationAttr):
+        for bad in (-1, 2 ** 32, 1.5, None):
+            with pytest.raises(ValueError, match=msg):
+                make(random_state=bad)
+        make(random_state=2 ** 32 - 1)

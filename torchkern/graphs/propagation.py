@@ -29,9 +29,9 @@ def _check_common(t_max, w, random_state):
         raise ValueError(f"t_max must be a positive int, got {t_max!r}")
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"w must be a positive number (the bin width), got {w!r}")
-    if not is_int(random_state) or random_state < 0:
-        raise ValueError(f"random_state must be a non-negative int (the seed of the hash "
-                         f"draws), got {random_state!r}")
+    if not is_int(random_state) or not 0 <= random_state < 2 ** 32:
+        raise ValueError(f"random_state must be a non-negative int below 2^32 (the seed of "
+                         f"the hash draws, numpy RandomState's range), got {random_state!r}")
 
 
 class Propagation(CountFeatureKernel):
@@ -63,9 +63,10 @@ class Propagation(CountFeatureKernel):
     M : {"TV", "H"}
         The distance the hashing preserves.
     random_state : int
-        Seed of the hash draws (see ``n_labels``). Every call draws the same, and a
-        graph's features depend on its own labels only, never on the other graphs of
-        the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are blocks of ``k(X ∪ Y)``.
+        Seed of the hash draws (see ``n_labels``), 0 ≤ random_state < 2^32. Every call
+        draws the same, and a graph's features depend on its own labels only, never on
+        the other graphs of the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are blocks of
+        ``k(X ∪ Y)``.
     n_labels : int or None
         How u_t is drawn.
 
