@@ -312,7 +312,11 @@ def test_label_ids_equal_torch_unique_rows():
                         torch.randint(-2, 2, (60, 1), generator=g)], 1),
              torch.randint(0, 2 ** 40, (20, 2), generator=g),
              torch.randint(0, 3, (30, 1), generator=g).double(),
-             torch.tensor([[True], [False], [True]])]
+             torch.tensor([[True], [False], [True]]),
+             # wide float rows: (max - min + 1)^d past a float's range (1e308)
+             torch.nn.functional.one_hot(torch.randint(0, 1100, (40,), generator=g),
+                                         1100).float(),
+             torch.randint(0, 1001, (30, 110), generator=g).double()]
     for x in cases:
         ids, values = _label_ids(x, x.shape[0], "x", x.device)
         ref_values, ref_ids = torch.unique(x.long() if x.dtype == torch.bool else x, dim=0,

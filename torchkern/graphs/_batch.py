@@ -235,8 +235,10 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     if floating and not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"{name} contains NaN or infinity")
     if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
-        d = rows.shape[1]
-        if (hi - lo + 1) ** d <= max(4 * n, 2 ** 16):  # one range for all columns will do
+        d, bound = rows.shape[1], max(4 * n, 2 ** 16)
+        span = int(hi) - int(lo) + 1  # an int: a float power overflows past 1e308
+        # one range for all columns will do when span^d is small (span^d ≥ 2^d, span > 1)
+        if span == 1 or (d < bound.bit_length() and span ** d <= bound):
             clo = torch.full((d,), lo, dtype=rows.dtype, device=device)
             chi = torch.full((d,), hi, dtype=rows.dtype, device=device)
         else:  # one range per column (a reduction along the rows: slower)
