@@ -265,6 +265,15 @@ def test_histograms_equal_python_counts(data, normalize):
                                                                                 normalize)))
 
 
+def test_edge_histogram_of_large_edgeless_graphs_allocates_no_node_pairs():
+    """No edges but an (empty) edge_attr: no Σ n_g² flags (3·10^12 bytes here)."""
+    graphs = [Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
+                   edge_attr=torch.zeros(0, 1, dtype=torch.long), num_nodes=10 ** 6)
+              for _ in range(3)]
+    assert torch.equal(EdgeHistogram()(graphs).to_dense(),
+                       torch.zeros(3, 3, dtype=torch.float64))
+
+
 def test_histogram_products_stay_exact_for_large_counts():
     """Counts above 127 (no int8) and a squared norm above 2^24 (no float32): still exact."""
     rng = np.random.default_rng(2)

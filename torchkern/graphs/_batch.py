@@ -969,7 +969,7 @@ def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
     counts = ptr[1:] - ptr[:-1]
     sq = counts * counts
     R = int(sq.sum())
-    if E and R > max(16 * E, 2 ** 16):
+    if R > max(16 * E, 2 ** 16):  # no edges too: R flags for nothing
         return None
     graph = torch.repeat_interleave(torch.arange(counts.numel(), device=ptr.device), counts,
                                     output_size=int(ptr[-1])).index_select(0, ei[0])
