@@ -226,6 +226,18 @@ class MultiscaleLaplacian(GraphKernel):
     in ``fit`` and ``k(X_test, X_train)`` in ``predict``, so both use the basis of the
     training graphs. Changing an argument (``set_params``) drops the basis.
 
+    **Grams computed one call at a time are in different bases** when more than one
+    call passes a single set: ``k(X)``, ``k(Y)``, ``k(X, Y)`` gives K_XX in X's basis and
+    K_YY, K_XY in Y's, not blocks of one kernel. The estimators (which work on a copy
+    of the kernel; GridSearchCV clones it unfitted), the permutation tests (one call
+    on the pooled sample) and HSIC (one set per kernel) are consistent;
+    :func:`torchkern.stats.mmd2` is not (it calls ``k(X)``, ``k(Y)``, ``k(X, Y)``), nor
+    is ``KernelMeanEmbedding.norm`` (``k(points)`` refits) or a witness function whose
+    kernel has no basis yet (its first evaluation fits on the evaluation points). There,
+    compute ``K = k(X + Y)`` once and use its blocks (e.g.
+    ``mmd2_unbiased(K[:n, :n], K[n:, n:], K[:n, n:])``), or fit once (``k.fit(Z)``) and
+    then call ``k(A, B)`` with two sets only.
+
     Parameters
     ----------
     L : int
