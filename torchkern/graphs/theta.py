@@ -621,7 +621,8 @@ class _ThetaKernel(GraphKernel):
 
 class LovaszTheta(_ThetaKernel):
     r"""Lovász-θ graph kernel (Johansson, Jethava, Dubhashi and Bhattacharyya, 2014), as
-    GraKeL 0.1.11's ``LovaszTheta``.
+    GraKeL 0.1.11's ``LovaszTheta`` (GraKeL's values with ``draws="grakel"``; the
+    default ``draws="graph"`` draws other subsets).
 
     Every graph gets an orthonormal labelling u_1..u_n from its Lovász SDP
     (:func:`lovasz_theta_sdp`; the unit vectors u_i = (e + w_i)/√θ with Gram matrix
@@ -646,7 +647,8 @@ class LovaszTheta(_ThetaKernel):
     random_state : int
         Seed of the draws, made as GraKeL makes them with NumPy's ``RandomState``:
         ``choice(n, s, replace=False)`` per subset, then (``cone="grakel"``) the
-        permutation and picks of the cone routine.
+        permutation and picks of the cone routine — from ``RandomState(random_state)``
+        with ``draws="grakel"``, from a stream per graph with ``draws="graph"``.
     draws : {"graph", "grakel"}
         ``"graph"``: each graph draws from its own stream, seeded by ``random_state``,
         its node count and its edges — a graph's features depend on the graph only, so
@@ -746,7 +748,8 @@ class LovaszTheta(_ThetaKernel):
 
 class SVMTheta(_ThetaKernel):
     r"""SVM-θ graph kernel (Johansson, Jethava, Dubhashi and Bhattacharyya, 2014), as
-    GraKeL 0.1.11's ``SvmTheta``.
+    GraKeL 0.1.11's ``SvmTheta`` (GraKeL's values with ``draws="grakel"``; the default
+    ``draws="graph"`` draws other subsets).
 
     Every graph gets the one-class SVM dual coefficients α of the kernel matrix
     K = A/ρ + I, ρ = −λ_min(A) (Jethava, Martinsson, Bhattacharyya and Dubhashi, 2013:
@@ -765,7 +768,8 @@ class SVMTheta(_ThetaKernel):
         Smallest and largest subset size (min ≥ 1).
     random_state : int
         Seed of the draws: ``choice(n, s, replace=False)`` per subset, NumPy's
-        ``RandomState`` replayed exactly.
+        ``RandomState`` replayed exactly — ``RandomState(random_state)`` itself with
+        ``draws="grakel"``, a stream per graph with ``draws="graph"``.
     draws : {"graph", "grakel"}
         As in :class:`LovaszTheta`: one stream per graph (seeded by ``random_state``
         and the graph: consistent Grams in estimators), or GraKeL's one stream for the
