@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.model_selection import GridSearchCV
-from torch_geometric.data import Batch, Data, InMemoryDataset
+from torch_geometric.data import Batch, Data, InMemoryDataset, in_memory_dataset
 
 import torchkern as tk
 from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
@@ -118,7 +118,8 @@ def test_the_collated_read_needs_no_graph_objects(data, monkeypatch):
 
     def forbidden(*a, **k):
         raise AssertionError("a graph was read one by one")
-    monkeypatch.setattr(type(ds), "get", forbidden)
+    monkeypatch.setattr(ds, "_data_list", None)
+    monkeypatch.setattr(in_memory_dataset, "separate", forbidden)
     check_set(VertexHistogram().check_input(ds), graphs)
     check_set(VertexHistogram().check_input(ds[2:9]), graphs[2:9])
 
@@ -133,7 +134,8 @@ def test_a_dataset_without_x_reads_its_node_counts(tmp_path, monkeypatch):
         graphs.append(Data(edge_index=torch.tensor(np.concatenate([e, e[::-1]], 1)),
                            num_nodes=n))
     ds = Saved(str(tmp_path), graphs)
-    monkeypatch.setattr(type(ds), "get", lambda *a: pytest.fail("read one by one"))
+    monkeypatch.setattr(in_memory_dataset, "separate",
+                        lambda *a, **k: pytest.fail("read one by one"))
     for view, sub in ((ds, graphs), (ds[[4, 1, 9]], [graphs[4], graphs[1], graphs[9]])):
         G = VertexHistogram().check_input(view)
         ptr, edges, _, _ = reference([Data(edge_index=g.edge_index, num_nodes=g.num_nodes,
@@ -157,6 +159,22 @@ def test_a_transform_is_applied_graph_by_graph(tmp_path):
     K = VertexHistogram()(ds).to_dense()
     n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
     torch.testing.assert_close(K, torch.outer(n, n), rtol=0, atol=0)
+
+
+def test_a_subclass_with_its_own_get_is_read_graph_by_graph(tmp_path):
+    """A data set whose class reads its graphs its own way (here ``get`` gives every
+    node one label) is read through that method, not from the collated storage."""
+    class OwnGet(Saved):
+        def get(self, idx):
+            d = super().get(idx)
+            d.x = torch.zeros(d.num_nodes, 1)
+            return d
+    graphs = graphs_with_everything(6, seed=3)
+    ds = OwnGet(str(tmp_path), graphs)
+    n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
+    assert torch.equal(VertexHistogram()(ds).to_dense(), torch.outer(n, n))
+    assert torch.equal(VertexHistogram()(ds[[4, 0]]).to_dense(),
+                       torch.outer(n[[4, 0]], n[[4, 0]]))
 
 
 def test_dataset_errors_name_the_graph(tmp_path):

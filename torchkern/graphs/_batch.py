@@ -774,8 +774,8 @@ class _Collated:
     collated storage and ``slices``, no Data object per graph: :meth:`flat` returns what
     :func:`_flatten` returns for the list of its graphs, by one pass of tensor operations.
     ``of(dataset)`` is None where that storage cannot be read so (a ``transform``, which
-    must see every graph; no node counts; nested or sparse fields): the graphs are then
-    read one by one."""
+    must see every graph; a subclass with its own ``get``, ``len`` or indexing; no node
+    counts; nested or sparse fields): the graphs are then read one by one."""
 
     def __init__(self, data, slices, indices):
         self.data, self.slices, self.indices = data, slices, indices
@@ -785,6 +785,9 @@ class _Collated:
         pyg = sys.modules.get("torch_geometric.data")
         if pyg is None or not isinstance(ds, pyg.InMemoryDataset) or ds.transform is not None:
             return None
+        if any(getattr(type(ds), m, None) is not getattr(pyg.InMemoryDataset, m)
+               for m in ("get", "len", "indices", "__getitem__", "__len__")):
+            return None  # a subclass reading its graphs its own way: read as it does
         data, slices = getattr(ds, "_data", None), getattr(ds, "slices", None)
         if type(data) is not pyg.Data or not isinstance(slices, dict) or not slices:
             return None
