@@ -204,6 +204,22 @@ def test_merging_on_first_read_commutes_with_take_concat_and_to(data):
     check_set(G, graphs)
 
 
+def test_an_interrupted_merge_leaves_the_set_whole(data, monkeypatch):
+    """An error inside the merge (memory, an interrupt) leaves the raw edges in place: the
+    next read merges them."""
+    from torchkern.graphs import _batch
+    graphs, _ = data
+    G = GraphSet(graphs)
+
+    def fail(*a, **k):
+        raise MemoryError("no memory")
+    with monkeypatch.context() as m:
+        m.setattr(_batch, "_merge_edges", fail)
+        with pytest.raises(MemoryError):
+            G.edge_index  # noqa: B018
+    check_set(G, graphs)
+
+
 # -- histogram kernels ---------------------------------------------------------------------
 
 def gram_from_counts(X, Y, key, normalize=False):

@@ -448,7 +448,7 @@ class GraphSet(KernelInput):
         graph; the edge attributes and edge_attr rows follow. Done once, on the first read
         of an edge field."""
         d = self.__dict__
-        raw = d.pop("_raw_edges", None)
+        raw = d.get("_raw_edges")
         if raw is None:
             return
         ei, ea, eat = raw
@@ -456,11 +456,14 @@ class GraphSet(KernelInput):
             edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
                                              positions=ea is not None or eat is not None,
                                              ptr=self.ptr)
-            d["_eptr"] = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
-        d["_edge_index"] = edge_index
-        d["_edge_attributes"] = eat if first is None or eat is None else _rows(eat, first)
+            eptr = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
+            eat = eat if first is None or eat is None else _rows(eat, first)
+            ea = ea if first is None or ea is None else _rows(ea, first)
+        # all at once, the raw edges dropped last: an error above leaves the set unmerged
+        d.update(_eptr=eptr, _edge_index=edge_index, _edge_attributes=eat)
         if ea is not None:
-            d["_edge_rows"] = ea if first is None else _rows(ea, first)
+            d["_edge_rows"] = ea
+        del d["_raw_edges"]
 
     def _edge_field(name):  # noqa: N805 (a property factory used in the class body)
         def get(self):
