@@ -271,6 +271,7 @@ def test_grid_search_over_its_arguments(mutag):
     (dict(heta=-1.0), "heta must be"), (dict(heta=float("nan")), "heta must be"),
     (dict(n_samples=0), "n_samples must be"), (dict(P=0), "P must be"),
     (dict(random_state=-1), "random_state must be"), (dict(random_state=0.5), "random_state"),
+    (dict(random_state=2 ** 32), "random_state must be"),  # numpy RandomState's range
     (dict(features="x"), "features must be")])
 def test_bad_arguments_are_refused_by_name(kw, match):
     with pytest.raises(ValueError, match=match):

@@ -251,10 +251,10 @@ class MultiscaleLaplacian(GraphKernel):
     P : int
         Largest number of eigenpairs kept per level, ≥ 1.
     random_state : int or None
-        Seed of the landmark draws: numpy ``RandomState(random_state)`` shuffles the
-        nodes (numbered graph after graph) once for level 0 and again for each level,
-        the landmarks being the first ``n_samples`` — GraKeL's draws, so both give the
-        same values for the same seed. ``None``: an unseeded draw.
+        Seed of the landmark draws (below 2^32): numpy ``RandomState(random_state)``
+        shuffles the nodes (numbered graph after graph) once for level 0 and again for
+        each level, the landmarks being the first ``n_samples`` — GraKeL's draws, so both
+        give the same values for the same seed. ``None``: an unseeded draw.
     features : {"attributes", "labels"}
         The node features read (see above).
     node_attr : str
@@ -316,9 +316,11 @@ class MultiscaleLaplacian(GraphKernel):
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         if not is_int(P) or P < 1:
             raise ValueError(f"P must be a positive int, got {P!r}")
-        if random_state is not None and (not is_int(random_state) or random_state < 0):
-            raise ValueError(f"random_state must be None or a non-negative int (the seed of "
-                             f"the landmark draws), got {random_state!r}")
+        if random_state is not None and (not is_int(random_state)
+                                         or not 0 <= random_state < 2 ** 32):
+            raise ValueError(f"random_state must be None or a non-negative int below 2^32 "
+                             f"(the seed of the landmark draws, numpy RandomState's range), "
+                             f"got {random_state!r}")
         if features not in ("attributes", "labels"):
             raise ValueError(f"features must be 'attributes' or 'labels', got {features!r}")
         if not isinstance(node_attr, str):

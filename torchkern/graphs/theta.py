@@ -494,9 +494,10 @@ def _check_common(n_samples, subsets_size_range, random_state, base_kernel):
             is_int(v) and not isinstance(v, bool) for v in r) or r[0] < 1 or r[0] > r[1]):
         raise ValueError(f"subsets_size_range must be a pair (min, max) of ints with "
                          f"1 <= min <= max, got {subsets_size_range!r}")
-    if isinstance(random_state, bool) or not is_int(random_state) or random_state < 0:
-        raise ValueError(f"random_state must be a non-negative int (the seed of the subset "
-                         f"draws), got {random_state!r}")
+    if (isinstance(random_state, bool) or not is_int(random_state)
+            or not 0 <= random_state < 2 ** 32):
+        raise ValueError(f"random_state must be a non-negative int below 2^32 (the seed of "
+                         f"the subset draws, numpy RandomState's range), got {random_state!r}")
     if base_kernel is not None and not (isinstance(base_kernel, Kernel)
                                         and getattr(base_kernel, "vector_input", True)):
         raise TypeError(f"base_kernel must be None (the dot product of the feature vectors) "
@@ -645,10 +646,11 @@ class LovaszTheta(_ThetaKernel):
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
     random_state : int
-        Seed of the draws, made as GraKeL makes them with NumPy's ``RandomState``:
-        ``choice(n, s, replace=False)`` per subset, then (``cone="grakel"``) the
-        permutation and picks of the cone routine — from ``RandomState(random_state)``
-        with ``draws="grakel"``, from a stream per graph with ``draws="graph"``.
+        Seed of the draws (below 2^32), made as GraKeL makes them with NumPy's
+        ``RandomState``: ``choice(n, s, replace=False)`` per subset, then
+        (``cone="grakel"``) the permutation and picks of the cone routine — from
+        ``RandomState(random_state)`` with ``draws="grakel"``, from a stream per graph
+        with ``draws="graph"``.
     draws : {"graph", "grakel"}
         ``"graph"``: each graph draws from its own stream, seeded by ``random_state``,
         its node count and its edges — a graph's features depend on the graph only, so
@@ -767,9 +769,9 @@ class SVMTheta(_ThetaKernel):
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
     random_state : int
-        Seed of the draws: ``choice(n, s, replace=False)`` per subset, NumPy's
-        ``RandomState`` replayed exactly — ``RandomState(random_state)`` itself with
-        ``draws="grakel"``, a stream per graph with ``draws="graph"``.
+        Seed of the draws (below 2^32): ``choice(n, s, replace=False)`` per subset,
+        NumPy's ``RandomState`` replayed exactly — ``RandomState(random_state)`` itself
+        with ``draws="grakel"``, a stream per graph with ``draws="graph"``.
     draws : {"graph", "grakel"}
         As in :class:`LovaszTheta`: one stream per graph (seeded by ``random_state``
         and the graph: consistent Grams in estimators), or GraKeL's one stream for the
