@@ -20,27 +20,8 @@ from sklearn.model_selection import GridSearchCV
 from torch_geometric.data import Batch, Data, InMemoryDataset, in_memory_dataset
 
 import torchkern as tk
+from tests.graphs.test_graph_inputs import SmallGraphs as Saved
 from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
-
-
-class Saved(InMemoryDataset):
-    """An InMemoryDataset saved to and loaded from a temporary folder."""
-
-    def __init__(self, root, graphs, transform=None):
-        self._graphs = graphs
-        super().__init__(root, transform=transform, log=False)
-        self.load(self.processed_paths[0])
-
-    @property
-    def raw_file_names(self):
-        return []
-
-    @property
-    def processed_file_names(self):
-        return ["graphs.pt"]
-
-    def process(self):
-        self.save(self._graphs, self.processed_paths[0])
 
 
 def graphs_with_everything(m, seed=0, n_labels=3):
@@ -155,7 +136,8 @@ def test_a_transform_is_applied_graph_by_graph(tmp_path):
         d = d.clone()
         d.x = d.x * 0  # every node the same label
         return d
-    ds = Saved(str(tmp_path), graphs, transform=drop_last_node_label)
+    ds = Saved(str(tmp_path), graphs)
+    ds.transform = drop_last_node_label
     K = VertexHistogram()(ds).to_dense()
     n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
     torch.testing.assert_close(K, torch.outer(n, n), rtol=0, atol=0)
