@@ -222,19 +222,21 @@ class MultiscaleLaplacian(GraphKernel):
     **The landmark basis is fitted on data**, like GraKeL's ``fit``: ``k(X)`` fits it on
     X and keeps it (the attribute ``basis_``; GraKeL's ``fit_transform``); ``k(X, Y)``
     maps X and Y with the kept basis (GraKeL's ``transform``), fitting it on X first
-    when none is kept; :meth:`fit` fits it explicitly. The estimators call ``k(X_train)``
-    in ``fit`` and ``k(X_test, X_train)`` in ``predict``, so both use the basis of the
-    training graphs. Changing an argument (``set_params``) drops the basis.
+    when none is kept; :meth:`fit` fits it explicitly. Changing an argument
+    (``set_params``) drops the basis.
 
     **Grams computed one call at a time are in different bases** when more than one
     call passes a single set: ``k(X)``, ``k(Y)``, ``k(X, Y)`` gives K_XX in X's basis and
-    K_YY, K_XY in Y's, not blocks of one kernel. The estimators (which work on a copy
-    of the kernel; GridSearchCV clones it unfitted), the permutation tests (one call
-    on the pooled sample) and HSIC (one set per kernel) are consistent;
-    :func:`torchkern.stats.mmd2` is not (it calls ``k(X)``, ``k(Y)``, ``k(X, Y)``), nor
-    is ``KernelMeanEmbedding.norm`` (``k(points)`` refits) or a witness function whose
-    kernel has no basis yet (its first evaluation fits on the evaluation points). There,
-    compute ``K = k(X + Y)`` once and use its blocks (e.g.
+    K_YY, K_XY in Y's, not blocks of one kernel. Consistent: SVC, SVR, KernelRidge,
+    KernelLogisticRegression, KernelPCA, KernelKMeans and the MKL classifiers' final
+    models (``k(X_train)`` in ``fit`` on the estimator's copy of the kernel, then
+    ``k(X_new, X_train)``; GridSearchCV clones it unfitted), the permutation tests (one
+    call on the pooled sample), HSIC (one set per kernel). Not consistent:
+    :func:`torchkern.stats.mmd2` (``k(X)``, ``k(Y)``, ``k(X, Y)``);
+    ``KernelMeanEmbedding.norm`` (``k(points)`` refits); NadarayaWatson's ``predict``
+    and a witness function, whose first ``k(Z, X_train)`` fits the basis on the query
+    points Z; SimpleMKL's gradient (``k(support vectors)`` refits). There, compute
+    ``K = k(X + Y)`` once and use its blocks (e.g.
     ``mmd2_unbiased(K[:n, :n], K[n:, n:], K[:n, n:])``), or fit once (``k.fit(Z)``) and
     then call ``k(A, B)`` with two sets only.
 
