@@ -232,10 +232,9 @@ class MultiscaleLaplacian(GraphKernel):
     models (``k(X_train)`` in ``fit`` on the estimator's copy of the kernel, then
     ``k(X_new, X_train)``; GridSearchCV clones it unfitted), the permutation tests (one
     call on the pooled sample), HSIC (one set per kernel). Not consistent:
-    :func:`torchkern.stats.mmd2` (``k(X)``, ``k(Y)``, ``k(X, Y)``);
-    ``KernelMeanEmbedding.norm`` (``k(points)`` refits); NadarayaWatson's ``predict``
-    and a witness function, whose first ``k(Z, X_train)`` fits the basis on the query
-    points Z; SimpleMKL's gradient (``k(support vectors)`` refits). There, compute
+    :func:`torchkern.stats.mmd2` (``k(X)``, ``k(Y)``, ``k(X, Y)``); NadarayaWatson's
+    ``predict``, whose first ``k(Z, X_train)`` fits the basis on the query points Z;
+    SimpleMKL's gradient (``k(support vectors)`` refits). There, compute
     ``K = k(X + Y)`` once and use its blocks (e.g.
     ``mmd2_unbiased(K[:n, :n], K[n:, n:], K[:n, n:])``), or fit once (``k.fit(Z)``) and
     then call ``k(A, B)`` with two sets only.
