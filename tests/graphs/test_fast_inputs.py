@@ -341,7 +341,14 @@ def test_label_ids_equal_torch_unique_rows():
              # wide float rows: (max - min + 1)^d past a float's range (1e308)
              torch.nn.functional.one_hot(torch.randint(0, 1100, (40,), generator=g),
                                          1100).float(),
-             torch.randint(0, 1001, (30, 110), generator=g).double()]
+             torch.randint(0, 1001, (30, 110), generator=g).double(),
+             # a column of span 2^61 after a renumbered one: k·2^61 wraps around 2^64
+             torch.tensor([[i, 0] for i in range(9)] + [[0, 2 ** 61 - 1]]),
+             # 64-bit hashes as labels: max − min overflows int64
+             torch.randint(-2 ** 63, 2 ** 63 - 1, (8, 1), generator=g)[
+                 torch.randint(0, 8, (60,), generator=g)],
+             torch.randint(-2 ** 63, 2 ** 63 - 1, (8, 3), generator=g)[
+                 torch.randint(0, 8, (60,), generator=g)]]
     for x in cases:
         ids, values = _label_ids(x, x.shape[0], "x", x.device)
         ref_values, ref_ids = torch.unique(x.long() if x.dtype == torch.bool else x, dim=0,

@@ -169,6 +169,9 @@ def compact(columns, sizes):
         if span * s >= limit and span > 1:
             _, key, cnt, _ = sorted_unique(key)
             span = cnt.numel() if n else 1
+        if span * s >= 2 ** 63:  # a column too wide even then (key · s would wrap around):
+            _, col, cnt, _ = sorted_unique(col)  # its values' ranks, in the same order
+            s = max(cnt.numel(), 1)
         key, span = key * s + col, span * s
     _, inv, counts, first = sorted_unique(key)
     return inv, counts, first
@@ -237,6 +240,9 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
         d, bound = rows.shape[1], max(4 * n, 2 ** 16)
         span = int(hi) - int(lo) + 1  # an int: a float power overflows past 1e308
+        if span > 2 ** 62:  # differences overflow int64 (64-bit hashes as labels): sorted
+            values, ids = torch.unique(rows, dim=0, return_inverse=True)
+            return ids, values
         # one range for all columns will do when span^d is small (span^d ≥ 2^d, span > 1)
         if span == 1 or (d < bound.bit_length() and span ** d <= bound):
             clo = torch.full((d,), lo, dtype=rows.dtype, device=device)
