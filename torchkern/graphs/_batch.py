@@ -339,9 +339,10 @@ class GraphSet(KernelInput):
       ``dataset.num_node_attributes`` columns of ``x``, in front of the one-hot labels:
       split them into ``x`` and ``node_attributes`` (a ``transform``), or read the data
       set with :func:`~torchkern.datasets.read_tu`.
-    - **Cost**: a ``Batch`` and an ``InMemoryDataset`` without ``transform`` (TUDataset,
-      and its index views ``ds[idx]``) are read from their concatenated tensors (the
-      data set's collated storage and ``slices``) by tensor operations only; a list of
+    - **Cost**: a ``Batch`` and an ``InMemoryDataset`` without ``transform`` and without
+      its own ``get`` (TUDataset, and its index views ``ds[idx]``) are read from their
+      concatenated tensors (the data set's collated storage and ``slices``) by tensor
+      operations only (other data sets graph by graph, through ``ds[i]``); a list of
       Data costs one read of each field per graph and one ``torch.cat`` per field. The
       edges are merged and sorted on the first read of an edge field, so kernels that
       read node labels only (:class:`VertexHistogram`) never pay for it.
