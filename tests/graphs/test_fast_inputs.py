@@ -188,17 +188,28 @@ def test_merging_on_first_read_commutes_with_take_concat_and_to(data):
 
 def test_an_interrupted_merge_leaves_the_set_whole(data, monkeypatch):
     """An error inside the merge (memory, an interrupt) leaves the raw edges in place: the
-    next read merges them."""
+    next read merges them. The one-thread scopes of the construction and of the merge give
+    the caller's thread count back on errors too (issue 25)."""
     from torchkern.graphs import _batch
     graphs, _ = data
-    G = GraphSet(graphs)
+    prev = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        G = GraphSet(graphs)
 
-    def fail(*a, **k):
-        raise MemoryError("no memory")
-    with monkeypatch.context() as m:
-        m.setattr(_batch, "_merge_edges", fail)
-        with pytest.raises(MemoryError):
-            G.edge_index  # noqa: B018
+        def fail(*a, **k):
+            raise MemoryError("no memory")
+        with monkeypatch.context() as m:
+            m.setattr(_batch, "_merge_edges", fail)
+            with pytest.raises(MemoryError):
+                G.edge_index  # noqa: B018
+        assert torch.get_num_threads() == 2
+        bad = Data(x=torch.zeros(2, 1), edge_index=torch.tensor([[0], [2]]), num_nodes=2)
+        with pytest.raises(ValueError, match="node id 2"):
+            GraphSet([bad])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(prev)
     check_set(G, graphs)
 
 
