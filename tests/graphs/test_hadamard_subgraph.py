@@ -322,6 +322,20 @@ def test_subgraph_matching_gaussian_attributes_equal_grakel():
     np.testing.assert_allclose(K, ref, rtol=1e-13, atol=0)
 
 
+def test_subgraph_matching_gaussian_diag_by_brute_force_without_the_gram(monkeypatch):
+    # k.diag sums the pairs of subgraphs of each graph only: no n × n Gram of the set
+    graphs = with_attributes(random_graphs(7, 2, 6, 0.5, 2, seed=6, n_bonds=2), 3, seed=1)
+    k = SubgraphMatching(k=3, lw=[1, 0.5, 2], edge_labels=True, node_kernel="gaussian",
+                         lengthscale=0.9)
+    ref = [_brute_force(g, g, 3, [1, 0.5, 2], True, True, ell=0.9) for g in graphs]
+
+    def no_gram(self, U):
+        raise AssertionError("diag built the n x n Gram")
+    monkeypatch.setattr(SubgraphMatching, "_attribute_gram", no_gram)
+    monkeypatch.setattr(SubgraphMatching, "_block", 5)  # many chunks, rows cut anywhere
+    np.testing.assert_allclose(k.diag(graphs).numpy(), ref, rtol=1e-13, atol=0)
+
+
 def test_subgraph_matching_gaussian_attributes_equal_grakel_on_cuneiform():
     graphs = tk.datasets.read_tu(os.path.join(DATA, "Cuneiform"))[:12]
     with warnings.catch_warnings():

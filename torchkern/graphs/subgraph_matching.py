@@ -271,8 +271,9 @@ class SubgraphMatching(CountFeatureKernel):
     isomorphisms between S and T of class c are the canonical order of S against the
     |Aut(c)| orders of T that give the canonical code. The Gram is then dense, summed
     over the pairs of same-class subgraphs of all graphs: O(Σ_c n_c² |Aut(c)| s d)
-    for n_c subgraphs of class c in the whole set, in blocks of bounded memory; it has no
-    finite feature map (``features`` raises).
+    for n_c subgraphs of class c in the whole set, in blocks of bounded memory (the
+    subgraphs of the whole set are enumerated at once, not in parts); ``diag`` sums the
+    pairs within each graph only. It has no finite feature map (``features`` raises).
 
     References
     ----------
@@ -523,6 +524,40 @@ class SubgraphMatching(CountFeatureKernel):
                     K.index_add_(0, g_set.index_select(0, rows), part, alpha=lam)
         return K
 
+    def _attribute_diag(self, U: GraphSet) -> torch.Tensor:
+        """k(G, G) for every graph of U with the Gaussian node kernel: the sum of
+        :meth:`_attribute_gram` restricted to pairs (S, T) of subgraphs of one graph —
+        O(Σ_G Σ_c n_c(G)² |Aut(c)|), no n × n Gram. The pairs are those of equal
+        (class, graph) key, expanded in chunks of at most ``_block`` pairs."""
+        n, dev = len(U), U.device
+        X = U.node_attributes
+        out = torch.zeros(n, dtype=torch.float64, device=dev)
+        gamma = 1.0 / (2.0 * self.lengthscale ** 2)
+        for s, sets, cls, n_cls, aut, (set_of, nodes), _ in self._levels(U, orders=True):
+            M = sets.shape[0]
+            g_set = U.graph_of_node.index_select(0, sets[:, 0])
+            per = torch.bincount(set_of, minlength=M)
+            canon = nodes.index_select(0, torch.cumsum(per, 0) - per)
+            a_vec = X.index_select(0, canon.reshape(-1)).view(M, -1).double()
+            b_vec = X.index_select(0, nodes.reshape(-1)).view(nodes.shape[0], -1).double()
+            key = cls * n + g_set  # < n_cls · n ≤ M · n
+            b_key, b_ord = torch.sort(key.index_select(0, set_of), stable=True)
+            start = torch.searchsorted(b_key, key)
+            cnt = torch.searchsorted(b_key, key, right=True) - start
+            ends = torch.cumsum(cnt, 0)
+            lam, lo = float(self._lambdas[s - 1]), 0
+            while lo < M:  # rows lo..hi − 1: at most _block pairs (one row at least)
+                hi = max(int(torch.searchsorted(ends, int(ends[lo] - cnt[lo]) + self._block,
+                                                right=True)), lo + 1)
+                rows = torch.arange(lo, hi, device=dev)
+                c = cnt.index_select(0, rows)
+                b = b_ord.index_select(0, segment_ranges(start.index_select(0, rows), c))
+                a = torch.repeat_interleave(rows, c, output_size=b.numel())
+                w = (a_vec.index_select(0, a) - b_vec.index_select(0, b)).square().sum(1)
+                out.index_add_(0, g_set.index_select(0, a), w.mul_(-gamma).exp_(), alpha=lam)
+                lo = hi
+        return out
+
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
@@ -555,7 +590,7 @@ class SubgraphMatching(CountFeatureKernel):
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
         if self.node_kernel is not None:
-            return self._attribute_gram(X).diagonal().to(X.dtype)
+            return self._attribute_diag(X).to(X.dtype)
         rows, cols, vals, w, _ = self._counts(X)
         vals = vals.to(X.dtype)
         return torch.zeros(len(X), dtype=X.dtype, device=X.device).index_add_(
