@@ -214,3 +214,25 @@ def test_lazy_path_memory_is_far_below_n_squared():
     # One dense float64 Gram matrix is n²·8 bytes; dense mmd2 holds three (and autograd
     # more). The blocked path stays at a few 4 MB blocks.
     assert res["extra"] < n * n * 8 / 8, res
+
+
+def test_mmd2_of_a_kernel_fitted_per_call_uses_one_basis():
+    # MultiscaleLaplacian fits a landmark basis on the set it is called on; mmd2 used to take
+    # K_XX, K_YY and K_XY from three calls (two bases) and was silently off by 10x
+    from torch_geometric.data import Data
+    from torchkern.graphs import MultiscaleLaplacian
+    g = torch.Generator().manual_seed(3)
+    graphs = []
+    for i in range(12):
+        n = 5 + i % 3
+        s = torch.arange(n - 1)
+        ei = torch.stack([torch.cat([s, s + 1]), torch.cat([s + 1, s])])
+        graphs.append(Data(edge_index=ei, num_nodes=n, node_attributes=torch.randn(
+            n, 2, generator=g, dtype=torch.float64) + (i >= 6)))
+    X, Y = graphs[:6], graphs[6:]
+    k = MultiscaleLaplacian(L=1, n_samples=20, P=4, random_state=0)
+    K = k(X + Y).to_dense().double()
+    Kxx, Kyy, Kxy = K[:6, :6], K[6:, 6:], K[:6, 6:]
+    off = lambda A: (A.sum() - A.diagonal().sum()) / (A.shape[0] * (A.shape[0] - 1))
+    ref = off(Kxx) + off(Kyy) - 2 * Kxy.mean()
+    torch.testing.assert_close(mmd2(X, Y, k).double(), ref, rtol=1e-12, atol=1e-15)

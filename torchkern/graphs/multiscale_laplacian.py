@@ -303,6 +303,9 @@ class MultiscaleLaplacian(GraphKernel):
     True
     """
 
+    #: the features depend on the set the basis is fitted on (read by torchkern.stats.mmd2)
+    fits_data = True
+
     def __init__(self, L: int = 3, gamma: float = 0.01, heta: float = 0.01,
                  n_samples: int = 50, P: int = 10, random_state: int | None = None,
                  features: str = "attributes", node_attr: str = "node_attributes",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ..inputs import concat
 from ._common import as_gram, check_kernel, check_samples, total
 
 __all__ = ["mmd2", "mmd2_biased", "mmd2_unbiased", "mmd2_linear"]
@@ -213,9 +214,16 @@ def mmd2(X, Y, kernel, estimator: str = "unbiased", *, backend=None) -> torch.Te
     if estimator == "unbiased" and (n < 2 or m < 2):
         raise ValueError(f"the unbiased MMD estimator needs at least 2 samples in X and in Y, "
                          f"got {n} and {m}")
-    Kxx = kernel(X, backend=backend)
-    Kyy = kernel(Y, backend=backend)
-    Kxy = kernel(X, Y, backend=backend)
+    if getattr(kernel, "fits_data", False):
+        # a kernel that fits a basis on the set it is called on (MultiscaleLaplacian): the
+        # three blocks must come from one call on the pooled sample, or K_XX and K_YY are
+        # in different bases
+        K = kernel(concat([X, Y]), backend=backend).to_dense()
+        Kxx, Kyy, Kxy = K[:n, :n], K[n:, n:], K[:n, n:]
+    else:
+        Kxx = kernel(X, backend=backend)
+        Kyy = kernel(Y, backend=backend)
+        Kxy = kernel(X, Y, backend=backend)
     if estimator == "unbiased":
         return mmd2_unbiased(Kxx, Kyy, Kxy)
     return mmd2_biased(Kxx, Kyy, Kxy)
