@@ -136,6 +136,8 @@ def test_hadamard_code_int64_rows_and_hash_collisions_equal_grakel(monkeypatch):
     ref = reference(gk.HadamardCode(n_iter=10), graphs, as_list=True)
     np.testing.assert_array_equal(dense(HadamardCode(n_iter=10), graphs), ref)
     import torchkern.graphs.hadamard_code as hc
+    monkeypatch.setattr(hc, "_EDGE_BLOCK", 7)  # the int64 rounds' edges in chunks of 2
+    np.testing.assert_array_equal(dense(HadamardCode(n_iter=10), graphs), ref)
     monkeypatch.setattr(hc, "_random_codes", lambda n, salt, device: torch.zeros(
         n, dtype=torch.long, device=device))
     ref = reference(gk.HadamardCode(n_iter=4), graphs, as_list=True)

@@ -12,6 +12,8 @@ from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, ro
 
 __all__ = ["HadamardCode", "hadamard_code_labels"]
 
+_EDGE_BLOCK = 2 ** 22  # entries of one gather of neighbour rows (int64 rounds)
+
 
 def hadamard_code_labels(G: GraphSet, n_iter: int, name: str = "X"):
     """The node labels of the ``n_iter`` rounds of the Hadamard code relabelling of G: a
@@ -60,8 +62,15 @@ def hadamard_code_labels(G: GraphSet, n_iter: int, name: str = "X"):
                 check_invariants=False)
     h = _random_codes(L, _MIX[1], dev).index_select(0, labels)
     b = max(int(N - 1).bit_length(), 1)
+    step = max(1, _EDGE_BLOCK // L)  # int64 rounds: edges in chunks, not one (E, L) gather
     for _ in range(1, n_iter):
-        c = c + A @ c if exact_float else c.index_add(0, src, c.index_select(0, dst))
+        if exact_float:
+            c = c + A @ c
+        else:
+            nxt = c.clone()
+            for lo in range(0, src.numel(), step):
+                nxt.index_add_(0, src[lo:lo + step], c.index_select(0, dst[lo:lo + step]))
+            c = nxt
         h = h.index_add(0, src, h.index_select(0, dst))
         _, ids, _, first = sorted_unique((h >> (b + 1)) & ((1 << (62 - b)) - 1))
         values = c.index_select(0, first)
@@ -83,8 +92,9 @@ class HadamardCode(CountFeatureKernel):
 
     .. math:: h_i(v) = h_{i-1}(v) + \sum_{u \in N(v)} h_{i-1}(u),
 
-    so that h_i(v) = Σ_ℓ w_ℓ(v) H_ℓ with w_ℓ(v) the number of walks of at most i steps
-    in A + I from v to a node of label ℓ. h = ``n_iter``. With the default base,
+    so that h_i(v) = Σ_ℓ w_ℓ(v) H_ℓ with w_ℓ(v) the number of walks of i steps in A + I
+    (a step may stay put) from v to a node of label ℓ, w(v) the row of v of (A + I)^i E,
+    E the one-hot labels. h = ``n_iter``. With the default base,
     :class:`VertexHistogram`, k_base counts the node pairs of G_i × G'_i with equal codes.
     This is GraKeL 0.1.11's ``HadamardCode(n_iter=h, base_graph_kernel=...)``.
 
