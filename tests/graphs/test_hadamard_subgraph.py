@@ -382,6 +382,26 @@ def test_connected_subgraphs_and_canonical_codes_by_networkx():
                                        relabel)[0], codes)
 
 
+def test_grams_invariant_to_node_renumbering():
+    # every graph's nodes renumbered by a random permutation (labels, attributes and
+    # edges carried along): Grams unchanged, and k(G, perm G) equal to k(G, G)
+    rng = np.random.default_rng(12)
+    graphs = with_attributes(random_graphs(10, 2, 9, 0.45, 3, seed=12, n_bonds=2,
+                                           loops=True), 2, seed=12)
+    perm = []
+    for d in graphs:
+        p = torch.as_tensor(rng.permutation(d.num_nodes))  # node i becomes node p[i]
+        inv = torch.argsort(p)
+        perm.append(Data(x=d.x[inv], edge_index=p[d.edge_index], edge_attr=d.edge_attr,
+                         node_attributes=d.node_attributes[inv], num_nodes=d.num_nodes))
+    for k in (HadamardCode(n_iter=4), HadamardCode(WeisfeilerLehman(n_iter=2), n_iter=3),
+              SubgraphMatching(k=4, edge_labels=True), SubgraphMatching(k=5, node_labels=False),
+              SubgraphMatching(k=3, edge_labels=True, node_kernel="gaussian")):
+        K = dense(k, graphs)
+        np.testing.assert_allclose(dense(k, perm), K, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(dense(k, graphs, perm), K, rtol=1e-14, atol=0)
+
+
 # -- inputs, estimators, errors ----------------------------------------------------------------
 
 def test_inputs_estimators_and_grid_search(mutag):
