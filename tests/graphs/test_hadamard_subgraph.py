@@ -268,6 +268,22 @@ def test_subgraph_matching_equals_brute_force_definition(node_labels, edge_label
     np.testing.assert_allclose(K, ref, rtol=1e-15, atol=0)
 
 
+def test_subgraph_matching_pair_code_table_and_search_paths(monkeypatch):
+    # more than 255 edge labels (a 16-bit pair-code table) against GraKeL; then the
+    # binary-search lookup (no table) against GraKeL and the brute-force definition
+    graphs = random_graphs(10, 9, 12, 0.8, 2, seed=3, n_bonds=1000)
+    assert GraphSet(graphs).edge_label_values.shape[0] > 255
+    ref = reference(gk.SubgraphMatching(k=3), graphs, edge_labels=True)
+    k = SubgraphMatching(k=3, edge_labels=True)
+    np.testing.assert_array_equal(dense(k, graphs), ref)
+    monkeypatch.setattr(SubgraphMatching, "_table_bytes", 0)
+    np.testing.assert_array_equal(dense(k, graphs), ref)
+    small = random_graphs(5, 2, 6, 0.5, 2, seed=11, n_bonds=2, loops=True)
+    K = dense(SubgraphMatching(k=4, edge_labels=True), small)
+    want = [[_brute_force(g, h, 4, [1] * 4, True, True) for h in small] for g in small]
+    np.testing.assert_array_equal(K, np.array(want))
+
+
 def with_attributes(graphs, dim, seed):
     rng = np.random.default_rng(seed)
     for d in graphs:

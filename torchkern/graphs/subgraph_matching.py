@@ -452,17 +452,20 @@ class SubgraphMatching(CountFeatureKernel):
             rows, cols, vals = (t.index_select(0, order) for t in (rows, cols, vals))
         return rows, cols, vals, torch.cat(weights), offset
 
+    _table_bytes = 2 ** 26  # the largest pair-code table of _edge_codes
+
     @staticmethod
     def _edge_codes(G: GraphSet, src, dst, ecode, n_codes):
         """A function (u, v) ↦ the code of the pair of nodes u, v of one graph (0: no
         edge, else 1 + edge label): a table of every node's row of codes to the nodes of
-        its graph (N × n_max, one byte each while the codes fit) when it is small, else a
-        binary search in the sorted edge keys."""
+        its graph (N × n_max, of the smallest integer type that holds the codes) when it
+        takes at most ``_table_bytes``, else a binary search in the sorted edge keys."""
         N = int(G.ptr[-1])
         n_max = max(int(G.num_nodes.max()) if len(G) else 1, 1)
         base = G.ptr.index_select(0, G.graph_of_node)  # each node's graph's first node
-        if N * n_max <= 2 ** 26:
-            dtype = torch.uint8 if n_codes <= 256 else torch.long
+        dtype = (torch.uint8 if n_codes <= 2 ** 8 else torch.int16 if n_codes <= 2 ** 15
+                 else torch.int32)
+        if N * n_max * dtype.itemsize <= SubgraphMatching._table_bytes:
             table = torch.zeros(N * n_max, dtype=dtype, device=G.device)
             table[src * n_max + dst - base.index_select(0, src)] = ecode.to(dtype)
             return lambda u, v: table.index_select(
