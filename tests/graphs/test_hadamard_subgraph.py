@@ -490,6 +490,23 @@ def test_bad_graphs_are_named():
         HadamardCode(n_iter=12)([star])
 
 
+def test_too_large_graph_refused_by_argument_and_index(monkeypatch):
+    # sets over the byte budget are split down to single graphs; one that would pass the
+    # device's memory is refused as X[i] or Y[j], not as the joint set X ∪ Y
+    import torchkern.graphs._batch as batch
+    monkeypatch.setattr(batch, "device_memory", lambda device: 10 ** 5)
+    monkeypatch.setattr(SubgraphMatching, "_budget", 1_000)
+    n = 12
+    ei = torch.tensor([(i, j) for i in range(n) for j in range(n) if i != j]).T
+    clique = Data(x=torch.zeros(n, 1), edge_index=ei, num_nodes=n)
+    path = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]))
+    k = SubgraphMatching(k=4)
+    with pytest.raises(ValueError, match=r"^Y\[1\]: SubgraphMatching\(k=4\) extends"):
+        k([path], [path, clique])
+    with pytest.raises(ValueError, match=r"^X\[2\]: SubgraphMatching\(k=4\) extends"):
+        k([path, path, clique])
+
+
 @requires_device
 def test_on_device_equals_cpu(mutag, dev):
     graphs = mutag[:30]

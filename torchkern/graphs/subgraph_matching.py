@@ -354,7 +354,8 @@ class SubgraphMatching(CountFeatureKernel):
         _simple_undirected(X, name)
 
     # -- the counts ------------------------------------------------------------------
-    def _levels(self, G: GraphSet, orders: bool = False, budget: int | None = None):
+    def _levels(self, G: GraphSet, orders: bool = False, budget: int | None = None,
+                name: str = "X"):
         """Per subgraph size s: ``(s, sets, cls, n_cls, aut, found)`` — the connected node
         sets (M, s), the class id of each, the number of classes, each class's |Aut|,
         and with ``orders`` the node lists in every canonical order, ``(owner set,
@@ -377,7 +378,7 @@ class SubgraphMatching(CountFeatureKernel):
             ecode = el + 1
             n_codes = int(G.edge_label_values.shape[0]) + 1
         edge_code = self._edge_codes(G, s_, t_, ecode, n_codes)
-        for sets in connected_subgraphs(G, self.k, s_, t_, budget=budget):
+        for sets in connected_subgraphs(G, self.k, s_, t_, name, budget):
             M, s = sets.shape
             lab = labels.index_select(0, sets.reshape(-1)).view(M, s)
             adj = torch.zeros(M, s, s, dtype=torch.long, device=dev)
@@ -405,23 +406,34 @@ class SubgraphMatching(CountFeatureKernel):
 
     _budget = 2 ** 31  # bytes for one level of the subgraph enumeration of one part
 
-    def _counts(self, G: GraphSet):
+    def _counts(self, G: GraphSet, nx: int | None = None):
         """``(rows, cols, counts, weights)``: the number of connected induced subgraphs
         of each class (column) in each graph (row), and each class's λ_s |Aut|.
 
         The graphs are enumerated in parts when the whole set would take more than
         ``_budget`` bytes at some level (halves, recursively); classes are matched
-        across parts by their canonical codes."""
+        across parts by their canonical codes. ``nx``: G is X ∪ Y with X its first ``nx``
+        graphs (a refusal then names the graph as X[i] or Y[j])."""
         if self.edge_labels:
             G.edge_label  # read once, so that every part shares the edge label ids
         parts = []  # (graph offset, [(s, graph, class, count, class codes, aut), ...])
+
+        def where(first, last):  # the argument (and graph) a part holds, for errors
+            if nx is None or last <= nx:
+                side, lo = "X", 0
+            elif first >= nx:
+                side, lo = "Y", nx
+            else:
+                return "X and Y"
+            return f"{side}[{first - lo}]" if last - first == 1 else side
 
         def run(first, last):
             P = G if (first, last) == (0, len(G)) else G.take(
                 torch.arange(first, last, device=G.device))
             try:
                 levels = []
-                for s, sets, cls, n_cls, aut, _, codes in self._levels(P, budget=self._budget):
+                each = self._levels(P, budget=self._budget, name=where(first, last))
+                for s, sets, cls, n_cls, aut, _, codes in each:
                     (g, c), cnt = count_rows([P.graph_of_node.index_select(0, sets[:, 0]),
                                               cls], [len(P), n_cls])
                     levels.append((s, g + first, c, cnt, codes, aut))
@@ -489,7 +501,7 @@ class SubgraphMatching(CountFeatureKernel):
     # -- continuous node attributes --------------------------------------------------
     _block = 2 ** 22  # entries of one block of pair weights
 
-    def _attribute_gram(self, U: GraphSet) -> torch.Tensor:
+    def _attribute_gram(self, U: GraphSet, name: str = "X") -> torch.Tensor:
         """The dense Gram of all graphs of U with the Gaussian node kernel: for every
         class, every pair (S, T) of its subgraphs and every canonical order of T (one
         per automorphism), exp(−‖x_S − x_T‖² / (2ℓ²)) on the attribute rows of the
@@ -499,7 +511,8 @@ class SubgraphMatching(CountFeatureKernel):
         X = U.node_attributes
         K = torch.zeros(n, n, dtype=torch.float64, device=dev)
         gamma = 1.0 / (2.0 * self.lengthscale ** 2)
-        for s, sets, cls, n_cls, aut, (set_of, nodes), _ in self._levels(U, orders=True):
+        each = self._levels(U, orders=True, name=name)
+        for s, sets, cls, n_cls, aut, (set_of, nodes), _ in each:
             M = sets.shape[0]
             g_set = U.graph_of_node.index_select(0, sets[:, 0])
             per = torch.bincount(set_of, minlength=M)
@@ -565,14 +578,14 @@ class SubgraphMatching(CountFeatureKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
         if self.node_kernel is not None:
-            K = self._attribute_gram(U).to(X.dtype)
+            K = self._attribute_gram(U, "X" if Y is None else "X and Y").to(X.dtype)
             if unit_rows:
                 d = K.diagonal()
                 inv = torch.where(d > 0, d.clamp_min(1e-300).rsqrt(), 0)
                 K = K * inv.unsqueeze(1) * inv.unsqueeze(0)
             nx = len(X)
             return DenseKernelMatrix(K if Y is None else K[:nx, nx:].contiguous())
-        rows, cols, vals, w, p = self._counts(U)
+        rows, cols, vals, w, p = self._counts(U, None if Y is None else len(X))
         exact = not w.is_floating_point()
         vals = vals.to(X.dtype)
         wv = vals * w.to(X.dtype).index_select(0, cols)  # rows of Φ diag(w)
