@@ -284,7 +284,7 @@ class MultiscaleLaplacian(GraphKernel):
     batched with the neighbourhoods padded to the largest of a group of graphs,
     O(Σ_v m_v³) for neighbourhoods of m_v nodes; the FLG values of all N nodes against
     the landmarks, O(N n_samples P³) (batched Cholesky factorizations of P × P
-    matrices); then the Gram, O(|X| |Y| P³). The result is dense (|X|, |Y|).
+    matrices); then the Gram, O(``|X| |Y|`` P³). The result is dense, ``(|X|, |Y|)``.
 
     References
     ----------

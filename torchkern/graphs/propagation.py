@@ -102,7 +102,7 @@ class Propagation(CountFeatureKernel):
     features KernelMatrix. Per-label draws cost one small generator per distinct label
     (about 30 µs each). With ``M="H"`` and per-label draws, ⟨√P_t, u_t⟩ is a dot product
     over the labels of the call, whose floating-point rounding may differ between calls
-    with different label sets: a node within about 1e-16·|⟨√p, u⟩| of a bin edge could
+    with different label sets: a node within about 1e-16 × ``|⟨√p, u⟩|`` of a bin edge could
     then fall in the neighbouring bin (the TV hash and ``n_labels`` do not have this).
 
     References

@@ -264,13 +264,13 @@ class SubgraphMatching(CountFeatureKernel):
     degree d: a set whose enumeration would take more than 2 GB at one size is
     enumerated in parts (halves of its graphs, recursively), and a single graph whose
     subgraphs would not fit in memory is refused up front.
-    GraKeL's product graph has |V||V'| nodes per pair, O(n²) pairs.
+    GraKeL's product graph has ``|V|·|V'|`` nodes per pair, O(n²) pairs.
 
     With ``node_kernel="gaussian"`` the weight of an isomorphism is the Gaussian of the
     attribute rows of S and of T stacked in the order the isomorphism matches them; the
     isomorphisms between S and T of class c are the canonical order of S against the
-    |Aut(c)| orders of T that give the canonical code. The Gram is then dense, summed
-    over the pairs of same-class subgraphs of all graphs: O(Σ_c n_c² |Aut(c)| s d)
+    ``|Aut(c)|`` orders of T that give the canonical code. The Gram is then dense, summed
+    over the pairs of same-class subgraphs of all graphs: O(Σ_c n_c² ``|Aut(c)|`` s d)
     for n_c subgraphs of class c in the whole set, in blocks of bounded memory (the
     subgraphs of the whole set are enumerated at once, not in parts); ``diag`` sums the
     pairs within each graph only. It has no finite feature map (``features`` raises).
@@ -543,7 +543,7 @@ class SubgraphMatching(CountFeatureKernel):
     def _attribute_diag(self, U: GraphSet) -> torch.Tensor:
         """k(G, G) for every graph of U with the Gaussian node kernel: the sum of
         :meth:`_attribute_gram` restricted to pairs (S, T) of subgraphs of one graph —
-        O(Σ_G Σ_c n_c(G)² |Aut(c)|), no n × n Gram. The pairs are those of equal
+        O(Σ_G Σ_c n_c(G)² ``|Aut(c)|``), no n × n Gram. The pairs are those of equal
         (class, graph) key, expanded in chunks of at most ``_block`` pairs."""
         n, dev = len(U), U.device
         X = U.node_attributes
