@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import torch
 from sklearn.model_selection import GridSearchCV, KFold
-from torch_geometric.data import Batch, Data, InMemoryDataset
+from torch_geometric.data import Batch, Data
 
 import torchkern as tk
 import torchkern.graphs as tg
 from tests._devices import dev, requires_device  # noqa: F401 (fixture)
 from tests._invariants import assert_close_up_to_sign
+from tests.graphs.test_graph_inputs import SmallGraphs
 from torchkern.graphs import GraphSet
 from torchkern.graphs._batch import GraphKernel
 
@@ -91,24 +92,7 @@ def small_graphs(m=10, seed=0):
     return out
 
 
-class SmallDataset(InMemoryDataset):
-    """A TUDataset-like InMemoryDataset saved in a temporary folder (no download)."""
-
-    def __init__(self, root, graphs):
-        self._graphs = graphs
-        super().__init__(root, log=False)
-        self.load(self.processed_paths[0])
-
-    @property
-    def raw_file_names(self):
-        return []
-
-    @property
-    def processed_file_names(self):
-        return ["graphs.pt"]
-
-    def process(self):
-        self.save(self._graphs, self.processed_paths[0])
+SmallDataset = SmallGraphs  # a TUDataset-like InMemoryDataset in a temporary folder
 
 
 @pytest.fixture(scope="module")

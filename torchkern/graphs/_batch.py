@@ -1101,6 +1101,20 @@ class GraphKernel(StructuredKernel):
                 raise ValueError(f"{name}: {e}") from None
         raise TypeError(f"{name} must be {GRAPH_SETS}, got {type(X).__name__}")
 
+    def _checked_sets(self, X, Y, backend):
+        """``(X, Y)`` as GraphSets on one device (Y None stays None), ``backend`` checked:
+        the input step of the kernels that compute their Gram in ``forward``."""
+        from .._config import _check_backend
+        if backend is not None:
+            _check_backend(backend)
+        X = self.check_input(X, "X")
+        if Y is not None:
+            Y = self.check_input(Y, "Y")
+            if Y.device != X.device:
+                raise ValueError(f"X and Y must be on the same device, got {X.device} and "
+                                 f"{Y.device}")
+        return X, Y
+
     def _check_size(self, X: GraphSet, name: str) -> None:
         """Raise ValueError (``check_memory``) when the graphs of X are too large for
         this kernel's method; by the kernels with dense per-graph steps."""

@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .._config import _check_backend
 from .._threads import one_thread
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
 from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges, sorted_unique
@@ -497,13 +496,7 @@ class CountFeatureKernel(GraphKernel):
     def _forward(self, X, Y, backend):
         if not self.normalize:
             return super().forward(X, Y, backend=backend)
-        if backend is not None:
-            _check_backend(backend)
-        X = self.check_input(X, "X")
-        if Y is not None:
-            Y = self.check_input(Y, "Y")
-            if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+        X, Y = self._checked_sets(X, Y, backend)
         K = self._gram(X, Y, unit_rows=True)
         return DenseKernelMatrix(K.to_dense()) if backend == "dense" else K
 

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import torch
 
-from .._config import _check_backend
 from .._threads import one_thread
 from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix
@@ -453,14 +452,7 @@ class MultiscaleLaplacian(GraphKernel):
     def forward(self, X, Y=None, *, backend: str | None = None):
         """k(X, Y) (dense); ``k(X)`` fits the basis on X, ``k(X, Y)`` uses the kept one
         (fitting it on X when none is kept)."""
-        if backend is not None:
-            _check_backend(backend)
-        X = self.check_input(X, "X")
-        if Y is not None:
-            Y = self.check_input(Y, "Y")
-            if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and "
-                                 f"{Y.device}")
+        X, Y = self._checked_sets(X, Y, backend)
         check_memory(8 * len(X) * (len(X) if Y is None else len(Y)),
                      "MultiscaleLaplacian: the Gram", X.device)
         # small batched factorizations: LAPACK's threads cost more than they gain

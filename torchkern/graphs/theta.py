@@ -574,16 +574,8 @@ class _ThetaKernel(GraphKernel):
         """k(X, Y): the base kernel (dot product by default) of the feature vectors of X
         and of Y (with ``draws="grakel"`` each set drawn from a fresh stream, so that
         k(X, Y), k(X) and k(Y) share the features of X and of Y)."""
-        from .._config import _check_backend
         from ..gram import DenseKernelMatrix
-        if backend is not None:
-            _check_backend(backend)
-        X = self.check_input(X, "X")
-        if Y is not None:
-            Y = self.check_input(Y, "Y")
-            if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and "
-                                 f"{Y.device}")
+        X, Y = self._checked_sets(X, Y, backend)
         with one_thread():
             fx = self._features(X).to(device=X.device, dtype=X.dtype)
             fy = fx if Y is None else self._features(Y).to(device=X.device, dtype=X.dtype)
