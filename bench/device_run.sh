@@ -28,9 +28,22 @@ for s in $steps; do case $s in
         python3 -c "import torch, pykeops, sklearn, gpytorch; print(torch.__version__, torch.version.cuda, pykeops.__version__, sklearn.__version__, gpytorch.__version__)"' ;;
   keops) step keops-diagnosis 40 python3 -X faulthandler -c "import pykeops; pykeops.set_verbose(True); pykeops.test_torch_bindings()" ;;
   kpca) step kpca 90 python3 bench/kpca_device.py --sizes 8000 20000 ;;
-  tritontests) step tritontests 270 python3 -m pytest -q -p no:cacheprovider -rfE \
-               tests/test_triton_engine.py -k "not cpu" ;;
-  triton) step triton 330 python3 bench/gram_matvec.py --targets --device cuda --budget 30 ;;
+  tritontests) step tritontests 270 bash -c 'X=; python3 -c "import xdist" 2>/dev/null && X="-n 8";
+               exec python3 -m pytest -q -p no:cacheprovider -rfE $X tests/test_triton_engine.py -k "not cpu"' ;;
+  triton) step triton 330 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+          exec python3 -X faulthandler bench/gram_matvec.py --targets --device cuda --budget 30' ;;
+  # issue #20 in one 9-minute command (carry .whl): info keopsfix9 triton9 tritontests9 million9
+  keopsfix9) step keopsfix 130 python3 bench/keops_probe.py --timeout 60 --side-timeout 45 \
+             --sizes 100000 1000000 ;;
+  triton9) step triton 170 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+           exec python3 -X faulthandler bench/gram_matvec.py --targets --device cuda --budget 20' ;;
+  tritontests9) step tritontests 110 bash -c 'X=; python3 -c "import xdist" 2>/dev/null && X="-n 8";
+                exec python3 -m pytest -q -p no:cacheprovider -rfE $X tests/test_triton_engine.py -k "not cpu"' ;;
+  million9) step million 140 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+            exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 1000000 \
+            --warm-iter 20 --warm-cap 30 --budget 100 --rows krr-pcg nystrom exact-gp \
+            --row-sizes "{\"exact-gp\": [100000]}" --finish-max-n 100000 --finish-steps 2 \
+            --caps "{\"krr-pcg\": 60, \"nystrom\": 15, \"exact-gp\": 45}"' ;;
   tritondry) step tritondry 120 env TRITON_INTERPRET=1 python3 bench/gram_matvec.py --targets \
              --device cpu --scale 1e-4 ;;
   tests) step tests 70 python3 -m pytest -q -p no:cacheprovider -rfE tests/test_devices.py ;;

@@ -223,6 +223,7 @@ def _measure(label, n, method, fn, make, k, budget, dev):
     else:
         row.update(seconds=f"{s:.4f}", **{"evals/s": f"{n * n / s:.2e}"},
                    rel_err=f"{_rel_err(k, *data, out):.1e}")
+    print("# measured:", row, flush=True)  # kept if a later row (KeOps) crashes the process
     return row, s
 
 
@@ -266,8 +267,44 @@ def targets(args):
             if not isinstance(s2, str) and not isinstance(s, str):
                 kr["target"] = f"triton speed {s2 / s:.2f}x KeOps' (>= 1 wanted)"
             rows.append(kr)
+    rows += _baseline_rows(args, dev)
     rows += _backward_rows(args, dev)
     table(rows, ["case", "n", "method", "seconds", "evals/s", "rel_err", "target"])
+
+
+def _baseline_rows(args, dev):
+    """The Triton engine beside what ``auto`` chose before it (``config.triton_auto``
+    off: the compiled tiles or KeOps) on the RBF, d = 3, float32, n = 2·10⁵ (scaled)."""
+    n = max(16, int(200_000 * args.scale))
+    k = tk.RBF(LS).to(dev, torch.float32)
+
+    def make(size):
+        g = torch.Generator(device="cpu").manual_seed(2)
+        return (torch.randn(size, 3, generator=g).to(dev),
+                torch.randn(size, 1, generator=g).to(dev))
+
+    def product(backend, triton_auto=False):
+        def run(X, V):
+            old, tk.config.triton_auto = tk.config.triton_auto, triton_auto
+            try:
+                with torch.no_grad():
+                    return k(X, backend=backend) @ V
+            finally:
+                tk.config.triton_auto = old
+        return run
+
+    rows, times = [], {}
+    label = "RBF d=3 float32 (before)"
+    for method, fn in (("torchkern triton", product("triton")),
+                       ("torchkern auto, triton_auto off", product("auto")),
+                       ("torchkern compiled", product("compiled"))):
+        row, s = _measure(label, n, method, fn, make, k, args.budget, dev)
+        if not isinstance(s, str):
+            times[method] = s
+            if method != "torchkern triton" and "torchkern triton" in times:
+                row["target"] = f"triton {s / times['torchkern triton']:.1f}x faster"
+        rows.append(row)
+    return rows
 
 
 def _backward_rows(args, dev):
