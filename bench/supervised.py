@@ -102,7 +102,7 @@ _NYS = {
             return tk.KernelRidge(tk.RBF({ls}), alpha={lam} * len(X), solver="nystrom",
                                   n_centers={m}, tol={tol}, random_state=0).fit(X, y)
         fit(Xtr[:5000], ytr[:5000]); sync()
-        base = mem_mb(); t = time.perf_counter()
+        base = mem_mb(); t = time.perf_counter(); c = time.process_time()
         model = fit(Xtr, ytr)
         pred = model.predict(Xte).double().cpu().numpy()
         iters = model.n_iter_
@@ -121,15 +121,15 @@ _NYS = {
             return falkon.Falkon(kernel=kernel, penalty={lam}, M={m}, maxiter={maxiter},
                                  center_selection=centers, options=opt).fit(X, y[:, None])
         fit(Xtr[:5000], ytr[:5000])
-        base = mem_mb(); t = time.perf_counter()
+        base = mem_mb(); t = time.perf_counter(); c = time.process_time()
         model = fit(Xtr, ytr)
         pred = model.predict(Xte).double().numpy().ravel()
         iters = {maxiter}
     """,
 }
 _NYS_END = """
-    sync(); seconds = time.perf_counter() - t
-    print(json.dumps(dict(seconds=seconds, mse=float(np.mean((pred - fte) ** 2)),
+    sync(); seconds = time.perf_counter() - t; cpu = time.process_time() - c
+    print(json.dumps(dict(seconds=seconds, cpu=cpu, mse=float(np.mean((pred - fte) ** 2)),
                           peak_mb=mem_mb() - base, iters=int(iters))))
 """
 
@@ -204,6 +204,18 @@ def _run(body: str, end: str, timeout: int = 1800) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def _tol_arg(text: str) -> str:
+    """``--nystrom-tol``: a positive float, or "default" (torchkern's tol=None)."""
+    if text != "default":
+        try:
+            if not float(text) > 0:
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--nystrom-tol takes positive floats or 'default', got {text!r}") from None
+    return text
+
+
 def _krr(peer, n, **kw):
     params = dict(n=n, alpha=ALPHA, gamma=1 / (2 * LS**2), ls=LS, dtype="float64",
                   solver="cholesky", m=None, tol=1e-6, backend=None)
@@ -250,6 +262,8 @@ def main(argv=None):
     ap.add_argument("--falkon-variants", nargs="+", default=["default", "pc", "pc-iters"],
                     choices=["default", "pc", "pc-iters"],
                     help="Falkon settings (see _falkon_rows)")
+    ap.add_argument("--nystrom-tol", nargs="+", default=["1e-4"], type=_tol_arg,
+                    help="Falkon section: torchkern's CG tolerance(s) ('default' = tol=None)")
     ap.add_argument("--busy-rows", action="store_true",
                     help="Falkon section: also every row beside one busy loop "
                          "(bench/_util.busy), with the load average in each row")
@@ -302,52 +316,87 @@ def _krr_rows(rows, m, args):
                  _krr("torchkern", n, solver="nystrom", m=m, dtype="float32", tol=1e-4), None)
 
 
+def _falkon_available() -> str | None:
+    """Falkon's version where this Python can import it, else None (it is a local peer,
+    built by ``bench/falkon_peer.sh`` into its own venv, never a dependency)."""
+    import importlib.util
+    if importlib.util.find_spec("falkon") is None:
+        return None
+    res = subprocess.run([sys.executable, "-c", "import falkon; print(falkon.__version__)"],
+                         capture_output=True, text=True, timeout=600)
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
 def _falkon_rows(args):
     """Nyström KRR, d = 5, M = 1,000 uniform centres, λ = 10⁻³ (α = λn), Gaussian kernel
-    ℓ = σ = 1, the same centres on both sides: torchkern (tol 1e-4) against Falkon's
-    ``--falkon-variants`` (KeOps on the CPU where Falkon's "auto" picks it). The ratio is
-    Falkon's time over torchkern's; a row says when the two test MSEs differ by more than
-    1 %."""
-    rows = ["| condition | n | dtype | torchkern s (CG it.) [load] | Falkon s (CG it.) [load] "
-            "| Falkon / torchkern | test MSE torchkern | test MSE Falkon | peak MB tk / Falkon |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    ℓ = σ = 1, the same centres on both sides: torchkern (``--nystrom-tol``, relative
+    residual) against Falkon's ``--falkon-variants`` (KeOps on the CPU where Falkon's
+    "auto" picks it; Falkon's CG runs its ``maxiter`` iterations, its own stopping rule
+    ‖r‖ < 10⁻⁷ being absolute). Each side: wall and CPU seconds of fit + predict (CPU
+    time = all the process's threads), CG iterations, and the 1-minute load average after
+    it. The ratio is Falkon's time over torchkern's, wall (CPU); a row says when the two
+    test MSEs differ by more than 1 %. Without Falkon, torchkern's rows are printed and say
+    so."""
+    version = _falkon_available()
+    print(f"# Falkon section: python {sys.executable}, torch threads "
+          f"{__import__('torch').get_num_threads()}, Falkon "
+          f"{version or 'NOT INSTALLED (bash bench/falkon_peer.sh builds it)'}; "
+          f"load average at start {_load()}", flush=True)
+    rows = ["| condition | n | dtype | torchkern tol | torchkern s wall / CPU (CG it.) [load] "
+            "| Falkon s wall / CPU (CG it.) [load] | Falkon / torchkern wall (CPU) "
+            "| test MSE torchkern | test MSE Falkon | peak MB tk / Falkon |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for cond, context in conditions(getattr(args, "busy_rows", False)):
         with context():
-            _falkon_rows_one(args, rows, cond)
+            _falkon_rows_one(args, rows, cond, version is not None)
     print("\n".join(rows), flush=True)
+    print(f"# load average at the end {_load()}", flush=True)
 
 
-def _falkon_rows_one(args, rows, cond):
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _nys_cell(r) -> str:
+    return f"{r['seconds']:.2f} / {r['cpu']:.2f} ({r['iters']})"
+
+
+def _falkon_rows_one(args, rows, cond, have_falkon: bool):
+    def emit(row):
+        rows.append(row)
+        print(row, file=sys.stderr, flush=True)  # progress; the table goes to stdout
+
     for n in args.falkon_n:
         for dtype in args.falkon_dtypes:
-            tk = _nys("torchkern", n, dtype=dtype)
-            tk_load = f"{os.getloadavg()[0]:.1f}"
-            if "error" in tk:
-                rows.append(f"| {cond} | {n} | {dtype} | failed: {tk['error']} | | | | | |")
-                print(rows[-1], file=sys.stderr, flush=True)
-                continue
-            runs = []
-            for variant in args.falkon_variants:
-                # "default": Falkon's defaults (20 iterations, float32 preconditioner jitter
-                # 1e-5·M); "pc": jitter 1e-7·M, with which its float32 solve reaches the
-                # float64 test MSE; "pc-iters": that, stopped at torchkern's iteration count.
-                options = {} if variant == "default" else dict(pc_epsilon_32=1e-7)
-                maxiter = max(1, tk["iters"]) if variant == "pc-iters" else 20
-                fk = _nys("falkon", n, dtype=dtype, options=options, maxiter=maxiter)
-                runs.append((variant, fk, f"{os.getloadavg()[0]:.1f}"))
-            for variant, fk, fk_load in runs:
-                if "error" in fk:
-                    rows.append(f"| {cond} | {n} | {dtype} | | Falkon {variant} failed: "
-                                f"{fk['error']} | | | | |")
+            for tol in args.nystrom_tol:
+                tk = _nys("torchkern", n, dtype=dtype, tol=None if tol == "default" else tol)
+                lead = f"| {cond} | {n:,} | {dtype} | {tol} |"
+                if "error" in tk:
+                    emit(f"{lead} failed: {tk['error']} | | | | | |")
                     continue
-                same = abs(fk["mse"] - tk["mse"]) <= 0.01 * tk["mse"]
-                rows.append(
-                    f"| {cond} | {n:,} | {dtype} | {tk['seconds']:.2f} ({tk['iters']}) "
-                    f"[{tk_load}] | {variant}: {fk['seconds']:.2f} ({fk['iters']}) "
-                    f"[{fk_load}] | {fk['seconds'] / tk['seconds']:.2f}"
-                    f"{'' if same else ' (MSE differs > 1 %)'} | {tk['mse']:.5f} | "
-                    f"{fk['mse']:.5f} | {tk['peak_mb']:.0f} / {fk['peak_mb']:.0f} |")
-                print(rows[-1], file=sys.stderr, flush=True)
+                tk_cell = f"{_nys_cell(tk)} [{os.getloadavg()[0]:.1f}]"
+                if not have_falkon:
+                    emit(f"{lead} {tk_cell} | Falkon not installed | | {tk['mse']:.5f} | | "
+                         f"{tk['peak_mb']:.0f} / |")
+                    continue
+                for variant in args.falkon_variants:
+                    # "default": Falkon's defaults (20 iterations, float32 preconditioner
+                    # jitter 1e-5·M); "pc": jitter 1e-7·M, with which its float32 solve
+                    # reaches the float64 test MSE; "pc-iters": that, stopped at
+                    # torchkern's iteration count.
+                    options = {} if variant == "default" else dict(pc_epsilon_32=1e-7)
+                    maxiter = max(1, tk["iters"]) if variant == "pc-iters" else 20
+                    fk = _nys("falkon", n, dtype=dtype, options=options, maxiter=maxiter)
+                    if "error" in fk:
+                        emit(f"{lead} {tk_cell} | {variant} failed: {fk['error']} | | "
+                             f"{tk['mse']:.5f} | | |")
+                        continue
+                    same = abs(fk["mse"] - tk["mse"]) <= 0.01 * tk["mse"]
+                    emit(f"{lead} {tk_cell} | {variant}: {_nys_cell(fk)} "
+                         f"[{os.getloadavg()[0]:.1f}] | {fk['seconds'] / tk['seconds']:.2f} "
+                         f"({fk['cpu'] / tk['cpu']:.2f}){'' if same else ' (MSE differs > 1 %)'}"
+                         f" | {tk['mse']:.5f} | {fk['mse']:.5f} | "
+                         f"{tk['peak_mb']:.0f} / {fk['peak_mb']:.0f} |")
 
 
 def _gpr_rows(rows):
