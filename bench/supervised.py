@@ -10,6 +10,7 @@ imports and data excluded). Times exclude imports and data generation.
     python bench/supervised.py --device cuda --large   # torchkern and GPyTorch on the GPU
     python bench/supervised.py --sections falkon --falkon-n 200000 1000000   # vs Falkon
     python bench/supervised.py --sections falkon --busy-rows   # + the rows beside a busy loop
+    python bench/supervised.py --sections falkon --falkon-n 50000 --nystrom-tol 1e-4 default
 
 With ``--device cuda`` torchkern and GPyTorch run on the GPU (scikit-learn on the CPU, as
 it must) and their peak memory is the CUDA allocator's peak, not the process RSS.
@@ -21,6 +22,12 @@ KRR   n ∈ {5k, 20k}: scikit-learn ``KernelRidge`` vs torchkern ``solver="chole
 KRR   n = 200k: torchkern ``solver="nystrom"`` only (the dense Gram matrix would be 320 GB).
 Falkon  n = 200k (and 1M): float32 Nyström KRR (d = 5, M = 1,000, λ = 1e-3) against Falkon
       (built from source as a local peer, never a dependency) at equal test MSE (1 %).
+      Wall and CPU seconds on both sides. Falkon 0.9.0 comes from ``bash
+      bench/falkon_peer.sh`` (CPU only, in /tmp/falkon-venv; its docstring says why a
+      build on the shared 2-core machine takes tens of minutes and how it resumes); run
+      the bench with that venv's python (``/tmp/falkon-venv/bin/python bench/supervised.py
+      --sections falkon``; torchkern is visible there). Without Falkon the section prints
+      torchkern's rows and says "Falkon not installed".
 GPR   n = 5k: one log-marginal-likelihood evaluation *with its gradient* — scikit-learn
       ``log_marginal_likelihood(theta, eval_gradient=True)``, GPyTorch ``ExactGP`` +
       ``ExactMarginalLogLikelihood`` backward (its default: CG/Lanczos above 800 points),
