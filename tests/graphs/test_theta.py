@@ -268,3 +268,22 @@ def test_base_kernel_and_grid_search(mutag):
 def test_bad_arguments(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"tol": 0.0}, "tol must be"), ({"tol": -1e-9}, "tol must be"),
+    ({"tol": float("nan")}, "tol must be"), ({"tol": float("inf")}, "tol must be"),
+    ({"tol": "1e-9"}, "tol must be"), ({"tol": True}, "tol must be"),
+    ({"max_iter": 0}, "max_iter must be"), ({"max_iter": 2.5}, "max_iter must be"),
+    ({"max_iter": True}, "max_iter must be"), ({"max_iter": None}, "max_iter must be"),
+])
+def test_lovasz_sdp_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        sdp_args = _edge_pairs(GraphSet([cycle(5)]))
+        lovasz_theta_sdp(sdp_args, **kw)
+
+
+def test_lovasz_sdp_accepts_numpy_arguments():
+    (theta, _), = lovasz_theta_sdp(_edge_pairs(GraphSet([cycle(5)])), tol=np.float64(1e-9),
+                                   max_iter=np.int64(60))
+    assert abs(theta - math.sqrt(5)) < 2e-8

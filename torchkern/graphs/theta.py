@@ -13,7 +13,7 @@ from scipy.linalg import eigvalsh
 from scipy.special import binom
 
 from .._threads import one_thread
-from .._validation import is_int
+from .._validation import check_int, is_int, is_real
 from ..gram import FeatureKernelMatrix
 from ..kernels.base import Kernel
 from ..kernels.structured import _inv_sqrt
@@ -262,7 +262,9 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
     tol : float
         Stop when the duality gap ⟨W, X⟩ ≤ tol·max(1, θ) (or when a step can no longer
         be factorized; a RuntimeError when the gap is then above 10⁻⁶·max(1, θ)).
+        Finite and > 0.
     max_iter : int
+        Most interior-point iterations (a positive int).
 
     Returns
     -------
@@ -284,6 +286,9 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
     al., 2014), whose Gram matrix is (J + W)/θ. Where the optimal W is not unique, other
     solvers (cvxopt, stopped at its default tolerances, as GraKeL) return another one.
     """
+    if not is_real(tol) or not math.isfinite(tol) or tol <= 0:
+        raise ValueError(f"tol must be a finite float > 0, got {tol!r}")
+    max_iter = check_int(max_iter, "max_iter")
     out = [None] * len(graphs)
     groups = {}
     for i, (n, pairs) in enumerate(graphs):
