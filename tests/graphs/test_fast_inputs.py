@@ -394,3 +394,98 @@ def test_edge_merge_key_forms_equal_torch_unique():
                 pos = torch.arange(key.numel())
                 ref = torch.stack([pos[key == v].min() for v in values])
                 assert torch.equal(first, ref)
+
+
+# -- fields read on first use, node counts ---------------------------------------------------
+
+def test_histograms_read_only_their_fields_from_a_list(data):
+    """From a list of Data, VertexHistogram reads x (not the edges), EdgeHistogram the edges
+    (not x): a broken field the kernel does not read is no error, one it reads is; the
+    set's other fields, read later, equal the eagerly built set's (the same reference)."""
+    graphs, _ = data
+    bad_edges = [Data(x=g.x, edge_index=g.edge_index + 100, edge_attr=g.edge_attr,
+                      num_nodes=g.num_nodes) for g in graphs[:5]]
+    np.testing.assert_array_equal(
+        VertexHistogram()(bad_edges).to_dense().numpy(),
+        gram_from_counts(bad_edges, bad_edges, node_labels))
+    with pytest.raises(ValueError, match=r"X: graph \d: edge_index must be .* node id 1\d\d"):
+        EdgeHistogram()(bad_edges)
+    with pytest.raises(ValueError, match=r"X: graph \d: edge_index must be"):
+        tk.graphs.WeisfeilerLehman(1)(bad_edges)
+    no_x = [Data(edge_index=g.edge_index, edge_attr=g.edge_attr, num_nodes=g.num_nodes,
+                 edge_attributes=g.edge_attributes)  # and no node_attributes
+            if i == 2 else g for i, g in enumerate(graphs[:6])]
+    np.testing.assert_array_equal(EdgeHistogram()(no_x).to_dense().numpy(),
+                                  gram_from_counts(no_x, no_x, edge_labels))
+    with pytest.raises(ValueError, match="X: graph 2 has no x while others do"):
+        VertexHistogram()(no_x)
+    # a lazily read set holds what an eager one holds, through take / concat / to / pickle
+    import pickle
+    for k in (VertexHistogram(), EdgeHistogram()):
+        G = k.check_input(graphs, "X")
+        assert G.__dict__.get("_pending")  # some groups not read yet
+        check_set(G, graphs)
+        check_set(pickle.loads(pickle.dumps(k.check_input(graphs, "X"))), graphs)
+        check_set(k.check_input(graphs, "X").to(dtype=torch.float32), graphs)
+        idx = torch.tensor([3, 0, 7])
+        check_set(k.check_input(graphs, "X").take(idx), [graphs[i] for i in idx])
+        check_set(GraphSet.concat([k.check_input(graphs[:4], "X"),
+                                   k.check_input(graphs[4:9], "X")]), graphs[:9])
+
+
+def test_edge_histogram_cross_gram_needs_edge_labels_of_one_width(data):
+    graphs, _ = data
+    wide = [Data(x=g.x, edge_index=g.edge_index, num_nodes=g.num_nodes,
+                 edge_attr=torch.cat([g.edge_attr, g.edge_attr], 1)) for g in graphs[:3]]
+    with pytest.raises(ValueError, match=r"edge labels \(edge_attr\) of X \(rows of width "
+                                         r"1\) and Y \(width 2\) are not comparable"):
+        EdgeHistogram()(graphs[:3], wide)
+    # x of other widths: not read by EdgeHistogram
+    narrow = [Data(x=g.x[:, :1], edge_index=g.edge_index, edge_attr=g.edge_attr,
+                   num_nodes=g.num_nodes) for g in graphs[3:6]]
+    np.testing.assert_array_equal(EdgeHistogram()(graphs[:3], narrow).to_dense().numpy(),
+                                  gram_from_counts(graphs[:3], narrow, edge_labels))
+
+
+def test_sorted_distinct_edges_are_counted_as_given(data):
+    """Coalesced graphs (edges sorted by (source, target), as PyG stores them): counted
+    without the merge, equal to the Python counts; sorted with a duplicate: merged."""
+    from torch_geometric.utils import coalesce
+    graphs, _ = data
+    co = []
+    for g in graphs:
+        ei, ea = coalesce(g.edge_index, g.edge_attr, g.num_nodes, reduce="min")
+        co.append(Data(x=g.x, edge_index=ei, edge_attr=ea, num_nodes=g.num_nodes))
+    G = EdgeHistogram().check_input(co, "X")
+    assert G.labelled_edges() is not None and "_raw_edges" in G.__dict__  # not merged
+    np.testing.assert_array_equal(EdgeHistogram()(co).to_dense().numpy(),
+                                  gram_from_counts(co, co, edge_labels))
+    dup = [Data(x=g.x, edge_index=g.edge_index.repeat_interleave(2, 1),
+                edge_attr=g.edge_attr.repeat_interleave(2, 0), num_nodes=g.num_nodes)
+           for g in co]
+    np.testing.assert_array_equal(EdgeHistogram()(dup).to_dense().numpy(),
+                                  gram_from_counts(co, co, edge_labels))
+
+
+def test_num_nodes_must_be_an_integer():
+    """An integral float (or a 0-d tensor, a NumPy integer) is that integer; 2.5, a
+    negative count or a bool is refused, naming the graph and num_nodes."""
+    ei = torch.tensor([[0, 1], [1, 0]])
+    x = torch.tensor([[0], [1], [1]])
+    ref = VertexHistogram()([Data(x=x, edge_index=ei, num_nodes=3)] * 2).to_dense()
+    for v in (3.0, torch.tensor(3), np.int32(3)):
+        g = Data(x=x, edge_index=ei, num_nodes=v)
+        assert GraphSet([g, g]).num_nodes.tolist() == [3, 3]
+        assert torch.equal(VertexHistogram()([g, g]).to_dense(), ref)
+    for v, err, msg in ((2.5, ValueError, r"2\.5"), (-1, ValueError, "-1"),
+                        (float("nan"), ValueError, "nan"), (True, TypeError, "bool True")):
+        g = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=v)
+        for k in (VertexHistogram(), EdgeHistogram(), tk.graphs.ShortestPath()):
+            with pytest.raises(err, match=rf"X: graph 1: num_nodes must be a non-negative "
+                                          rf"integer, got .*{msg}"):
+                k([Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=1), g])
+    # x's rows are checked against an integral float num_nodes as against an int
+    with pytest.raises(ValueError, match=r"X: every graph's x must have one row per node "
+                                         r"\(graph 1 has 1 rows for 3 nodes\)"):
+        VertexHistogram()([Data(x=x, edge_index=ei, num_nodes=3.0),
+                           Data(x=x[:1], edge_index=ei, num_nodes=3.0)])

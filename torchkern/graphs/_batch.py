@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
+from itertools import repeat
 
 import numpy as np
 import torch
@@ -213,9 +215,10 @@ def _integral(x: torch.Tensor) -> bool:
     return float(lo) == 0 and float(hi) == 0
 
 
-def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
+def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
-    means every item has the same label (width 0)."""
+    means every item has the same label (width 0). ``integral``: the finite entries of a
+    floating ``rows`` are known to be integers (:func:`_check_integral` passed)."""
     if rows is None:
         return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
     if rows.dim() == 1:
@@ -237,7 +240,7 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device):
     lo, hi = ((float if floating else int)(v) for v in torch.aminmax(rows))  # NaN propagates
     if floating and not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"{name} contains NaN or infinity")
-    if not floating or (max(-lo, hi) < 2 ** 53 and _integral(rows)):
+    if not floating or (max(-lo, hi) < 2 ** 53 and (integral or _integral(rows))):
         d, bound = rows.shape[1], max(4 * n, 2 ** 16)
         span = int(hi) - int(lo) + 1  # an int: a float power overflows past 1e308
         if span > 2 ** 62:  # differences overflow int64 (64-bit hashes as labels): sorted
@@ -369,7 +372,10 @@ class GraphSet(KernelInput):
     """
 
     def __init__(self, graphs, *, dtype: torch.dtype | None = None, device=None,
-                 node_attr: str = "node_attributes"):
+                 node_attr: str = "node_attributes", _read=None):
+        # _read (private): the field groups of a list of Data to read now ("nodes": x,
+        # "node_attributes", "edges": edge_index, edge_attr, edge_attributes), the others
+        # on first use (GraphKernel.check_input: the groups its kernel reads); None: all
         if isinstance(graphs, GraphSet):
             self.__dict__.update(graphs.__dict__)
         else:
@@ -377,7 +383,7 @@ class GraphSet(KernelInput):
                 raise TypeError(f"node_attr must be the name of a Data field (a str), got "
                                 f"{node_attr!r}")
             with one_thread():  # many short passes: see CountFeatureKernel.forward
-                self._build(graphs, node_attr)
+                self._build(graphs, node_attr, _GROUPS if _read is None else _read)
         if dtype is not None or device is not None:
             moved = self.to(device=device, dtype=dtype)
             self.__dict__.update(moved.__dict__)
@@ -396,7 +402,7 @@ class GraphSet(KernelInput):
         self.dtype, self.device = dtype, ptr.device
         return self
 
-    def _build(self, graphs, node_attr="node_attributes"):
+    def _build(self, graphs, node_attr="node_attributes", read=None):
         from torch_geometric.data import Batch, Data
         na = eat = None
         if isinstance(graphs, Batch):
@@ -426,8 +432,8 @@ class GraphSet(KernelInput):
             if any(issubclass(t, Batch) for t in types):  # a Batch holds several graphs
                 self.__dict__.update(_from_batches(graphs, node_attr).__dict__)
                 return
-            counts, ei, x, ea, na, eat = _flatten(graphs, node_attr)
-            device = ei.device
+            self._build_lazy(_ListFields(graphs, node_attr), read)
+            return
         else:
             raise TypeError(f"expected {GRAPH_SETS}, got {type(graphs).__name__}")
         ptr = _offsets(counts.to(device))
@@ -437,7 +443,7 @@ class GraphSet(KernelInput):
             x = None  # x holds the attributes, the nodes have no labels
         elif x is not None:
             _check_integral(x)
-        node_label, label_values = _label_ids(x, n, "x", device)
+        node_label, label_values = _label_ids(x, n, "x", device, integral=True)
         self.node_attributes = _attributes(na, n, node_attr, device)
         eat = _attributes(eat, ei.shape[1], "edge_attributes", device)
         if ea is not None:  # label ids on first read (edge_label): most kernels need none
@@ -450,10 +456,78 @@ class GraphSet(KernelInput):
         self.__dict__.update(_edge_label=None, _edge_label_values=None)
         self.dtype, self.device = torch.float64, ptr.device
 
+    def _build_lazy(self, fields: "_ListFields", read) -> None:
+        """A set from a list of Data whose field groups are read on first use, those in
+        ``read`` at once (their errors raised here)."""
+        d = self.__dict__
+        self.ptr = _offsets(torch.from_numpy(fields.counts).to(fields.device))
+        self.dtype, self.device = torch.float64, self.ptr.device
+        d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
+                 _pending=frozenset(_GROUPS))
+        for group in read:
+            self._resolve(group)
+
+    def _resolve(self, group: str) -> None:
+        """Read the field group ``group`` of a list of Data if not read yet. The set of
+        groups still to read is replaced, never changed in place: copies of the set
+        (``GraphSet(G)``, :meth:`to`) share it and read their own."""
+        d = self.__dict__
+        pending = d.get("_pending")
+        if not pending or group not in pending:
+            return
+        f, n = d["_reader"], int(self.ptr[-1])
+        with one_thread():
+            if group == "nodes":
+                x = None if f.node_attr == "x" else f.x()  # node_attr="x": no labels
+                if x is not None:
+                    _check_integral(x)
+                node_label, label_values = _label_ids(x, n, "x", f.device, integral=True)
+                new = dict(node_label=node_label, label_values=label_values)
+            elif group == "node_attributes":
+                new = dict(node_attributes=_attributes(f.node_attributes(), n, f.node_attr,
+                                                       f.device))
+            else:
+                ei, ea, eat = f.edges()
+                eat = _attributes(eat, ei.shape[1], "edge_attributes", f.device)
+                if ea is not None:  # label ids on first read (edge_label)
+                    ea = _edge_rows(ea, ei.shape[1])
+                # duplicate edges are merged and the edges sorted on first read (_merge)
+                new = dict(_raw_edges=(ei, ea, eat))
+        d.update(new)
+        rest = pending - {group}
+        d["_pending"] = rest
+        if not rest:
+            del d["_pending"], d["_reader"]
+
+    def _resolve_all(self) -> None:
+        for group in _GROUPS:
+            self._resolve(group)
+
+    def _lazy_field(name, group):  # noqa: N805 (a property factory used in the class body)
+        def get(self):
+            d = self.__dict__
+            if name not in d:
+                self._resolve(group)
+            try:
+                return d[name]
+            except KeyError:
+                raise AttributeError(name) from None
+
+        def set_(self, value):
+            self._resolve(group)  # the other fields of the group stay consistent
+            self.__dict__[name] = value
+        return property(get, set_)
+
+    node_label = _lazy_field("node_label", "nodes")
+    label_values = _lazy_field("label_values", "nodes")
+    node_attributes = _lazy_field("node_attributes", "node_attributes")
+    del _lazy_field
+
     def _merge(self) -> None:
         """Merge duplicate edges and sort them by (source, target), which sorts them by
         graph; the edge attributes and edge_attr rows follow. Done once, on the first read
         of an edge field."""
+        self._resolve("edges")
         d = self.__dict__
         raw = d.get("_raw_edges")
         if raw is None:
@@ -474,14 +548,16 @@ class GraphSet(KernelInput):
 
     def _edge_field(name):  # noqa: N805 (a property factory used in the class body)
         def get(self):
-            if "_raw_edges" in self.__dict__:
+            d = self.__dict__
+            if "_raw_edges" in d or "edges" in d.get("_pending", ()):
                 self._merge()
-            return self.__dict__.get(name)
+            return d.get(name)
 
         def set_(self, value):
-            if "_raw_edges" in self.__dict__:
+            d = self.__dict__
+            if "_raw_edges" in d or "edges" in d.get("_pending", ()):
                 self._merge()
-            self.__dict__[name] = value
+            d[name] = value
         return property(get, set_)
 
     edge_index = _edge_field("_edge_index")
@@ -515,28 +591,32 @@ class GraphSet(KernelInput):
         self.__dict__["_edge_label_values"] = value
 
     def labelled_edges(self):
-        """``(graph, label, n_labels)`` of every distinct edge, in an unspecified order: the
-        graph of its source and its edge label id in [0, ``n_labels``) — what counting
-        edge labels needs (:class:`EdgeHistogram`). None when the set has no edge labels.
+        """``(graph, label, values)`` of every distinct edge, in an unspecified order: the
+        graph of its source and its edge label id, a row of ``values`` (the distinct
+        edge-label rows) — what counting edge labels needs (:class:`EdgeHistogram`). None
+        when the set has no edge labels.
 
         Edges not merged yet (:meth:`_merge` runs on the first read of an edge field) are
-        used as given when they hold no duplicate, checked by one scatter of per-graph
-        (source, target) keys into Σ_g n_g² flags; else (duplicates, large graphs, an edge
-        between two graphs) the merged edges are read."""
+        used as given when they hold no duplicate: sorted by (source, target) (as PyG's
+        coalesced graphs are; one comparison pass), or checked by one scatter of per-graph
+        (source, target) keys into Σ_g n_g² flags; else (duplicates, large unsorted
+        graphs, an edge between two graphs) the merged edges are read."""
         with one_thread():
+            self._resolve("edges")
             raw = self.__dict__.get("_raw_edges")
             if raw is not None and raw[1] is not None:
                 graph = _graph_if_distinct(raw[0], self.ptr)
                 if graph is not None:
                     ea = raw[1]
                     _check_integral(ea, "edge_attr")
-                    ids, values = _label_ids(ea, ea.shape[0], "edge_attr", self.ptr.device)
-                    return graph, ids, max(int(values.shape[0]), 1)
+                    ids, values = _label_ids(ea, ea.shape[0], "edge_attr", self.ptr.device,
+                                             integral=True)
+                    return graph, ids, values
             if self.edge_label is None:
                 return None
             graph = torch.repeat_interleave(torch.arange(len(self), device=self.ptr.device),
                                             self.num_edges, output_size=self.edge_label.numel())
-            return graph, self.edge_label, max(int(self.edge_label_values.shape[0]), 1)
+            return graph, self.edge_label, self.edge_label_values
 
     def _edge_label_parts(self, edges: torch.Tensor) -> dict:
         """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
@@ -664,6 +744,7 @@ class GraphSet(KernelInput):
     def _move(self, device) -> None:
         # the edge fields by their stored names: moving them must not read edge_attr, nor
         # merge the edges (done on the device, on first read)
+        self._resolve_all()
         d = self.__dict__
         for name in ("ptr", "_edge_index", "_eptr", "node_label", "label_values", "_edge_label",
                      "_edge_label_values", "node_attributes", "_edge_attributes", "_edge_rows"):
@@ -702,87 +783,164 @@ def _cat(tensors, device, dim=0):
     return out.to(device)
 
 
-def _flatten(data_list, node_attr="node_attributes"):
-    """``(counts, edge_index, x, edge_attr, node_attributes, edge_attributes)`` of a list of
-    Data, node indices made global: one ``torch.cat`` per attribute; per graph only one
-    read of each field from the graph's attribute dict (no PyG dispatch) and its shape,
-    in list comprehensions. ``node_attr`` names the node-attribute field."""
-    try:  # the attribute dicts themselves
-        stores = [g._store._mapping for g in data_list]
-    except AttributeError:
-        stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
-    sizes = [st.get("num_nodes") for st in stores]
-    if any(v is None for v in sizes):  # not set: PyG infers it (from x, edge_index, ...)
-        sizes = [g.num_nodes if v is None else v for g, v in zip(data_list, sizes)]
-        sizes = [0 if v is None else v for v in sizes]
-    try:
-        counts = np.fromiter(sizes, np.int64, len(sizes))
-    except (TypeError, ValueError):
-        counts = np.array([int(v or 0) for v in sizes], dtype=np.int64)
-    sizes = counts.tolist()
-    eis = [st.get("edge_index") for st in stores]
-    xs = [st.get("x") for st in stores]
-    eas = [st.get("edge_attr") for st in stores]
-    nas = [st.get(node_attr) for st in stores]
-    eats = [st.get("edge_attributes") for st in stores]
-    for name, vals in (("x", xs), ("edge_attr", eas), (node_attr, nas),
-                       ("edge_attributes", eats)):
-        absent = [v is None for v in vals]  # by identity: a tensor's == is slow
-        if any(absent) and not all(absent):
-            missing = absent.index(True)
-            raise ValueError(f"graph {missing} has no {name} while others do: "
-                             f"give every graph {name} or none")
-    device = next((e.device for e in eis if e is not None), torch.device("cpu"))
-    if any(e is None for e in eis):
-        empty = torch.zeros(2, 0, dtype=torch.long, device=device)
-        eis = [empty if e is None else e for e in eis]
-    try:
-        dtypes = {e.dtype for e in eis}
-    except AttributeError:
-        dtypes = {None}
-    if not dtypes <= _INT_DTYPES:
-        # one by one: torch.cat would promote a bool or a float among int64 silently
-        eis = [check_edge_index(e, sizes[i], f"graph {i}") for i, e in enumerate(eis)]
-    try:
-        ei = _cat(eis, device, 1)
-        ecounts = [e.shape[1] for e in eis]
-    except (RuntimeError, IndexError):
-        ei = None
-    if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # the culprit (cat checked shapes)
-        for i, e in enumerate(eis):
-            check_edge_index(e, sizes[i], f"graph {i}")
-        raise ValueError("the graphs' edge_index tensors cannot be concatenated")
-    counts = torch.from_numpy(counts).to(device)
-    ecounts = torch.from_numpy(np.array(ecounts, dtype=np.int64)).to(device)
-    bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
-    ends = torch.cumsum(ecounts, 0)
-    ei = check_edge_index(
-        ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
-    ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts, output_size=ei.shape[1])
-    x = ea = None
-    if xs[0] is not None:
-        if [v.shape[0] for v in xs] != sizes:
-            raise ValueError("every graph's x must have one row per node (num_nodes rows)")
-        x = _cat(xs, device)
-    if eas[0] is not None:
-        ea = _cat(eas, device)
-    na = eat = None
-    if nas[0] is not None:
-        if [v.shape[0] for v in nas] != sizes:
-            raise ValueError(f"every graph's {node_attr} must have one row per node "
-                             f"(num_nodes rows)")
-        na = _cat_attributes(nas, node_attr, None, device)
-    if eats[0] is not None:
-        if [v.shape[0] for v in eats] != ecounts.tolist():
-            raise ValueError("every graph's edge_attributes must have one row per edge")
-        eat = _cat_attributes(eats, "edge_attributes", None, device)
-    return counts, ei, x, ea, na, eat
+_GROUPS = ("nodes", "node_attributes", "edges")
+
+
+def _node_count(v, i: int) -> int:
+    """Graph ``i``'s ``num_nodes`` as an int: an integer (a Python or NumPy int, a 0-d
+    integer tensor) or an integral float; None (nothing to infer it from) is 0."""
+    if v is None:
+        return 0
+    if isinstance(v, (torch.Tensor, np.ndarray)) and v.ndim == 0:
+        v = v.item()
+    elif isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"graph {i}: num_nodes must be a non-negative integer, got "
+                        f"{type(v).__name__} {v!r}")
+    if isinstance(v, float):
+        if not (math.isfinite(v) and v == int(v)):
+            raise ValueError(f"graph {i}: num_nodes must be a non-negative integer, got {v!r}")
+        v = int(v)
+    if v < 0:
+        raise ValueError(f"graph {i}: num_nodes must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _all_or_none(vals, name: str) -> None:
+    """Refuse a field that some graphs have and others not (by identity: a tensor's ==
+    is slow)."""
+    absent = list(map(operator.is_, vals, repeat(None)))
+    if any(absent) and not all(absent):
+        raise ValueError(f"graph {absent.index(True)} has no {name} while others do: "
+                         f"give every graph {name} or none")
+
+
+class _ListFields:
+    """The fields of a list of Data, read group by group (:attr:`GraphSet._resolve`):
+    per graph one read of each field from its attribute dict (no PyG dispatch) in C-level
+    ``map`` passes, one ``torch.cat`` per field, and vectorized checks; ``node_attr``
+    names the node-attribute field. ``counts`` (the nodes per graph, NumPy int64) and
+    ``device`` are read at once: ``num_nodes``, else the rows of ``x`` (what PyG infers
+    first), else PyG's inference. Picklable: a set whose groups are not all read yet can
+    be copied and saved (it holds the graphs' attribute dicts)."""
+
+    def __init__(self, data_list, node_attr: str):
+        try:  # the attribute dicts themselves
+            stores = [g._store._mapping for g in data_list]
+        except AttributeError:
+            stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
+        self.stores, self.node_attr = stores, node_attr
+        sizes = self.field("num_nodes")
+        if any(map(operator.is_, sizes, repeat(None))):  # not set: x's rows, else PyG's
+            xs = self.field("x")
+            sizes = [v if v is not None else x.shape[0]
+                     if isinstance(x, torch.Tensor) and x.dim() else g.num_nodes
+                     for v, x, g in zip(sizes, xs, data_list)]
+        if set(map(type, sizes)) <= {int}:
+            counts = np.fromiter(sizes, np.int64, len(sizes))
+            if counts.size and counts.min() < 0:
+                i = int(np.argmax(counts < 0))
+                _node_count(sizes[i], i)
+        else:
+            counts = np.array([_node_count(v, i) for i, v in enumerate(sizes)], dtype=np.int64)
+        self.counts = counts
+        device = None
+        for key in ("edge_index", "x"):
+            v = stores[0].get(key)
+            if isinstance(v, torch.Tensor):
+                device = v.device
+                break
+        self.device = device if device is not None else torch.device("cpu")
+
+    def field(self, name: str) -> list:
+        """Field ``name`` of every graph (None where absent)."""
+        try:
+            return list(map(dict.get, self.stores, repeat(name)))
+        except TypeError:  # attribute stores that are not dicts
+            return [st.get(name) for st in self.stores]
+
+    def _check_rows(self, parts, cat: torch.Tensor, name: str, counts, what: str) -> None:
+        """Every part has ``counts`` rows: from ``numel`` (one C-level pass) when the
+        concatenation ``cat`` has a known nonzero width, else from each shape."""
+        if cat.dim() == 1 or (cat.dim() == 2 and cat.shape[1] > 0):
+            w = 1 if cat.dim() == 1 else int(cat.shape[1])
+            numel = np.fromiter(map(torch.Tensor.numel, parts), np.int64, len(parts))
+            if np.array_equal(numel, counts * w):
+                return
+        rows = [int(p.shape[0]) if p.dim() else 1 for p in parts]
+        bad = next((i for i, (r, c) in enumerate(zip(rows, counts.tolist())) if r != c), None)
+        if bad is not None:
+            raise ValueError(f"every graph's {name} must have one row per {what} "
+                             f"(graph {bad} has {rows[bad]} rows for "
+                             f"{int(counts[bad])} {what}s)")
+
+    def x(self):
+        """All graphs' ``x`` stacked (None when no graph has one)."""
+        xs = self.field("x")
+        _all_or_none(xs, "x")
+        if xs[0] is None:
+            return None
+        x = _cat(xs, self.device)
+        self._check_rows(xs, x, "x", self.counts, "node")
+        return x
+
+    def node_attributes(self):
+        nas = self.field(self.node_attr)
+        _all_or_none(nas, self.node_attr)
+        if nas[0] is None:
+            return None
+        na = _cat_attributes(nas, self.node_attr, None, self.device)
+        self._check_rows(nas, na, self.node_attr, self.counts, "node")
+        return na
+
+    def edges(self):
+        """``(edge_index, edge_attr, edge_attributes)``: the edges with global node ids
+        (checked per graph), the rows of the other two."""
+        eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
+                                                  "edge_attributes"))
+        _all_or_none(eas, "edge_attr")
+        _all_or_none(eats, "edge_attributes")
+        device, sizes = self.device, self.counts
+        if any(map(operator.is_, eis, repeat(None))):
+            empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+            eis = [empty if e is None else e for e in eis]
+        try:
+            dtypes = set(map(operator.attrgetter("dtype"), eis))
+        except AttributeError:
+            dtypes = {None}
+        if not dtypes <= _INT_DTYPES:
+            # one by one: torch.cat would promote a bool or a float among int64 silently
+            eis = [check_edge_index(e, int(sizes[i]), f"graph {i}") for i, e in enumerate(eis)]
+        try:
+            ei = _cat(eis, device, 1)
+        except (RuntimeError, IndexError, TypeError):
+            ei = None
+        if ei is None or ei.dim() != 2 or ei.shape[0] != 2:  # the culprit (cat checked shapes)
+            for i, e in enumerate(eis):
+                check_edge_index(e, int(sizes[i]), f"graph {i}")
+            raise ValueError("the graphs' edge_index tensors cannot be concatenated")
+        ecounts = np.fromiter(map(torch.Tensor.numel, eis), np.int64, len(eis)) // 2
+        counts = torch.from_numpy(sizes).to(device)
+        ecounts = torch.from_numpy(ecounts).to(device)
+        bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
+        ends = torch.cumsum(ecounts, 0)
+        ei = check_edge_index(
+            ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
+        ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
+                                          output_size=ei.shape[1])
+        ea = _cat(eas, device) if eas[0] is not None else None
+        eat = None
+        if eats[0] is not None:
+            eat = _cat_attributes(eats, "edge_attributes", None, device)
+            self._check_rows(eats, eat, "edge_attributes", ecounts.cpu().numpy(), "edge")
+        return ei, ea, eat
 
 
 class _Collated:
     """The graphs of a torch_geometric ``InMemoryDataset`` (TUDataset, ...) read from its
     collated storage and ``slices``, no Data object per graph: :meth:`flat` returns what
-    :func:`_flatten` returns for the list of its graphs, by one pass of tensor operations.
+    the list path (:class:`_ListFields`) reads from the list of its graphs, by one pass of tensor operations.
     ``of(dataset)`` is None where that storage cannot be read so (a ``transform``, which
     must see every graph; a subclass with its own ``get``, ``len`` or indexing; no node
     counts; nested or sparse fields): the graphs are then read one by one."""
@@ -975,10 +1133,17 @@ def _rows(a: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
-    """The graph of every edge's source when the edges ``ei`` (global node ids, any order)
-    are distinct, each inside one graph, and Σ_g n_g² (the flags of one (source, target)
-    key per node pair of each graph) is at most 16 per edge; None otherwise."""
-    E = ei.shape[1]
+    """The graph of every edge's source when the edges ``ei`` (global node ids) are sorted
+    by (source, target) and distinct, or (any order) distinct, each inside one graph, and
+    Σ_g n_g² (the flags of one (source, target) key per node pair of each graph) is at
+    most 16 per edge; None otherwise."""
+    E, n_all = ei.shape[1], int(ptr[-1])
+    if n_all < 2 ** 31:  # sorted by (source, target): distinct, and sorted by source
+        key = ei[0] * n_all + ei[1]
+        if E < 2 or bool((key[1:] > key[:-1]).all()):
+            eptr = torch.searchsorted(ei[0], ptr)
+            return torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
+                                           eptr[1:] - eptr[:-1], output_size=E)
     counts = ptr[1:] - ptr[:-1]
     sq = counts * counts
     R = int(sq.sum())
@@ -1078,7 +1243,12 @@ class GraphKernel(StructuredKernel):
     """Base of kernels between graphs: inputs become a :class:`GraphSet`.
 
     Graph sets are taken as ``GRAPH_SETS`` says; :meth:`_check_size` (a subclass
-    hook) refuses up front a set the kernel could not compute in memory."""
+    hook) refuses up front a set the kernel could not compute in memory.
+    ``_graph_fields``: the field groups of a list of Data the kernel reads ("nodes",
+    "node_attributes", "edges"; None: all), read and checked at conversion; the others
+    are read on first use."""
+
+    _graph_fields = None
 
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
         if not isinstance(X, GraphSet):
@@ -1094,7 +1264,8 @@ class GraphKernel(StructuredKernel):
         if isinstance(X, (list, tuple, _Collated)) or (pyg is not None and
                                                        isinstance(X, pyg.Data)):
             try:
-                return GraphSet(X, node_attr=getattr(self, "node_attr", "node_attributes"))
+                return GraphSet(X, node_attr=getattr(self, "node_attr", "node_attributes"),
+                                _read=self._graph_fields)
             except TypeError as e:
                 raise TypeError(f"{name}: {e}") from None
             except ValueError as e:

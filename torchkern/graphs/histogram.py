@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..gram import FeatureKernelMatrix, _as_index
-from ._batch import GraphSet
+from ._batch import GraphSet, unify_labels
 from ._labels import (CountFeatureKernel, _int8_product, _int8_product_works, histogram,
                       initial_labels)
 
@@ -60,27 +60,39 @@ class _DenseHistogram:
     """The Gram of a histogram kernel from its dense count matrix C (graphs × labels) by one
     ``bincount`` of the (graph, label) keys, when C is small (at most 4 entries per counted
     item, or 2^16): no sort, no sparse format. Larger label sets take the sparse path of
-    :class:`CountFeatureKernel`."""
+    :class:`CountFeatureKernel`. X and Y are counted apart, their label dictionaries
+    merged (no concatenation of the two sets)."""
+
+    _counted = "node labels (x)"
 
     def _keys(self, G: GraphSet):
-        """``(graph of each counted item, its label id in [0, L), L)``; by each kernel."""
+        """``(graph of each counted item, its label id, label rows)``; by each kernel."""
         raise NotImplementedError
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
-        graph, label, L = self._keys(U)
-        n = len(U)
-        if n * L > max(4 * label.numel(), 2 ** 16):
+        gx, lx, vx = self._keys(X)
+        n, L = len(X), max(int(vx.shape[0]), 1)
+        if Y is not None:
+            gy, ly, vy = self._keys(Y)
+            if vx.shape[1] != vy.shape[1]:
+                raise ValueError(f"the {self._counted} of X (rows of width {vx.shape[1]}) "
+                                 f"and Y (width {vy.shape[1]}) are not comparable: each "
+                                 f"distinct row is one label, so X and Y need the same "
+                                 f"number of columns")
+            (lx, ly), values = unify_labels([(lx, vx), (ly, vy)])
+            n, L = n + len(Y), max(int(values.shape[0]), 1)
+        if n * L > max(4 * (lx.numel() + (0 if Y is None else ly.numel())), 2 ** 16):
             return super()._gram(X, Y, unit_rows)
-        C = torch.bincount(graph * L + label, minlength=n * L).view(n, L).to(X.dtype)
-        sq = (C * C).sum(1)
-        small = not unit_rows and (not sq.numel() or float(sq.max()) < 2 ** 24)
+        C = [torch.bincount(gx * L + lx, minlength=len(X) * L).view(len(X), L).to(X.dtype)]
+        if Y is not None:
+            C.append(torch.bincount(gy * L + ly, minlength=len(Y) * L).view(len(Y), L)
+                     .to(X.dtype))
+        sq = [(c * c).sum(1) for c in C]
+        small = not unit_rows and all(not s.numel() or float(s.max()) < 2 ** 24 for s in sq)
         if unit_rows:
-            C = C * torch.where(sq > 0, sq.rsqrt(), 0.0)[:, None]
-        if Y is None:
-            return _CountMatrix(C, None, small)
-        return _CountMatrix(C[:len(X)], C[len(X):], small)
+            C = [c * torch.where(s > 0, s.rsqrt(), 0.0)[:, None] for c, s in zip(C, sq)]
+        return _CountMatrix(C[0], None if Y is None else C[1], small)
 
 
 class VertexHistogram(_DenseHistogram, CountFeatureKernel):
@@ -123,6 +135,8 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     tensor([[5.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes",)  # a list of Data: x and num_nodes only
+
     def __init__(self, normalize: bool = False):
         super().__init__()
         self.normalize = bool(normalize)
@@ -138,7 +152,7 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     def _keys(self, G: GraphSet):
         # the label ids of G (rows of label_values): a label that no graph holds is a
         # zero column, which adds nothing
-        return G.graph_of_node, G.node_label, max(int(G.label_values.shape[0]), 1)
+        return G.graph_of_node, G.node_label, G.label_values
 
 
 class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
@@ -178,6 +192,9 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
     tensor([[4.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("edges",)  # a list of Data: edge_index, edge_attr, num_nodes only
+    _counted = "edge labels (edge_attr)"
+
     def __init__(self, normalize: bool = False):
         super().__init__()
         self.normalize = bool(normalize)
@@ -194,6 +211,9 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
         graph_of_edge = G.graph_of_node.index_select(0, G.edge_index[0])
         rows, cols, counts = histogram(graph_of_edge, labels, len(G), L)
         return rows, cols, counts, L
+
+    def _check_pair(self, X: GraphSet, Y: GraphSet | None) -> None:
+        """No node labels are read (the edge labels' widths are compared in ``_gram``)."""
 
     def _keys(self, G: GraphSet):
         keys = G.labelled_edges()  # distinct edges, in any order: no sort when distinct
