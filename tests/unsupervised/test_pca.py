@@ -67,28 +67,56 @@ def test_lazy_iterative_equals_dense(solver):
 
 def test_auto_on_materialized_gram_equals_dense(monkeypatch):
     # n > 1000: "auto" takes the randomized block Krylov solver on the materialized Gram,
-    # whose products run in row blocks (made small here so that there are several).
+    # whose products run in tiles of its upper triangle (made small here so that the
+    # Krylov blocks span several tiles both ways, threads sharing them).
+    from torchkern.linalg import tiled
     from torchkern.unsupervised import pca
-    monkeypatch.setattr(pca._RowBlockDense, "_BLOCK_ENTRIES", 1100 * 128)
+    monkeypatch.setattr(tiled, "TILE_ROWS", 96)
+    monkeypatch.setattr(tiled, "TILE_COLS", 160)
+    used = []
+    orig = pca._TiledDense._matmul
+    monkeypatch.setattr(pca._TiledDense, "_matmul",
+                        lambda self, V: used.append(self.symmetric) or orig(self, V))
     X, Xt = _data(n=1100, d=3, seed=7)
     kern = torchkern.RBF(1.2)
     dense = KernelPCA(kern, n_components=6, eigen_solver="dense", backend="dense").fit(X)
     auto = KernelPCA(kern, n_components=6, backend="dense", random_state=0).fit(X)
+    assert used and all(used)
     np.testing.assert_allclose(np.asarray(auto.eigenvalues_), np.asarray(dense.eigenvalues_),
                                rtol=1e-9)
     a, b = np.asarray(auto.transform(Xt)), np.asarray(dense.transform(Xt))
     np.testing.assert_allclose(_match_signs(a, b), b, atol=1e-6)
 
 
-def test_row_blocked_products_equal_one_product():
-    from torchkern.unsupervised.pca import _RowBlockDense
+def test_tiled_products_equal_one_product():
+    from torchkern.unsupervised.pca import _TiledDense
     g = torch.Generator().manual_seed(0)
     T = torch.randn(300, 300, generator=g, dtype=torch.float64)
-    K = _RowBlockDense(T)
-    K._BLOCK_ENTRIES = 300 * 70  # blocks of 70 rows, the last one shorter
+    S = T + T.T
     for r in (1, 8, 24):
         V = torch.randn(300, r, generator=g, dtype=torch.float64)
-        torch.testing.assert_close(K @ V, T @ V, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(_TiledDense(T, symmetric=False) @ V, T @ V,
+                                   rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(_TiledDense(S, symmetric=True) @ V, S @ V,
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_precomputed_gram_is_not_assumed_symmetric(monkeypatch):
+    # a precomputed Gram's products read all of it (the iterative solvers see the matrix
+    # the user gave), a kernel's Gram only its upper triangle
+    from torchkern.unsupervised import pca
+    X, _ = _data(n=1100, d=3, seed=8)
+    G = torchkern.RBF(1.0)(torch.tensor(X)).to_dense()
+    ref = KernelPCA("precomputed", n_components=3, eigen_solver="dense").fit(G)
+    m = KernelPCA("precomputed", n_components=3, eigen_solver="randomized", random_state=0)
+    seen = []
+    orig = pca._TiledDense._matmul
+    monkeypatch.setattr(pca._TiledDense, "_matmul",
+                        lambda self, V: seen.append(self.symmetric) or orig(self, V))
+    m.fit(G)
+    assert seen and not any(seen)
+    np.testing.assert_allclose(np.asarray(m.eigenvalues_), np.asarray(ref.eigenvalues_),
+                               rtol=1e-9)
 
 
 def test_randomized_helper_on_dense_matrix():

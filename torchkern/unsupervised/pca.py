@@ -10,6 +10,7 @@ from sklearn.utils.metaestimators import available_if
 from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix,
                           resolve_kernel)
 from .._progress import progress_bar
+from .._threads import one_thread
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from .._validation import check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
@@ -17,22 +18,37 @@ from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
 from ..linalg.eig import _block_width
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
-from ..linalg.operators import row_blocked_mm
+from ..linalg.tiled import symmetric_tiled_mm, tiled_mm
 
 __all__ = ["KernelPCA"]
 
 _SOLVERS = ("auto", "dense", "lanczos", "randomized")
 
+# Largest order whose dense eigendecomposition runs on one thread on the CPU. LAPACK's
+# tridiagonal reduction is a sequence of n matrix-vector steps, each a parallel region of
+# the BLAS; with another process on the cores every region waits for a descheduled
+# thread: on 2 shared cores (load ~12) SciPy's syevr for the top n/4 pairs took 41-53 s
+# with 2 threads at n = 2,000 against 3.3-3.9 s with one (n = 500: 0.5 s against 0.2 s;
+# n = 1,100, torch's eigh: 7.8 s against 1.3 s). Above it a quiet machine's threads pay
+# (the single-threaded O(n³) work passes ~10 s).
+_ONE_THREAD_DENSE_MAX = 4000
 
-class _RowBlockDense(DenseKernelMatrix):
-    """A materialized CPU Gram matrix whose block products K V run in row blocks
-    (:func:`torchkern.linalg.operators.row_blocked_mm`: 1.5–2× faster than one GEMM by a
-    few tens of columns)."""
 
-    _BLOCK_ENTRIES = 2**24
+class _TiledDense(DenseKernelMatrix):
+    """A materialized CPU Gram matrix whose products K V run in tiles shared by the
+    caller's threads with dynamic scheduling (:mod:`torchkern.linalg.tiled`); a
+    ``symmetric`` one (the Gram matrix of a kernel on one set) reads only its upper
+    triangle. With another process on the cores, a descheduled thread then holds back
+    one tile of about a millisecond, not half of every product."""
+
+    def __init__(self, tensor, symmetric):
+        super().__init__(tensor)
+        self.symmetric = symmetric
 
     def _matmul(self, V):
-        return row_blocked_mm(self.tensor, V, self._BLOCK_ENTRIES)
+        if self.symmetric:
+            return symmetric_tiled_mm(self.tensor, V)
+        return tiled_mm(self.tensor, V)
 
 
 def _psd_clip(evals, dtype):
@@ -252,7 +268,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             # over memory, BLAS-3) while Lanczos needs ~5k single products.
             solver = "dense" if n <= 1000 or k > n // 4 else "randomized"
         if solver != "dense" and type(K) is DenseKernelMatrix and K.device.type == "cpu":
-            K = _RowBlockDense(K.tensor)
+            K = _TiledDense(K.tensor, symmetric=not is_precomputed(kernel))
         Kc = _centered_symmetric(K)
         evals, evecs = self._top_eigenpairs(Kc, k, solver)
         evals = _psd_clip(evals, K.dtype)
@@ -281,16 +297,20 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             bar = progress_bar(self.verbose, 1, desc, unit="eigh")
             D = Kc.to_dense().to(torch.float64)
             D = (D + D.T) / 2
+            one = D.device.type == "cpu" and D.shape[0] <= _ONE_THREAD_DENSE_MAX
             if D.device.type == "cpu" and k < D.shape[0]:
                 # LAPACK's subset driver (syevr) computes only the k eigenvectors wanted:
                 # about half the time of a full eigendecomposition at k ≪ n.
                 import scipy.linalg
+                from threadpoolctl import threadpool_limits
                 n = D.shape[0]
-                w, V = scipy.linalg.eigh(D.numpy(), subset_by_index=[n - k, n - 1],
-                                         driver="evr", check_finite=False)
+                with threadpool_limits(1 if one else None, user_api="blas"):
+                    w, V = scipy.linalg.eigh(D.numpy(), subset_by_index=[n - k, n - 1],
+                                             driver="evr", check_finite=False)
                 evals, evecs = torch.from_numpy(w), torch.from_numpy(V)
             else:
-                evals, evecs = torch.linalg.eigh(D)
+                with one_thread(one):
+                    evals, evecs = torch.linalg.eigh(D)
             if bar is not None:
                 bar.update(1)
                 bar.close()
