@@ -107,7 +107,8 @@ def _edge_pairs(G: GraphSet):
     base = np.asarray(ptr[:-1])[g]
     a, b = np.minimum(s, t) - base, np.maximum(s, t) - base
     N = max(int(G.num_nodes.max()), 1) if len(G) else 1
-    key = np.unique((g.astype(np.int64) * N + a) * N + b)
+    key = np.sort((g.astype(np.int64) * N + a) * N + b)
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
     g, rest = np.divmod(key, N * N)
     a, b = np.divmod(rest, N)
     bounds = np.searchsorted(g, np.arange(len(G) + 1))
@@ -469,24 +470,111 @@ def _exact_cone(Gm: np.ndarray) -> float:
 
 # -- SVM-θ ----------------------------------------------------------------------------------
 
+# OneClassSVM's own arguments to libsvm (sklearn.svm._base.BaseLibSVM._dense_fit with
+# OneClassSVM's defaults: C and epsilon 0, ν = 0.5, tol 10⁻³, shrinking, a 200 MB cache)
+_LIBSVM_ONE_CLASS = dict(svm_type=2, kernel="precomputed", C=0.0, nu=0.5, epsilon=0.0,
+                         tol=1e-3, shrinking=1, probability=0, cache_size=200.0, degree=3,
+                         coef0=0.0, gamma=1.0, max_iter=-1, random_seed=0)
+_DIRECT: dict = {}
+
+
+def _one_class_sklearn(K: np.ndarray) -> np.ndarray:
+    from sklearn.svm import OneClassSVM
+    svm = OneClassSVM(kernel="precomputed").fit(K)
+    alphas = np.zeros(K.shape[0])
+    np.put(alphas, svm.support_, svm._dual_coef_[0])
+    return alphas
+
+
+def _one_class_direct(K: np.ndarray) -> np.ndarray:
+    from sklearn.svm import _libsvm
+    out = _libsvm.fit(K, np.ones(K.shape[0]), sample_weight=np.empty(0),
+                      class_weight=np.empty(0), **_LIBSVM_ONE_CLASS)
+    alphas = np.zeros(K.shape[0])
+    np.put(alphas, out[0], out[3][0])
+    return alphas
+
+
+def _one_class_alphas():
+    """The function K ↦ α of ``OneClassSVM(kernel="precomputed").fit(K)``: libsvm's
+    fit called with the arguments OneClassSVM gives it (its input checks, which cost more
+    than the solve on small graphs, skipped), once checked in this process to return what
+    OneClassSVM returns on a small problem; OneClassSVM itself where that check fails
+    (another scikit-learn whose private ``_libsvm.fit`` takes other arguments)."""
+    if "fn" not in _DIRECT:
+        K = np.array([[1.0, 0.6, 0.0, 0.2], [0.6, 1.0, 0.5, 0.0],
+                      [0.0, 0.5, 1.0, 0.7], [0.2, 0.0, 0.7, 1.0]])
+        fn = _one_class_sklearn
+        try:
+            from sklearn.svm import _libsvm
+            _libsvm.set_verbosity_wrap(0)
+            if np.array_equal(_one_class_direct(K), _one_class_sklearn(K)):
+                fn = _one_class_direct
+        except Exception:  # noqa: BLE001 (any failure of a private API: use the public one)
+            pass
+        _DIRECT["fn"] = fn
+    return _DIRECT["fn"]
+
+
+def _svm_theta_alphas_all(graphs) -> list:
+    """:func:`svm_theta_alphas` of every (n, pairs) of ``graphs``, the smallest eigenvalues
+    of all graphs of one size in one batched call.
+
+    libsvm reads the kernel matrix K = A/ρ + I in single precision (its ``Qfloat``)
+    except for the diagonal, so α depends on ρ only through float32(1/ρ): where that
+    rounding is within 10⁻¹⁰ of a tie (a different last bit of λ_min could change it),
+    λ_min is recomputed with GraKeL's own call (LAPACK's ``syevr`` for the smallest
+    eigenvalue), so α is GraKeL's bit for bit."""
+    out = [None] * len(graphs)
+    groups = {}
+    for i, (n, _) in enumerate(graphs):
+        groups.setdefault(n, []).append(i)
+    fit = _one_class_alphas()
+    for n, idx in groups.items():
+        K = np.zeros((len(idx), n, n))
+        for b, i in enumerate(idx):
+            e = graphs[i][1]
+            if len(e):
+                K[b, e[:, 0], e[:, 1]] = 1.0
+                K[b, e[:, 1], e[:, 0]] = 1.0
+        if n > 1:
+            with one_thread():
+                lam = torch.linalg.eigvalsh(torch.from_numpy(K))[:, 0].numpy().copy()
+            with np.errstate(divide="ignore"):
+                q = 1.0 / -lam
+                near = (np.float32(q * (1 + 1e-10)) != np.float32(q * (1 - 1e-10))) & (lam < -0.5)
+            for b in np.nonzero(near)[0]:
+                lam[b] = eigvalsh(K[b], lower=False, subset_by_index=(0, 0))[0]
+        else:
+            lam = np.zeros(len(idx))
+        ridge = (lam < 0) & (np.abs(lam) > 1e-6)
+        if ridge.any():
+            K[ridge] /= -lam[ridge][:, None, None]
+            K[ridge] += np.eye(n)
+        for b, i in enumerate(idx):
+            out[i] = fit(K[b])
+    return out
+
+
 def svm_theta_alphas(n: int, pairs: np.ndarray) -> np.ndarray:
     """The one-class SVM dual coefficients of a graph (Jethava et al., 2013), as GraKeL:
     K = A/ρ + I with ρ = −λ_min(A) (K = A, no ridge, when λ_min(A) ≥ −10⁻⁶: no edge),
     α from scikit-learn's ``OneClassSVM(kernel="precomputed")`` (ν = 0.5: the dual
-    min ½αᵀKα s.t. 0 ≤ α_i ≤ 1, Σα_i = νn, solved by libsvm)."""
-    from sklearn.svm import OneClassSVM
-    K = np.zeros((n, n))
-    if len(pairs):
-        K[pairs[:, 0], pairs[:, 1]] = 1.0
-        K[pairs[:, 1], pairs[:, 0]] = 1.0
-    lam = eigvalsh(K, lower=False, subset_by_index=(0, 0))[0]
-    if lam < 0 and abs(lam) > 1e-6:
-        K /= -lam
-        K[np.diag_indices(n)] += 1.0
-    svm = OneClassSVM(kernel="precomputed").fit(K)
-    alphas = np.zeros(n)
-    np.put(alphas, svm.support_, svm._dual_coef_[0])
-    return alphas
+    min ½αᵀKα s.t. 0 ≤ α_i ≤ 1, Σα_i = νn, solved by libsvm to its tolerance 10⁻³),
+    equal to it bit for bit.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes.
+    pairs : (E, 2) int array
+        The undirected edges (a, b), a ≠ b.
+
+    Returns
+    -------
+    (n,) float64 array
+    """
+    return _svm_theta_alphas_all([(n, np.asarray(pairs).reshape(-1, 2))])[0]
 
 
 # -- the kernels ----------------------------------------------------------------------------
@@ -818,7 +906,51 @@ class SVMTheta(_ThetaKernel):
                 f"normalize={self.normalize}")
 
     def _features(self, G: GraphSet) -> torch.Tensor:
-        def value_of_graph(i, n, pairs):
-            alphas = svm_theta_alphas(n, pairs)
-            return lambda idx, draws: float(np.sum(alphas[idx]))
-        return self._levels(G, value_of_graph)
+        lo, hi = self.subsets_size_range
+        S = self.n_samples
+        graphs = _edge_pairs(G)
+        phi = np.zeros((len(G), hi - lo + 1))
+        use = [i for i, (n, _) in enumerate(graphs) if n >= lo]  # the others get φ = 0
+        if not use:
+            return torch.from_numpy(phi)
+        alphas = _svm_theta_alphas_all([graphs[i] for i in use])
+        groups = {}  # n → positions in ``use``
+        for k, i in enumerate(use):
+            groups.setdefault(graphs[i][0], []).append(k)
+        # the S subsets of a graph are the first s entries of S permutations of its nodes
+        # (``choice(n, s, replace=False)``), drawn graph after graph by the shuffle of
+        # NumPy's RandomState itself, in place on rows of one array per graph size
+        perms = {n: np.tile(np.arange(n, dtype=np.int64), (len(ks) * S, 1))
+                 for n, ks in groups.items()}
+        slot = {}
+        for n, ks in groups.items():
+            for r, k in enumerate(ks):
+                slot[k] = r
+        shared = self.draws == "grakel"
+        rs = np.random.RandomState(self.random_state if shared else None)
+        shuffle = rs.shuffle
+        for k, i in enumerate(use):
+            n, pairs = graphs[i]
+            if not shared:
+                rs.seed([self.random_state, n,
+                         zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
+            r = slot[k]
+            for row in perms[n][r * S:(r + 1) * S]:
+                shuffle(row)
+        # φ_s: the mean over the subsets of size s of Σ α over the subset, as GraKeL
+        # sums (np.sum of each subset, np.mean of the sums: rows of 2-D arrays reduce
+        # as 1-D arrays do)
+        for n, ks in groups.items():
+            A = np.stack([alphas[k] for k in ks])
+            P = perms[n].reshape(len(ks), S, n)
+            rows = np.array([use[k] for k in ks])
+            off = 0
+            for j, c in enumerate(_distribute_samples(n, lo, hi, S)):
+                if c <= 0:
+                    continue
+                level = lo + j
+                vals = np.take_along_axis(A[:, None, :], P[:, off:off + c, :level], axis=2)
+                sums = vals.reshape(len(ks) * c, level).sum(1).reshape(len(ks), c)
+                phi[rows, j] = sums.sum(1) / c
+                off += c
+        return torch.from_numpy(phi)
