@@ -8,6 +8,7 @@ import itertools
 import math
 import os
 import types
+import zlib
 
 import numpy as np
 import pytest
@@ -20,13 +21,16 @@ from torch_geometric.data import Batch, Data
 import torchkern as tk
 from tests.graphs.test_grakel_part_b import random_graphs
 from torchkern.graphs import GraphSet, LovaszTheta, SVMTheta
+from torchkern.graphs import theta as theta_mod
 from torchkern.graphs.theta import (_distribute_samples, _edge_pairs, _exact_cone,
-                                    _LegacyDraws, lovasz_theta_sdp)
+                                    _LegacyDraws, _one_class_direct, _one_class_sklearn,
+                                    _svm_theta_alphas_all, lovasz_theta_sdp, svm_theta_alphas)
 
 import grakel  # noqa: E402  (the test extra installs it: never skipped)
 from grakel import kernels as gk  # noqa: E402
 from grakel.kernels.lovasz_theta import LovaszTheta as GrakelLovasz  # noqa: E402
 from grakel.kernels.lovasz_theta import _calculate_lovasz_labelling_  # noqa: E402
+from grakel.kernels.svm_theta import _calculate_svm_theta_  # noqa: E402
 from grakel.tools import distribute_samples  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
@@ -47,6 +51,10 @@ def graph(n, edges):
     e = np.array(list(edges), dtype=np.int64).reshape(-1, 2)
     ei = torch.as_tensor(np.concatenate([e, e[:, ::-1]]).T.copy())
     return Data(edge_index=ei, num_nodes=n)
+
+
+def bare(d):  # the edges only (mixed with graphs without labels)
+    return Data(edge_index=d.edge_index, num_nodes=d.num_nodes)
 
 
 def cycle(n):
@@ -180,6 +188,57 @@ def test_svm_theta_equals_grakel(mutag, rand, normalize):
         K = SVMTheta(random_state=4, draws="grakel",
                      normalize=normalize)(graphs).to_dense().numpy()
         assert np.abs(K - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_svm_alphas_equal_grakels_oneclasssvm(mutag, rand, monkeypatch):
+    # GraKeL's own α (eigvalsh + OneClassSVM per graph) against the batched path: libsvm
+    # called directly, λ_min batched by size — bit for bit, on graphs of every kind
+    # (no edge: no ridge; one node; complete; vertex-transitive; with isolated nodes)
+    graphs = [bare(d) for d in mutag[::3] + rand] + [
+        graph(1, []), graph(2, []), graph(6, []), complete(7), cycle(9), petersen(),
+        graph(4, [(0, 1)])]
+    ref = [_calculate_svm_theta_(adjacency(d)) for d in graphs]
+    pairs = _edge_pairs(GraphSet(graphs))
+    for fn in (_one_class_direct, _one_class_sklearn):  # the fast call and its fallback
+        monkeypatch.setitem(theta_mod._DIRECT, "fn", fn)
+        ours = _svm_theta_alphas_all(pairs)
+        assert all(np.array_equal(a, b) for a, b in zip(ours, ref))
+    n, e = pairs[0]
+    assert np.array_equal(svm_theta_alphas(n, e), ref[0])
+
+
+@pytest.mark.parametrize("rng, n_samples", [((2, 8), 50), ((1, 12), 30)])
+def test_svm_theta_features_are_grakels_bit_for_bit(mutag, rand, rng, n_samples):
+    # GraKeL's per-graph level vectors (its parse_input: same draws, np.sum per subset,
+    # np.mean per size) against the bulk draws and sums; sizes up to 12 sum more than 8
+    # values (NumPy's pairwise summation)
+    for graphs in (mutag[:40], rand[:20]):
+        ref = gk.SvmTheta(random_state=7, n_samples=n_samples, subsets_size_range=rng).fit(
+            [[adjacency(d)] for d in graphs]).X
+        f = SVMTheta(random_state=7, n_samples=n_samples, subsets_size_range=rng,
+                     draws="grakel").features(graphs).numpy()
+        assert np.array_equal(f, np.hstack(ref).T)
+
+
+def test_svm_theta_graph_draws_are_a_random_state_per_graph(mutag):
+    # draws="graph": graph by graph, RandomState([seed, n, crc32(edges)]).choice per subset
+    # and GraKeL's α — written out here with NumPy's and GraKeL's own calls
+    graphs = [bare(d) for d in mutag[:12]] + [graph(1, []), cycle(5)]
+    lo, hi, S, seed = 2, 6, 15, 5
+    f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
+    for d, row in zip(graphs, f.numpy()):
+        n, pairs = _edge_pairs(GraphSet([d]))[0]
+        want = np.zeros(hi - lo + 1)
+        if n >= lo:
+            alphas = _calculate_svm_theta_(adjacency(d))
+            rs = np.random.RandomState([seed, n, zlib.crc32(np.ascontiguousarray(pairs,
+                                                                             np.int64))])
+            plan = distribute_samples(n, (lo, hi), S)
+            for level in range(lo, hi + 1):
+                if plan.get(level):
+                    want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
+                                                for _ in range(plan[level])])
+        assert np.array_equal(row, want)
 
 
 def test_svm_theta_grakel_default_metric_is_first_size(mutag):
