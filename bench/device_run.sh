@@ -37,8 +37,11 @@ for s in $steps; do case $s in
              --sizes 100000 1000000 ;;
   triton9) step triton 170 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
            exec python3 -X faulthandler bench/gram_matvec.py --targets --device cuda --budget 20' ;;
-  tritontests9) step tritontests 110 bash -c 'X=; python3 -c "import xdist" 2>/dev/null && X="-n 8";
+  tritontests9) step tritontests 90 bash -c 'X=; python3 -c "import xdist" 2>/dev/null && X="-n 8";
                 exec python3 -m pytest -q -p no:cacheprovider -rfE $X tests/test_triton_engine.py -k "not cpu"' ;;
+  million9b) step million 150 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
+             exec python3 bench/gp_million.py --device cuda --sizes 1000000 --warm-iter 20 \
+             --warm-cap 30 --budget 115 --rows krr-pcg --caps "{\"krr-pcg\": 110}"' ;;
   million9) step million 140 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
             exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 1000000 \
             --warm-iter 20 --warm-cap 30 --budget 100 --rows krr-pcg nystrom exact-gp \

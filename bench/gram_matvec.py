@@ -267,9 +267,67 @@ def targets(args):
             if not isinstance(s2, str) and not isinstance(s, str):
                 kr["target"] = f"triton speed {s2 / s:.2f}x KeOps' (>= 1 wanted)"
             rows.append(kr)
+    rows += _precision_rows(args, dev)
     rows += _baseline_rows(args, dev)
+    rows += _crossover_rows(args, dev)
     rows += _backward_rows(args, dev)
     table(rows, ["case", "n", "method", "seconds", "evals/s", "rel_err", "target"])
+
+
+def _precision_rows(args, dev):
+    """The RBF, d = 64, float32, n = 2·10⁵ (scaled) with ⟨x, y⟩ on the tensor cores
+    (``allow_tf32="tf32x3"``: about float32's accuracy; ``True``: TF32), and an ARD RBF
+    with d = 8 at n = 10⁶ (bench/gp_million.py's data width)."""
+    from torchkern._compiled import triton as engine
+    rows = []
+    n = max(16, int(200_000 * args.scale))
+    k = tk.RBF(4.0).to(dev, torch.float32)
+
+    def make(size, d=64):
+        g = torch.Generator(device="cpu").manual_seed(0)
+        return (torch.randn(size, d, generator=g).to(dev),
+                torch.randn(size, 1, generator=g).to(dev))
+
+    for prec in ("tf32x3", True):
+        def run(X, V, prec=prec):
+            f = k.formula(X, X)
+            with torch.no_grad():
+                return engine.matmul(f.fn, f.xs, f.ys, f.ps, V, allow_tf32=prec)
+        row, _ = _measure(f"RBF d=64 float32 allow_tf32={prec}", n, "torchkern triton", run,
+                          make, k, args.budget, dev)
+        rows.append(row)
+    n8 = max(16, int(1_000_000 * args.scale))
+    k8 = tk.RBF(lengthscale=torch.linspace(0.5, 4.0, 8)).to(dev, torch.float32)
+
+    def tri8(X, V):
+        with torch.no_grad():
+            return k8(X, backend="triton") @ V
+    row, _ = _measure("RBF ARD d=8 float32", n8, "torchkern triton", tri8,
+                      lambda size: make(size, 8), k8, args.budget, dev)
+    return rows + [row]
+
+
+def _crossover_rows(args, dev):
+    """Steady-state times of the Triton engine and blocked torch on small products (RBF,
+    d = 3, float32): where ``auto`` should start to use the engine."""
+    rows = []
+    k = tk.RBF(LS).to(dev, torch.float32)
+    for n in (2_000, 4_000, 8_000, 16_000):
+        n = max(16, int(n * min(1.0, args.scale * 100)))
+        g = torch.Generator(device="cpu").manual_seed(3)
+        X, V = torch.randn(n, 3, generator=g).to(dev), torch.randn(n, 1, generator=g).to(dev)
+        times = {}
+        for backend in ("triton", "blocked"):
+            def run(backend=backend):
+                with torch.no_grad():
+                    return k(X, backend=backend) @ V
+            run()
+            times[backend] = min(timed(run, dev)[0] for _ in range(3))
+        rows.append({"case": "crossover RBF d=3 float32", "n": n, "method": "triton / blocked",
+                     "seconds": f"{times['triton']:.5f} / {times['blocked']:.5f}",
+                     "target": f"triton {times['blocked'] / times['triton']:.2f}x faster"})
+        print("# measured:", rows[-1], flush=True)
+    return rows
 
 
 def _baseline_rows(args, dev):

@@ -56,9 +56,10 @@ def compile_spec(spec, rb, arch, tile, warps):
     for a in fn.arg_names:
         if a in ("n", "m", "r", "tune_key"):
             sig[a] = "i32"
-        elif a in ("BM", "BN", "RB"):
+        elif a in ("BM", "BN", "RB", "DEFER"):
             sig[a] = "constexpr"
-            const[a] = {"BM": tile[0], "BN": tile[1], "RB": rb}[a]
+            const[a] = {"BM": tile[0], "BN": tile[1], "RB": rb,
+                        "DEFER": int(engine._untuned_defer(spec))}[a]
         else:
             sig[a] = ptr
     t = time.perf_counter()

@@ -61,8 +61,9 @@ def test_auto_backend_on_large_device_input_is_lazy(dev):
     K = tk.RBF(0.5)(X, backend="auto")
     assert not isinstance(K, tk.gram.DenseKernelMatrix)
     use_keops = (dev.type == "cuda" or tk.config.keops_on_cpu) and tk.gram.keops_available(dev)
-    use_triton = (dev.type == "cuda" and tk.config.triton_auto
-                  and tk.gram._triton_usable(K.formula))  # first on CUDA when switched on
+    use_triton = (dev.type == "cuda" and tk.config.triton_auto  # first on CUDA, large
+                  and 5000 * 5000 >= tk.config.cuda_triton_min_entries
+                  and tk.gram._triton_usable(K.formula))
     assert K.backend == ("triton" if use_triton else "keops" if use_keops else "blocked")
     v = torch.randn(5000, device=dev)
     ref = tk.RBF(0.5)(X.cpu().double(), backend="blocked") @ v.cpu().double()

@@ -212,12 +212,16 @@ def test_unsupported_op_raises_and_backend_falls_back():
         engine.matmul(f.fn, [X.half()], [X.half()], [], torch.ones(5, 1).half())
 
 
-def test_auto_prefers_triton_only_on_cuda():
+def test_auto_prefers_triton_only_on_cuda(monkeypatch):
     from torchkern.gram import _lazy_backend
+    assert tk.config.triton_auto  # on by default
+    monkeypatch.setattr(tk.config, "cuda_triton_min_entries", 2500)
     X = torch.randn(50, 2)
     assert _lazy_backend(tk.RBF().formula(X)) != "triton"  # the CPU: never by auto
     if torch.cuda.is_available():
-        assert _lazy_backend(tk.RBF().formula(X.cuda())) == "triton"
+        Xc = X.cuda()
+        assert _lazy_backend(tk.RBF().formula(Xc)) == "triton"  # 50 · 50 entries: enough
+        assert _lazy_backend(tk.RBF().formula(Xc[:49])) != "triton"  # below the threshold
 
 
 def test_atan2_matches_torch(dev):

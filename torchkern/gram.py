@@ -592,7 +592,8 @@ def _lazy_backend(formula: Formula) -> str:
     """What ``backend="auto"`` uses for a product too large to store.
 
     On CUDA the generated Triton engine where triton imports and ``config.triton_auto``
-    is set (it covers every formula of the vector kernels; a formula it cannot emit falls
+    is set (the default), for products of at least ``config.cuda_triton_min_entries``
+    entries (it covers every formula of the vector kernels; a formula it cannot emit falls
     back with one warning); else KeOps on CUDA where it works; otherwise the compiled backend where it was measured
     faster than blocked torch: on CUDA for products of at least
     ``config.cuda_compiled_min_entries`` entries, and on the CPU for the natively compiled
@@ -601,7 +602,8 @@ def _lazy_backend(formula: Formula) -> str:
     """
     n, m = formula.shape
     cuda = formula.device.type == "cuda"
-    if cuda and config.compiled_auto and config.triton_auto and _triton_usable(formula):
+    if (cuda and config.compiled_auto and config.triton_auto
+            and n * m >= config.cuda_triton_min_entries and _triton_usable(formula)):
         return "triton"
     if (cuda or config.keops_on_cpu) and keops_available(formula.device):
         return "keops"

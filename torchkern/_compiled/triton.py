@@ -58,6 +58,7 @@ __all__ = ["Sym", "available", "interpreting", "matmul", "gram", "trace", "gener
 
 MATRIX_MIN_D = 16     # ‖x − y‖², ⟨x, y⟩ of variables this wide by tl.dot
 FMA_MAX_R = 8         # up to this many right-hand sides: one FMA reduction per column
+DEFER_MAX_R = 2       # up to this many: the autotuner may also reduce once, after the loop
 _LOG2E = 1.4426950408889634
 
 
@@ -543,15 +544,26 @@ class _Spec:
         self.allow_tf32 = allow_tf32
 
 
+def _prec(spec) -> str:
+    """``tl.dot``'s input precision: IEEE unless float32 and ``allow_tf32`` asks for
+    ``"tf32"`` (True) or ``"tf32x3"`` (three TF32 products: about float32's accuracy on
+    the tensor cores)."""
+    if spec.dtype == torch.float64 or spec.allow_tf32 is False:
+        return '"ieee"'
+    return '"tf32x3"' if spec.allow_tf32 == "tf32x3" else '"tf32"'
+
+
 def _pow2(k: int) -> int:
     return 1 << max(0, int(k - 1).bit_length())
 
 
-def generate_source(spec: _Spec, tune: bool) -> str:
-    """The Python/Triton source of the kernel ``_kernel`` described by ``spec``."""
+def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
+    """The Python/Triton source of the kernel ``_kernel`` described by ``spec``
+    (``interpret``: for Triton's CPU interpreter, where the sizes are compile-time
+    constants -- its ``range`` over a runtime size fails in Triton 3.6)."""
     L = spec.L
     acc = "tl.float64" if spec.dtype == torch.float64 else "tl.float32"
-    prec = '"tf32"' if spec.allow_tf32 and spec.dtype == torch.float32 else '"ieee"'
+    prec = _prec(spec)
     nvar, npar = len(spec.row_dims), len(spec.par_dims)
     w = _Writer()
     w("import triton", 0)
@@ -561,16 +573,24 @@ def generate_source(spec: _Spec, tune: bool) -> str:
         w("@triton.autotune(configs=[", 0)
         # 64 x 64 tiles on 4 warps take ~160 registers a thread for RBF, d = 3 (sm_90,
         # compiled offline by bench/triton_offline_compile.py); sums of kernels and the
-        # backward spill there: smaller tiles and more warps are among the choices
-        for bm, bn, nw, ns in ((64, 64, 4, 3), (64, 64, 8, 3), (128, 64, 8, 3),
-                               (32, 64, 4, 3), (32, 32, 4, 3), (64, 32, 4, 3)):
-            w(f"triton.Config({{'BM': {bm}, 'BN': {bn}}}, num_warps={nw}, num_stages={ns}),", 1)
+        # backward spill there: smaller tiles and more warps are among the choices.
+        # DEFER (products with few right-hand sides): accumulate K ∘ v in a tile and
+        # reduce it once after the loop instead of once per column tile
+        configs = [(64, 64, 4, 3, 0), (64, 64, 8, 3, 0), (128, 64, 8, 3, 0),
+                   (32, 64, 4, 3, 0), (32, 32, 4, 3, 0), (64, 32, 4, 3, 0)]
+        if spec.kind == "forward" and spec.r_mode == "fma" and spec.r <= DEFER_MAX_R:
+            configs += [(64, 64, 4, 3, 1), (128, 64, 8, 3, 1), (64, 128, 8, 3, 1)]
+        for bm, bn, nw, ns, df in configs:
+            w(f"triton.Config({{'BM': {bm}, 'BN': {bn}, 'DEFER': {df}}}, num_warps={nw}, "
+              f"num_stages={ns}),", 1)
         w("], key=['tune_key'], reset_to_zero=['GP'])", 0)
     w("@triton.jit", 0)
     params = [f"X{a}" for a in range(nvar)] + [f"Y{a}" for a in range(nvar)]
     params += [f"P{b}" for b in range(npar)]
-    params += ["A", "B", "O", "GR", "GP", "n", "m", "r", "tune_key", "BM: tl.constexpr",
-               "BN: tl.constexpr", "RB: tl.constexpr"]
+    sizes = ["n: tl.constexpr", "m: tl.constexpr", "r: tl.constexpr"] if interpret else [
+        "n", "m", "r"]
+    params += ["A", "B", "O", "GR", "GP", *sizes, "tune_key", "BM: tl.constexpr",
+               "BN: tl.constexpr", "RB: tl.constexpr", "DEFER: tl.constexpr"]
     w(f"def _kernel({', '.join(params)}):", 0)
     w("pid = tl.program_id(0)", 1)
     w("rows = pid * BM + tl.arange(0, BM)", 1)
@@ -620,7 +640,7 @@ def generate_source(spec: _Spec, tune: bool) -> str:
         w("cmask = cols < m", 1)
         w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 1)
         _emit_cols(w, L, spec, loop, name, acc, 1)
-        w(f"kv = ({name(out)}) + tl.full([BM, BN], 0, {acc})", 1)
+        w(f"kv = {_tile(L, out, name, acc)}", 1)
         w("tl.store(O + ri[:, None] * m + cj[None, :], kv, mask=rmask[:, None] & cmask[None, :])", 1)
         return "\n".join(w.lines) + "\n"
     prod = kind == "forward" or spec.want_prod
@@ -630,6 +650,8 @@ def generate_source(spec: _Spec, tune: bool) -> str:
         if rc_fma:
             for c in range(spec.r):
                 w(f"acc{c} = tl.full([BM, 1], 0, {acc})", 1)
+                if kind == "forward":
+                    w(f"accd{c} = tl.full([BM, BN], 0, {acc})", 1)
         else:
             w("rb = pr * RB + tl.arange(0, RB)" if kind == "forward"
               else "rb = tl.arange(0, RB)", 1)
@@ -652,13 +674,19 @@ def generate_source(spec: _Spec, tune: bool) -> str:
     w("cmask = cols < m", 2)
     w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 2)
     _emit_cols(w, L, spec, loop, name, acc, 2)
-    w(f"kv = ({name(out)}) + tl.full([BM, BN], 0, {acc})", 2)
+    w(f"kv = {_tile(L, out, name, acc)}", 2)
     # the product with the column-side matrix B
     if prod:
         if rc_fma:
             for c in range(spec.r):
                 w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
-                w(f"acc{c} += _tk_sum(kv * b{c}, axis=1, keep_dims=True)", 2)
+                if kind == "forward":
+                    w("if DEFER:", 2)
+                    w(f"accd{c} += kv * b{c}", 3)
+                    w("else:", 2)
+                    w(f"acc{c} += _tk_sum(kv * b{c}, axis=1, keep_dims=True)", 3)
+                else:
+                    w(f"acc{c} += _tk_sum(kv * b{c}, axis=1, keep_dims=True)", 2)
         else:
             w(f"bt = tl.load(B + cj[:, None] * r + rb[None, :], mask=cmask[:, None] & "
               f"rbm[None, :], other=0.0).to({acc})", 2)
@@ -669,6 +697,13 @@ def generate_source(spec: _Spec, tune: bool) -> str:
                 for c in range(spec.r):
                     w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
             w("W = " + " + ".join(f"a{c} * b{c}" for c in range(spec.r)), 2)
+        elif spec.dtype == torch.float64:
+            # W = A Bᵀ by FMAs, one column pair at a time: float64 tl.dot(at, tl.trans(b))
+            # (the tensor cores' DMMA) gave wrong gradients on an H100 (Triton 3.6)
+            w(f"W = tl.full([BM, BN], 0, {acc})", 2)
+            w("for c in range(0, r):", 2)
+            w(f"W += (tl.load(A + ri * r + c, mask=rmask, other=0.0).to({acc})[:, None] * "
+              f"tl.load(B + cj * r + c, mask=cmask, other=0.0).to({acc})[None, :])", 3)
         elif spec.want_prod:  # one chunk of r holds all columns
             w(f"at = tl.load(A + ri[:, None] * r + rb[None, :], mask=rmask[:, None] & "
               f"rbm[None, :], other=0.0).to({acc})", 2)
@@ -689,10 +724,21 @@ def generate_source(spec: _Spec, tune: bool) -> str:
     if prod:
         if rc_fma:
             for c in range(spec.r):
+                if kind == "forward":
+                    w("if DEFER:", 1)
+                    w(f"acc{c} = _tk_sum(accd{c}, axis=1, keep_dims=True)", 2)
                 w(f"tl.store(O + ri * r + {c}, tl.reshape(acc{c}, [BM]), mask=rmask)", 1)
         else:
             w("tl.store(O + ri[:, None] * r + rb[None, :], acc, mask=rmask[:, None] & rbm[None, :])", 1)
     return "\n".join(w.lines) + "\n"
+
+
+def _tile(L: _Lowered, k: int, name, acc) -> str:
+    """Instruction k as a [BM, BN] tile (broadcast when it depends on rows or columns
+    alone, or on neither)."""
+    if L.instrs[k][2] == "ij":
+        return name(k)
+    return f"({name(k)}) + tl.full([BM, BN], 0, {acc})"
 
 
 def _needed(L: _Lowered):
@@ -739,7 +785,7 @@ def _emit_cols(w, L, spec, loop, name, acc, ind):
         d = spec.row_dims[a]
         w(f"yt{a} = tl.load(Y{a} + cj[:, None] * {d} + fa{a}[None, :], "
           f"mask=fa{a}[None, :] < {d}, other=0.0).to({acc})", ind)
-    prec = '"tf32"' if spec.allow_tf32 and spec.dtype == torch.float32 else '"ieee"'
+    prec = _prec(spec)
     for k in loop:
         op, args, _ = instrs[k]
         if op == "xcol":
@@ -872,7 +918,8 @@ def _compile(spec: _Spec, interpret: bool):
     @jit helpers (decorated in whichever mode was on when triton was imported), so CUDA
     and interpreted kernels live in one process whatever the order of imports."""
     tune = not interpret and os.environ.get("TORCHKERN_TRITON_AUTOTUNE", "1") != "0"
-    src = f"# {'interpreted' if interpret else 'compiled'}\n" + generate_source(spec, tune)
+    src = (f"# {'interpreted' if interpret else 'compiled'}\n"
+           + generate_source(spec, tune, interpret))
     h = hashlib.sha256(src.encode()).hexdigest()[:24]
     with _LOCK:
         if h in _MODULES:
@@ -925,7 +972,13 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
         kern[grid_fn](*args, RB=RB)
     else:
         t = _INTERP_TILE if rows[0].device.type == "cpu" else _UNTUNED_TILE
-        kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB)
+        kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB, DEFER=int(_untuned_defer(spec)))
+
+
+def _untuned_defer(spec) -> bool:
+    """DEFER of the one configuration run without autotuning (the tests: both paths are
+    covered, the deferred one where it applies)."""
+    return spec.kind == "forward" and spec.r_mode == "fma" and spec.r <= DEFER_MAX_R
 
 
 def _tile_rows(n: int, device) -> int:
@@ -1098,17 +1151,21 @@ class _TritonMatmul(torch.autograd.Function):
         return (None, None, None, None, gV if need_V else None, *grads)
 
 
-def matmul(fn, xs, ys, ps, V, allow_tf32: bool = False) -> torch.Tensor:
+def matmul(fn, xs, ys, ps, V, allow_tf32: bool | str = False) -> torch.Tensor:
     """K V for k(x_i, y_j) = ``fn(xs, ys, ps)`` (a :class:`~torchkern.gram.Formula`'s parts),
     one generated Triton launch; differentiable in V and in every tensor of xs, ys, ps
-    (gradients by two fused launches). V is (m, r). ``allow_tf32`` lets ``tl.dot`` round
-    its float32 inputs to TF32 (10-bit mantissa) in the ‖x − y‖² of wide inputs and in
-    the product with V. Raises NotImplementedError for formulas it cannot emit."""
+    (gradients by two fused launches). V is (m, r). ``allow_tf32=True`` lets ``tl.dot``
+    round its float32 inputs to TF32 (10-bit mantissa) in the ‖x − y‖² of wide inputs and
+    in the product with V; ``"tf32x3"`` splits each input into two TF32 parts and sums
+    three products (about float32's accuracy, on the tensor cores). Raises
+    NotImplementedError for formulas it cannot emit."""
+    if allow_tf32 not in (False, True, "tf32x3"):
+        raise ValueError(f"allow_tf32 must be False, True or 'tf32x3', got {allow_tf32!r}")
     xs, ys, ps = tuple(xs), tuple(ys), tuple(p.reshape(-1) for p in ps)
     _check(xs, ys, ps, V)
     _lower(fn, xs, ys, ps)  # trace now: an unsupported op raises before autograd records
     V = V.to(xs[0].dtype)
-    return _TritonMatmul.apply(fn, len(xs), len(ys), bool(allow_tf32), V, *xs, *ys, *ps)
+    return _TritonMatmul.apply(fn, len(xs), len(ys), allow_tf32, V, *xs, *ys, *ps)
 
 
 def gram(fn, xs, ys, ps) -> torch.Tensor:
