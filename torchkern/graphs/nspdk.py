@@ -4,8 +4,9 @@ from __future__ import annotations
 import torch
 
 from .._validation import is_int
-from ._batch import GraphKernel, GraphSet, check_memory, compact, segment_ranges
-from ._labels import SparseFeatureKernelMatrix, WLEdges, _coo, initial_labels, wl_relabel
+from ._batch import GraphKernel, GraphSet, check_memory, compact, segment_ranges, sorted_unique
+from ._labels import (_MIX, SparseFeatureKernelMatrix, WLEdges, _coo, _mix, _sort,
+                      initial_labels, wl_relabel)
 from .shortest_path import hop_distances
 
 __all__ = ["NeighborhoodSubgraphPairwiseDistance"]
@@ -13,13 +14,10 @@ __all__ = ["NeighborhoodSubgraphPairwiseDistance"]
 _CUBE_BUDGET = 2 ** 23  # (root, node, cell) counts computed at once
 
 
-def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_tokens: int):
-    """Exact ids of the multisets {token[k] : group[k] = g} for g < ``n_groups``: equal
-    multisets get equal ids. Returns ``(ids (n_groups,), n_ids)``.
-
-    One Weisfeiler–Lehman round (:func:`~torchkern.graphs._labels.wl_relabel`, exact) on
-    a star forest: group g is a node with label 0 and an edge to a node labelled t + 1
-    for each of its tokens t."""
+def _multiset_ids_wl(group, token, n_groups, n_tokens):
+    """:func:`multiset_ids` by one Weisfeiler–Lehman round (exact) on a star forest: group
+    g is a node with label 0 and an edge to a node labelled t + 1 for each of its tokens
+    t. The fallback when the packed (group, token) keys would not fit in int64."""
     order = torch.argsort(group, stable=True)
     src, dst = group[order], token[order] + n_groups
     N = n_groups + n_tokens
@@ -31,6 +29,40 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     ids = ids[:n_groups]
     values, ids = torch.unique(ids, return_inverse=True)
     return ids, values.numel()
+
+
+def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_tokens: int):
+    """Exact ids of the multisets {token[k] : group[k] = g} for g < ``n_groups``: equal
+    multisets get equal ids. Returns ``(ids (n_groups,), n_ids)``.
+
+    The (group, token) pairs are sorted as one packed int64 key g·T + t (one sort), so
+    that every group's tokens are a sorted run; each run gets a 64-bit key (its length and
+    a sum of pseudo-random token codes: no sort of the runs), the groups are grouped by
+    their keys, and the grouping is checked entry by entry (every group's sorted run
+    equals that of its group's first member) — so the ids are exact, whatever the codes.
+    Should two different multisets share a key, or the packed keys not fit in int64, the
+    ids come from an exact Weisfeiler–Lehman round instead (:func:`_multiset_ids_wl`)."""
+    if n_groups == 0:
+        return torch.zeros(0, dtype=torch.long, device=group.device), 0
+    T = max(int(n_tokens), 1)
+    if n_groups * T >= 2 ** 62:
+        return _multiset_ids_wl(group, token, n_groups, n_tokens)
+    srt = _sort(group * T + token)
+    g = torch.div(srt, T, rounding_mode="floor")
+    t = srt - g * T
+    length = torch.bincount(g, minlength=n_groups)
+    start = torch.cumsum(length, 0) - length
+    h = _mix(length * _MIX[2] + 1)
+    h.index_add_(0, g, _mix((t + 1) * _MIX[0]))
+    b = max(int(n_groups - 1).bit_length(), 1)  # sorted_unique packs positions into b bits
+    _, inv, counts, first = sorted_unique((h >> (b + 1)) & ((1 << (62 - b)) - 1))
+    rep = first.index_select(0, inv)
+    if torch.equal(length.index_select(0, rep), length):
+        shift = (start.index_select(0, rep) - start).index_select(0, g)
+        partner = torch.arange(t.numel(), device=t.device) + shift
+        if torch.equal(t.index_select(0, partner), t):
+            return inv, counts.numel()
+    return _multiset_ids_wl(group, token, n_groups, n_tokens)
 
 
 class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
@@ -134,43 +166,50 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             C = int(elab.max()) + 1 if elab.numel() else 1
         dmax = self.d
         chunks = [(gids, nodes, dist.long()) for gids, nodes, dist in hop_distances(G)]
-        # E[b, j, i·C + c] = 1 when d(i, j) ≤ d and c = d(i, j)·L + ℓ(j): node j seen from i
+        # node i of a ball is described by its counts per cell c = d(i, j)·L + ℓ(j) over
+        # the ball's nodes j with d(i, j) ≤ d, each count ≤ n < B = n_big + 1: the counts
+        # are written as base-B numbers, p cells per float64 word (B^p ≤ 2^53: exact
+        # integer sums), W[b, j, i·g + m] = B^(c mod p) for c in word m = c div p — so one
+        # product ball @ W gives the g words of every (root, node) pair
         n_cells = (dmax + 1) * L
         n_big = max((int(nodes.shape[1]) for _, nodes, _ in chunks), default=1)
-        count_dtype = torch.int16 if n_big < 2 ** 15 else torch.int32
-        ftype = torch.float32 if n_big < 2 ** 24 else torch.float64  # exact integer counts
+        radix = n_big + 1
+        per = 1
+        while radix ** (per + 1) <= 2 ** 53:
+            per += 1
+        words = -(-n_cells // per)
         cells = []
         for gids, nodes, dist in chunks:
             B, n = nodes.shape
             lab = labels[nodes.clamp_min(0)]
             near = (dist >= 0) & (dist <= dmax)  # (B, i, j)
-            code = dist.clamp(0, dmax) * L + lab[:, None, :]  # (B, i, j)
-            E = torch.zeros(B, n, n, n_cells, dtype=ftype, device=G.device)  # (B, j, i, c)
-            E.scatter_(3, code.transpose(1, 2)[..., None],
-                       near.transpose(1, 2)[..., None].to(ftype))
-            cells.append(E.view(B, n, n * n_cells))
+            code = (dist.clamp(0, dmax) * L + lab[:, None, :]).transpose(1, 2)  # (B, j, i)
+            W = torch.zeros(B, n, n, words, dtype=torch.float64, device=G.device)
+            W.scatter_(3, torch.div(code, per, rounding_mode="floor")[..., None],
+                       (radix ** (code % per) * near.transpose(1, 2))[..., None].double())
+            cells.append(W.view(B, n, n * words))
         out = []
         for rho in range(self.r + 1):
             # node invariants: the multiset of (d(i, j), ℓ(j)), j ∈ N_ρ(v), d(i, j) ≤ d,
-            # as counts per cell (d(i, j), ℓ(j)): cnt[v, i, c] = Σ_j ball[v, j] E[j, i, c]
+            # as words of counts: cnt[v, i, m] = Σ_j ball[v, j] W[j, i, m]
             rows, base, tables = [], 0, []
-            for (gids, nodes, dist), E in zip(chunks, cells):
+            for (gids, nodes, dist), W in zip(chunks, cells):
                 B, n = nodes.shape
                 ball = (dist >= 0) & (dist <= rho)  # (B, v, i)
                 gid = torch.full((B, n, n), -1, dtype=torch.long, device=G.device)
                 nb = int(ball.sum())
                 gid[ball] = torch.arange(nb, device=G.device) + base
                 base += nb
-                step = max(1, _CUBE_BUDGET // max(n * n * n_cells, 1))
+                step = max(1, _CUBE_BUDGET // max(n * n * words, 1))
                 for s in range(0, B, step):
                     bl = ball[s:s + step]
-                    cnt = torch.bmm(bl.to(E.dtype), E[s:s + step])
-                    rows.append(cnt.view(bl.shape[0], n, n, n_cells)[bl].to(count_dtype))
+                    cnt = torch.bmm(bl.to(W.dtype), W[s:s + step])
+                    rows.append(cnt.view(bl.shape[0], n, n, words)[bl].long())
                 tables.append(gid)
-            rows = torch.cat(rows) if rows else torch.zeros(0, n_cells, dtype=count_dtype,
+            rows = torch.cat(rows) if rows else torch.zeros(0, words, dtype=torch.long,
                                                             device=G.device)
             if rows.shape[0]:
-                node_id, cnt, _ = compact(list(rows.T), [n_big + 1] * n_cells)
+                node_id, cnt, _ = compact(list(rows.T), [radix ** per] * words)
                 n_node = cnt.numel()
             else:
                 node_id, n_node = torch.zeros(0, dtype=torch.long, device=G.device), 0

@@ -1,0 +1,45 @@
+"""Exact multiset ids of NSPDK (torchkern.graphs.nspdk.multiset_ids) against a brute-force
+grouping of sorted tuples, on the direct path and when every hash collides (the exact
+fallback)."""
+import torch
+
+import torchkern.graphs.nspdk as nspdk
+
+
+def _brute(group, token, n_groups):
+    sigs = [tuple(sorted(token[group == g].tolist())) for g in range(n_groups)]
+    return [[sigs[a] == sigs[b] for b in range(n_groups)] for a in range(n_groups)]
+
+
+def _same(ids, n_groups):
+    return [[bool(ids[a] == ids[b]) for b in range(n_groups)] for a in range(n_groups)]
+
+
+def _case(seed):
+    g = torch.Generator().manual_seed(seed)
+    n_groups, n_tokens = 40, 5
+    # few tokens and short multisets: many equal multisets in different orders
+    length = torch.randint(0, 4, (n_groups,), generator=g)
+    group = torch.repeat_interleave(torch.arange(n_groups), length)
+    token = torch.randint(0, n_tokens, (group.numel(),), generator=g)
+    perm = torch.randperm(group.numel(), generator=g)
+    return group[perm], token[perm], n_groups, n_tokens
+
+
+def test_multiset_ids_equal_brute_force_grouping():
+    for seed in range(3):
+        group, token, n_groups, n_tokens = _case(seed)
+        ids, n_ids = nspdk.multiset_ids(group, token, n_groups, n_tokens)
+        assert _same(ids, n_groups) == _brute(group, token, n_groups)
+        assert n_ids == len(set(ids.tolist()))
+
+
+def test_multiset_ids_exact_when_every_hash_collides(monkeypatch):
+    # all codes 0: every group gets the same key, the check fails and the ids come from
+    # the exact Weisfeiler-Lehman round
+    monkeypatch.setattr(nspdk, "_mix", lambda h: torch.zeros_like(h))
+    group, token, n_groups, n_tokens = _case(7)
+    ids, n_ids = nspdk.multiset_ids(group, token, n_groups, n_tokens)
+    ref = _brute(group, token, n_groups)
+    assert _same(ids, n_groups) == ref
+    assert n_ids == len({tuple(r) for r in ref})
