@@ -256,11 +256,7 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
         space = math.prod(sizes)
         if space < 2 ** 62 // max(n, 1):  # one mixed-radix key per row
             radix = [math.prod(sizes[c + 1:]) for c in range(len(sizes))]
-            if floating and space < 2 ** 53:  # a float64 product is exact: integers < 2^53
-                key = ((rows.double() - clo.double())
-                       @ torch.tensor(radix, dtype=torch.float64, device=device)).long()
-            else:
-                key = ((rows.long() - clo.long()) * torch.tensor(radix, device=device)).sum(1)
+            key = _radix_key(rows, clo, radix, max(abs(int(lo)), abs(int(hi))))
             if space <= max(4 * n, 2 ** 16):  # counting, no sort: the rows decoded from
                 present = torch.bincount(key, minlength=space) > 0  # the keys that occur
                 values = present.nonzero().reshape(-1)
@@ -274,6 +270,26 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
         return ids, rows.index_select(0, first)
     values, ids = torch.unique(rows, dim=0, return_inverse=True)
     return ids, values
+
+
+def _radix_key(rows: torch.Tensor, clo: torch.Tensor, radix: list, top: int) -> torch.Tensor:
+    """Σ_c (rows[:, c] − clo[c]) · radix[c] of integer-valued ``rows`` (|entries| ≤
+    ``top``), as int64, with no (N, d) temporary where it can: one column read as is; a
+    product ``rows @ radix`` in float32 (float64) when every partial sum stays below 2^24
+    (2^53), so exact, minus Σ_c clo[c] · radix[c]; else in int64. float32 on the CPU at
+    the "highest" float32 matmul precision only (no TF32 or bfloat16 products)."""
+    off = sum(int(c) * r for c, r in zip(clo.tolist(), radix))
+    if rows.shape[1] == 1:
+        return rows.reshape(-1).long() - off
+    bound = top * sum(radix)
+    if rows.is_floating_point() or bound < 2 ** 53:
+        dt = torch.float32 if (bound < 2 ** 24 and rows.device.type == "cpu" and
+                               torch.get_float32_matmul_precision() == "highest") \
+            else torch.float64
+        if bound < 2 ** 53:
+            r = rows if rows.dtype == dt else rows.to(dt)
+            return (r @ torch.tensor(radix, dtype=dt, device=rows.device)).long() - off
+    return ((rows.long() - clo.long()) * torch.tensor(radix, device=rows.device)).sum(1)
 
 
 def unify_labels(parts):
