@@ -17,7 +17,7 @@ import torch
 
 from .._threads import one_thread, pool
 
-__all__ = ["tiled_mm", "symmetric_tiled_mm"]
+__all__ = ["tiled_mm", "symmetric_tiled_mm", "symmetric_tiles", "SYMMETRIC_MIN_COLS"]
 
 # A tile is TILE_ROWS × TILE_COLS entries of T (1 MB in float64: it stays in the L2 cache
 # while the symmetric product reads it twice). Measured on 2 AMD EPYC cores, n = 8,000,
@@ -26,6 +26,13 @@ __all__ = ["tiled_mm", "symmetric_tiled_mm"]
 # 0.140-0.147 s.
 TILE_ROWS = 256
 TILE_COLS = 512
+
+# Narrower products are memory-bound matrix-vector-like products, where MKL's kernels for
+# a few columns run as fast over whole row panels as the symmetric tiles (same setting:
+# r = 1: 28-34 ms of CPU for both; r = 4 and 8: 100-140 ms, the symmetric tiles 30 %
+# slower; r = 12: 91 ms symmetric against 102-121 ms in row panels and 163 ms for one
+# GEMM). Callers use :func:`tiled_mm` below this width.
+SYMMETRIC_MIN_COLS = 12
 
 
 def _check(T, V, name):
@@ -80,7 +87,7 @@ def _shared(tiles, do, n_out, r, like, threads):
     return out
 
 
-def tiled_mm(T: torch.Tensor, V: torch.Tensor, *, tile_rows: int = 4 * TILE_ROWS,
+def tiled_mm(T: torch.Tensor, V: torch.Tensor, *, tile_rows: int = TILE_ROWS,
              threads: int | None = None) -> torch.Tensor:
     r"""T V computed in row panels of ``tile_rows`` rows shared by dynamic scheduling.
 

@@ -18,7 +18,7 @@ from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
 from ..linalg.eig import _block_width
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
-from ..linalg.tiled import symmetric_tiled_mm, tiled_mm
+from ..linalg.tiled import SYMMETRIC_MIN_COLS, symmetric_tiled_mm, tiled_mm
 
 __all__ = ["KernelPCA"]
 
@@ -38,7 +38,7 @@ class _TiledDense(DenseKernelMatrix):
     """A materialized CPU Gram matrix whose products K V run in tiles shared by the
     caller's threads with dynamic scheduling (:mod:`torchkern.linalg.tiled`); a
     ``symmetric`` one (the Gram matrix of a kernel on one set) reads only its upper
-    triangle. With another process on the cores, a descheduled thread then holds back
+    triangle for products by ``SYMMETRIC_MIN_COLS`` columns or more. With another process on the cores, a descheduled thread then holds back
     one tile of about a millisecond, not half of every product."""
 
     def __init__(self, tensor, symmetric):
@@ -46,7 +46,7 @@ class _TiledDense(DenseKernelMatrix):
         self.symmetric = symmetric
 
     def _matmul(self, V):
-        if self.symmetric:
+        if self.symmetric and V.shape[1] >= SYMMETRIC_MIN_COLS:
             return symmetric_tiled_mm(self.tensor, V)
         return tiled_mm(self.tensor, V)
 
