@@ -220,6 +220,15 @@ def test_svm_theta_features_are_grakels_bit_for_bit(mutag, rand, rng, n_samples)
         assert np.array_equal(f, np.hstack(ref).T)
 
 
+def test_svm_theta_keeps_libsvm_quiet(mutag, capfd):
+    # a verbose OneClassSVM leaves libsvm's printing on; the direct calls turn it off
+    from sklearn.svm import OneClassSVM
+    OneClassSVM(kernel="precomputed", verbose=True).fit(np.eye(3) + 0.5)
+    capfd.readouterr()
+    SVMTheta(n_samples=5).features(mutag[:5])
+    assert capfd.readouterr().out == ""
+
+
 def test_svm_theta_graph_draws_are_a_random_state_per_graph(mutag):
     # draws="graph": graph by graph, RandomState([seed, n, crc32(edges)]).choice per subset
     # and GraKeL's α — written out here with NumPy's and GraKeL's own calls
