@@ -75,12 +75,16 @@ def test_mutag_uses_exact_keys_then_hashed_keys_and_equals_grakel(mutag, monkeyp
     assert kinds == ["exact", "hash", "hash", "hash"]
 
 
-@pytest.mark.parametrize("codes", ["tiny", "zero"])
-def test_hash_collisions_fall_back_to_exact_grouping(mutag, monkeypatch, codes):
+@pytest.mark.parametrize("codes,digits", [("tiny", True), ("zero", True), ("tiny", False)])
+def test_hash_collisions_fall_back_to_exact_grouping(mutag, monkeypatch, codes, digits):
     """Codes squeezed into 2 bits (or all zero) make different signatures share a key: the
-    check must see it and regroup exactly — still GraKeL's values, exact integers."""
+    check must see it and regroup exactly — still GraKeL's values, exact integers. The
+    check compares digit rows of the token counts (``digits``) or, when those would be
+    too many, the sorted tokens of the grouped nodes."""
     random_codes, exact = wl_core._random_codes, wl_core._exact_relabel
     calls = []
+    if not digits:
+        monkeypatch.setattr(wl_core, "_digit_rows", lambda *args: None)
 
     def squeezed(n, salt, device):
         c = random_codes(n, salt, device)
@@ -162,10 +166,19 @@ def test_row_blocks_and_matvec_of_the_sparse_gram(mutag):
     np.testing.assert_array_equal(K.diag().numpy(), np.diag(full))
 
 
-def test_dense_part_of_the_gram_in_int8_and_in_float32(mutag, monkeypatch):
+@pytest.mark.parametrize("sparse", [False, True])
+def test_dense_part_of_the_gram_in_int8_and_in_float32(mutag, monkeypatch, sparse):
     """Counts ≤ 127 go through the int8 product where torch has one, larger counts (a
     300-node graph) through float32, and without the int8 product everything through
-    float32 — the same exact integers (GraKeL's) on every path."""
+    float32 — the same exact integers (GraKeL's) on every path: the dense Φ of few
+    graphs and features, and the dense columns of a sparse Φ."""
+    import torchkern.graphs.histogram as hist
+    if sparse:  # Φ sparse however small
+        monkeypatch.setattr(wl_core.CountFeatureKernel, "_dense_cells", 0)
+
+    def low(K):
+        assert isinstance(K, wl_core.SparseFeatureKernelMatrix if sparse else hist._CountMatrix)
+        return K._parts()[0][0].dtype if sparse else K._lowp()[0].dtype
     big = random_graphs(1, 300, 300, 0.01, 2, seed=14)
     X = mutag[:60] + big
     X = [Data(x=torch.nn.functional.one_hot(d.x.argmax(1) % 2, 2).float(),
@@ -173,10 +186,12 @@ def test_dense_part_of_the_gram_in_int8_and_in_float32(mutag, monkeypatch):
     ref_m, ref_x = grakel_wl(mutag, 3), grakel_wl(X, 3)
     K = WeisfeilerLehman(3)(mutag)
     np.testing.assert_array_equal(dense(K), ref_m)
-    assert K._parts()[0][0].dtype == (torch.int8 if wl_core._int8_product_works()
-                                      else torch.float32)
+    assert low(K) == (torch.int8 if wl_core._int8_product_works() else torch.float32)
     K = WeisfeilerLehman(3)(X)
     np.testing.assert_array_equal(dense(K), ref_x)
-    assert K._parts()[0][0].dtype == torch.float32
+    assert low(K) == torch.float32
     monkeypatch.setattr(wl_core, "_int8_product_works", lambda: False)
-    np.testing.assert_array_equal(dense(WeisfeilerLehman(3)(mutag)), ref_m)
+    monkeypatch.setattr(hist, "_int8_product_works", lambda: False)
+    K = WeisfeilerLehman(3)(mutag)
+    np.testing.assert_array_equal(dense(K), ref_m)
+    assert low(K) == torch.float32

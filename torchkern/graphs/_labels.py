@@ -59,9 +59,20 @@ def _mix(h: torch.Tensor) -> torch.Tensor:
     return h ^ ((h >> 31) & ((1 << 33) - 1))
 
 
+_CODES: dict = {}  # (salt, device) -> the first codes of that family, computed once
+
+
 def _random_codes(n: int, salt: int, device) -> torch.Tensor:
-    """n pseudo-random int64 codes (SplitMix64 of 1..n times ``salt``)."""
-    return _mix(torch.arange(1, n + 1, device=device) * salt)
+    """n pseudo-random int64 codes (SplitMix64 of 1..n times ``salt``). Up to 2^20 codes
+    of a family are kept once computed (a prefix is returned: do not write into it)."""
+    if n > 2 ** 20:
+        return _mix(torch.arange(1, n + 1, device=device) * salt)
+    key = (salt, str(device))
+    codes = _CODES.get(key)
+    if codes is None or codes.numel() < n:
+        m = min(max(n, 2 * (0 if codes is None else codes.numel()), 1024), 2 ** 20)
+        codes = _CODES[key] = _mix(torch.arange(1, m + 1, device=device) * salt)
+    return codes[:n]
 
 
 def neighbour_tokens(labels: torch.Tensor, edges: WLEdges, sel=None):
@@ -116,11 +127,40 @@ def _sorted_in_segments(src: torch.Tensor, tokens: torch.Tensor, n_tokens: int, 
     return tokens.index_select(0, order)
 
 
+def _digit_rows(labels, n_labels, edges: WLEdges, budget: int):
+    """Every node's token counts written in base B = max out-degree + 1, c tokens to an
+    int64 (c a power of two, B^c ≤ 2^62; a count is at most the degree, a digit below B, so no carry): an
+    exact (N, ⌈T/c⌉) code of the token multisets, by one segment sum over the edges. None
+    when it has more than ``budget`` entries."""
+    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
+    shift = 6  # c = 2^shift tokens to an int64: the largest power of two with B^c ≤ 2^62
+    while radix > 1 and radix ** (1 << shift) > 2 ** 62:
+        shift -= 1
+    width = -(-n_tokens >> shift)
+    if N * width > budget:
+        return None
+    tok = neighbour_tokens(labels, edges)
+    place = radix ** torch.arange(1 << shift, device=labels.device)
+    rows = torch.zeros(N * width, dtype=torch.long, device=labels.device)
+    rows.index_add_(0, edges.src * width + (tok >> shift),
+                    place.index_select(0, tok & ((1 << shift) - 1)))
+    return rows.view(N, width)
+
+
 def _grouping_is_exact(labels, n_labels, edges: WLEdges, inv, counts, first) -> bool:
     """Whether every node has the own label and the token multiset of its group's first
-    node, on the nodes of groups of two or more only: by token counts per node when the
+    node. With few digit rows (:func:`_digit_rows`: N·⌈T/c⌉ entries at most 4(N + E) or
+    2^18) by comparing every node's row with its group's first node's, without a sort;
+    else on the nodes of groups of two or more only: by token counts per node when the
     tokens are few (N·T small), else entry by entry on the sorted tokens of those nodes'
     edges."""
+    N = labels.numel()
+    digits = _digit_rows(labels, n_labels, edges, max(4 * (N + edges.src.numel()), 2 ** 18))
+    if digits is not None:
+        rep = first.index_select(0, inv)
+        return (torch.equal(labels.index_select(0, rep), labels)
+                and torch.equal(digits.index_select(0, rep), digits))
     shared = counts.index_select(0, inv) > 1
     nodes = shared.nonzero().reshape(-1)
     if not nodes.numel():
@@ -225,6 +265,15 @@ def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
     return rows, cols, counts
 
 
+def label_items(graph_of_node: torch.Tensor, seq):
+    """The nodes of every round ``seq`` (a list of (labels, L)) as counted items of
+    :meth:`CountFeatureKernel._items`: ``(graph, feature, p)``, round i's labels numbered
+    after those of the rounds before it (p = Σ L_i)."""
+    offsets = np.cumsum([0] + [L for _, L in seq]).tolist()
+    feature = torch.cat([labels + off for (labels, _), off in zip(seq, offsets)])
+    return graph_of_node.repeat(len(seq)), feature, offsets[-1]
+
+
 def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
     """Counts of every (graph, label of round i) over all rounds ``seq`` (a list of
     (labels, L)), round i's labels numbered after those of the rounds before it:
@@ -233,6 +282,13 @@ def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
     offsets = np.cumsum([0] + [L for _, L in seq]).tolist()
     p = offsets[-1]
     n = graph_of_node.numel() * len(seq)
+    if n_graphs * p <= max(4 * n, 2 ** 21):  # few cells: counted by one bincount, no sort
+        base = graph_of_node * p
+        cnt = torch.bincount(torch.cat([base + (labels + off)
+                                        for (labels, _), off in zip(seq, offsets)]),
+                             minlength=n_graphs * p)
+        key = cnt.nonzero().reshape(-1)
+        return key // p, key % p, cnt.index_select(0, key), p
     if n_graphs * max(p, 1) >= 2 ** (62 - max(int(n - 1).bit_length(), 1)):
         parts = [histogram(graph_of_node, labels, n_graphs, L) for labels, L in seq]
         rows, cols, counts = (torch.cat(c) for c in zip(*parts))
@@ -244,6 +300,13 @@ def round_histograms(graph_of_node: torch.Tensor, seq, n_graphs: int):
     key = torch.cat([base + (labels + off) for (labels, _), off in zip(seq, offsets)])
     uniq, _, counts, _ = sorted_unique(key, inverse=False)
     return uniq // max(p, 1), uniq % max(p, 1), counts, p
+
+
+def count_items(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: int):
+    """The counts of items ``(graph, feature)`` (features in [0, p)) as sparse entries
+    ``(rows, cols, counts, p)``, sorted by (row, column): see :func:`count_rows`."""
+    (rows, cols), counts = count_rows([graph, feature], [n_graphs, p])
+    return rows, cols, counts, p
 
 
 def _add_sparse_gram(out, a, b):
@@ -464,13 +527,25 @@ class CountFeatureKernel(GraphKernel):
 
     A subclass writes :meth:`_entries` — the nonzero counts of every graph of one
     :class:`GraphSet` as ``(graph, feature, count)`` triples, features numbered in a
-    dictionary built on that set. ``k(X, Y)`` evaluates it once on X ∪ Y (so both share
-    the dictionary, and a substructure seen only in Y matches nothing in X) and returns
-    a lazy features KernelMatrix (torch sparse COO Φ).
+    dictionary built on that set — or :meth:`_items`, the counted items themselves.
+    ``k(X, Y)`` evaluates it once on X ∪ Y (so both share the dictionary, and a
+    substructure seen only in Y matches nothing in X) and returns a lazy features
+    KernelMatrix: Φ dense when it is small (few graphs and features: one product, no
+    sparse format), else torch sparse COO.
     """
 
+    def _items(self, G: GraphSet):
+        """φ of G as counted items, or None (the default: :meth:`_entries` gives φ):
+        ``(graph, feature, p)`` — every item adds one to φ(G_graph)[feature], features in
+        [0, p). Counted by one ``bincount`` into a dense Φ when Φ is small, with no
+        sort of the items."""
+        return None
+
     def _entries(self, G: GraphSet):
-        raise NotImplementedError
+        items = self._items(G)
+        if items is None:
+            raise NotImplementedError
+        return count_items(*items, len(G))
 
     def features(self, X) -> torch.Tensor:
         """φ of every graph of X as a sparse COO tensor (n_graphs, n_features); the
@@ -500,10 +575,23 @@ class CountFeatureKernel(GraphKernel):
         K = self._gram(X, Y, unit_rows=True)
         return DenseKernelMatrix(K.to_dense()) if backend == "dense" else K
 
+    # a dense Φ (n × p) below these: n·p cells, n²·p multiply-adds of K(U, U)
+    _dense_cells, _dense_flops = 2 ** 21, 2 ** 29
+
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
-        rows, cols, vals, p = self._entries(U)
+        nx, n = len(X), len(U)
+        items = self._items(U)
+        if items is not None and self._dense(n, items[2]):
+            graph, feature, p = items
+            phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
+            return self._dense_gram(phi, nx, Y is None, unit_rows, X.dtype)
+        rows, cols, vals, p = self._entries(U) if items is None else count_items(*items, n)
+        if self._dense(n, p):
+            phi = torch.zeros(n * p, dtype=vals.dtype, device=vals.device)
+            phi.index_put_((rows * p + cols,), vals, accumulate=True)
+            return self._dense_gram(phi.view(n, p), nx, Y is None, unit_rows, X.dtype)
         counts = not vals.is_floating_point()  # integer values are counts (≥ 0)
         vals = vals.to(X.dtype)
         sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device)
@@ -511,13 +599,33 @@ class CountFeatureKernel(GraphKernel):
         small = not unit_rows and counts and float(sq.max()) < 2 ** 24
         if unit_rows:
             vals = vals * sq.rsqrt().index_select(0, rows)  # rows with entries have sq > 0
-        nx = len(X)
         if Y is None:
             return SparseFeatureKernelMatrix(_coo(rows, cols, vals, (nx, p)), small_counts=small)
         inx = rows < nx
         phi_x = _coo(rows[inx], cols[inx], vals[inx], (nx, p))
         phi_y = _coo(rows[~inx] - nx, cols[~inx], vals[~inx], (len(Y), p))
         return SparseFeatureKernelMatrix(phi_x, phi_y, small)
+
+    def _dense(self, n: int, p: int) -> bool:
+        """Whether Φ (n × p) is small enough to be dense: at most ``_dense_cells`` cells and
+        ``_dense_flops`` multiply-adds for Φ Φᵀ."""
+        return n * p <= self._dense_cells and n * n * p <= self._dense_flops
+
+    @staticmethod
+    def _dense_gram(phi, nx: int, square: bool, unit_rows: bool, dtype):
+        """The features KernelMatrix of a dense Φ (rows of X, then of Y): products exact in
+        int8 or float32 when Φ holds counts with squared row norms below 2^24 (see
+        :class:`~torchkern.graphs.histogram._CountMatrix`); ``unit_rows`` scales the rows
+        to unit norm (cosine normalization)."""
+        from .histogram import _CountMatrix
+        counts = not phi.is_floating_point()
+        phi = phi.to(dtype)
+        sq = (phi * phi).sum(1)
+        small = not unit_rows and counts and (not sq.numel() or float(sq.max()) < 2 ** 24)
+        if unit_rows:
+            phi = phi * torch.where(sq > 0, sq.rsqrt(), 0.0)[:, None]
+        return _CountMatrix(phi, None, small) if square else \
+            _CountMatrix(phi[:nx], phi[nx:], small)
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
         rows, _, vals, _ = self._entries(X)

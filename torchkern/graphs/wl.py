@@ -5,7 +5,7 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphSet
-from ._labels import CountFeatureKernel, round_histograms, wl_label_sequence
+from ._labels import CountFeatureKernel, label_items, wl_label_sequence
 from .shortest_path import check_hop_distances, hop_distances, shortest_path_entries
 
 __all__ = ["WeisfeilerLehman"]
@@ -99,10 +99,16 @@ class WeisfeilerLehman(CountFeatureKernel):
         if self.base == "shortest_path":
             check_hop_distances(X, name, "WeisfeilerLehman(base='shortest_path')")
 
-    def _entries(self, G: GraphSet):
+    def _items(self, G: GraphSet):
+        if self.base != "subtree":
+            return None
         seq = wl_label_sequence(G, self.n_iter, self.edge_labels)
+        return label_items(G.graph_of_node, seq)
+
+    def _entries(self, G: GraphSet):
         if self.base == "subtree":
-            return round_histograms(G.graph_of_node, seq, len(G))
+            return super()._entries(G)
+        seq = wl_label_sequence(G, self.n_iter, self.edge_labels)
         rows, cols, vals, offset = [], [], [], 0
         dist = list(hop_distances(G))
         for labels, L in seq:
