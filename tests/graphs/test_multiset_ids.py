@@ -43,3 +43,25 @@ def test_multiset_ids_exact_when_every_hash_collides(monkeypatch):
     ref = _brute(group, token, n_groups)
     assert _same(ids, n_groups) == ref
     assert n_ids == len({tuple(r) for r in ref})
+
+
+def test_nspdk_diagonal_is_the_grams_diagonal():
+    # _diag counts the levels from the hop distances alone: against the diagonal of the
+    # unnormalized Gram (levels with δ = 3, 4 missing from the short paths of X)
+    from torch_geometric.data import Data
+
+    from torchkern.graphs import NeighborhoodSubgraphPairwiseDistance as NSPDK
+
+    def path(n, lab):
+        s = torch.arange(n - 1)
+        return Data(x=torch.tensor(lab)[:, None].float(), num_nodes=n,
+                    edge_index=torch.stack([torch.cat([s, s + 1]), torch.cat([s + 1, s])]))
+
+    X = [path(3, [0, 1, 0]), path(2, [1, 1]), Data(edge_index=torch.zeros(2, 0, dtype=torch.long),
+                                                   x=torch.zeros(1, 1), num_nodes=1)]
+    Y = [path(6, [0, 1, 0, 1, 1, 0]), path(4, [1, 0, 0, 1])]
+    dx, dy = NSPDK()(X).to_dense().diag(), NSPDK()(Y).to_dense().diag()
+    assert torch.equal(NSPDK().diag(X), dx) and torch.equal(NSPDK().diag(Y), dy)
+    K = NSPDK()(X, Y).to_dense()
+    torch.testing.assert_close(NSPDK(normalize=True)(X, Y).to_dense(),
+                               K / (dx[:, None] * dy[None, :]).sqrt(), rtol=0, atol=1e-14)

@@ -238,8 +238,10 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
                            + elab[e[k]])
                 sub_tables.append(torch.where(valid, sub, -1))
             g_all, t_all = torch.cat(grp), torch.cat(tok)
-            _, t_all = torch.unique(t_all, return_inverse=True)
             n_tok = int(t_all.max()) + 1 if t_all.numel() else 1
+            if sbase * n_tok >= 2 ** 62:  # the packed (group, token) keys: tokens renumbered
+                values, t_all, _, _ = sorted_unique(t_all)
+                n_tok = max(values.numel(), 1)
             sub_id, n_sub = multiset_ids(g_all, t_all, sbase, n_tok)
             # pairs of roots at distance δ
             for (gids, nodes, dist), sub in zip(chunks, sub_tables):
@@ -252,11 +254,29 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             return z, z, z, z, 0
         g, lev, key = (torch.cat(c) for c in zip(*out))
         n_levels = (self.r + 1) * (dmax + 1)
-        # distinct (graph, level, key) rows and their counts; features numbered per level
-        inv, cnt, first = compact([lev, key, g], [n_levels, int(key.max()) + 1, len(G)])
-        lev_f, key_f, g_f = lev[first], key[first], g[first]
-        finv, _, _ = compact([lev_f, key_f], [n_levels, int(key.max()) + 1])
-        return g_f, lev_f, finv, cnt, int(finv.max()) + 1
+        # distinct (level, key, graph) rows and their counts; features numbered by (level,
+        # key): one sort of the packed rows when they fit in int64
+        span, n_g = int(key.max()) + 1, len(G)
+        if n_levels * span * n_g >= 2 ** 63:
+            inv, cnt, first = compact([lev, key, g], [n_levels, span, n_g])
+            lev_f, key_f, g_f = lev[first], key[first], g[first]
+            finv, _, _ = compact([lev_f, key_f], [n_levels, span])
+            return g_f, lev_f, finv, cnt, int(finv.max()) + 1
+        packed = _sort((lev * span + key) * n_g + g)
+        if not packed.numel():
+            z = torch.zeros(0, dtype=torch.long, device=G.device)
+            return z, z, z, z, 0
+        new = torch.ones(packed.numel(), dtype=torch.bool, device=packed.device)
+        new[1:] = packed[1:] != packed[:-1]
+        starts = new.nonzero().reshape(-1)
+        cnt = torch.diff(starts, append=starts.new_tensor([packed.numel()]))
+        row = packed.index_select(0, starts)
+        lk = torch.div(row, n_g, rounding_mode="floor")
+        g_f, lev_f = row - lk * n_g, torch.div(lk, span, rounding_mode="floor")
+        feat = torch.ones(lk.numel(), dtype=torch.bool, device=lk.device)
+        feat[1:] = lk[1:] != lk[:-1]
+        finv = torch.cumsum(feat, 0) - 1
+        return g_f, lev_f, finv, cnt, int(finv[-1]) + 1
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
@@ -281,6 +301,11 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             _coo(g[~inx] - nx, col[~inx], vals[~inx], (len(Y), p)))
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
-        _, lev, _, _, _ = self._levels(X)
-        n = torch.unique(lev).numel()
+        # k(G, G) = the number of levels (ρ, δ) of the set; level (ρ, δ) occurs for every
+        # ρ ≤ r as soon as a graph has two nodes at distance δ (every node has its balls)
+        seen = torch.zeros(self.d + 1, dtype=torch.bool, device=X.device)
+        for _, _, dist in hop_distances(X):
+            dist = dist.reshape(-1).long()
+            seen[dist[(dist >= 0) & (dist <= self.d)]] = True
+        n = int(seen.sum()) * (self.r + 1)
         return torch.full((len(X),), float(n), dtype=X.dtype, device=X.device)
