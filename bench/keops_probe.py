@@ -113,7 +113,7 @@ static void handler(int sig, siginfo_t *si, void *uc) {
         if (buf[i] == '\n') {
           line[len] = 0;
           if (strstr(line, " r-xp ") && (strstr(line, "nvrtc") || strstr(line, "cuda") ||
-                                         strstr(line, "keops")))
+                                         strstr(line, "keops") || strstr(line, "stdc++")))
             put(line);
           len = 0;
         }
@@ -302,6 +302,19 @@ def variants(work: str, wheels: str | None):
             out.append((f"toolkit({t})", *shim))
         else:
             print(f"(toolkit({t}) skipped: no cuda.h/nvrtc.h in {t}/include)")
+    # The H100 run of 2026-11-27 crashed in every variant above at the same place: in
+    # nvrtc_jit.so's Compile, inside std::ostream::_M_insert<long> (the ostringstream that
+    # writes "-arch=sm_90"), before NVRTC is called -- a C++ runtime mismatch, not NVRTC.
+    # KeOps honours CXX (not CXXFLAGS) for that library: a wrapper that links libstdc++
+    # statically and binds its own symbols first; and the system libstdc++ preloaded.
+    wrapper = os.path.join(work, "cxx-static")
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\nexec g++ "$@" -static-libstdc++ -static-libgcc -Wl,-Bsymbolic\n')
+    os.chmod(wrapper, 0o755)
+    out.append(("cxx-static-libstdc++", {"CXX": wrapper}, {}))
+    libstdcxx = sh("ldconfig -p | grep -m1 'libstdc++.so.6 ' | sed 's/.*=> //'").strip()
+    if libstdcxx:
+        out.append(("preload-system-libstdc++", {"LD_PRELOAD": libstdcxx}, {}))
     found = sorted(glob.glob(os.path.join(wheels, "nvidia_cuda_nvrtc_cu12-*.whl"))) if wheels else []
     if found:
         for whl in found + sorted(glob.glob(os.path.join(wheels, "nvidia_cuda_runtime_cu12-*.whl"))):

@@ -59,7 +59,7 @@ def compile_spec(spec, rb, arch, tile, warps):
         elif a in ("BM", "BN", "RB", "DEFER"):
             sig[a] = "constexpr"
             const[a] = {"BM": tile[0], "BN": tile[1], "RB": rb,
-                        "DEFER": int(engine._untuned_defer(spec))}[a]
+                        "DEFER": int(engine._untuned_defer(spec, True))}[a]
         else:
             sig[a] = ptr
     t = time.perf_counter()

@@ -208,6 +208,9 @@ def test_unsupported_op_raises_and_backend_falls_back():
     with pytest.raises(NotImplementedError, match="x \\*\\* 1.5"):
         engine.matmul(lambda xs, ys, ps: ((xs[0] - ys[0]) ** 2).sum(-1) ** 1.5, f.xs, f.ys,
                       f.ps, torch.ones(5, 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="allow_tf32"):
+        engine.matmul(f.fn, f.xs, f.ys, f.ps, torch.ones(5, 1, dtype=torch.float64),
+                      allow_tf32="bf16")
     with pytest.raises(TypeError, match="float32 or float64"):
         engine.matmul(f.fn, [X.half()], [X.half()], [], torch.ones(5, 1).half())
 
@@ -333,3 +336,16 @@ def test_backend_triton_falls_back_for_an_untraceable_formula(monkeypatch):
         out = FormulaKernelMatrix(f, "triton") @ V
     assert float((out - torch.tanh(torch.cdist(X, X) ** 2) @ V).abs().max()) < 1e-12
     assert gram_mod._COMPILED_STATE["triton"] is None
+
+
+def test_tf32x3_inputs(dev):
+    # allow_tf32="tf32x3": the wide inputs' ⟨x, y⟩ as three TF32 products, about float32's
+    # accuracy (on the CPU the interpreter computes it in float32): K V against float64
+    g = torch.Generator().manual_seed(9)
+    X = 0.3 * torch.randn(37, 20, generator=g, dtype=torch.float64)
+    V = torch.randn(37, 2, generator=g, dtype=torch.float64)
+    f = tk.RBF(lengthscale=2.0).formula(X.float().to(dev))
+    assert engine._lower(f.fn, f.xs, f.ys, f.ps).matrix == {0}
+    out = engine.matmul(f.fn, f.xs, f.ys, f.ps, V.float().to(dev), allow_tf32="tf32x3")
+    ref = tk.RBF(lengthscale=2.0)(X, backend="dense").to_dense() @ V
+    _close(out.double().cpu(), ref, torch.float32, "K V (tf32x3)")

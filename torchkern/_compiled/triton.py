@@ -27,10 +27,13 @@ Computation details: row-only and scalar subexpressions are hoisted out of the c
 loop; ``exp`` is ``exp2`` with log₂e folded into a constant factor; ‖x − y‖² of a
 variable of width d ≥ 16 that is not under a square root is ‖x‖² + ‖y‖² − 2⟨x, y⟩ with
 ``tl.dot`` (exact IEEE fp32 unless ``allow_tf32=True``, whose 10-bit mantissa puts a
-relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance), clipped at 0, and — as in
+relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or ``allow_tf32="tf32x3"``, three
+TF32 products on the tensor cores with about float32's accuracy), clipped at 0, and — as in
 :func:`torchkern.kernels._ops.fast_form_dtype` — only where its round-off ε·(max‖x‖² +
 max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16) the sum of
-squared differences. float32 and float64 are supported. On CUDA the tile sizes are
+squared differences. float32 and float64 are supported; in float64 the backward forms
+W = A Bᵀ by FMAs (a float64 ``tl.dot`` there gave wrong gradients on an H100 with Triton
+3.6, where the same code in float32 and the float64 forward were right). On CUDA the tile sizes are
 chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
 Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles;
 ``TORCHKERN_TRITON_AUTOTUNE=0`` replaces the autotuning by one configuration (32 × 32
@@ -575,10 +578,11 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         # compiled offline by bench/triton_offline_compile.py); sums of kernels and the
         # backward spill there: smaller tiles and more warps are among the choices.
         # DEFER (products with few right-hand sides): accumulate K ∘ v in a tile and
-        # reduce it once after the loop instead of once per column tile
+        # reduce it once after the loop instead of once per column tile; among the
+        # choices only with TORCHKERN_TRITON_DEFER=1 until it has been run on a GPU
         configs = [(64, 64, 4, 3, 0), (64, 64, 8, 3, 0), (128, 64, 8, 3, 0),
                    (32, 64, 4, 3, 0), (32, 32, 4, 3, 0), (64, 32, 4, 3, 0)]
-        if spec.kind == "forward" and spec.r_mode == "fma" and spec.r <= DEFER_MAX_R:
+        if _defer_applies(spec) and os.environ.get("TORCHKERN_TRITON_DEFER") == "1":
             configs += [(64, 64, 4, 3, 1), (128, 64, 8, 3, 1), (64, 128, 8, 3, 1)]
         for bm, bn, nw, ns, df in configs:
             w(f"triton.Config({{'BM': {bm}, 'BN': {bn}, 'DEFER': {df}}}, num_warps={nw}, "
@@ -972,13 +976,21 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
         kern[grid_fn](*args, RB=RB)
     else:
         t = _INTERP_TILE if rows[0].device.type == "cpu" else _UNTUNED_TILE
-        kern[grid_fn({"BM": t, "BN": t})](*args, BM=t, BN=t, RB=RB, DEFER=int(_untuned_defer(spec)))
+        kern[grid_fn({"BM": t, "BN": t})](
+            *args, BM=t, BN=t, RB=RB,
+            DEFER=int(_untuned_defer(spec, rows[0].device.type == "cpu")))
 
 
-def _untuned_defer(spec) -> bool:
-    """DEFER of the one configuration run without autotuning (the tests: both paths are
-    covered, the deferred one where it applies)."""
+def _defer_applies(spec) -> bool:
     return spec.kind == "forward" and spec.r_mode == "fma" and spec.r <= DEFER_MAX_R
+
+
+def _untuned_defer(spec, interpret: bool) -> bool:
+    """DEFER of the one configuration run without autotuning: under the interpreter
+    wherever it applies (the CPU tests check its code), on CUDA only when
+    TORCHKERN_TRITON_DEFER=1."""
+    return _defer_applies(spec) and (
+        interpret or os.environ.get("TORCHKERN_TRITON_DEFER") == "1")
 
 
 def _tile_rows(n: int, device) -> int:
