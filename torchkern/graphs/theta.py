@@ -939,7 +939,9 @@ class SVMTheta(_ThetaKernel):
         # the S subsets of a graph are the first s entries of S permutations of its nodes
         # (``choice(n, s, replace=False)``), drawn graph after graph by the shuffle of
         # NumPy's RandomState itself, in place on rows of one array per graph size
-        perms = {n: np.tile(np.arange(n, dtype=np.int64), (len(ks) * S, 1))
+        nmax = max(groups)
+        itype = np.int16 if nmax < 2 ** 15 else np.int32 if nmax < 2 ** 31 else np.int64
+        perms = {n: np.tile(np.arange(n, dtype=itype), (len(ks) * S, 1))
                  for n, ks in groups.items()}
         slot = {}
         for n, ks in groups.items():
@@ -956,13 +958,16 @@ class SVMTheta(_ThetaKernel):
             r = slot[k]
             for row in perms[n][r * S:(r + 1) * S]:
                 shuffle(row)
-        # every draw as a row, graph after graph, S rows a graph; α padded likewise
+        # every draw as a row (its first ``hi`` entries: the largest subset), graph after
+        # graph, S rows a graph; α padded likewise
         m = len(use)
         sizes = np.array([graphs[i][0] for i in use])
-        nmax = int(sizes.max())
-        P = np.zeros((m * S, nmax), dtype=np.int64)
+        w = min(nmax, hi)
+        P = np.zeros((m * S, w), dtype=itype)
         for n, ks in groups.items():
-            P[(np.asarray(ks)[:, None] * S + np.arange(S)).ravel(), :n] = perms[n]
+            P[(np.asarray(ks)[:, None] * S + np.arange(S)).ravel(), :min(n, w)] = \
+                perms[n][:, :w]
+        del perms
         A = np.zeros((m, nmax))
         A[np.arange(nmax) < sizes[:, None]] = np.concatenate(alphas)
         nl = hi - lo + 1
