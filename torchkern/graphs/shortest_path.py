@@ -12,12 +12,13 @@ __all__ = ["ShortestPath"]
 _PAIRS_BUDGET = 2 ** 21
 
 
-def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET):
+def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET, max_depth: int | None = None):
     """All-pairs hop distances, by groups of graphs of similar size.
 
     Yields ``(graph_ids, nodes, dist)``: ``nodes`` (B, n) the global node indices of the
     group's graphs (-1 padding), ``dist`` (B, n, n) the number of edges of a shortest
-    path u → v (0 on the diagonal, -1 when v is unreachable from u or padding).
+    path u → v (0 on the diagonal, -1 when v is unreachable from u or padding, or —
+    with ``max_depth`` — farther than ``max_depth``: the BFS stops there).
 
     BFS from every node at once: the frontier F_k (nodes first reached in k steps, one row
     per source) gives F_{k+1} = (F_k A > 0) ∧ ¬reached, a batched matrix product per
@@ -33,7 +34,7 @@ def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET):
                           device=G.device)
         dist.masked_fill_(eye, 0)
         reached, frontier = eye.clone(), eye.to(A.dtype)
-        for k in range(1, n):
+        for k in range(1, n if max_depth is None else min(n, max_depth + 1)):
             new = (torch.bmm(frontier, A) > 0).logical_and_(reached.logical_not())
             if not bool(new.any()):
                 break
