@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -75,13 +76,23 @@ def test_auto_on_materialized_gram_equals_dense(monkeypatch):
     monkeypatch.setattr(tiled, "TILE_COLS", 160)
     used = []
     orig = pca._TiledDense._matmul
-    monkeypatch.setattr(pca._TiledDense, "_matmul",
-                        lambda self, V: used.append(self.symmetric) or orig(self, V))
+    monkeypatch.setattr(pca._TiledDense, "_matmul", lambda self, V: used.append(
+        (self.symmetric, self.threads, torch.get_num_threads())) or orig(self, V))
     X, Xt = _data(n=1100, d=3, seed=7)
     kern = torchkern.RBF(1.2)
     dense = KernelPCA(kern, n_components=6, eigen_solver="dense", backend="dense").fit(X)
+    torch.set_num_threads(2)  # (the autouse fixture restores the count)
     auto = KernelPCA(kern, n_components=6, backend="dense", random_state=0).fit(X)
-    assert used and all(used)
+    # products over the caller's 2 threads, called from the one-thread scope
+    assert used and all(u == (True, 2, 1) for u in used)
+    # the fit ran its bookkeeping on one thread and its products on two: the caller's
+    # count is back, also as the default of a new thread
+    assert torch.get_num_threads() == 2
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert seen == [2]
     np.testing.assert_allclose(np.asarray(auto.eigenvalues_), np.asarray(dense.eigenvalues_),
                                rtol=1e-9)
     a, b = np.asarray(auto.transform(Xt)), np.asarray(dense.transform(Xt))

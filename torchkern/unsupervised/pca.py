@@ -35,20 +35,23 @@ _ONE_THREAD_DENSE_MAX = 4000
 
 
 class _TiledDense(DenseKernelMatrix):
-    """A materialized CPU Gram matrix whose products K V run in tiles shared by the
-    caller's threads with dynamic scheduling (:mod:`torchkern.linalg.tiled`); a
+    """A materialized CPU Gram matrix whose products K V run in tiles shared by
+    ``threads`` threads (default: torch's count when it is made, also inside a
+    one-thread scope) with dynamic scheduling (:mod:`torchkern.linalg.tiled`); a
     ``symmetric`` one (the Gram matrix of a kernel on one set) reads only its upper
-    triangle for products by ``SYMMETRIC_MIN_COLS`` columns or more. With another process on the cores, a descheduled thread then holds back
-    one tile of about a millisecond, not half of every product."""
+    triangle for products by ``SYMMETRIC_MIN_COLS`` columns or more. With another
+    process on the cores, a descheduled thread then holds back one tile of about a
+    millisecond, not half of every product."""
 
-    def __init__(self, tensor, symmetric):
+    def __init__(self, tensor, symmetric, threads=None):
         super().__init__(tensor)
         self.symmetric = symmetric
+        self.threads = torch.get_num_threads() if threads is None else threads
 
     def _matmul(self, V):
         if self.symmetric and V.shape[1] >= SYMMETRIC_MIN_COLS:
-            return symmetric_tiled_mm(self.tensor, V)
-        return tiled_mm(self.tensor, V)
+            return symmetric_tiled_mm(self.tensor, V, threads=self.threads)
+        return tiled_mm(self.tensor, V, threads=self.threads)
 
 
 def _psd_clip(evals, dtype):
@@ -267,12 +270,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             # product with b ≈ 24 columns costs about 3 matrix-vector products (one pass
             # over memory, BLAS-3) while Lanczos needs ~5k single products.
             solver = "dense" if n <= 1000 or k > n // 4 else "randomized"
-        if solver != "dense" and type(K) is DenseKernelMatrix and K.device.type == "cpu":
+        tiled = solver != "dense" and type(K) is DenseKernelMatrix and K.device.type == "cpu"
+        if tiled:
             K = _TiledDense(K.tensor, symmetric=not is_precomputed(kernel))
-        Kc = _centered_symmetric(K)
-        evals, evecs = self._top_eigenpairs(Kc, k, solver)
-        evals = _psd_clip(evals, K.dtype)
-        evecs = _flip_signs(evecs)
+        # With a tiled Gram the products share their tiles over the caller's threads by
+        # themselves; everything else (centering corrections, the Nyström start, the
+        # solver's bookkeeping: short operations on n × b blocks) runs on one thread, so
+        # that none of it waits at a parallel region for a thread another process holds.
+        with one_thread(tiled):
+            Kc = _centered_symmetric(K)
+            evals, evecs = self._top_eigenpairs(Kc, k, solver)
+            evals = _psd_clip(evals, K.dtype)
+            evecs = _flip_signs(evecs)
         if self.n_components is None:
             keep = evals > 0
             evals, evecs = evals[keep], evecs[:, keep]
