@@ -10,11 +10,15 @@ top-10 eigenvalues from scikit-learn's ARPACK solution (tol=0: machine precision
     python bench/unsupervised.py --methods tk-dense sk-randomized
     python bench/unsupervised.py --sizes 8000 --busy-rows --threads 1 2 --omp-wait-policy ''
                                   # quiet and beside one busy loop, 1 and 2 threads
+    python bench/unsupervised.py --sizes 8000 --busy-rows --repeat 3 --cpus 0,1
+                                  # the same 2-core setting on a larger machine
 
 Default methods: sk-arpack, tk-dense (float64) and tk-dense32. ``--repeat r`` runs every
 method r times (each in a fresh process, so each pays its own first touch of memory) and
-reports the fastest. The load average of the machine is printed before and after (the
-development CPUs are shared: compare rows of one run only). The runs get
+reports the fastest, with its CPU time (all threads: a fit that waits for descheduled
+threads shows its wall time growing, not its CPU time). The load average of the machine
+is printed before and after (the development CPUs are shared: compare rows of one run
+only). The runs get
 OMP_WAIT_POLICY=PASSIVE (``--omp-wait-policy ''`` leaves the environment's): on the
 oversubscribed shared CPUs, torch's OpenMP threads spinning at barriers made the dense
 float64 Gram of n = 8000 take 20-46 s with 2 threads instead of 1.1 s (measured at load
@@ -25,7 +29,9 @@ Methods:
     sk-arpack       sklearn KernelPCA(eigen_solver="arpack")
     sk-randomized   sklearn KernelPCA(eigen_solver="randomized")
     tk-dense        torchkern KernelPCA(backend="dense"), eigen_solver="auto" (= randomized
-                    block Krylov): the Gram matrix materialized once, lazy centering
+                    block Krylov): the Gram matrix materialized once, lazy centering, block
+                    products over its upper triangle in tiles shared by the threads
+                    (torchkern.linalg.tiled)
     tk-dense32      the same in float32
     tk-dense-lanczos  backend="dense", eigen_solver="lanczos" (thick-restart Lanczos)
     tk-dense32-lanczos  the same in float32
@@ -63,9 +69,9 @@ if method.startswith("sk-"):
     from sklearn.decomposition import KernelPCA
     solver = method[3:]
     kw = dict(tol=0) if solver == "arpack" else {{}}
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     m = KernelPCA({k}, kernel="rbf", gamma=gamma, eigen_solver=solver, random_state=0, **kw).fit(X)
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     evals = m.eigenvalues_.tolist()
 else:
     import torchkern
@@ -73,13 +79,13 @@ else:
     solver = "lanczos" if method.endswith("-lanczos") else "auto"
     dtype = torch.float32 if method.startswith("tk-dense32") else torch.float64
     Xt = torch.tensor(X, dtype=dtype)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     m = torchkern.KernelPCA(torchkern.RBF({ls}), {k}, eigen_solver=solver, backend=backend,
                             tol=1e-6 if dtype == torch.float64 else 1e-4, random_state=0).fit(Xt)
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     evals = m.eigenvalues_.double().tolist()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(dict(time=elapsed, evals=evals, mem_mb=(peak - base) / 1024)))
+print(json.dumps(dict(time=elapsed, cpu=cpu, evals=evals, mem_mb=(peak - base) / 1024)))
 """
 
 METHODS = ["sk-arpack", "sk-randomized", "tk-dense", "tk-dense32", "tk-dense-lanczos",
@@ -118,7 +124,12 @@ def main():
                    help="skip tk-blocked above this n unless listed in --methods")
     p.add_argument("--busy-rows", action="store_true",
                    help="also run every method beside one busy loop (bench/_util.busy)")
+    p.add_argument("--cpus", default=None,
+                   help="pin the runs and the busy loop to these CPUs, e.g. '0,1' (the "
+                        "2-core setting on a larger machine)")
     args = p.parse_args()
+    if args.cpus:
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     load_before = os.getloadavg()[0]
     rows = []
     for cond, context in conditions(args.busy_rows):
@@ -126,9 +137,10 @@ def main():
             with context():
                 for n in args.sizes:
                     rows += _rows(args, n, threads, cond)
-    head = ("condition", "threads", "n", "method", "time [s]", "arpack/this", "sk-rand/this",
-            "max rel err λ1..10", "peak +MB", "load 1 min")
-    print(f"# OMP_WAIT_POLICY={args.omp_wait_policy or 'unset'}, best of {args.repeat}; load "
+    head = ("condition", "threads", "n", "method", "time [s]", "CPU [s]", "arpack/this",
+            "sk-rand/this", "max rel err λ1..10", "peak +MB", "load 1 min")
+    print(f"# OMP_WAIT_POLICY={args.omp_wait_policy or 'unset'}, best of {args.repeat} (CPU: "
+          f"of the fastest run), CPUs {sorted(os.sched_getaffinity(0))}; load "
           f"average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (the load column: "
           f"at the end of each method's runs)")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
@@ -159,14 +171,14 @@ def _rows(args, n, threads, cond):
     for m in methods:
         r = results[m]
         if "error" in r:
-            rows.append((cond, threads, n, m, r["error"], "", "", "", "", loads[m]))
+            rows.append((cond, threads, n, m, r["error"], "", "", "", "", "", loads[m]))
             continue
         err = (max(abs(a - b) / abs(b) for a, b in zip(r["evals"], ref)) if ref
                else float("nan"))
         ratios = [f"{sk_times[s] / r['time']:.1f}x" if s in sk_times else "-"
                   for s in ("sk-arpack", "sk-randomized")]
-        rows.append((cond, threads, n, m, f"{r['time']:.2f}", *ratios, f"{err:.1e}",
-                     f"{r['mem_mb']:.0f}", loads[m]))
+        rows.append((cond, threads, n, m, f"{r['time']:.2f}", f"{r['cpu']:.2f}", *ratios,
+                     f"{err:.1e}", f"{r['mem_mb']:.0f}", loads[m]))
     return rows
 
 
