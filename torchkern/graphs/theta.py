@@ -887,8 +887,8 @@ class SVMTheta(_ThetaKernel):
     computes it (ν = 0.5, tol 10⁻³; libsvm's fit called with OneClassSVM's arguments,
     without its per-call input checks), as GraKeL, so α and the features are GraKeL's
     bit for bit (with ``draws="grakel"``): the SVM is stopped at libsvm's tolerance,
-    not at the exact optimum of the dual. Graphs with
-    fewer nodes than the smallest subset size get φ = 0 (GraKeL divides by zero).
+    not at the exact optimum of the dual. Graphs with fewer nodes than the smallest
+    subset size get φ = 0 (GraKeL divides by zero).
 
     Cost: one libsvm solve per distinct graph (identical graphs share theirs) and one
     batched eigenvalue call per graph size; the n_samples subsets of a graph are
