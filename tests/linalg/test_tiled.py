@@ -89,3 +89,27 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="square"):
         symmetric_tiled_mm(torch.zeros(4, 5, dtype=torch.float64),
                            torch.zeros(5, 1, dtype=torch.float64))
+
+
+def test_an_error_in_the_caller_stops_the_workers():
+    # the caller's tile raises: the workers take no further tile, the error reaches the
+    # caller, and the thread count is back
+    import torchkern.linalg.tiled as tiled
+    prev = torch.get_num_threads()
+    torch.set_num_threads(2)
+    caller = threading.get_ident()
+    done = []
+
+    def do(tile, out):
+        if threading.get_ident() == caller:
+            raise RuntimeError("tile failed")
+        done.append(tile)
+        threading.Event().wait(0.01)
+
+    try:
+        with pytest.raises(RuntimeError, match="tile failed"):
+            tiled._shared(range(1000), do, 1, 1, torch.zeros(1), 2)
+        assert torch.get_num_threads() == 2
+        assert len(done) < 100
+    finally:
+        torch.set_num_threads(prev)

@@ -80,6 +80,10 @@ def _shared(tiles, do, n_out, r, like, threads):
     try:
         with one_thread():
             out = work()
+    except BaseException:  # (KeyboardInterrupt too) the workers take no further tile
+        with lock:
+            nxt[0] = len(tiles)
+        raise
     finally:
         parts = [h.result() for h in helpers]
     for p in parts:
