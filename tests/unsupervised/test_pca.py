@@ -99,6 +99,20 @@ def test_auto_on_materialized_gram_equals_dense(monkeypatch):
     np.testing.assert_allclose(_match_signs(a, b), b, atol=1e-6)
 
 
+def test_lanczos_on_materialized_gram_equals_dense():
+    # one-column products on the tiled Gram (row panels shared by 2 threads)
+    X, Xt = _data(n=400, d=3, seed=9)
+    kern = torchkern.RBF(1.1)
+    dense = KernelPCA(kern, n_components=4, eigen_solver="dense", backend="dense").fit(X)
+    torch.set_num_threads(2)  # (the autouse fixture restores the count)
+    lz = KernelPCA(kern, n_components=4, eigen_solver="lanczos", backend="dense",
+                   random_state=0).fit(X)
+    np.testing.assert_allclose(np.asarray(lz.eigenvalues_), np.asarray(dense.eigenvalues_),
+                               rtol=1e-9)
+    a, b = np.asarray(lz.transform(Xt)), np.asarray(dense.transform(Xt))
+    np.testing.assert_allclose(_match_signs(a, b), b, atol=1e-6)
+
+
 def test_tiled_products_equal_one_product():
     from torchkern.unsupervised.pca import _TiledDense
     g = torch.Generator().manual_seed(0)
