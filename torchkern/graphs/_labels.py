@@ -547,6 +547,12 @@ class CountFeatureKernel(GraphKernel):
             raise NotImplementedError
         return count_items(*items, len(G))
 
+    def _counts(self, G: GraphSet):
+        """φ of G once: the items of :meth:`_items` (a 3-tuple) when the kernel gives them,
+        else the entries of :meth:`_entries` (a 4-tuple)."""
+        items = self._items(G)
+        return self._entries(G) if items is None else items
+
     def features(self, X) -> torch.Tensor:
         """φ of every graph of X as a sparse COO tensor (n_graphs, n_features); the
         feature numbering is that of this set's dictionary."""
@@ -582,16 +588,24 @@ class CountFeatureKernel(GraphKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
         nx, n = len(X), len(U)
-        items = self._items(U)
-        if items is not None and self._dense(n, items[2]):
-            graph, feature, p = items
+        counted = self._counts(U)
+        if len(counted) == 3 and counted[2] > 4 * n:  # number the features that occur
+            graph, feature, p = counted
+            present = torch.bincount(feature, minlength=p) > 0
+            counted = (graph, (torch.cumsum(present, 0) - 1).index_select(0, feature),
+                       int(present.sum()))
+        if len(counted) == 3 and self._dense(n, counted[2]):
+            graph, feature, p = counted
             phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
-            return self._dense_gram(phi, nx, Y is None, unit_rows, X.dtype)
-        rows, cols, vals, p = self._entries(U) if items is None else count_items(*items, n)
+            total = torch.bincount(graph, minlength=n)
+            return self._dense_gram(phi, total, nx, Y is None, unit_rows, X.dtype)
+        rows, cols, vals, p = counted if len(counted) == 4 else count_items(*counted, n)
         if self._dense(n, p):
             phi = torch.zeros(n * p, dtype=vals.dtype, device=vals.device)
             phi.index_put_((rows * p + cols,), vals, accumulate=True)
-            return self._dense_gram(phi.view(n, p), nx, Y is None, unit_rows, X.dtype)
+            total = torch.zeros(n, dtype=vals.dtype, device=vals.device).index_add_(
+                0, rows, vals)
+            return self._dense_gram(phi.view(n, p), total, nx, Y is None, unit_rows, X.dtype)
         counts = not vals.is_floating_point()  # integer values are counts (≥ 0)
         vals = vals.to(X.dtype)
         sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device)
@@ -612,17 +626,22 @@ class CountFeatureKernel(GraphKernel):
         return n * p <= self._dense_cells and n * n * p <= self._dense_flops
 
     @staticmethod
-    def _dense_gram(phi, nx: int, square: bool, unit_rows: bool, dtype):
+    def _dense_gram(phi, total, nx: int, square: bool, unit_rows: bool, dtype):
         """The features KernelMatrix of a dense Φ (rows of X, then of Y): products exact in
         int8 or float32 when Φ holds counts with squared row norms below 2^24 (see
-        :class:`~torchkern.graphs.histogram._CountMatrix`); ``unit_rows`` scales the rows
-        to unit norm (cosine normalization)."""
+        :class:`~torchkern.graphs.histogram._CountMatrix`) — known without a pass over Φ
+        when the row sums ``total`` are below 2^12 (‖φ‖² ≤ (Σ φ)² for counts);
+        ``unit_rows`` scales the rows to unit norm (cosine normalization)."""
         from .histogram import _CountMatrix
         counts = not phi.is_floating_point()
         phi = phi.to(dtype)
-        sq = (phi * phi).sum(1)
-        small = not unit_rows and counts and (not sq.numel() or float(sq.max()) < 2 ** 24)
+        small = False
+        if counts and not unit_rows:
+            small = not total.numel() or int(total.max()) < 2 ** 12
+            if not small:
+                small = float((phi * phi).sum(1).max()) < 2 ** 24
         if unit_rows:
+            sq = (phi * phi).sum(1)
             phi = phi * torch.where(sq > 0, sq.rsqrt(), 0.0)[:, None]
         return _CountMatrix(phi, None, small) if square else \
             _CountMatrix(phi[:nx], phi[nx:], small)

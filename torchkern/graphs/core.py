@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet
-from ._labels import CountFeatureKernel
+from ._batch import GraphSet, segment_ranges
+from ._labels import CountFeatureKernel, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
 
@@ -16,41 +16,59 @@ def core_numbers(G: GraphSet) -> torch.Tensor:
 
     Peeling on the whole set at once: at level k every node of degree ≤ k in what
     remains is removed (core number k), repeatedly, and k moves up to the smallest
-    remaining degree when none is left to remove; one segment count over the edges per
-    step. The degree of v is its number of neighbours u (edges v → u), a self-loop
+    remaining degree when none is left to remove; each step lowers the degrees of the
+    neighbours of the removed nodes by one segment sum over the removed nodes' edges
+    only. The degree of v is its number of neighbours u (edges v → u), a self-loop
     counting once, as in GraKeL."""
     N = int(G.ptr[-1])
     src, dst = G.edge_index
-    core = torch.zeros(N, dtype=torch.long, device=G.device)
-    alive = torch.ones(N, dtype=torch.bool, device=G.device)
-    k = 0
-    while bool(alive.any()):
-        deg = torch.zeros(N, dtype=torch.long, device=G.device).index_add_(
-            0, src, alive[dst].long())
-        peel = alive & (deg <= k)
-        if bool(peel.any()):
-            core[peel] = k
-            alive &= ~peel
-        else:
-            k = int(deg[alive].min())
+    dev = G.device
+    loop = src == dst  # a self-loop: v is its own neighbour, removed with v
+    out = torch.bincount(src, minlength=N)
+    start = torch.cumsum(out, 0) - out
+    deg = out.clone()
+    core = torch.zeros(N, dtype=torch.long, device=dev)
+    alive = torch.ones(N, dtype=torch.bool, device=dev)
+    left, k = N, 0
+    never = torch.iinfo(torch.long).max
+    while left:
+        peel = (alive & (deg <= k)).nonzero().reshape(-1)
+        if not peel.numel():
+            k = int(torch.where(alive, deg, never).min())
+            continue
+        core[peel] = k
+        alive[peel] = False
+        left -= peel.numel()
+        # the edges v → u of the removed nodes v: u loses the neighbour v (graphs are
+        # undirected: u → v is an edge too)
+        e = segment_ranges(start.index_select(0, peel), out.index_select(0, peel))
+        u = dst.index_select(0, e)
+        deg.index_add_(0, u, torch.where(loop.index_select(0, e), 0, -1))
     return core
 
 
 def induced_subgraphs(G: GraphSet, keep: torch.Tensor) -> GraphSet:
     """The subgraph of every graph of G induced by the nodes ``keep`` (a boolean (N,)
     mask), as a GraphSet with as many graphs as G (some possibly empty); node and edge
-    labels kept."""
-    new_id = torch.cumsum(keep.long(), 0) - 1
-    counts = torch.zeros(len(G), dtype=torch.long, device=G.device).index_add_(
-        0, G.graph_of_node, keep.long())
+    labels kept. ``keep`` of shape (m, N): m copies of G, copy j induced by ``keep[j]``,
+    as one GraphSet of m·len(G) graphs (graph j·len(G) + g: copy j of graph g)."""
+    n, N = len(G), int(G.ptr[-1])
+    keep = keep.reshape(-1, N)
+    m = keep.shape[0]
+    flat = keep.reshape(-1)
+    new_id = (torch.cumsum(flat.long(), 0) - 1).view(m, N)
+    copy_graph = (torch.arange(m, device=G.device)[:, None] * n + G.graph_of_node).reshape(-1)
+    counts = torch.zeros(m * n, dtype=torch.long, device=G.device).index_add_(
+        0, copy_graph, flat.long())
     ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
     src, dst = G.edge_index
-    e = keep[src] & keep[dst]
-    edge_index = new_id[G.edge_index[:, e]]
+    copy, e = (keep[:, src] & keep[:, dst]).nonzero().unbind(1)  # copy by copy, in order
+    edge_index = torch.stack([new_id[copy, src.index_select(0, e)],
+                              new_id[copy, dst.index_select(0, e)]])
     eptr = torch.searchsorted(edge_index[0].contiguous(), ptr)
     return GraphSet._from_parts(
-        ptr, edge_index, eptr, G.node_label[keep], G.label_values, dtype=G.dtype,
-        **G._edge_label_parts(e.nonzero().reshape(-1)))
+        ptr, edge_index, eptr, G.node_label.repeat(m)[flat], G.label_values, dtype=G.dtype,
+        **G._edge_label_parts(e))
 
 
 class CoreFramework(CountFeatureKernel):
@@ -123,14 +141,30 @@ class CoreFramework(CountFeatureKernel):
     def _check_size(self, X: GraphSet, name: str) -> None:
         self.base_kernel._check_size(X, name)
 
+    # graphs × levels × (nodes + edges) of one GraphSet holding every level's cores
+    _levels_budget = 2 ** 24
+
     def _entries(self, G: GraphSet):
+        counted = self._counts(G)
+        return counted if len(counted) == 4 else count_items(*counted, len(G))
+
+    def _counts(self, G: GraphSet):
         core = core_numbers(G)
         top = int(core.max()) if core.numel() else 0
         if top <= self.min_core:
             raise ValueError(f"min_core={self.min_core} is not below the largest core number "
                              f"{top} of the graphs: no level would be summed")
+        levels = torch.arange(top, self.min_core, -1, device=G.device)
+        m, n = levels.numel(), len(G)
+        if (getattr(self.base_kernel, "_per_graph_features", False)
+                and m * (int(G.ptr[-1]) + int(G.eptr[-1])) <= self._levels_budget):
+            # every level's cores as one set (copy j: the (top − j)-cores), one base kernel
+            # call; level j's features numbered apart: column j·p + feature
+            counted = self.base_kernel._counts(induced_subgraphs(G, core >= levels[:, None]))
+            g, f, p = counted[0], counted[1], counted[-1]
+            return (g % n, (g // n) * p + f) + tuple(counted[2:-1]) + (m * p,)
         rows, cols, vals, offset = [], [], [], 0
-        for i in range(top, self.min_core, -1):
+        for i in levels.tolist():
             r, c, v, p = self.base_kernel._entries(induced_subgraphs(G, core >= i))
             rows.append(r), cols.append(c + offset), vals.append(v)
             offset += p

@@ -135,6 +135,8 @@ class ShortestPath(CountFeatureKernel):
         super().__init__()
         self.with_labels, self.normalize = bool(with_labels), bool(normalize)
 
+    _per_graph_features = True  # φ(G) depends on G only (the set numbers the features)
+
     def extra_repr(self) -> str:
         return f"with_labels={self.with_labels}, normalize={self.normalize}"
 

@@ -91,6 +91,8 @@ class WeisfeilerLehman(CountFeatureKernel):
         self.n_iter, self.normalize, self.base = n_iter, bool(normalize), base
         self.edge_labels = edge_labels
 
+    _per_graph_features = True  # φ(G) depends on G only (the set numbers the features)
+
     def extra_repr(self) -> str:
         return (f"n_iter={self.n_iter}, base={self.base!r}, edge_labels={self.edge_labels}, "
                 f"normalize={self.normalize}")
