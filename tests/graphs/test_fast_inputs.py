@@ -427,6 +427,9 @@ def test_histograms_read_only_their_fields_from_a_list(data):
         check_set(G, graphs)
         check_set(pickle.loads(pickle.dumps(k.check_input(graphs, "X"))), graphs)
         check_set(k.check_input(graphs, "X").to(dtype=torch.float32), graphs)
+        moved = GraphSet(k.check_input(graphs, "X"), device="cpu", dtype=torch.float32)
+        assert "_pending" not in moved.__dict__  # moved: every group read
+        check_set(moved, graphs)
         idx = torch.tensor([3, 0, 7])
         check_set(k.check_input(graphs, "X").take(idx), [graphs[i] for i in idx])
         check_set(GraphSet.concat([k.check_input(graphs[:4], "X"),

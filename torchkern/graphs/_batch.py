@@ -261,8 +261,9 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
                 present = torch.bincount(key, minlength=space) > 0  # the keys that occur
                 values = present.nonzero().reshape(-1)
                 ids = (torch.cumsum(present, 0) - 1).index_select(0, key)
-                cols = [values // r % sz for r, sz in zip(radix, sizes)]
-                return ids, (torch.stack(cols, 1) + clo.long()).to(rows.dtype)
+                cols = (values[:, None] // torch.tensor(radix, device=device)
+                        % torch.tensor(sizes, device=device))
+                return ids, (cols + clo.long()).to(rows.dtype)
             _, ids, _, first = sorted_unique(key)
         else:
             cols = (rows.long() - clo.long()).T.contiguous()  # one row per column of x
@@ -364,7 +365,14 @@ class GraphSet(KernelInput):
       operations only (other data sets graph by graph, through ``ds[i]``); a list of
       Data costs one read of each field per graph and one ``torch.cat`` per field. The
       edges are merged and sorted on the first read of an edge field, so kernels that
-      read node labels only (:class:`VertexHistogram`) never pay for it.
+      read node labels only (:class:`VertexHistogram`) never pay for it. From a list, a
+      kernel reads (and checks) only the field groups it uses — x, the node attributes,
+      the edges (``edge_index``, ``edge_attr``, ``edge_attributes``): VertexHistogram
+      reads x, EdgeHistogram the edges; the others are read, and checked, on first use
+      (a later kernel, ``take``, ``to``). ``GraphSet(list)`` itself reads every field.
+    - **num_nodes** must be a non-negative integer (an integral float such as 3.0 is 3;
+      2.5 is refused, naming the graph); where it is not set, the rows of ``x``, else
+      torch-geometric's inference.
 
     Attributes
     ----------
@@ -402,6 +410,7 @@ class GraphSet(KernelInput):
                 self._build(graphs, node_attr, _GROUPS if _read is None else _read)
         if dtype is not None or device is not None:
             moved = self.to(device=device, dtype=dtype)
+            self.__dict__.clear()  # the moved set's fields only (no groups left to read)
             self.__dict__.update(moved.__dict__)
 
     # -- construction ------------------------------------------------------------------
@@ -848,11 +857,19 @@ class _ListFields:
             stores = [getattr(g._store, "_mapping", g._store) for g in data_list]
         self.stores, self.node_attr = stores, node_attr
         sizes = self.field("num_nodes")
-        if any(map(operator.is_, sizes, repeat(None))):  # not set: x's rows, else PyG's
+        unset = list(map(operator.is_, sizes, repeat(None)))
+        if any(unset):  # not set: x's rows, else PyG's inference
             xs = self.field("x")
-            sizes = [v if v is not None else x.shape[0]
-                     if isinstance(x, torch.Tensor) and x.dim() else g.num_nodes
-                     for v, x, g in zip(sizes, xs, data_list)]
+            try:  # every x a tensor of 1 or more dimensions: one C-level pass
+                rows = list(map(torch.Tensor.size, xs, repeat(0)))
+            except (TypeError, IndexError, RuntimeError):
+                rows = [x.shape[0] if isinstance(x, torch.Tensor) and x.dim() else None
+                        for x in xs]
+            if all(unset) and None not in rows:
+                sizes = rows
+            else:
+                sizes = [v if v is not None else r if r is not None else g.num_nodes
+                         for v, r, g in zip(sizes, rows, data_list)]
         if set(map(type, sizes)) <= {int}:
             counts = np.fromiter(sizes, np.int64, len(sizes))
             if counts.size and counts.min() < 0:
