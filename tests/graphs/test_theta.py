@@ -205,6 +205,7 @@ def test_svm_alphas_equal_grakels_oneclasssvm(mutag, rand, monkeypatch):
         assert all(np.array_equal(a, b) for a, b in zip(ours, ref))
     n, e = pairs[0]
     assert np.array_equal(svm_theta_alphas(n, e), ref[0])
+    assert svm_theta_alphas(0, np.zeros((0, 2), dtype=np.int64)).shape == (0,)
 
 
 @pytest.mark.parametrize("rng, n_samples", [((2, 8), 50), ((1, 12), 30)])

@@ -539,6 +539,10 @@ def _svm_theta_alphas_all(graphs) -> list:
         from sklearn.svm import _libsvm  # before every fit: a verbose one leaves it on)
         _libsvm.set_verbosity_wrap(0)
     for n, idx in groups.items():
+        if n == 0:  # no node, no coefficient
+            for i in idx:
+                out[i] = np.zeros(0)
+            continue
         K = np.zeros((len(idx), n, n))
         for b, i in enumerate(idx):
             e = graphs[i][1]
