@@ -463,6 +463,15 @@ def test_sorted_distinct_edges_are_counted_as_given(data):
     assert G.labelled_edges() is not None and "_raw_edges" in G.__dict__  # not merged
     np.testing.assert_array_equal(EdgeHistogram()(co).to_dense().numpy(),
                                   gram_from_counts(co, co, edge_labels))
+    # sorted by (target, source): the rows swapped (each edge reversed, a directed graph)
+    flip = [Data(x=g.x, edge_index=g.edge_index.flip(0), edge_attr=g.edge_attr,
+                 num_nodes=g.num_nodes) for g in co]
+    G = EdgeHistogram().check_input(flip, "X")
+    graph, _, _ = G.labelled_edges()
+    assert "_raw_edges" in G.__dict__  # not merged
+    assert torch.equal(graph, G.graph_of_node[G.edge_index[0]])  # (now merged)
+    np.testing.assert_array_equal(EdgeHistogram()(flip).to_dense().numpy(),
+                                  gram_from_counts(flip, flip, edge_labels))
     dup = [Data(x=g.x, edge_index=g.edge_index.repeat_interleave(2, 1),
                 edge_attr=g.edge_attr.repeat_interleave(2, 0), num_nodes=g.num_nodes)
            for g in co]

@@ -1166,18 +1166,28 @@ def _rows(a: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
-    """The graph of every edge's source when the edges ``ei`` (global node ids) are sorted
-    by (source, target) and distinct, or (any order) distinct, each inside one graph, and
-    Σ_g n_g² (the flags of one (source, target) key per node pair of each graph) is at
-    most 16 per edge; None otherwise."""
+    """The graph of every edge's source when the edges ``ei`` (global node ids) are
+    strictly sorted by (source, target) or by (target, source) (so distinct: PyG's
+    coalesced graphs, TU files read by :func:`~torchkern.datasets.read_tu`), or, in any
+    order, distinct, each inside one graph, and Σ_g n_g² (the flags of one (source,
+    target) key per node pair of each graph) is at most 16 per edge; None otherwise."""
     E, n_all = ei.shape[1], int(ptr[-1])
-    if n_all < 2 ** 31:  # sorted by (source, target): distinct, and sorted by source
-        key = ei[0] * n_all + ei[1]
-        if E < 2 or bool((key[1:] > key[:-1]).all()):
-            eptr = torch.searchsorted(ei[0], ptr)
-            return torch.repeat_interleave(torch.arange(ptr.numel() - 1, device=ptr.device),
-                                           eptr[1:] - eptr[:-1], output_size=E)
     counts = ptr[1:] - ptr[:-1]
+    for a, b in ((0, 1), (1, 0)) if n_all < 2 ** 31 else ():
+        # sorted by (source, target) or by (target, source): distinct. The first 64
+        # keys first (an unsorted set is told at once)
+        head = ei[:, :65]
+        hk = head[a] * n_all + head[b]
+        if not bool((hk[1:] > hk[:-1]).all()):
+            continue
+        key = ei[a] * n_all + ei[b]
+        if E < 2 or bool((key[1:] > key[:-1]).all()):
+            if a == 0:  # sorted by source: the graphs' edges in runs
+                eptr = torch.searchsorted(ei[0], ptr)
+                return torch.repeat_interleave(torch.arange(counts.numel(), device=ptr.device),
+                                               eptr[1:] - eptr[:-1], output_size=E)
+            return torch.repeat_interleave(torch.arange(counts.numel(), device=ptr.device),
+                                           counts, output_size=n_all).index_select(0, ei[0])
     sq = counts * counts
     R = int(sq.sum())
     if R > max(16 * E, 2 ** 16):  # no edges too: R flags for nothing
