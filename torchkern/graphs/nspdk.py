@@ -5,7 +5,7 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphKernel, GraphSet, check_memory, compact, segment_ranges, sorted_unique
-from ._labels import (_MIX, SparseFeatureKernelMatrix, WLEdges, _coo, _mix, _sort,
+from ._labels import (_MIX, SparseFeatureKernelMatrix, WLEdges, _coo, _mix,
                       initial_labels, wl_relabel)
 from .shortest_path import hop_distances
 
@@ -47,7 +47,7 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     T = max(int(n_tokens), 1)
     if n_groups * T >= 2 ** 62:
         return _multiset_ids_wl(group, token, n_groups, n_tokens)
-    srt = _sort(group * T + token)
+    srt = torch.sort(group * T + token).values
     g = torch.div(srt, T, rounding_mode="floor")
     t = srt - g * T
     length = torch.bincount(g, minlength=n_groups)
@@ -165,7 +165,8 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             _, elab = torch.unique(elab, return_inverse=True)
             C = int(elab.max()) + 1 if elab.numel() else 1
         dmax = self.d
-        chunks = [(gids, nodes, dist.long()) for gids, nodes, dist in hop_distances(G)]
+        chunks = [(gids, nodes, dist.long())
+                  for gids, nodes, dist in hop_distances(G, max_depth=max(self.r, dmax))]
         # node i of a ball is described by its counts per cell c = d(i, j)·L + ℓ(j) over
         # the ball's nodes j with d(i, j) ≤ d, each count ≤ n < B = n_big + 1: the counts
         # are written as base-B numbers, p cells per float64 word (B^p ≤ 2^53: exact
@@ -262,7 +263,7 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             lev_f, key_f, g_f = lev[first], key[first], g[first]
             finv, _, _ = compact([lev_f, key_f], [n_levels, span])
             return g_f, lev_f, finv, cnt, int(finv.max()) + 1
-        packed = _sort((lev * span + key) * n_g + g)
+        packed = torch.sort((lev * span + key) * n_g + g).values
         if not packed.numel():
             z = torch.zeros(0, dtype=torch.long, device=G.device)
             return z, z, z, z, 0
@@ -304,7 +305,7 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
         # k(G, G) = the number of levels (ρ, δ) of the set; level (ρ, δ) occurs for every
         # ρ ≤ r as soon as a graph has two nodes at distance δ (every node has its balls)
         seen = torch.zeros(self.d + 1, dtype=torch.bool, device=X.device)
-        for _, _, dist in hop_distances(X):
+        for _, _, dist in hop_distances(X, max_depth=self.d):
             dist = dist.reshape(-1).long()
             seen[dist[(dist >= 0) & (dist <= self.d)]] = True
         n = int(seen.sum()) * (self.r + 1)

@@ -6,8 +6,9 @@ import math
 import torch
 
 from .._validation import is_int
-from ._batch import GraphKernel, GraphSet, compact, segment_ranges
+from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
+from .nspdk import multiset_ids
 from .shortest_path import hop_distances
 
 __all__ = ["ODDSTh"]
@@ -22,7 +23,7 @@ def dag_pairs(G: GraphSet, h: int):
     d(r, w) = d(r, u) + 1 (the edges of the BFS from r that go one level down).
     ``room[k]`` = (depth of the DAG: the largest d(root, ·) ≤ h) − d(root, node[k])."""
     graph, node, src, dst, room, base = [], [], [], [], [], 0
-    for gids, nodes, dist in hop_distances(G):
+    for gids, nodes, dist in hop_distances(G, max_depth=h):
         B, n = nodes.shape
         ok = (dist >= 0) & (dist <= h)  # (B, root, node)
         pid = torch.full((B, n, n), -1, dtype=torch.long, device=G.device)
@@ -183,32 +184,39 @@ class ODDSTh(GraphKernel):
         tid = labels[node]  # T_0: the labels, ids 0 … L−1
         n_ids = L
         size = torch.ones(P, dtype=torch.float64, device=G.device)
+        tree_size = torch.ones(L, dtype=torch.float64, device=G.device)  # s(t) by tree id
         grown = torch.bincount(src, minlength=P) > 0  # depth of T(u) ≥ j
         keep = range(self.h + 1) if depths is None else set(depths)
-        parts = []  # (graph, tree, count, size) of the distinct (graph, tree) per round
+        counted = []  # (graph, tree) of every counted (r, u, j), all rounds
 
-        def count(tid, size, j):
+        def count(tid, j):
             # the DAG nodes whose visit of depth j is counted: u at depth d(r, u) in a
             # DAG of depth ℓ_r is unfolded to depth ℓ_r − d(r, u) at most
-            sel = (room >= j).nonzero().squeeze(1) if depths is None else None
-            g, t, s = (graph, tid, size) if sel is None else \
-                (graph[sel], tid[sel], size[sel])
-            _, cnt, first = compact([g, t], [len(G), n_ids])
-            parts.append((g[first], t[first], cnt, s[first]))
+            if depths is None:
+                sel = (room >= j).nonzero().squeeze(1)
+                counted.append((graph.index_select(0, sel), tid.index_select(0, sel)))
+            else:
+                counted.append((graph, tid))
         if 0 in keep:
-            count(tid, size, 0)
+            count(tid, 0)
         for j in range(1, self.h + 1):
             sel = grown.nonzero().squeeze(1)
             if sel.numel():
                 loc = torch.full((P,), -1, dtype=torch.long, device=G.device)
                 loc[sel] = torch.arange(sel.numel(), device=G.device)
                 ein = loc[src] >= 0
-                new, n_new = multiset_label_ids(labels[node[sel]], loc[src[ein]],
-                                                tid[dst[ein]], (L, n_ids))
+                # (label, multiset of children's ids): the label as one more token
+                m = sel.numel()
+                new, n_new = multiset_ids(
+                    torch.cat([loc[src[ein]], torch.arange(m, device=G.device)]),
+                    torch.cat([tid[dst[ein]], n_ids + labels[node[sel]]]), m, n_ids + L)
                 child = torch.zeros(P, dtype=torch.float64, device=G.device)
                 child.index_add_(0, src, size[dst])
                 size = size.clone()
                 size[sel] = 1 + child[sel]
+                grown_size = torch.zeros(n_new, dtype=torch.float64, device=G.device)
+                grown_size[new] = size[sel]  # one tree per id: one size
+                tree_size = torch.cat([tree_size, grown_size])
                 tid = tid.clone()
                 tid[sel] = n_ids + new
                 n_ids += n_new
@@ -216,17 +224,19 @@ class ODDSTh(GraphKernel):
                 g2[src[grown[dst]]] = True
                 grown = g2
             if j in keep:
-                count(tid, size, j)
-        if not P or not parts:
+                count(tid, j)
+        if not P or not counted:
             z = torch.zeros(0, dtype=torch.long, device=G.device)
             return z, z, z, torch.zeros(0, dtype=torch.float64, device=G.device)
-        g, t, c, s = (torch.cat(x) for x in zip(*parts))
-        inv, _, first = compact([g, t], [len(G), n_ids])
-        cnt = torch.zeros(first.numel(), dtype=torch.long, device=G.device).index_add_(0, inv, c)
-        gf, tf = g[first], t[first]
-        # renumber the trees that occur
-        _, tf = torch.unique(tf, return_inverse=True)
-        return gf, tf, cnt, s[first]
+        g, t = (torch.cat(x) for x in zip(*counted))
+        # the distinct (graph, tree) and their counts, sorted by graph then tree
+        (gf, tf), cnt = count_rows([g, t], [len(G), n_ids])
+        size = tree_size.index_select(0, tf)
+        # renumber the trees that occur, in order of id
+        occurs = torch.zeros(n_ids, dtype=torch.bool, device=G.device)
+        occurs[tf] = True
+        tf = (torch.cumsum(occurs, 0) - 1).index_select(0, tf)
+        return gf, tf, cnt, size
 
     def _features(self, U: GraphSet):
         g, t, cnt, size = self.tree_features(U)
