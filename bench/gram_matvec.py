@@ -296,19 +296,6 @@ def _precision_rows(args, dev):
         row, _ = _measure(f"RBF d=64 float32 allow_tf32={prec}", n, "torchkern triton", run,
                           make, k, args.budget, dev)
         rows.append(row)
-    n3 = max(16, int(1_000_000 * args.scale))
-    k3 = tk.RBF(LS).to(dev, torch.float32)
-
-    def tri_defer(X, V):
-        os.environ["TORCHKERN_TRITON_DEFER"] = "1"  # read when the kernel is generated
-        try:
-            with torch.no_grad():
-                return k3(X, backend="triton") @ V
-        finally:
-            del os.environ["TORCHKERN_TRITON_DEFER"]
-    row, _ = _measure("RBF d=3 float32, DEFER among the choices", n3, "torchkern triton",
-                      tri_defer, lambda size: make(size, 3), k3, args.budget, dev)
-    rows.append(row)
     n8 = max(16, int(1_000_000 * args.scale))
     k8 = tk.RBF(lengthscale=torch.linspace(0.5, 4.0, 8)).to(dev, torch.float32)
 

@@ -89,7 +89,8 @@ def variants(f, dtype, swap):
     dims, pd = [x.shape[1] for x in rows], [p.numel() for p in f.ps]
 
     def spec(kind, mode, r, rows_, par, prod):
-        return engine._Spec(L, dims, pd, dtype, kind, mode, r, rows_, par, prod, False)
+        return engine._Spec(L, dims, pd, dtype, kind, mode, r, rows_, par, prod, False,
+                            os.environ.get("TK_IDX64", "1") == "1")
 
     if not swap:
         return [("forward r=1", spec("forward", "fma", 1, False, False, False), 16),

@@ -10,7 +10,9 @@ to scalar code on a tile of rows i × columns j; from it this module writes the 
 * a **product** kernel: a grid over tiles of BM rows of X (and chunks of V's columns);
   each program loops over tiles of BN rows of Y, evaluates the kernel tile in registers
   and accumulates it against V's tile — ``tl.dot`` for more than 8 right-hand sides, one
-  FMA reduction per column below (the pattern of FlashAttention: Dao et al. 2022,
+  FMA reduction per column below (up to 4: K ∘ v summed in a tile, reduced once after the
+  loop, which also gives Triton a one-column-a-thread layout) (the pattern of
+  FlashAttention: Dao et al. 2022,
   "FlashAttention: fast and memory-efficient exact attention with IO-awareness", NeurIPS;
   and of KeOps: Charlier, Feydy, Glaunès, Collin and Durif 2021, "Kernel operations on
   the GPU, with autodiff, without memory overflows", JMLR 22(74));
@@ -61,7 +63,7 @@ __all__ = ["Sym", "available", "interpreting", "matmul", "gram", "trace", "gener
 
 MATRIX_MIN_D = 16     # ‖x − y‖², ⟨x, y⟩ of variables this wide by tl.dot
 FMA_MAX_R = 8         # up to this many right-hand sides: one FMA reduction per column
-DEFER_MAX_R = 2       # up to this many: the autotuner may also reduce once, after the loop
+DEFER_MAX_R = 4       # up to this many: products may reduce once, after the loop (DEFER)
 _LOG2E = 1.4426950408889634
 
 
@@ -540,11 +542,19 @@ class _Spec:
     """What one generated kernel is: the lowered formula and the launch variant."""
 
     def __init__(self, L, row_dims, par_dims, dtype, kind, r_mode, r, want_rows, want_par,
-                 want_prod, allow_tf32):
+                 want_prod, allow_tf32, idx64=True):
         self.L, self.row_dims, self.par_dims = L, list(row_dims), list(par_dims)
         self.dtype, self.kind, self.r_mode, self.r = dtype, kind, r_mode, r
         self.want_rows, self.want_par, self.want_prod = want_rows, want_par, want_prod
         self.allow_tf32 = allow_tf32
+        self.idx64 = idx64  # element offsets need 64 bits (else int32 address arithmetic)
+
+
+def _idx64(n: int, m: int, row_dims, r: int, gram: bool = False) -> bool:
+    """Whether an element offset (row · width + column) of the inputs, A, B, the output,
+    the row gradients or the stored Gram (``gram``) can reach 2³¹ − 1."""
+    top = (max(n, m) + 1) * max(sum(row_dims), r, 1)
+    return max(top, n * m if gram else 0) >= 2**31 - 1
 
 
 def _prec(spec) -> str:
@@ -577,13 +587,21 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         # 64 x 64 tiles on 4 warps take ~160 registers a thread for RBF, d = 3 (sm_90,
         # compiled offline by bench/triton_offline_compile.py); sums of kernels and the
         # backward spill there: smaller tiles and more warps are among the choices.
-        # DEFER (products with few right-hand sides): accumulate K ∘ v in a tile and
-        # reduce it once after the loop instead of once per column tile; among the
-        # choices only with TORCHKERN_TRITON_DEFER=1 until it has been run on a GPU
         configs = [(64, 64, 4, 3, 0), (64, 64, 8, 3, 0), (128, 64, 8, 3, 0),
                    (32, 64, 4, 3, 0), (32, 32, 4, 3, 0), (64, 32, 4, 3, 0)]
-        if _defer_applies(spec) and os.environ.get("TORCHKERN_TRITON_DEFER") == "1":
-            configs += [(64, 64, 4, 3, 1), (128, 64, 8, 3, 1), (64, 128, 8, 3, 1)]
+        if _defer_applies(spec):
+            # DEFER: K ∘ v accumulated in a [BM, BN] tile, reduced once after the loop.
+            # Without it the loop-carried [BM, 1] sums set Triton's layout to 32 rows per
+            # warp, one row a thread: each thread loads every column of the tile (one
+            # load per pair and feature) and tiles of fewer rows than threads are computed
+            # twice or more (sm_90 SASS of the RBF, d = 3, 64 × 64 tiles, 4 warps: 1,530
+            # instructions per thread and tile step for 32 distinct pairs). With it the
+            # tile is laid out one column a thread: 307 instructions for 32 pairs, one
+            # MUFU.EX2 and ~8 FP32 instructions a pair. Rows held per thread cost d
+            # registers each: small tiles are among the choices for wide inputs
+            configs = [(32, 32, 4, 3, 1), (64, 32, 4, 3, 1), (32, 64, 4, 3, 1),
+                       (64, 64, 4, 3, 1), (64, 64, 8, 3, 1), (128, 64, 8, 3, 1),
+                       (128, 64, 4, 3, 0), (64, 64, 4, 3, 0)]
         for bm, bn, nw, ns, df in configs:
             w(f"triton.Config({{'BM': {bm}, 'BN': {bn}, 'DEFER': {df}}}, num_warps={nw}, "
               f"num_stages={ns}),", 1)
@@ -599,7 +617,8 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
     w("pid = tl.program_id(0)", 1)
     w("rows = pid * BM + tl.arange(0, BM)", 1)
     w("rmask = rows < n", 1)
-    w("ri = tl.minimum(rows, n - 1).to(tl.int64)", 1)
+    ix = ".to(tl.int64)" if spec.idx64 else ""
+    w(f"ri = tl.minimum(rows, n - 1){ix}", 1)
     instrs = L.instrs
     need = _needed(L)
     kind = spec.kind
@@ -642,7 +661,7 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         w("pj = tl.program_id(1)", 1)
         w("cols = pj * BN + tl.arange(0, BN)", 1)
         w("cmask = cols < m", 1)
-        w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 1)
+        w(f"cj = tl.minimum(cols, m - 1){ix}", 1)
         _emit_cols(w, L, spec, loop, name, acc, 1)
         w(f"kv = {_tile(L, out, name, acc)}", 1)
         w("tl.store(O + ri[:, None] * m + cj[None, :], kv, mask=rmask[:, None] & cmask[None, :])", 1)
@@ -654,7 +673,7 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         if rc_fma:
             for c in range(spec.r):
                 w(f"acc{c} = tl.full([BM, 1], 0, {acc})", 1)
-                if kind == "forward":
+                if _defer_prod(spec):
                     w(f"accd{c} = tl.full([BM, BN], 0, {acc})", 1)
         else:
             w("rb = pr * RB + tl.arange(0, RB)" if kind == "forward"
@@ -665,26 +684,28 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         # row-side A columns, hoisted in FMA mode
         if rc_fma:
             for c in range(spec.r):
-                w(f"a{c} = tl.load(A + ri * r + {c}, mask=rmask, other=0.0).to({acc})[:, None]", 1)
+                w(f"a{c} = tl.load(A + ri * {spec.r} + {c}, mask=rmask, other=0.0).to({acc})[:, None]", 1)
         adj_loopcarried = [k for k in need if instrs[k][2] in ("c", "i") and _diff(L, k, spec)]
         for k in adj_loopcarried:
             shp = "[BM, 1]" if instrs[k][2] == "i" else "[1, 1]"
             w(f"ga{k} = tl.full({shp}, 0, {acc})", 1)
+            if _defer_applies(spec):
+                w(f"gad{k} = tl.full([BM, BN], 0, {acc})", 1)
         for a in L.matrix:
             if spec.want_rows:
                 w(f"gm{a} = tl.full([BM, {_pow2(spec.row_dims[a])}], 0, {acc})", 1)
     w("for c0 in range(0, m, BN):", 1)
     w("cols = c0 + tl.arange(0, BN)", 2)
     w("cmask = cols < m", 2)
-    w("cj = tl.minimum(cols, m - 1).to(tl.int64)", 2)
+    w(f"cj = tl.minimum(cols, m - 1){ix}", 2)
     _emit_cols(w, L, spec, loop, name, acc, 2)
     w(f"kv = {_tile(L, out, name, acc)}", 2)
     # the product with the column-side matrix B
     if prod:
         if rc_fma:
             for c in range(spec.r):
-                w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
-                if kind == "forward":
+                w(f"b{c} = tl.load(B + cj * {spec.r} + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
+                if _defer_prod(spec):
                     w("if DEFER:", 2)
                     w(f"accd{c} += kv * b{c}", 3)
                     w("else:", 2)
@@ -699,7 +720,7 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         if rc_fma:
             if not prod:
                 for c in range(spec.r):
-                    w(f"b{c} = tl.load(B + cj * r + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
+                    w(f"b{c} = tl.load(B + cj * {spec.r} + {c}, mask=cmask, other=0.0).to({acc})[None, :]", 2)
             w("W = " + " + ".join(f"a{c} * b{c}" for c in range(spec.r)), 2)
         elif spec.dtype == torch.float64:
             # W = A Bᵀ by FMAs, one column pair at a time: float64 tl.dot(at, tl.trans(b))
@@ -724,14 +745,20 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         _emit_adjoints(w, L, spec, name, acc, prec, inloop=True)
     # after the loop
     if kind == "backward":
+        if _defer_applies(spec):
+            w("if DEFER:", 1)
+            w("pass", 2)
+            for k in need:
+                if instrs[k][2] in ("c", "i") and _diff(L, k, spec):
+                    w(f"ga{k} += " + _REDUCE[("ij", instrs[k][2])].format(f"gad{k}"), 2)
         _emit_adjoints(w, L, spec, name, acc, prec, inloop=False)
     if prod:
         if rc_fma:
             for c in range(spec.r):
-                if kind == "forward":
+                if _defer_prod(spec):
                     w("if DEFER:", 1)
                     w(f"acc{c} = _tk_sum(accd{c}, axis=1, keep_dims=True)", 2)
-                w(f"tl.store(O + ri * r + {c}, tl.reshape(acc{c}, [BM]), mask=rmask)", 1)
+                w(f"tl.store(O + ri * {spec.r} + {c}, tl.reshape(acc{c}, [BM]), mask=rmask)", 1)
         else:
             w("tl.store(O + ri[:, None] * r + rb[None, :], acc, mask=rmask[:, None] & rbm[None, :])", 1)
     return "\n".join(w.lines) + "\n"
@@ -860,13 +887,26 @@ def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
             cshape = instrs[child][2]
             if inloop and cshape in ("c", "i"):
                 red = src if shape == cshape else _REDUCE[(shape, cshape)].format(src)
-                w(f"ga{child} += {red}", ind)
+                if shape == "ij" and _defer_applies(spec):
+                    w("if DEFER:", ind)
+                    w(f"gad{child} += {src}", ind + 1)
+                    w("else:", ind)
+                    w(f"ga{child} += {red}", ind + 1)
+                else:
+                    w(f"ga{child} += {red}", ind)
             else:
                 contrib[child].append((src, shape))
     if inloop:
         # the output itself of shape c or i: its adjoint is summed W
         if _diff(L, out, spec) and instrs[out][2] in ("c", "i"):
-            w(f"ga{out} += " + _REDUCE[("ij", instrs[out][2])].format("W"), ind)
+            red = _REDUCE[("ij", instrs[out][2])].format("W")
+            if _defer_applies(spec):
+                w("if DEFER:", ind)
+                w(f"gad{out} += W", ind + 1)
+                w("else:", ind)
+                w(f"ga{out} += {red}", ind + 1)
+            else:
+                w(f"ga{out} += {red}", ind)
         return
     # stores: row-variable gradients and hyperparameter partial sums
     if spec.want_rows:
@@ -982,15 +1022,21 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
 
 
 def _defer_applies(spec) -> bool:
-    return spec.kind == "forward" and spec.r_mode == "fma" and spec.r <= DEFER_MAX_R
+    """Whether the kernel has a DEFER variant: sums over columns kept as [BM, BN] tiles
+    and reduced after the loop (products with few right-hand sides; the backward in FMA
+    mode, for its row and hyperparameter adjoints)."""
+    return spec.r_mode == "fma" and (
+        (spec.kind == "forward" and spec.r <= DEFER_MAX_R) or spec.kind == "backward")
+
+
+def _defer_prod(spec) -> bool:
+    return spec.r_mode == "fma" and spec.r <= DEFER_MAX_R and (
+        spec.kind == "forward" or spec.want_prod)
 
 
 def _untuned_defer(spec, interpret: bool) -> bool:
-    """DEFER of the one configuration run without autotuning: under the interpreter
-    wherever it applies (the CPU tests check its code), on CUDA only when
-    TORCHKERN_TRITON_DEFER=1."""
-    return _defer_applies(spec) and (
-        interpret or os.environ.get("TORCHKERN_TRITON_DEFER") == "1")
+    """DEFER of the one configuration run without autotuning (the tests; both modes)."""
+    return _defer_applies(spec)
 
 
 def _tile_rows(n: int, device) -> int:
@@ -1054,8 +1100,9 @@ def _forward(fn, xs, ys, ps, V, allow_tf32, swap=False, L=None):
     if n == 0 or r == 0 or m == 0:
         return out
     L = L or _lower(fn, xs, ys, ps, swap)
-    spec = _Spec(L, [x.shape[1] for x in rows], [p.numel() for p in ps], dtype, "forward",
-                 _r_mode(r), r, False, False, False, allow_tf32)
+    dims = [x.shape[1] for x in rows]
+    spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "forward",
+                 _r_mode(r), r, False, False, False, allow_tf32, _idx64(n, m, dims, r))
     _launch(spec, _prep(rows, dtype), _prep(cols, dtype), _prep(ps, dtype), None,
             _prep([V], dtype)[0], out, None, None, n, m, r)
     return out
@@ -1072,8 +1119,9 @@ def _backward_rows(fn, xs, ys, ps, A, B, want_rows, want_par, want_prod, allow_t
     L = _lower(fn, xs, ys, ps, swap)
     r_mode = _r_mode(r)
     fused_prod = want_prod and (r_mode == "fma" or r <= 64)
-    spec = _Spec(L, [x.shape[1] for x in rows], [p.numel() for p in ps], dtype, "backward",
-                 r_mode, r, want_rows, want_par, fused_prod, allow_tf32)
+    dims = [x.shape[1] for x in rows]
+    spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "backward",
+                 r_mode, r, want_rows, want_par, fused_prod, allow_tf32, _idx64(n, m, dims, r))
     width = sum(x.shape[1] for x in rows)
     GR = torch.zeros(n, width, dtype=dtype, device=dev) if want_rows else None
     npar = sum(p.numel() for p in ps)
@@ -1192,8 +1240,9 @@ def gram(fn, xs, ys, ps) -> torch.Tensor:
     if n == 0 or m == 0:
         return out
     L = _lower(fn, xs, ys, ps)
-    spec = _Spec(L, [x.shape[1] for x in xs], [p.numel() for p in ps], dtype, "gram",
-                 "fma", 1, False, False, False, False)
+    dims = [x.shape[1] for x in xs]
+    spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "gram",
+                 "fma", 1, False, False, False, False, _idx64(n, m, dims, 1, gram=True))
     _launch(spec, _prep(xs, dtype), _prep(ys, dtype), _prep(ps, dtype), None, None, out,
             None, None, n, m, 1)
     return out
