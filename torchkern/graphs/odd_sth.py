@@ -58,28 +58,12 @@ def multiset_label_ids(label: torch.Tensor, group: torch.Tensor, token: torch.Te
     g < m = ``label.numel()``: equal pairs get equal ids. ``sizes = (n_labels,
     n_tokens)``. Returns ``(ids (m,), n_ids)``.
 
-    The tokens of each group are sorted; the key starts as (label, count) and absorbs
-    the i-th smallest token in pass i, for the groups with more than i tokens (one
-    :func:`compact` of two columns per pass, O(m) memory): groups of different counts
-    never share an id, so the ids kept by the shorter ones cannot collide."""
+    The label is one more token (``n_tokens + label``, one per group) of the multiset,
+    grouped exactly by :func:`~torchkern.graphs.nspdk.multiset_ids`."""
     m = label.numel()
     n_labels, n_tokens = sizes
-    deg = torch.bincount(group, minlength=m)
-    order = torch.argsort(token, stable=True)
-    order = order.index_select(0, torch.argsort(group.index_select(0, order), stable=True))
-    tok = token.index_select(0, order)  # grouped, increasing within each group
-    start = torch.cumsum(deg, 0) - deg
-    top = int(deg.max()) if m else 0
-    ids, _, _ = compact([label, deg], [n_labels, top + 1])
-    n = int(ids.max()) + 1 if m else 0
-    for i in range(top):
-        sel = (deg > i).nonzero().squeeze(1)
-        new, cnt, _ = compact([ids.index_select(0, sel), tok.index_select(0, start[sel] + i)],
-                              [n, n_tokens])
-        ids = ids.index_put((sel,), new + n)
-        n += cnt.numel()
-    values, ids = torch.unique(ids, return_inverse=True)
-    return ids, values.numel()
+    return multiset_ids(torch.cat([group, torch.arange(m, device=group.device)]),
+                        torch.cat([token, n_tokens + label]), m, n_tokens + n_labels)
 
 
 class ODDSTh(GraphKernel):
@@ -205,11 +189,8 @@ class ODDSTh(GraphKernel):
                 loc = torch.full((P,), -1, dtype=torch.long, device=G.device)
                 loc[sel] = torch.arange(sel.numel(), device=G.device)
                 ein = loc[src] >= 0
-                # (label, multiset of children's ids): the label as one more token
-                m = sel.numel()
-                new, n_new = multiset_ids(
-                    torch.cat([loc[src[ein]], torch.arange(m, device=G.device)]),
-                    torch.cat([tid[dst[ein]], n_ids + labels[node[sel]]]), m, n_ids + L)
+                new, n_new = multiset_label_ids(labels[node[sel]], loc[src[ein]],
+                                                tid[dst[ein]], (L, n_ids))
                 child = torch.zeros(P, dtype=torch.float64, device=G.device)
                 child.index_add_(0, src, size[dst])
                 size = size.clone()
