@@ -1,6 +1,7 @@
 """The shortest-path graph kernel: all-pairs hop distances by batched BFS."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ._batch import GraphSet, check_memory, compact, count_rows
@@ -42,6 +43,80 @@ def hop_distances(G: GraphSet, budget: int = _PAIRS_BUDGET, max_depth: int | Non
             reached.logical_or_(new)
             frontier = new.to(A.dtype)
         yield gids, nodes, dist
+
+
+# Node pairs (Σ n_g²) up to which all pairs' distances are listed at once (hop_pairs).
+_LIST_BUDGET = 2 ** 22
+
+
+def _bitset_pairs(G: GraphSet):
+    """:func:`hop_pairs` for graphs of at most 64 nodes, on the CPU: BFS from every node at
+    once on bit sets — R_k(v), the nodes within k steps of v as the bits of one uint64
+    (bit j: node j of v's graph), is R_{k−1}(v) OR the R_{k−1}(u) of its out-neighbours
+    u, one gather and one segment OR over the edges per step, O((N + E) D) for diameter
+    D. The distance of each pair is written in binary across the steps: bit j of d(v, u)
+    is set in plane j at the step d(v, u) that first reaches u."""
+    N = int(G.ptr[-1])
+    ptr = G.ptr.numpy()
+    gon = G.graph_of_node.numpy()
+    local = np.arange(N) - ptr[:-1][gon]
+    src, dst = G.edge_index.numpy()
+    R = np.left_shift(np.uint64(1), local.astype(np.uint64))
+    own = R.copy()
+    deg = np.bincount(src, minlength=N)
+    has = np.flatnonzero(deg)
+    starts = (np.cumsum(deg) - deg)[has]
+    planes, k = [], 1
+    while has.size:
+        nxt = R.copy()
+        nxt[has] |= np.bitwise_or.reduceat(R[dst], starts)
+        new = nxt ^ R
+        if not new.any():
+            break
+        planes += [np.zeros(N, np.uint64) for _ in range(k.bit_length() - len(planes))]
+        for j in range(k.bit_length()):
+            if k >> j & 1:
+                planes[j] |= new
+        R, k = nxt, k + 1
+    n = int(np.diff(ptr).max()) if N else 0
+
+    def bits(words):  # (N,) uint64 -> (N, n) 0/1, column j = bit j
+        return np.unpackbits(words.view(np.uint8).reshape(N, 8), axis=1,
+                             bitorder="little")[:, :n]
+    v, j = np.nonzero(bits(R ^ own))  # pairs v ≠ u at finite distance, by row
+    d = np.zeros(v.size, np.int64)
+    for b, plane in enumerate(planes):
+        d |= bits(plane)[v, j].astype(np.int64) << b
+    u = ptr[:-1][gon[v]] + j
+    return (torch.from_numpy(v.astype(np.int64)), torch.from_numpy(u.astype(np.int64)),
+            torch.from_numpy(d))
+
+
+def hop_pairs(G: GraphSet):
+    """Every ordered pair (v, u), v ≠ u, of nodes of one graph with u reachable from v, and
+    the number of edges d of a shortest path v → u: ``(v, u, d)`` (global node indices),
+    or None when the set has more than ``_LIST_BUDGET`` node pairs (then stream
+    :func:`hop_distances`). By bit-set BFS (:func:`_bitset_pairs`) on the CPU for
+    graphs of at most 64 nodes, else from the tables of :func:`hop_distances`."""
+    if not hop_pairs_fit(G):
+        return None
+    if G.device.type == "cpu" and int(G.num_nodes.max()) <= 64:
+        return _bitset_pairs(G)
+    parts = []
+    for _, nodes, dist in hop_distances(G):
+        b, i, j = (dist > 0).nonzero().unbind(1)
+        parts.append((nodes[b, i], nodes[b, j], dist[b, i, j].long()))
+    if not parts:
+        z = torch.zeros(0, dtype=torch.long, device=G.device)
+        return z, z, z
+    return tuple(torch.cat(c) for c in zip(*parts))
+
+
+def hop_pairs_fit(G: GraphSet) -> bool:
+    """Whether :func:`hop_pairs` lists the pairs of G (at most ``_LIST_BUDGET`` node
+    pairs)."""
+    sizes = G.num_nodes
+    return bool(sizes.numel()) and int((sizes * sizes).sum()) <= _LIST_BUDGET
 
 
 def check_hop_distances(G: GraphSet, name: str, kernel: str) -> None:
@@ -143,6 +218,26 @@ class ShortestPath(CountFeatureKernel):
     def _check_size(self, X: GraphSet, name: str) -> None:
         check_hop_distances(X, name, "ShortestPath")
 
+    def _items(self, G: GraphSet):
+        pairs = hop_pairs(G)
+        if pairs is None:
+            return None
+        v, u, d = pairs
+        depth = int(d.max()) + 1 if d.numel() else 1
+        if not self.with_labels:
+            return G.graph_of_node.index_select(0, v), d, depth
+        labels, L = initial_labels(G)
+        L = max(L, 1)
+        cols = [labels.index_select(0, v), labels.index_select(0, u), d]
+        if L * L * depth <= 2 ** 26:
+            feature, p = (cols[0] * L + cols[1]) * depth + cols[2], L * L * depth
+        else:  # many labels: number the triples that occur
+            feature, cnt, _ = compact(cols, [L, L, depth])
+            p = cnt.numel()
+        return G.graph_of_node.index_select(0, v), feature, p
+
     def _entries(self, G: GraphSet):
+        if hop_pairs_fit(G):
+            return super()._entries(G)
         labels, L = initial_labels(G) if self.with_labels else (None, 1)
         return shortest_path_entries(hop_distances(G), labels, L)
