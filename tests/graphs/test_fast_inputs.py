@@ -163,9 +163,13 @@ def test_dataset_errors_name_the_graph(tmp_path):
     good = Data(x=torch.zeros(2, 1), edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     bad = Data(x=torch.zeros(2, 1), edge_index=torch.tensor([[0, 2], [2, 0]]), num_nodes=2)
     ds = Saved(str(tmp_path / "a"), [good, good, bad])
-    with pytest.raises(ValueError, match=r"X: graph 2: edge_index must be .* node id 2 in a "
-                                         r"graph with num_nodes=2"):
-        VertexHistogram()(ds)
+    for k in (EdgeHistogram(), tk.graphs.WeisfeilerLehman(1)):  # kernels that read edges
+        with pytest.raises(ValueError, match=r"X: graph 2: edge_index must be .* node id 2 "
+                                             r"in a graph with num_nodes=2"):
+            k(ds)
+    # VertexHistogram reads no edges (as from a list): the node counts, 2 nodes alike each
+    assert torch.equal(VertexHistogram()(ds).to_dense(), torch.full((3, 3), 4.0,
+                                                                    dtype=torch.float64))
     half = Data(x=torch.tensor([[0.5], [0.]]), edge_index=good.edge_index, num_nodes=2)
     with pytest.raises(ValueError, match="x holds floats that are not integers"):
         VertexHistogram()(Saved(str(tmp_path / "b"), [good, half]))
@@ -412,6 +416,11 @@ def test_histograms_read_only_their_fields_from_a_list(data):
         EdgeHistogram()(bad_edges)
     with pytest.raises(ValueError, match=r"X: graph \d: edge_index must be"):
         tk.graphs.WeisfeilerLehman(1)(bad_edges)
+    b = Batch.from_data_list(bad_edges)  # a Batch the same way
+    np.testing.assert_array_equal(VertexHistogram()(b).to_dense().numpy(),
+                                  gram_from_counts(bad_edges, bad_edges, node_labels))
+    with pytest.raises(ValueError, match=r"X: the Batch: edge_index must be .* node id"):
+        EdgeHistogram()(b)
     no_x = [Data(edge_index=g.edge_index, edge_attr=g.edge_attr, num_nodes=g.num_nodes,
                  edge_attributes=g.edge_attributes)  # and no node_attributes
             if i == 2 else g for i, g in enumerate(graphs[:6])]
@@ -424,6 +433,9 @@ def test_histograms_read_only_their_fields_from_a_list(data):
     for k in (VertexHistogram(), EdgeHistogram()):
         G = k.check_input(graphs, "X")
         assert G.__dict__.get("_pending")  # some groups not read yet
+        check_set(G, graphs)
+        G = k.check_input(Batch.from_data_list(graphs), "X")
+        assert G.__dict__.get("_pending")
         check_set(G, graphs)
         check_set(pickle.loads(pickle.dumps(k.check_input(graphs, "X"))), graphs)
         check_set(k.check_input(graphs, "X").to(dtype=torch.float32), graphs)

@@ -430,6 +430,10 @@ class GraphSet(KernelInput):
     def _build(self, graphs, node_attr="node_attributes", read=None):
         from torch_geometric.data import Batch, Data
         na = eat = None
+        if isinstance(graphs, Batch) and isinstance(getattr(graphs._store, "_mapping", None),
+                                                    dict):
+            self._build_lazy(_BatchFields(graphs, node_attr), read)
+            return
         if isinstance(graphs, Batch):
             counts = (graphs.ptr[1:] - graphs.ptr[:-1]).long()
             st = getattr(graphs._store, "_mapping", None)  # no PyG dispatch per read
@@ -444,8 +448,8 @@ class GraphSet(KernelInput):
             raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
                             "Batch or a GraphSet, not one Data (node kernels take one graph)")
         elif isinstance(graphs, _Collated):
-            counts, ei, x, ea, na, eat = graphs.flat(node_attr)
-            device = ei.device
+            self._build_lazy(_CollatedFields(graphs, node_attr), read)
+            return
         elif isinstance(graphs, (list, tuple)):
             types = set(map(type, graphs))  # one C-level pass over the graphs
             if not all(issubclass(t, Data) for t in types):
@@ -485,7 +489,7 @@ class GraphSet(KernelInput):
         """A set from a list of Data whose field groups are read on first use, those in
         ``read`` at once (their errors raised here)."""
         d = self.__dict__
-        self.ptr = _offsets(torch.from_numpy(fields.counts).to(fields.device))
+        self.ptr = _offsets(torch.as_tensor(fields.counts).to(fields.device))
         self.dtype, self.device = torch.float64, self.ptr.device
         d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
                  _pending=frozenset(_GROUPS))
@@ -970,10 +974,36 @@ class _ListFields:
         return ei, ea, eat
 
 
+class _BatchFields:
+    """The fields of a PyG ``Batch`` (its graphs' fields already stacked), read group by
+    group as :class:`_ListFields` reads a list's: ``x``, the node attributes, and the
+    edges (``edge_index`` checked against the batch's node count)."""
+
+    def __init__(self, batch, node_attr: str):
+        self.store, self.node_attr = batch._store._mapping, node_attr
+        self.counts = (batch.ptr[1:] - batch.ptr[:-1]).long()
+        ei = self.store.get("edge_index")
+        self.device = ei.device if isinstance(ei, torch.Tensor) else self.counts.device
+
+    def x(self):
+        return self.store.get("x")
+
+    def node_attributes(self):
+        return self.store.get(self.node_attr)
+
+    def edges(self):
+        ei = self.store.get("edge_index")
+        if ei is None:
+            ei = torch.zeros(2, 0, dtype=torch.long, device=self.device)
+        ei = check_edge_index(ei, int(self.counts.sum()), "the Batch").to(self.device)
+        return ei, self.store.get("edge_attr"), self.store.get("edge_attributes")
+
+
 class _Collated:
     """The graphs of a torch_geometric ``InMemoryDataset`` (TUDataset, ...) read from its
-    collated storage and ``slices``, no Data object per graph: :meth:`flat` returns what
-    the list path (:class:`_ListFields`) reads from the list of its graphs, by one pass of tensor operations.
+    collated storage and ``slices``, no Data object per graph: :meth:`counts`, :meth:`edges`
+    and ``_field`` give what the list path (:class:`_ListFields`) reads from the list of
+    its graphs, by tensor operations only.
     ``of(dataset)`` is None where that storage cannot be read so (a ``transform``, which
     must see every graph; a subclass with its own ``get``, ``len`` or indexing; no node
     counts; nested or sparse fields): the graphs are then read one by one."""
@@ -1024,17 +1054,26 @@ class _Collated:
         rows = segment_ranges(sl[:-1].index_select(0, idx), cnt)
         return value.index_select(0 if name != "edge_index" else 1, rows), cnt
 
-    def flat(self, node_attr):
-        ei, ecounts = self._field("edge_index", None, None)
-        device = ei.device
-        x, counts = self._field("x", None, None)
-        if counts is None:
+    def counts(self) -> torch.Tensor:
+        """Nodes per selected graph (from the slices of ``x``, else the stored counts), on
+        the device of ``edge_index``."""
+        device = self.data._store._mapping["edge_index"].device
+        if "x" in self.slices and self.data._store._mapping.get("x") is not None:
+            sl = self.slices["x"]
+            counts = sl[1:] - sl[:-1]
+        else:
             counts = torch.as_tensor(list(self.data._store._num_nodes), dtype=torch.long)
-            if self.indices is not None:
-                counts = counts.index_select(0, self.indices)
-        counts = counts.to(device)
+        if self.indices is not None:
+            counts = counts.index_select(0, self.indices.to(counts.device))
+        counts = counts.long().to(device)
         if not counts.numel():
             raise ValueError("the set of graphs is empty")
+        return counts
+
+    def edges(self, counts: torch.Tensor):
+        """``(edge_index, edge_attr, edge_attributes)``: the edges with global node ids
+        (checked per graph), the rows of the other two."""
+        ei, ecounts = self._field("edge_index", None, None)
         if not ei.dtype.is_floating_point and ei.dtype != torch.bool and ei.dim() == 2:
             bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
             ends = torch.cumsum(ecounts, 0)
@@ -1044,10 +1083,27 @@ class _Collated:
                                               output_size=ei.shape[1])
         else:
             check_edge_index(ei, int(counts[0]), "graph 0")  # as the graph-by-graph read
-        ea = self._field("edge_attr", None, None)[0]
-        na = self._field(node_attr, None, None)[0]
-        eat = self._field("edge_attributes", None, None)[0]
-        return counts, ei, x, ea, na, eat
+        return (ei, self._field("edge_attr", None, None)[0],
+                self._field("edge_attributes", None, None)[0])
+
+
+class _CollatedFields:
+    """The fields of a :class:`_Collated` data set, read group by group as
+    :class:`_ListFields` reads a list's."""
+
+    def __init__(self, collated: _Collated, node_attr: str):
+        self.c, self.node_attr = collated, node_attr
+        self.counts = collated.counts()
+        self.device = self.counts.device
+
+    def x(self):
+        return self.c._field("x", None, None)[0]
+
+    def node_attributes(self):
+        return self.c._field(self.node_attr, None, None)[0]
+
+    def edges(self):
+        return self.c.edges(self.counts)
 
 
 def _check_integral(x: torch.Tensor, name: str = "x") -> None:
