@@ -8,7 +8,7 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphSet, _label_ids, check_memory, sorted_unique
-from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, round_histograms
+from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, label_items
 
 __all__ = ["HadamardCode", "hadamard_code_labels"]
 
@@ -169,12 +169,19 @@ class HadamardCode(CountFeatureKernel):
     def _check_size(self, X: GraphSet, name: str) -> None:
         self.base_kernel._check_size(X, name)
 
+    def _items(self, G: GraphSet):
+        from .histogram import VertexHistogram
+        if type(self.base_kernel) is not VertexHistogram:
+            return None
+        # the nodes of all rounds, counted in one pass
+        seq = hadamard_code_labels(G, self.n_iter)
+        return label_items(G.graph_of_node, [(ids, v.shape[0]) for ids, v in seq])
+
     def _entries(self, G: GraphSet):
         from .histogram import VertexHistogram
+        if type(self.base_kernel) is VertexHistogram:
+            return super()._entries(G)
         seq = hadamard_code_labels(G, self.n_iter)
-        if type(self.base_kernel) is VertexHistogram:  # all rounds' counts in one pass
-            return round_histograms(G.graph_of_node, [(ids, v.shape[0]) for ids, v in seq],
-                                    len(G))
         E = int(G.eptr[-1])
         edges = G._edge_label_parts(torch.arange(E, device=G.device))
         rows, cols, vals, offset = [], [], [], 0
