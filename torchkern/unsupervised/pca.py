@@ -188,6 +188,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     (s products K V) and O(n k) memory on the lazy backends; ``transform`` of m points
     costs one (m × n) product.
 
+    Threads on the CPU (the caller's setting is never changed): with a stored Gram the
+    iterative solvers' products K V run in tiles of its upper triangle (half the memory
+    traffic of a GEMM) that ``torch.get_num_threads()`` threads take one at a time
+    (:func:`torchkern.linalg.tiled.symmetric_tiled_mm`), and the rest of the fit —
+    centering, the Nyström start, orthogonalization and Ritz steps — on one thread, so
+    that a core held by another process slows the fit by its share of the CPU rather than
+    stalling every parallel region. The dense solver's LAPACK call runs on one thread up
+    to n = 4,000.
+
     Examples
     --------
     >>> import torch, torchkern
