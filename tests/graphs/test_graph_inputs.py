@@ -254,9 +254,12 @@ def _huge():
     (RandomWalk(0.1), r"RandomWalk on a graph of 10,000,000 nodes finds the spectral radius",
      8 * 10 ** 14),
     (RandomWalk(0.1, labeled=False), r"RandomWalk on a graph of 10,000,000 nodes", 8 * 10 ** 14),
-    (GraphletSampling(3, None), r"GraphletSampling\(n_samples=None\) on a graph of 10,000,000 "
-                                r"nodes enumerates its C\(n, 3\)", 24 * math.comb(10 ** 7, 3)),
-], ids=["sp", "wl_sp", "rw", "rw_unlabeled", "graphlets"])
+    (GraphletSampling(4, None), r"GraphletSampling\(n_samples=None\) on a graph of 10,000,000 "
+                                r"nodes enumerates its C\(n, 4\)", 32 * math.comb(10 ** 7, 4)),
+    (GraphletSampling(3, None), r"GraphletSampling\(k=3, n_samples=None\) on a graph of "
+                                r"10,000,000 nodes counts its triangles on dense \(n, n\) tables",
+     24 * 10 ** 14),
+], ids=["sp", "wl_sp", "rw", "rw_unlabeled", "graphlets", "graphlets_k3"])
 def test_a_ten_million_node_graph_is_refused_at_once(k, what, nbytes):
     small = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     t = time.perf_counter()
@@ -276,8 +279,9 @@ def test_sampled_graphlets_still_run_on_a_ten_million_node_graph():
 
 
 def test_sizes_beyond_a_petabyte_are_written_in_petabytes():
-    # 24 C(10^7, 3) = 4.0e21 bytes is 4e+06 PB (it was written 4e+03 PB: one division too many)
-    with pytest.raises(ValueError, match=r"bytes \(4e\+06 PB\), more than"):
-        GraphletSampling(3, None)([_huge()])
+    # 32 C(10^7, 4) = 1.33e28 bytes is 1.33e+13 PB (24 C(10^7, 3) was written 4e+03 PB
+    # instead of 4e+06 PB: one division too many)
+    with pytest.raises(ValueError, match=r"bytes \(1\.33e\+13 PB\), more than"):
+        GraphletSampling(4, None)([_huge()])
     with pytest.raises(ValueError, match=r"bytes \(1\.4 PB\), more than"):
         ShortestPath()([_huge()])

@@ -39,6 +39,42 @@ def graphlet_classes(k: int):
     return table, len(codes)
 
 
+def _triple_counts(G: GraphSet, keys: torch.Tensor, N: int, table: torch.Tensor):
+    """The number of 3-node subsets of every graph of G in each class (no edge, one edge,
+    an induced path, a triangle), in closed form: with m edges, t triangles and
+    w = Σ_v C(deg v, 2) paths of two edges (each triangle holds three),
+    triangles t, paths w − 3t, one-edge subsets m(n − 2) − 2(w − 3t) − 3t (every edge
+    lies in n − 2 subsets) and the rest of the C(n, 3) empty. ``keys`` are the distinct
+    undirected edges u·N + v, u < v (no self-loop). t is trace(A³)/6 from batched dense
+    products (O(n³) per graph, float64: exact integers). Returns (G, 4) int64 counts,
+    columns the classes of ``table`` (:func:`graphlet_classes`)."""
+    dev, n_graphs = G.device, len(G)
+    u, v = torch.div(keys, N, rounding_mode="floor"), keys % N
+    gon = G.graph_of_node
+    total = gon.numel()
+    deg = torch.bincount(u, minlength=total) + torch.bincount(v, minlength=total)
+    m = torch.bincount(gon[u], minlength=n_graphs)
+    w = torch.zeros(n_graphs, dtype=torch.long, device=dev)
+    w.index_add_(0, gon, deg * (deg - 1) // 2)
+    tri = torch.zeros(n_graphs, dtype=torch.long, device=dev)
+    for gids, n in G.size_chunks(_SUBSETS_BUDGET):
+        if n < 3:
+            continue
+        A = G.dense_adjacency(gids, n, torch.float64)
+        A = ((A + A.transpose(1, 2)) > 0).to(torch.float64)
+        A.diagonal(dim1=1, dim2=2).zero_()
+        tri[gids] = (torch.bmm(A, A) * A).sum((1, 2)).round().long() // 6
+    n = G.num_nodes
+    path = w - 3 * tri
+    one = m * (n - 2).clamp_min(0) - 2 * path - 3 * tri
+    none = n * (n - 1) * (n - 2) // 6 - one - path - tri
+    out = torch.zeros(n_graphs, 4, dtype=torch.long, device=dev)
+    for cnt, deg_seq in ((none, (0, 0, 0)), (one, (0, 1, 1)), (path, (1, 1, 2)),
+                         (tri, (2, 2, 2))):
+        out[:, int(table[sum(d * 3 ** i for i, d in enumerate(deg_seq))])] = cnt
+    return out
+
+
 class GraphletSampling(GraphKernel):
     r"""Graphlet kernel (Shervashidze et al., 2009): compares the frequencies of the
     isomorphism classes of k-node induced subgraphs (graphlets, k = 3 or 4).
@@ -68,12 +104,16 @@ class GraphletSampling(GraphKernel):
     -----
     The class of a subset is its sorted degree sequence in the induced subgraph (a
     complete invariant for k ≤ 4); edges are looked up in the sorted edge keys by binary
-    search. An edge counts when either direction is present (graphlets are undirected);
+    search. For k = 3 and ``n_samples=None`` the class counts have a closed form (edges,
+    triangles trace(A³)/6, two-edge paths Σ_v C(deg v, 2) − 3t; Shervashidze et al.,
+    2009, Sec. 4.1, count 3-node graphlets the same way): no subset is enumerated, O(n³)
+    per graph. An edge counts when either direction is present (graphlets are undirected);
     self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
     O(G·s·k² log E) for s samples per graph; features are dense (G, 4 or 11).
-    ``n_samples=None`` holds the C(n, k) subsets of a graph at once (8k bytes each): a
-    graph for which that exceeds the device's memory is refused up front (ValueError
-    giving the bytes); sampling has no such limit.
+    ``n_samples=None`` with k = 4 holds the C(n, k) subsets of a graph at once (8k bytes
+    each), with k = 3 three dense (n, n) float64 tables: a graph for which that exceeds
+    the device's memory is refused up front (ValueError giving the bytes); sampling has
+    no such limit.
     By Hoeffding's inequality each estimated frequency is within ε of the truth with
     probability 1 − δ for s ≥ log(2/δ)/(2ε²) (Shervashidze et al., 2009, Sec. 3.1, give a
     bound on the whole vector).
@@ -119,6 +159,11 @@ class GraphletSampling(GraphKernel):
         if self.n_samples is not None or len(X) == 0:
             return
         n, k = int(X.num_nodes.max()), self.k
+        if k == 3:  # closed form (_triple_counts): three dense float64 (n, n) tables
+            check_memory(n * n * 24, f"{name}: GraphletSampling(k=3, n_samples=None) on a "
+                         f"graph of {n:,} nodes counts its triangles on dense (n, n) tables "
+                         f"(24 bytes per node pair), which", X.device)
+            return
         subsets = math.comb(n, k)
         check_memory(subsets * k * 8, f"{name}: GraphletSampling(n_samples=None) on a graph of "
                      f"{n:,} nodes enumerates its C(n, {k}) = {subsets:,} node subsets (a "
@@ -154,6 +199,10 @@ class GraphletSampling(GraphKernel):
         s, t = G.edge_index
         keep = s != t
         keys = torch.unique(torch.minimum(s, t)[keep] * N + torch.maximum(s, t)[keep])
+        if U is None and k == 3:
+            counts = _triple_counts(G, keys, N, table).to(G.dtype)
+            per_graph = counts.sum(1, keepdim=True)
+            return torch.where(per_graph > 0, counts / per_graph.clamp_min(1), counts)
         for graph, nodes in self._subsets(G, ok, U):
             deg = torch.zeros_like(nodes)
             for i, j in itertools.combinations(range(k), 2):
