@@ -221,11 +221,13 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     nodes are grouped by one sort of the keys. When the signature written in base
     (max degree + 1) fits in the key, the key is that number and the grouping is exact by
     construction. Otherwise the key is a 64-bit hash and the grouping is *checked*: every
-    node of a group of two or more has the own label, degree and token multiset of the
-    group's first node, entry by entry — so the ids are exact. Should two different
-    signatures share a hash, the round is regrouped exactly (:func:`_exact_relabel`).
-    O(N + E) work plus sorts of the N keys and of the checked nodes' edges, no loop over
-    nodes or graphs.
+    node of a group of two or more has the own label and token multiset of the group's
+    first node — compared on exact digit rows of the token counts (:func:`_digit_rows`,
+    one segment sum, no sort) when those are few, else entry by entry on the sorted
+    tokens — so the ids are exact. Should two different signatures share a hash, the
+    round is regrouped exactly (:func:`_exact_relabel`). O(N + E) work plus a sort of
+    the N keys (and of the checked nodes' edges without digit rows), no loop over nodes
+    or graphs.
     """
     N = labels.numel()
     if N == 0:

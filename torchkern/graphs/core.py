@@ -97,10 +97,13 @@ class CoreFramework(CountFeatureKernel):
 
     Notes
     -----
-    φ(G) is the concatenation of φ_base(C_i(G)) over the levels, so the Gram is a sparse
+    φ(G) is the concatenation of φ_base(C_i(G)) over the levels, so the Gram is a
     features KernelMatrix like the base kernel's. The cores of all graphs come from one
-    peeling on the whole set (:func:`core_numbers`) and every level's cores form one
-    GraphSet (:func:`induced_subgraphs`) for the base kernel. Cores are defined for
+    peeling on the whole set (:func:`core_numbers`). With :class:`WeisfeilerLehman` or
+    :class:`ShortestPath` as base (φ_base of a graph depends on that graph alone), the
+    cores of all levels form one GraphSet (:func:`induced_subgraphs` with one mask per
+    level; up to 2^24 nodes and edges in all) and one base-kernel call numbers level i's
+    features apart; other bases get one call per level. Cores are defined for
     undirected graphs (edges in both directions).
 
     References

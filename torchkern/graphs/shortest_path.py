@@ -183,9 +183,13 @@ class ShortestPath(CountFeatureKernel):
 
     Notes
     -----
-    All-pairs BFS runs on groups of graphs of similar size as batched boolean matrix
-    products, O(Σ_g n_g³ D_g) for diameters D_g; the pair counts are reduced by one sort
-    per group, and the features (one column per distinct triple) are sparse. Isolated
+    All-pairs BFS from every node at once: on the CPU, for graphs of at most 64 nodes,
+    on bit sets (one uint64 per node; one gather and one segment OR over the edges per
+    step: O((N + E) D) for diameter D, :func:`hop_pairs`); otherwise on groups of graphs
+    of similar size as batched boolean matrix products, O(Σ_g n_g³ D_g). Up to 2^22 node
+    pairs in the set, every pair is one counted item (one column per (ℓ(u), ℓ(v), d)),
+    counted into a dense count matrix when few graphs and triples, else sparse; larger
+    sets count the pairs group by group by one sort each, sparse features. Isolated
     nodes and empty graphs are fine (GraKeL 0.1.11 fails on graphs with isolated nodes).
     Directed graphs (edges given one way) use directed distances. The BFS tables take
     12 bytes per node pair of the largest graph (14 from 2^15 nodes): a graph whose
