@@ -365,7 +365,7 @@ REGISTRY = [
          compare=_rel, grakel_cap=_rw_cap),
     Spec("RWL", lambda tg: tg.RandomWalk(0.01, labeled=True),
          lambda gk: gk.RandomWalkLabeled(lamda=0.01, method_type="baseline"),
-         labels="ids", compare=_rwl, grakel_cap=_rw_cap, ours_cap=_big(100),
+         labels="ids", compare=_rwl, grakel_cap=_rw_cap, ours_cap=_big(20),
          note="GraKeL's length-0 walks between differently labelled nodes added"),
     Spec("GRAPHLET", lambda tg: tg.GraphletSampling(k=3, n_samples=None),
          lambda gk: gk.GraphletSampling(k=3, sampling=None), compare=_graphlet,
