@@ -513,3 +513,19 @@ def test_num_nodes_must_be_an_integer():
                                          r"\(graph 1 has 1 rows for 3 nodes\)"):
         VertexHistogram()([Data(x=x, edge_index=ei, num_nodes=3.0),
                            Data(x=x[:1], edge_index=ei, num_nodes=3.0)])
+
+
+def test_edge_label_counts_are_kept_with_the_set_until_its_edges_change(data):
+    """A set used twice (a fitted model's) counts its edge labels once; setting its edge
+    labels (or moving it) counts again."""
+    graphs, _ = data
+    distinct = distinct_shuffled(graphs)
+    G = EdgeHistogram().check_input(distinct, "X")
+    ref = gram_from_counts(distinct, distinct, edge_labels)
+    for _ in range(2):
+        np.testing.assert_array_equal(EdgeHistogram()(G).to_dense().numpy(), ref)
+    assert G.labelled_edges() is G.labelled_edges()
+    G.edge_label = torch.zeros_like(G.edge_label)  # every edge one label
+    G.edge_label_values = G.edge_label_values[:1]
+    m = torch.tensor([float(len(edge_labels(g))) for g in distinct], dtype=torch.float64)
+    assert torch.equal(EdgeHistogram()(G).to_dense(), torch.outer(m, m))

@@ -587,6 +587,7 @@ class GraphSet(KernelInput):
             if "_raw_edges" in d or "edges" in d.get("_pending", ()):
                 self._merge()
             d[name] = value
+            d.pop("_labelled", None)
         return property(get, set_)
 
     edge_index = _edge_field("_edge_index")
@@ -609,6 +610,7 @@ class GraphSet(KernelInput):
     def edge_label(self, value) -> None:
         self._merge()
         self.__dict__.update(_edge_label=value, _edge_rows=None)
+        self.__dict__.pop("_labelled", None)
 
     @property
     def edge_label_values(self) -> torch.Tensor | None:
@@ -618,6 +620,7 @@ class GraphSet(KernelInput):
     @edge_label_values.setter
     def edge_label_values(self, value) -> None:
         self.__dict__["_edge_label_values"] = value
+        self.__dict__.pop("_labelled", None)
 
     def labelled_edges(self):
         """``(graph, label, values)`` of every distinct edge, in an unspecified order: the
@@ -630,9 +633,13 @@ class GraphSet(KernelInput):
         coalesced graphs are; one comparison pass), or checked by one scatter of per-graph
         (source, target) keys into Σ_g n_g² flags; else (duplicates, large unsorted
         graphs, an edge between two graphs) the merged edges are read."""
+        d = self.__dict__
+        if d.get("_labelled") is not None:  # kept: a set used again (a fitted model's)
+            return d["_labelled"]
         with one_thread():
             self._resolve("edges")
-            raw = self.__dict__.get("_raw_edges")
+            raw = d.get("_raw_edges")
+            out = None
             if raw is not None and raw[1] is not None:
                 graph = _graph_if_distinct(raw[0], self.ptr)
                 if graph is not None:
@@ -640,12 +647,16 @@ class GraphSet(KernelInput):
                     _check_integral(ea, "edge_attr")
                     ids, values = _label_ids(ea, ea.shape[0], "edge_attr", self.ptr.device,
                                              integral=True)
-                    return graph, ids, values
-            if self.edge_label is None:
-                return None
-            graph = torch.repeat_interleave(torch.arange(len(self), device=self.ptr.device),
-                                            self.num_edges, output_size=self.edge_label.numel())
-            return graph, self.edge_label, self.edge_label_values
+                    out = graph, ids, values
+            if out is None:
+                if self.edge_label is None:
+                    return None
+                graph = torch.repeat_interleave(torch.arange(len(self), device=self.ptr.device),
+                                                self.num_edges,
+                                                output_size=self.edge_label.numel())
+                out = graph, self.edge_label, self.edge_label_values
+        d["_labelled"] = out
+        return out
 
     def _edge_label_parts(self, edges: torch.Tensor) -> dict:
         """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
@@ -775,6 +786,7 @@ class GraphSet(KernelInput):
         # merge the edges (done on the device, on first read)
         self._resolve_all()
         d = self.__dict__
+        d.pop("_labelled", None)
         for name in ("ptr", "_edge_index", "_eptr", "node_label", "label_values", "_edge_label",
                      "_edge_label_values", "node_attributes", "_edge_attributes", "_edge_rows"):
             t = d.get(name)
