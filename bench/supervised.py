@@ -345,9 +345,10 @@ def _falkon_rows(args):
     test MSEs differ by more than 1 %. Without Falkon, torchkern's rows are printed and say
     so."""
     version = _falkon_available()
+    status = version or ("NOT INSTALLED for this python (bash bench/falkon_peer.sh builds "
+                         "it; then run this bench with /tmp/falkon-venv/bin/python)")
     print(f"# Falkon section: python {sys.executable}, torch threads "
-          f"{__import__('torch').get_num_threads()}, Falkon "
-          f"{version or 'NOT INSTALLED (bash bench/falkon_peer.sh builds it)'}; "
+          f"{__import__('torch').get_num_threads()}, Falkon {status}; "
           f"load average at start {_load()}", flush=True)
     rows = ["| condition | n | dtype | torchkern tol | torchkern s wall / CPU (CG it.) [load] "
             "| Falkon s wall / CPU (CG it.) [load] | Falkon / torchkern wall (CPU) "
