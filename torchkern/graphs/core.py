@@ -102,7 +102,8 @@ class CoreFramework(CountFeatureKernel):
     peeling on the whole set (:func:`core_numbers`). With :class:`WeisfeilerLehman` or
     :class:`ShortestPath` as base (φ_base of a graph depends on that graph alone), the
     cores of all levels form one GraphSet (:func:`induced_subgraphs` with one mask per
-    level; up to 2^24 nodes and edges in all) and one base-kernel call numbers level i's
+    level; up to 2^19 levels × (nodes + edges): measured faster on MUTAG and Cuneiform,
+    slower from 1,000 graphs of 20 nodes) and one base-kernel call numbers level i's
     features apart; other bases get one call per level. Cores are defined for
     undirected graphs (edges in both directions).
 
@@ -144,8 +145,8 @@ class CoreFramework(CountFeatureKernel):
     def _check_size(self, X: GraphSet, name: str) -> None:
         self.base_kernel._check_size(X, name)
 
-    # graphs × levels × (nodes + edges) of one GraphSet holding every level's cores
-    _levels_budget = 2 ** 24
+    # levels × (nodes + edges) up to which one GraphSet holds every level's cores
+    _levels_budget = 2 ** 19
 
     def _entries(self, G: GraphSet):
         counted = self._counts(G)
