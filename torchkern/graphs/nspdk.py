@@ -54,14 +54,19 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     start = torch.cumsum(length, 0) - length
     h = _mix(length * _MIX[2] + 1)
     h.index_add_(0, g, _mix((t + 1) * _MIX[0]))
-    b = max(int(n_groups - 1).bit_length(), 1)  # sorted_unique packs positions into b bits
-    _, inv, counts, first = sorted_unique((h >> (b + 1)) & ((1 << (62 - b)) - 1))
-    rep = first.index_select(0, inv)
+    # group the groups by key: one sort; any member represents its key
+    sk, perm = torch.sort(h)
+    new = torch.ones(n_groups, dtype=torch.bool, device=h.device)
+    new[1:] = sk[1:] != sk[:-1]
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.cumsum(new, 0) - 1
+    n_ids = int(inv.max()) + 1
+    rep = perm.index_select(0, new.nonzero().reshape(-1)).index_select(0, inv)
     if torch.equal(length.index_select(0, rep), length):
         shift = (start.index_select(0, rep) - start).index_select(0, g)
         partner = torch.arange(t.numel(), device=t.device) + shift
         if torch.equal(t.index_select(0, partner), t):
-            return inv, counts.numel()
+            return inv, n_ids
     return _multiset_ids_wl(group, token, n_groups, n_tokens)
 
 
