@@ -402,7 +402,7 @@ REGISTRY = [
          grakel_cap=_big(20), scale="graphs", part="b"),
     Spec("NSPDK", lambda tg: tg.NeighborhoodSubgraphPairwiseDistance(),
          lambda gk: gk.NeighborhoodSubgraphPairwiseDistance(), edge_labels=True,
-         compare=_share, grakel_cap=_big(20), scale="graphs", part="b", ours_cap=_big(100),
+         compare=_share, grakel_cap=_big(8), scale="graphs", part="b", ours_cap=_big(100),
          note="different encodings by design (GraKeL's is numbering-dependent)"),
     Spec("ODD", lambda tg: tg.ODDSTh(h=3), lambda gk: gk.OddSth(h=3), compare=_odd,
          grakel_cap=_big(50), scale="graphs", part="b",
