@@ -25,16 +25,18 @@ def dag_pairs(G: GraphSet, h: int):
     graph, node, src, dst, room, base = [], [], [], [], [], 0
     for gids, nodes, dist in hop_distances(G, max_depth=h):
         B, n = nodes.shape
-        ok = (dist >= 0) & (dist <= h)  # (B, root, node)
-        pid = torch.full((B, n, n), -1, dtype=torch.long, device=G.device)
-        npairs = int(ok.sum())
-        pid[ok] = torch.arange(npairs, device=G.device) + base
-        b, r, u = ok.nonzero(as_tuple=True)
-        graph.append(gids[b])
-        node.append(nodes[b, u])
-        depth = dist[b, r, u].long()
-        top = torch.where(ok, dist, torch.zeros_like(dist)).amax(2)  # (B, root)
-        room.append(top[b, r].long() - depth)
+        ok = (dist >= 0).view(-1)  # (B, root, node) flat: distances stop at h
+        flat = ok.nonzero().reshape(-1)
+        npairs = flat.numel()
+        pid = torch.full((B * n * n,), -1, dtype=torch.long, device=G.device)
+        pid[flat] = torch.arange(npairs, device=G.device) + base
+        br = torch.div(flat, n, rounding_mode="floor")  # b·n + root
+        b = torch.div(br, n, rounding_mode="floor")
+        graph.append(gids.index_select(0, b))
+        node.append(nodes.view(-1).index_select(0, b * n + flat - br * n))
+        depth = dist.view(-1).index_select(0, flat).long()
+        top = dist.amax(2).view(-1)  # (B·n,): the depth of each root's DAG
+        room.append(top.index_select(0, br).long() - depth)
         base += npairs
         # the graph edges of the chunk, in local indices
         ec = G.num_edges[gids]
@@ -42,11 +44,13 @@ def dag_pairs(G: GraphSet, h: int):
         eb = torch.repeat_interleave(torch.arange(B, device=G.device), ec)
         start = torch.repeat_interleave(G.ptr[:-1][gids], ec)
         es, et = G.edge_index[:, e] - start
-        ds, dt = dist[eb, :, es], dist[eb, :, et]  # (E_chunk, root), int16/int32
-        down = (ds >= 0) & (ds < h) & (dt == ds + 1)
+        dT = dist.transpose(1, 2).reshape(B * n, n)  # row b·n + u: d(root, u) over roots
+        ds, dt = dT.index_select(0, eb * n + es), dT.index_select(0, eb * n + et)
+        down = (ds >= 0) & (ds < h) & (dt == ds + 1)  # (E_chunk, root)
         k, r = down.nonzero(as_tuple=True)
-        src.append(pid[eb[k], r, es[k]])
-        dst.append(pid[eb[k], r, et[k]])
+        row = (eb.index_select(0, k) * n + r) * n
+        src.append(pid.index_select(0, row + es.index_select(0, k)))
+        dst.append(pid.index_select(0, row + et.index_select(0, k)))
     z = torch.zeros(0, dtype=torch.long, device=G.device)
     cat = (lambda t: torch.cat(t) if t else z)
     return cat(graph), cat(node), cat(src), cat(dst), cat(room)
