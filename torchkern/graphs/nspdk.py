@@ -115,12 +115,14 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
     subgraphs; they are checked against a brute-force implementation of the definition
     above.
 
-    Cost: all-pairs BFS (as :class:`ShortestPath`); per radius, the node invariants of
-    all (root, node) pairs of a graph as one batched product (ball indicator times the
-    (node, distance-label cell) indicator, O(n³ (d + 1) L) for L labels) and one exact
-    grouping of their count vectors; then the subgraph invariants, one exact multiset
-    grouping over the nodes and edges of all balls. Memory O(Σ_g n_g² (d + 1) L): for
-    graphs of up to a few dozen nodes (molecules); the features are sparse.
+    Cost: BFS up to distance max(r, d) (as :class:`ShortestPath`); per radius, the node
+    invariants of all (root, node) pairs of a graph as one batched float64 product (ball
+    indicator times the (node, distance-label cell) counts written as base-(n + 1)
+    numbers, w = ⌈(d + 1) L / p⌉ words of p cells with (n + 1)^p ≤ 2^53: exact integer
+    sums; O(n³ w) for L labels) and one exact grouping of the words; then the subgraph
+    invariants, one exact multiset grouping (a sort of the (ball, token) pairs, a hash
+    per ball, checked entry by entry) over the nodes and edges of all balls. Memory
+    O(Σ_g n_g² w): for graphs of up to a few hundred nodes; the features are sparse.
 
     References
     ----------
