@@ -745,12 +745,11 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
         _emit_adjoints(w, L, spec, name, acc, prec, inloop=True)
     # after the loop
     if kind == "backward":
-        if _defer_applies(spec):
+        summed = [k for k in need if instrs[k][2] in ("c", "i") and _diff(L, k, spec)]
+        if _defer_applies(spec) and summed:
             w("if DEFER:", 1)
-            w("pass", 2)
-            for k in need:
-                if instrs[k][2] in ("c", "i") and _diff(L, k, spec):
-                    w(f"ga{k} += " + _REDUCE[("ij", instrs[k][2])].format(f"gad{k}"), 2)
+            for k in summed:
+                w(f"ga{k} += " + _REDUCE[("ij", instrs[k][2])].format(f"gad{k}"), 2)
         _emit_adjoints(w, L, spec, name, acc, prec, inloop=False)
     if prod:
         if rc_fma:
@@ -837,6 +836,18 @@ def _emit_cols(w, L, spec, loop, name, acc, ind):
             w(f"v{k} = {_expr(L, k, name)}", ind)
 
 
+def _emit_adjoint_sum(w, spec, k, tile, reduced, ind):
+    """Add a contribution to the loop-summed adjoint ``ga<k>``: its [BM, BN] ``tile``
+    into ``gad<k>`` under DEFER (reduced after the loop), else the ``reduced`` form."""
+    if tile is not None and _defer_applies(spec):
+        w("if DEFER:", ind)
+        w(f"gad{k} += {tile}", ind + 1)
+        w("else:", ind)
+        w(f"ga{k} += {reduced}", ind + 1)
+    else:
+        w(f"ga{k} += {reduced}", ind)
+
+
 def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
     """Reverse accumulation: in the loop over the column tiles of instructions of shape j
     and ij (seeded with W at the output); after it, of those of shape c and i, whose
@@ -887,26 +898,14 @@ def _emit_adjoints(w, L, spec, name, acc, prec, inloop: bool):
             cshape = instrs[child][2]
             if inloop and cshape in ("c", "i"):
                 red = src if shape == cshape else _REDUCE[(shape, cshape)].format(src)
-                if shape == "ij" and _defer_applies(spec):
-                    w("if DEFER:", ind)
-                    w(f"gad{child} += {src}", ind + 1)
-                    w("else:", ind)
-                    w(f"ga{child} += {red}", ind + 1)
-                else:
-                    w(f"ga{child} += {red}", ind)
+                _emit_adjoint_sum(w, spec, child, src if shape == "ij" else None, red, ind)
             else:
                 contrib[child].append((src, shape))
     if inloop:
         # the output itself of shape c or i: its adjoint is summed W
         if _diff(L, out, spec) and instrs[out][2] in ("c", "i"):
-            red = _REDUCE[("ij", instrs[out][2])].format("W")
-            if _defer_applies(spec):
-                w("if DEFER:", ind)
-                w(f"gad{out} += W", ind + 1)
-                w("else:", ind)
-                w(f"ga{out} += {red}", ind + 1)
-            else:
-                w(f"ga{out} += {red}", ind)
+            _emit_adjoint_sum(w, spec, out, "W", _REDUCE[("ij", instrs[out][2])].format("W"),
+                              ind)
         return
     # stores: row-variable gradients and hyperparameter partial sums
     if spec.want_rows:

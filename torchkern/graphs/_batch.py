@@ -103,6 +103,18 @@ def _offsets(counts: torch.Tensor) -> torch.Tensor:
     return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
 
 
+def _global_edges(ei: torch.Tensor, counts: torch.Tensor, ecounts: torch.Tensor):
+    """The concatenated ``edge_index`` ``ei`` of graphs with ``counts`` nodes and
+    ``ecounts`` edges each, checked graph by graph (an error names the graph) and
+    shifted to global node ids."""
+    bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
+    ends = torch.cumsum(ecounts, 0)
+    ei = check_edge_index(
+        ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
+    return ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
+                                        output_size=ei.shape[1])
+
+
 _KEY_LIMIT = 2 ** 62
 
 
@@ -972,12 +984,7 @@ class _ListFields:
         ecounts = np.fromiter(map(torch.Tensor.numel, eis), np.int64, len(eis)) // 2
         counts = torch.from_numpy(sizes).to(device)
         ecounts = torch.from_numpy(ecounts).to(device)
-        bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
-        ends = torch.cumsum(ecounts, 0)
-        ei = check_edge_index(
-            ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
-        ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
-                                          output_size=ei.shape[1])
+        ei = _global_edges(ei, counts, ecounts)
         ea = _cat(eas, device) if eas[0] is not None else None
         eat = None
         if eats[0] is not None:
@@ -1087,12 +1094,7 @@ class _Collated:
         (checked per graph), the rows of the other two."""
         ei, ecounts = self._field("edge_index", None, None)
         if not ei.dtype.is_floating_point and ei.dtype != torch.bool and ei.dim() == 2:
-            bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
-            ends = torch.cumsum(ecounts, 0)
-            ei = check_edge_index(
-                ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
-            ei = ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
-                                              output_size=ei.shape[1])
+            ei = _global_edges(ei, counts, ecounts)
         else:
             check_edge_index(ei, int(counts[0]), "graph 0")  # as the graph-by-graph read
         return (ei, self._field("edge_attr", None, None)[0],

@@ -546,7 +546,8 @@ class CountFeatureKernel(GraphKernel):
     def _entries(self, G: GraphSet):
         items = self._items(G)
         if items is None:
-            raise NotImplementedError
+            raise NotImplementedError(
+                f"{type(self).__name__} must define _entries or _items (its count features)")
         return count_items(*items, len(G))
 
     def _counts(self, G: GraphSet):
