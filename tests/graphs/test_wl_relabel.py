@@ -195,3 +195,33 @@ def test_dense_part_of_the_gram_in_int8_and_in_float32(mutag, monkeypatch, spars
     K = WeisfeilerLehman(3)(mutag)
     np.testing.assert_array_equal(dense(K), ref_m)
     assert low(K) == torch.float32
+
+
+def test_counts_with_single_features_equal_the_full_count(monkeypatch):
+    """Features occurring once (most late WL labels) skip the sort of the items: the
+    entries are sorted by (row, column), the column multiset and Φ Φᵀ are those of the
+    full count (brute force on random items), and WL through this path equals GraKeL."""
+    g = torch.Generator().manual_seed(3)
+    graph = torch.randint(0, 40, (6000,), generator=g)
+    feature = torch.cat([torch.randint(0, 50, (2000,), generator=g),
+                         50 + torch.randperm(4000, generator=g)])  # 4,000 single features
+    rows, cols, vals, p = wl_core._count_with_singletons(graph, feature, 4050, 40)
+    assert p == 4050
+    key = rows * p + cols
+    assert bool((key[1:] > key[:-1]).all())
+    phi = torch.zeros(40, p, dtype=torch.float64).index_put_((rows, cols), vals.double())
+    ref = torch.zeros(40, 4050, dtype=torch.float64).index_put_(
+        (graph, feature), torch.ones(6000, dtype=torch.float64), accumulate=True)
+    torch.testing.assert_close(phi @ phi.T, ref @ ref.T, rtol=0, atol=0)
+    assert sorted(map(tuple, phi.T.tolist())) == sorted(map(tuple, ref.T.tolist()))
+    calls = []
+    count = wl_core._count_with_singletons
+
+    def spy(graph, feature, p, n):
+        out = count(graph, feature, p, n)
+        calls.append(out[3])
+        return out
+    monkeypatch.setattr(wl_core, "_count_with_singletons", spy)
+    X = random_graphs(300, 15, 25, 0.15, 4, seed=5)  # a sparse Φ: 300 graphs, ~20,000 labels
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(3)(X)), grakel_wl(X, 3))
+    assert calls and calls[0] > 4 * 300

@@ -311,6 +311,46 @@ def count_items(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: in
     return rows, cols, counts, p
 
 
+def _count_with_singletons(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: int):
+    """:func:`count_items`, with the features that occur once in all items (most WL labels
+    of the late rounds) left out of the sort: each is one entry (graph, 1) of its own
+    column. Returns the same matrix up to a renumbering of the columns — the features
+    occurring more than once first (in their order), then the single ones — its entries
+    sorted by (row, column): the sort runs on the repeated items only, the single ones are
+    put in place by counting."""
+    n_items = feature.numel()
+    if n_items < 2 ** 12:
+        return count_items(graph, feature, p, n_graphs)
+    fc = torch.bincount(feature, minlength=p)
+    once = fc.index_select(0, feature) == 1
+    n_once = int(once.sum())
+    if n_once < n_items // 4:
+        return count_items(graph, feature, p, n_graphs)
+    repeated = fc > 1
+    p_r = int(repeated.sum())
+    keep = (~once).nonzero().reshape(-1)
+    rows_r, cols_r, vals_r, _ = count_items(
+        graph.index_select(0, keep),
+        (torch.cumsum(repeated, 0) - 1).index_select(0, feature.index_select(0, keep)),
+        p_r, n_graphs)
+    dev = graph.device
+    a = torch.bincount(rows_r, minlength=n_graphs)  # entries per row: repeated features,
+    b = torch.bincount(graph[once], minlength=n_graphs)  # and single ones
+    rows = torch.repeat_interleave(torch.arange(n_graphs, device=dev), a + b,
+                                   output_size=rows_r.numel() + n_once)
+    start = torch.cumsum(a + b, 0) - (a + b)  # where each row's entries begin
+    pos_r = (start - (torch.cumsum(a, 0) - a)).index_select(0, rows_r) + torch.arange(
+        rows_r.numel(), device=dev)
+    # a single one's column: p_r + its rank among the single ones (each row's repeated
+    # entries come first, so its rank is its position less the repeated entries up to its row)
+    cols = torch.arange(p_r, p_r + rows.numel(), device=dev) - torch.cumsum(a, 0).index_select(
+        0, rows)
+    vals = torch.ones(rows.numel(), dtype=vals_r.dtype, device=dev)
+    cols.index_copy_(0, pos_r, cols_r)
+    vals.index_copy_(0, pos_r, vals_r)
+    return rows, cols, vals, p_r + n_once
+
+
 def _add_sparse_gram(out, a, b):
     """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On
     the CPU by SciPy's sparse product (about twice torch's speed there), its nonzeros
@@ -602,7 +642,7 @@ class CountFeatureKernel(GraphKernel):
             phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
             total = torch.bincount(graph, minlength=n)
             return self._dense_gram(phi, total, nx, Y is None, unit_rows, X.dtype)
-        rows, cols, vals, p = counted if len(counted) == 4 else count_items(*counted, n)
+        rows, cols, vals, p = counted if len(counted) == 4 else _count_with_singletons(*counted, n)
         if self._dense(n, p):
             phi = torch.zeros(n * p, dtype=vals.dtype, device=vals.device)
             phi.index_put_((rows * p + cols,), vals, accumulate=True)
