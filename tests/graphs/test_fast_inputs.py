@@ -529,3 +529,46 @@ def test_edge_label_counts_are_kept_with_the_set_until_its_edges_change(data):
     G.edge_label_values = G.edge_label_values[:1]
     m = torch.tensor([float(len(edge_labels(g))) for g in distinct], dtype=torch.float64)
     assert torch.equal(EdgeHistogram()(G).to_dense(), torch.outer(m, m))
+
+
+def test_uncompressed_label_ids_index_the_whole_label_space():
+    """``_label_ids(compress=False)`` (EdgeHistogram's counting): where the label space is
+    counted, ids index rows of the whole space — values[ids] is every item's row, and the
+    rows that occur are torch.unique's, in its order; elsewhere the compressed ids."""
+    from torchkern.graphs._batch import _label_ids
+    g = torch.Generator().manual_seed(3)
+    cases = [torch.nn.functional.one_hot(torch.randint(0, 4, (30,), generator=g), 5).float(),
+             torch.randint(-3, 4, (40, 2), generator=g),
+             torch.randint(2, 5, (25,), generator=g),
+             torch.randint(0, 2 ** 40, (20, 2), generator=g)]  # sorted: compressed
+    for x in cases:
+        ids, values = _label_ids(x, x.shape[0], "x", x.device, compress=False)
+        rows = x if x.dim() == 2 else x[:, None]
+        assert torch.equal(values[ids], rows)
+        ref = torch.unique(rows, dim=0)
+        assert torch.equal(values[torch.unique(ids)], ref)
+
+
+def test_edge_index_checked_per_graph_against_its_own_node_count():
+    """The edge check of a list of Data: a node id valid in a larger graph but not in its
+    own is refused naming that graph (graphs without edges in between), a negative id
+    too; valid sets (the largest id below every node count, or not; int32 edge_index)
+    give the per-graph reference."""
+    def graph(n, edges, dtype=torch.long):
+        e = torch.tensor(edges, dtype=dtype).reshape(-1, 2).T
+        return Data(x=torch.zeros(n, 1), edge_index=e, edge_attr=torch.zeros(e.shape[1], 1),
+                    node_attributes=torch.zeros(n, 2),
+                    edge_attributes=torch.zeros(e.shape[1], 3), num_nodes=n)
+    good = [graph(3, [[0, 2], [2, 0]]), graph(1, []), graph(5, [[4, 1], [1, 4], [3, 3]]),
+            graph(2, [[1, 0]])]
+    check_set(GraphSet(good), good)
+    small = [graph(3, [[0, 1], [1, 0]]), graph(2, [[1, 0], [0, 1]]), graph(4, [])]
+    check_set(GraphSet(small), small)  # every id below every graph's node count
+    as32 = [graph(g.num_nodes, g.edge_index.T.tolist(), torch.int32) for g in good]
+    check_set(GraphSet(as32), good)
+    bad = good[:3] + [graph(2, [[1, 0], [0, 3]])]
+    with pytest.raises(ValueError, match=r"X: graph 3: edge_index must be .* node id 3 in a "
+                                         r"graph with num_nodes=2"):
+        EdgeHistogram()(bad)
+    with pytest.raises(ValueError, match=r"graph 2: edge_index must be .* node id -1"):
+        GraphSet(good[:2] + [graph(5, [[4, -1]])] + good[3:])

@@ -103,16 +103,48 @@ def _offsets(counts: torch.Tensor) -> torch.Tensor:
     return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
 
 
-def _global_edges(ei: torch.Tensor, counts: torch.Tensor, ecounts: torch.Tensor):
+def _global_edges(ei: torch.Tensor, counts: torch.Tensor, ecounts: torch.Tensor,
+                  own: bool = False):
     """The concatenated ``edge_index`` ``ei`` of graphs with ``counts`` nodes and
     ``ecounts`` edges each, checked graph by graph (an error names the graph) and
-    shifted to global node ids."""
-    bound = torch.repeat_interleave(counts, ecounts, output_size=ei.shape[1])
-    ends = torch.cumsum(ecounts, 0)
-    ei = check_edge_index(
-        ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
-    return ei + torch.repeat_interleave(_offsets(counts)[:-1], ecounts,
-                                        output_size=ei.shape[1])
+    shifted to global node ids; ``own``: ``ei`` is a fresh tensor of the caller's, shifted
+    in place.
+
+    The check costs one ``aminmax`` of ``ei`` when its largest entry is below every
+    graph's node count, else also the largest end of every edge and, on the CPU, one
+    ``numpy.maximum.reduceat`` of those per graph (no per-edge bound tensor); an error
+    is then located by :func:`check_edge_index`."""
+    E = ei.shape[1] if ei.dim() == 2 else 0
+    if (ei.dtype.is_floating_point or ei.is_complex() or ei.dtype == torch.bool
+            or ei.dim() != 2 or ei.shape[0] != 2):
+        E = -1  # refused below, by check_edge_index
+    elif ei.dtype != torch.long:
+        ei, own = ei.long(), True
+    ok = E == 0
+    if E > 0:
+        lo, hi = (int(v) for v in torch.aminmax(ei))
+        has = ecounts > 0
+        ok = lo >= 0 and hi < int(counts[has].min())
+        if lo >= 0 and not ok:  # the largest node id of each graph against its node count
+            top = torch.maximum(ei[0], ei[1])
+            if ei.device.type == "cpu":
+                starts = (torch.cumsum(ecounts, 0) - ecounts)[has].numpy()
+                gmax = np.maximum.reduceat(top.numpy(), starts)
+                ok = not bool((gmax >= counts[has].numpy()).any())
+            else:
+                bound = torch.repeat_interleave(counts, ecounts, output_size=E)
+                ok = not bool((top >= bound).any())
+    if not ok:  # the culprit, named
+        bound = torch.repeat_interleave(counts, ecounts, output_size=max(E, 0)) if E >= 0 \
+            else counts[:1]
+        ends = torch.cumsum(ecounts, 0)
+        check_edge_index(
+            ei, bound, lambda j: f"graph {int(torch.searchsorted(ends, j, right=True))}")
+    shift = torch.repeat_interleave(_offsets(counts)[:-1], ecounts, output_size=E)
+    out = ei if own else torch.empty_like(ei)
+    torch.add(ei[0], shift, out=out[0])  # row by row: a broadcast add is about twice
+    torch.add(ei[1], shift, out=out[1])  # slower on the CPU
+    return out
 
 
 _KEY_LIMIT = 2 ** 62
@@ -227,10 +259,16 @@ def _integral(x: torch.Tensor) -> bool:
     return float(lo) == 0 and float(hi) == 0
 
 
-def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False):
+def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False,
+               compress: bool = True):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
     means every item has the same label (width 0). ``integral``: the finite entries of a
-    floating ``rows`` are known to be integers (:func:`_check_integral` passed)."""
+    floating ``rows`` are known to be integers (:func:`_check_integral` passed).
+    ``compress=False``: where the rows' label space is small enough to be counted (at
+    most max(4n, 2^16) rows of integers), the ids are the rows' mixed-radix keys and the
+    rows returned are the whole space, in the same (lexicographic) order — rows that no
+    item has included — which skips the passes that number the rows present; what counts
+    labels only (:class:`EdgeHistogram`) needs no more."""
     if rows is None:
         return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
     if rows.dim() == 1:
@@ -270,9 +308,12 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
             radix = [math.prod(sizes[c + 1:]) for c in range(len(sizes))]
             key = _radix_key(rows, clo, radix, max(abs(int(lo)), abs(int(hi))))
             if space <= max(4 * n, 2 ** 16):  # counting, no sort: the rows decoded from
-                present = torch.bincount(key, minlength=space) > 0  # the keys that occur
-                values = present.nonzero().reshape(-1)
-                ids = (torch.cumsum(present, 0) - 1).index_select(0, key)
+                if compress:  # the keys that occur
+                    present = torch.bincount(key, minlength=space) > 0
+                    values = present.nonzero().reshape(-1)
+                    ids = (torch.cumsum(present, 0) - 1).index_select(0, key)
+                else:  # every key of the space
+                    values, ids = torch.arange(space, device=device), key
                 cols = (values[:, None] // torch.tensor(radix, device=device)
                         % torch.tensor(sizes, device=device))
                 return ids, (cols + clo.long()).to(rows.dtype)
@@ -293,7 +334,8 @@ def _radix_key(rows: torch.Tensor, clo: torch.Tensor, radix: list, top: int) -> 
     the "highest" float32 matmul precision only (no TF32 or bfloat16 products)."""
     off = sum(int(c) * r for c, r in zip(clo.tolist(), radix))
     if rows.shape[1] == 1:
-        return rows.reshape(-1).long() - off
+        key = rows.reshape(-1).long()
+        return key - off if off else key
     bound = top * sum(radix)
     if rows.is_floating_point() or bound < 2 ** 53:
         dt = torch.float32 if (bound < 2 ** 24 and rows.device.type == "cpu" and
@@ -301,7 +343,8 @@ def _radix_key(rows: torch.Tensor, clo: torch.Tensor, radix: list, top: int) -> 
             else torch.float64
         if bound < 2 ** 53:
             r = rows if rows.dtype == dt else rows.to(dt)
-            return (r @ torch.tensor(radix, dtype=dt, device=rows.device)).long() - off
+            key = (r @ torch.tensor(radix, dtype=dt, device=rows.device)).long()
+            return key - off if off else key  # no pass for a zero offset (0/1 rows)
     return ((rows.long() - clo.long()) * torch.tensor(radix, device=rows.device)).sum(1)
 
 
@@ -636,9 +679,10 @@ class GraphSet(KernelInput):
 
     def labelled_edges(self):
         """``(graph, label, values)`` of every distinct edge, in an unspecified order: the
-        graph of its source and its edge label id, a row of ``values`` (the distinct
-        edge-label rows) — what counting edge labels needs (:class:`EdgeHistogram`). None
-        when the set has no edge labels.
+        graph of its source and its edge label id, a row of ``values`` (the edge-label
+        rows; where the label space is small, all of it, rows that no edge has included:
+        ``_label_ids(compress=False)``) — what counting edge labels needs
+        (:class:`EdgeHistogram`). None when the set has no edge labels.
 
         Edges not merged yet (:meth:`_merge` runs on the first read of an edge field) are
         used as given when they hold no duplicate: sorted by (source, target) (as PyG's
@@ -658,7 +702,7 @@ class GraphSet(KernelInput):
                     ea = raw[1]
                     _check_integral(ea, "edge_attr")
                     ids, values = _label_ids(ea, ea.shape[0], "edge_attr", self.ptr.device,
-                                             integral=True)
+                                             integral=True, compress=False)
                     out = graph, ids, values
             if out is None:
                 if self.edge_label is None:
@@ -939,10 +983,14 @@ class _ListFields:
     def x(self):
         """All graphs' ``x`` stacked (None when no graph has one)."""
         xs = self.field("x")
-        _all_or_none(xs, "x")
         if xs[0] is None:
+            _all_or_none(xs, "x")
             return None
-        x = _cat(xs, self.device)
+        try:  # a graph without x fails the cat: said by _all_or_none
+            x = _cat(xs, self.device)
+        except (TypeError, RuntimeError):
+            _all_or_none(xs, "x")
+            raise
         self._check_rows(xs, x, "x", self.counts, "node")
         return x
 
@@ -984,7 +1032,7 @@ class _ListFields:
         ecounts = np.fromiter(map(torch.Tensor.numel, eis), np.int64, len(eis)) // 2
         counts = torch.from_numpy(sizes).to(device)
         ecounts = torch.from_numpy(ecounts).to(device)
-        ei = _global_edges(ei, counts, ecounts)
+        ei = _global_edges(ei, counts, ecounts, own=True)  # ei: the fresh cat's
         ea = _cat(eas, device) if eas[0] is not None else None
         eat = None
         if eats[0] is not None:
@@ -1178,7 +1226,8 @@ def _attributes(a, rows: int, name: str, device):
     if a.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {a.dtype}")
     a = a.to(device=device, dtype=torch.float64)
-    if not bool(torch.isfinite(a).all()):
+    # a finite sum has no NaN nor infinity in it (one pass, no temporary); else look
+    if not math.isfinite(float(a.sum())) and not bool(torch.isfinite(a).all()):
         raise ValueError(f"{name} contains NaN or infinity")
     return a
 
@@ -1186,6 +1235,14 @@ def _attributes(a, rows: int, name: str, device):
 def _cat_attributes(parts, name, dtype, device=None):
     """The attribute tensors of several graphs (or sets) stacked; all or none present,
     of one width."""
+    try:  # the usual case: all present, of one shape but the rows, one cat
+        dims = set(map(torch.Tensor.dim, parts))
+        if len(dims) == 1 and dims <= {1, 2}:
+            out = _cat(parts, device or parts[0].device)  # refuses unequal widths
+            out = out.unsqueeze(-1) if out.dim() == 1 else out
+            return out if dtype is None else out.to(dtype)
+    except (TypeError, RuntimeError):
+        pass  # said below
     present = [p is not None for p in parts]
     if not any(present):
         return None

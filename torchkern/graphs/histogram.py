@@ -84,10 +84,11 @@ class _DenseHistogram:
             n, L = n + len(Y), max(int(values.shape[0]), 1)
         if n * L > max(4 * (lx.numel() + (0 if Y is None else ly.numel())), 2 ** 16):
             return super()._gram(X, Y, unit_rows)
-        C = [torch.bincount(gx * L + lx, minlength=len(X) * L).view(len(X), L).to(X.dtype)]
+        C = [torch.bincount(torch.add(lx, gx, alpha=L), minlength=len(X) * L)  # one pass
+             .view(len(X), L).to(X.dtype)]
         if Y is not None:
-            C.append(torch.bincount(gy * L + ly, minlength=len(Y) * L).view(len(Y), L)
-                     .to(X.dtype))
+            C.append(torch.bincount(torch.add(ly, gy, alpha=L), minlength=len(Y) * L)
+                     .view(len(Y), L).to(X.dtype))
         sq = [(c * c).sum(1) for c in C]
         small = not unit_rows and all(not s.numel() or float(s.max()) < 2 ** 24 for s in sq)
         if unit_rows:
