@@ -1009,16 +1009,17 @@ class _ListFields:
         (checked per graph), the rows of the other two."""
         eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
                                                   "edge_attributes"))
-        _all_or_none(eas, "edge_attr")
-        _all_or_none(eats, "edge_attributes")
         device, sizes = self.device, self.counts
-        if any(map(operator.is_, eis, repeat(None))):
-            empty = torch.zeros(2, 0, dtype=torch.long, device=device)
-            eis = [empty if e is None else e for e in eis]
         try:
             dtypes = set(map(operator.attrgetter("dtype"), eis))
-        except AttributeError:
-            dtypes = {None}
+        except AttributeError:  # a graph without edge_index (no edges), or not a tensor
+            if any(map(operator.is_, eis, repeat(None))):
+                empty = torch.zeros(2, 0, dtype=torch.long, device=device)
+                eis = [empty if e is None else e for e in eis]
+            try:
+                dtypes = set(map(operator.attrgetter("dtype"), eis))
+            except AttributeError:
+                dtypes = {None}
         if not dtypes <= _INT_DTYPES:
             # one by one: torch.cat would promote a bool or a float among int64 silently
             eis = [check_edge_index(e, int(sizes[i]), f"graph {i}") for i, e in enumerate(eis)]
@@ -1034,8 +1035,16 @@ class _ListFields:
         counts = torch.from_numpy(sizes).to(device)
         ecounts = torch.from_numpy(ecounts).to(device)
         ei = _global_edges(ei, counts, ecounts, own=True)  # ei: the fresh cat's
-        ea = _cat(eas, device) if eas[0] is not None else None
-        eat = None
+        ea = eat = None
+        if eas[0] is not None:
+            try:  # a graph without edge_attr fails the cat: said by _all_or_none
+                ea = _cat(eas, device)
+            except (TypeError, RuntimeError):
+                _all_or_none(eas, "edge_attr")
+                raise
+        else:
+            _all_or_none(eas, "edge_attr")
+        _all_or_none(eats, "edge_attributes")
         if eats[0] is not None:
             eat = _cat_attributes(eats, "edge_attributes", None, device)
             self._check_rows(eats, eat, "edge_attributes", ecounts.cpu().numpy(), "edge")
