@@ -1349,7 +1349,7 @@ def _merge_edges(ei: torch.Tensor, n: int, positions: bool, ptr: torch.Tensor | 
     every edge inside one graph, source·m + target's rank in its graph (m the largest
     graph)."""
     n = max(n, 1)
-    key = ei[0] * n + ei[1]
+    key = torch.add(ei[1], ei[0], alpha=n)  # one pass
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
         return ei, None
     width, base = n, None  # key = source * width + (target - base[source])
