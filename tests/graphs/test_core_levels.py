@@ -1,13 +1,15 @@
-"""The core framework's two evaluations — every level's cores as one GraphSet and one
-base-kernel call, or one call per level — against each other and against GraKeL 0.1.11;
-core numbers with self-loops against peeling by dictionaries."""
+"""The core framework's evaluations — every level's items in a dense Φ, the distinct cores' entries with the private columns merged, one base-kernel call per level — against
+GraKeL 0.1.11 and against the literal features; core numbers with self-loops against
+peeling by dictionaries."""
+import math
+
 import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, ShortestPath, WeisfeilerLehman
-from torchkern.graphs.core import CoreFramework, core_numbers
+from torchkern.graphs.core import CoreFramework, _isqrt, core_numbers
 from tests.graphs.test_grakel_part_b import to_grakel
 from tests.graphs.test_graph_kernels import dense, random_graphs
 
@@ -44,17 +46,68 @@ def test_core_numbers_with_self_loops_equal_peeling():
     assert core_numbers(GraphSet(looped)).tolist() == ref
 
 
+PATHS = {  # the evaluations of CoreFramework, forced by its size thresholds
+    "items": {},  # small sets: every level's items counted into a dense Φ
+    "entries": {"_items_budget": 0},  # distinct cores' entries, private columns merged
+    "per_level": {"_levels_budget": 0},  # one base-kernel call per level
+}
+
+
+_GRAKEL = {}
+
+
+def grakel_grams(X, ref_base):
+    """GraKeL's Gram and normalized Gram of X, once per base for the three paths."""
+    key = repr(ref_base)
+    if key not in _GRAKEL:
+        _GRAKEL[key] = tuple(gk.CoreFramework(base_graph_kernel=ref_base, normalize=nz)
+                             .fit_transform(to_grakel(X)) for nz in (False, True))
+    return _GRAKEL[key]
+
+
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("base, ref_base", [
     (WeisfeilerLehman(n_iter=2), (gk.WeisfeilerLehman, dict(n_iter=2))),
-    (ShortestPath(), gk.ShortestPath)])
-def test_levels_at_once_equal_levels_one_by_one_and_grakel(base, ref_base, monkeypatch):
+    (ShortestPath(), gk.ShortestPath),
+    (WeisfeilerLehman(n_iter=1, base="shortest_path"),
+     (gk.WeisfeilerLehman, dict(n_iter=1, base_graph_kernel=gk.ShortestPath)))],
+    ids=["wl", "sp", "wl-sp"])
+def test_every_path_equals_grakel(base, ref_base, path, monkeypatch):
     X = random_graphs(40, 3, 16, 0.4, 3, seed=22)
     # GraKeL 0.1.11's SP fails on isolated nodes
     X = [d for d in X if torch.unique(d.edge_index[0]).numel() == d.num_nodes][:30]
-    ref = gk.CoreFramework(base_graph_kernel=ref_base).fit_transform(to_grakel(X))
-    at_once = dense(CoreFramework(base)(X))
-    monkeypatch.setattr(CoreFramework, "_levels_budget", 0)  # one base call per level
-    np.testing.assert_array_equal(dense(CoreFramework(base)(X)), at_once)
-    np.testing.assert_array_equal(at_once, ref)
+    ref, ref_n = grakel_grams(X, ref_base)
+    for name, value in PATHS[path].items():
+        monkeypatch.setattr(CoreFramework, name, value)
+    K = dense(CoreFramework(base)(X))
+    np.testing.assert_array_equal(K, ref)
     # k(X, Y): the rows of K(X ∪ Y)
-    np.testing.assert_array_equal(dense(CoreFramework(base)(X[:7], X[7:])), at_once[:7, 7:])
+    np.testing.assert_array_equal(dense(CoreFramework(base)(X[:7], X[7:])), K[:7, 7:])
+    np.testing.assert_allclose(dense(CoreFramework(base, normalize=True)(X)), ref_n,
+                               rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("min_core", [-1, 1])
+def test_merged_private_columns_keep_the_gram(min_core, monkeypatch):
+    # a graph of 2,000 nodes: its WL labels from round 1 on are almost all its own, a sum
+    # of squares far above 127², written as several columns of values ≤ 127
+    X = random_graphs(1, 2000, 2000, 0.003, 3, seed=5) + random_graphs(8, 4, 30, 0.3, 3,
+                                                                         seed=6, isolated=1)
+    k = CoreFramework(WeisfeilerLehman(n_iter=3), min_core=min_core)
+    phi = k.features(X).to_dense()  # the literal concatenated counts
+    ref = (phi @ phi.T).numpy()
+    monkeypatch.setattr(CoreFramework, "_items_budget", 0)
+    rows, cols, vals, p = k._counts(GraphSet(X))
+    assert bool((vals == 127).any()) and vals.numel() < phi.count_nonzero() / 2
+    np.testing.assert_array_equal(dense(k(X)), ref)
+    np.testing.assert_array_equal(dense(k(X[3:], X)), ref[3:])
+    monkeypatch.setattr(CoreFramework, "_levels_budget", 0)
+    np.testing.assert_array_equal(dense(k(X)), ref)
+
+
+def test_isqrt_equals_math_isqrt():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.integers(0, 2 ** 52, 2000), np.arange(300),
+                        np.arange(1, 3000) ** 2, np.arange(1, 3000) ** 2 - 1])
+    got = _isqrt(torch.as_tensor(x)).tolist()
+    assert got == [math.isqrt(int(v)) for v in x]

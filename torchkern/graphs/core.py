@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet, segment_ranges
+from ._batch import GraphSet, segment_ranges, sorted_unique
 from ._labels import CountFeatureKernel, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -47,28 +47,46 @@ def core_numbers(G: GraphSet) -> torch.Tensor:
     return core
 
 
-def induced_subgraphs(G: GraphSet, keep: torch.Tensor) -> GraphSet:
+def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
+                      edge_labels: bool = True) -> GraphSet:
     """The subgraph of every graph of G induced by the nodes ``keep`` (a boolean (N,)
-    mask), as a GraphSet with as many graphs as G (some possibly empty); node and edge
-    labels kept. ``keep`` of shape (m, N): m copies of G, copy j induced by ``keep[j]``,
-    as one GraphSet of m·len(G) graphs (graph j·len(G) + g: copy j of graph g)."""
+    mask), as a GraphSet with as many graphs as G (some possibly empty); node labels
+    kept, and edge labels unless ``edge_labels=False``. ``keep`` of shape (m, N): m
+    copies of G, copy j induced by ``keep[j]``, as one GraphSet of m·len(G) graphs
+    (graph j·len(G) + g: copy j of graph g).
+
+    O(m (N + E)) boolean work and O(kept nodes + kept edges) index work: copy j's kept
+    nodes are numbered by one cumulative sum, and an edge is kept in copy j when both
+    its ends are."""
     n, N = len(G), int(G.ptr[-1])
     keep = keep.reshape(-1, N)
     m = keep.shape[0]
-    flat = keep.reshape(-1)
-    new_id = (torch.cumsum(flat.long(), 0) - 1).view(m, N)
-    copy_graph = (torch.arange(m, device=G.device)[:, None] * n + G.graph_of_node).reshape(-1)
-    counts = torch.zeros(m * n, dtype=torch.long, device=G.device).index_add_(
-        0, copy_graph, flat.long())
-    ptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    dev = G.device
     src, dst = G.edge_index
-    copy, e = (keep[:, src] & keep[:, dst]).nonzero().unbind(1)  # copy by copy, in order
-    edge_index = torch.stack([new_id[copy, src.index_select(0, e)],
-                              new_id[copy, dst.index_select(0, e)]])
+    sizes = keep.sum(1).tolist()
+    ptr, nodes, ends, edges = [], [], [], []
+    offset = 0
+    for j in range(m):
+        k = keep[j]
+        csum = torch.cumsum(k, 0)
+        # copy j of graph g starts after the nodes of copy j kept before ptr[g]
+        ptr.append(torch.cat([csum.new_zeros(1), csum]).index_select(0, G.ptr[:-1]) + offset)
+        new_id = csum.sub_(1).add_(offset)
+        e = (k.index_select(0, src) & k.index_select(0, dst)).nonzero().reshape(-1)
+        ends.append(new_id.index_select(0, src.index_select(0, e)))
+        ends.append(new_id.index_select(0, dst.index_select(0, e)))
+        nodes.append(k)
+        edges.append(e)
+        offset += sizes[j]
+    ptr = torch.cat(ptr + [torch.full((1,), offset, dtype=torch.long, device=dev)])
+    edge_index = torch.stack([torch.cat(ends[0::2]), torch.cat(ends[1::2])]).reshape(2, -1)
+    e = torch.cat(edges)
     eptr = torch.searchsorted(edge_index[0].contiguous(), ptr)
-    return GraphSet._from_parts(
-        ptr, edge_index, eptr, G.node_label.repeat(m)[flat], G.label_values, dtype=G.dtype,
-        **G._edge_label_parts(e))
+    labels = G.node_label.repeat(m)[keep.reshape(-1)]
+    parts = G._edge_label_parts(e) if edge_labels else dict(edge_label=None,
+                                                             edge_label_values=None)
+    return GraphSet._from_parts(ptr, edge_index, eptr, labels, G.label_values, dtype=G.dtype,
+                                **parts)
 
 
 class CoreFramework(CountFeatureKernel):
@@ -101,10 +119,15 @@ class CoreFramework(CountFeatureKernel):
     features KernelMatrix like the base kernel's. The cores of all graphs come from one
     peeling on the whole set (:func:`core_numbers`). With :class:`WeisfeilerLehman` or
     :class:`ShortestPath` as base (φ_base of a graph depends on that graph alone), the
-    cores of all levels form one GraphSet (:func:`induced_subgraphs` with one mask per
-    level; up to 2^19 levels × (nodes + edges): measured faster on MUTAG and Cuneiform,
-    slower from 1,000 graphs of 20 nodes) and one base-kernel call numbers level i's
-    features apart; other bases get one call per level. Cores are defined for
+    base kernel runs once, on the *distinct* cores of all graphs as one GraphSet
+    (:func:`induced_subgraphs`): the i-core of G equals its (i − 1)-core unless G has a
+    node of core number i − 1, and such a level reuses the features of the level below
+    (it still counts in the sum, as in GraKeL); level i's features are numbered apart.
+    In the Gram's Φ the columns held by one graph only (most of WL's late labels) are
+    summed into a few columns of that graph with the same sum of squares, so Φ Φᵀ is
+    unchanged (and exact) with far fewer entries; for few items every level's items are
+    counted into a dense Φ by one ``bincount``. Other bases get one call per level, as
+    does a set above ``levels × (nodes + edges)`` = 2^26. Cores are defined for
     undirected graphs (edges in both directions).
 
     References
@@ -146,30 +169,172 @@ class CoreFramework(CountFeatureKernel):
         self.base_kernel._check_size(X, name)
 
     # levels × (nodes + edges) up to which one GraphSet holds every level's cores
-    _levels_budget = 2 ** 19
+    _levels_budget = 2 ** 26
+    # items up to which the levels' items are listed for a dense Φ (one bincount, no sort)
+    _items_budget = 2 ** 18
 
     def _entries(self, G: GraphSet):
-        counted = self._counts(G)
-        return counted if len(counted) == 4 else count_items(*counted, len(G))
+        return self._core_entries(G, merge_private=False)
 
     def _counts(self, G: GraphSet):
+        return self._core_entries(G, merge_private=True)
+
+    def _core_entries(self, G: GraphSet, merge_private: bool):
         core = core_numbers(G)
         top = int(core.max()) if core.numel() else 0
         if top <= self.min_core:
             raise ValueError(f"min_core={self.min_core} is not below the largest core number "
                              f"{top} of the graphs: no level would be summed")
-        levels = torch.arange(top, self.min_core, -1, device=G.device)
-        m, n = levels.numel(), len(G)
+        m = top - self.min_core  # levels i = min_core + 1 + j, j in [0, m)
         if (getattr(self.base_kernel, "_per_graph_features", False)
                 and m * (int(G.ptr[-1]) + int(G.eptr[-1])) <= self._levels_budget):
-            # every level's cores as one set (copy j: the (top − j)-cores), one base kernel
-            # call; level j's features numbered apart: column j·p + feature
-            counted = self.base_kernel._counts(induced_subgraphs(G, core >= levels[:, None]))
-            g, f, p = counted[0], counted[1], counted[-1]
-            return (g % n, (g // n) * p + f) + tuple(counted[2:-1]) + (m * p,)
+            return self._distinct_core_entries(G, core - (self.min_core + 1), m, merge_private)
         rows, cols, vals, offset = [], [], [], 0
-        for i in levels.tolist():
-            r, c, v, p = self.base_kernel._entries(induced_subgraphs(G, core >= i))
+        for i in range(top, self.min_core, -1):
+            r, c, v, p = self.base_kernel._entries(induced_subgraphs(
+                G, core >= i, _reads_edge_labels(self.base_kernel)))
             rows.append(r), cols.append(c + offset), vals.append(v)
             offset += p
         return torch.cat(rows), torch.cat(cols), torch.cat(vals), offset
+
+    def _distinct_core_entries(self, G: GraphSet, rel: torch.Tensor, m: int,
+                               merge_private: bool = False):
+        """The entries ``(rows, cols, vals, p)`` of Φ, sorted by (row, column), from one
+        base-kernel call on the distinct cores: node v lies in levels j ≤ ``rel[v]``.
+
+        ``merge_private``: the columns held by one graph only (most late WL labels) add
+        only to that graph's ⟨φ, φ⟩, a sum D of squared counts; they are replaced by a
+        few columns of that graph whose squares sum to D (greedily, values ≤ 127), so
+        Φ Φᵀ is unchanged and exact."""
+        n, dev = len(G), G.device
+        C = m * n  # copies: copy j·n + g is the core of graph g at level j
+        gon = G.graph_of_node
+        j = torch.arange(m, device=dev)
+        top = torch.full((n,), -1, dtype=torch.long, device=dev).scatter_reduce_(
+            0, gon, rel, "amax")  # the last level of every graph (−1: none)
+        # new[g, j]: graph g's core at level j is not its core at level j − 1, i.e. g has
+        # a node that leaves at level j (rel = j − 1); level 0 is new in every graph
+        new = torch.zeros(n * m, dtype=torch.bool, device=dev)
+        leaves = (rel >= 0) & (rel < m - 1)
+        new[gon[leaves] * m + rel[leaves] + 1] = True
+        new = new.view(n, m)
+        new[:, 0] = True
+        held = j <= top[:, None]  # (g, j): level j's core of g is not empty
+        new &= held
+        keep = (rel >= j[:, None]) & new.T.index_select(1, gon)
+        counted = self.base_kernel._counts(
+            induced_subgraphs(G, keep, _reads_edge_labels(self.base_kernel)))
+        # level j of graph g holds the features of its copy at the last new level ≤ j
+        g, lvl = held.nonzero().unbind(1)  # sorted by (g, j)
+        copy = torch.where(new, j, -1).cummax(1).values[g, lvl] * n + g
+        run = torch.bincount(copy, minlength=C)  # the number of levels of every copy
+        owner = torch.arange(C, device=dev).remainder_(n)  # the graph of every copy
+        private = torch.zeros(n, dtype=torch.long, device=dev)  # D of every graph
+        if len(counted) == 3:
+            item_copy, feature, p = counted
+            if merge_private and feature.numel() <= self._items_budget:
+                # few items: every level's items, for a dense Φ counted by one bincount
+                rep = run.index_select(0, item_copy)
+                total = int(rep.sum())
+                if total <= self._items_budget:
+                    item = torch.repeat_interleave(
+                        torch.arange(rep.numel(), device=dev), rep, output_size=total)
+                    first = torch.cumsum(rep, 0) - rep
+                    lvl = (torch.div(item_copy, n, rounding_mode="floor") - first).index_select(
+                        0, item) + torch.arange(total, device=dev)
+                    col = lvl * p + feature.index_select(0, item)
+                    present = int((torch.bincount(col, minlength=m * p) > 0).sum())
+                    if self._dense(n, present):
+                        return owner.index_select(0, item_copy).index_select(0, item), col, m * p
+            if merge_private:  # an item of a feature no other item has: a count of 1
+                once = torch.bincount(feature, minlength=p).index_select(0, feature) == 1
+                private.index_add_(0, owner.index_select(0, item_copy[once]),
+                                   run.index_select(0, item_copy[once]))
+                item_copy, feature = item_copy[~once], feature[~once]
+            rows, cols, vals, p = _count(item_copy, feature, p, C)
+        else:
+            rows, cols, vals, p = counted
+            if rows.numel() > 1 and not bool((rows[1:] >= rows[:-1]).all()):
+                order = torch.argsort(rows, stable=True)
+                rows, cols, vals = rows[order], cols[order], vals[order]
+        merge_private = merge_private and not vals.is_floating_point()  # counts
+        if merge_private and rows.numel():  # features of one graph's copies only
+            graph = owner.index_select(0, rows)
+            lo = torch.full((p,), n, dtype=torch.long, device=dev).scatter_reduce_(
+                0, cols, graph, "amin")
+            hi = torch.full((p,), -1, dtype=torch.long, device=dev).scatter_reduce_(
+                0, cols, graph, "amax")
+            mine = (lo == hi).index_select(0, cols)
+            private.index_add_(0, graph[mine],
+                               vals[mine].long().square_() * run.index_select(0, rows[mine]))
+            rows, cols, vals = rows[~mine], cols[~mine], vals[~mine]
+        if p > rows.numel():  # number the features that occur
+            present = torch.zeros(p, dtype=torch.bool, device=dev)
+            present[cols] = True
+            cols = (torch.cumsum(present, 0) - 1).index_select(0, cols)
+            p = int(present.sum())
+        size = torch.bincount(rows, minlength=C)
+        start = torch.cumsum(size, 0) - size
+        count = size.index_select(0, copy)
+        at = segment_ranges(start.index_select(0, copy), count)
+        total = at.numel()
+        rows = torch.repeat_interleave(g, count, output_size=total)
+        cols = torch.repeat_interleave(lvl * p, count, output_size=total) + cols.index_select(0, at)
+        vals = vals.index_select(0, at)
+        if not merge_private or not bool(private.any()):
+            return rows, cols, vals, m * p
+        # D as a sum of squares: a_k = min(⌊√(D − a_1² − … − a_{k−1}²)⌋, 127), in column
+        # k·n + g after the level columns
+        prow, pcol, pval = [], [], []
+        left, k = private, 0
+        while True:
+            a = _isqrt(left).clamp_(max=127)
+            nz = a.nonzero().reshape(-1)
+            if not nz.numel():
+                break
+            prow.append(nz), pcol.append(nz + k * n), pval.append(a.index_select(0, nz))
+            left, k = left - a * a, k + 1
+        prow, pcol, pval = torch.cat(prow), torch.cat(pcol) + m * p, torch.cat(pval)
+        order = torch.argsort(prow, stable=True)  # by (row, k)
+        prow, pcol, pval = prow[order], pcol[order], pval[order].to(vals.dtype)
+        # each row: its level entries, then its private ones
+        n_priv = torch.bincount(prow, minlength=n)
+        upto = torch.cumsum(torch.bincount(rows, minlength=n), 0)  # level entries ≤ row
+        ahead = torch.cumsum(n_priv, 0) - n_priv  # private entries of the rows before
+        at = torch.cat([torch.arange(total, device=dev) + ahead.index_select(0, rows),
+                        torch.arange(prow.numel(), device=dev) + upto.index_select(0, prow)])
+        out = [torch.empty(total + prow.numel(), dtype=t.dtype, device=dev).index_copy_(
+            0, at, torch.cat([t, s])) for t, s in ((rows, prow), (cols, pcol), (vals, pval))]
+        return out[0], out[1], out[2], m * p + k * n
+
+
+def _isqrt(x: torch.Tensor) -> torch.Tensor:
+    """⌊√x⌋ of non-negative int64 values below 2^52 (a float square root, corrected)."""
+    a = x.double().sqrt_().floor_().long()
+    a -= (a * a > x).long()
+    a += ((a + 1) * (a + 1) <= x).long()
+    return a
+
+
+def _reads_edge_labels(kernel) -> bool:
+    """Whether a base kernel reads edge labels (the cores then carry them)."""
+    from .pyramid_match import PyramidMatch
+    from .shortest_path import ShortestPath
+    from .wl import WeisfeilerLehman
+    if isinstance(kernel, WeisfeilerLehman):
+        return kernel.edge_labels
+    return not isinstance(kernel, (ShortestPath, PyramidMatch))
+
+
+def _count(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: int):
+    """The counts of items ``(graph, feature)`` as ``(rows, cols, counts, p)`` sorted by
+    (row, column), like :func:`count_items`: a small key space by one ``bincount``,
+    else one sort of the keys graph·2^b + feature (b the bits of p; no inverse, and
+    rows and columns by a shift and a mask)."""
+    if n_graphs * max(p, 1) <= max(4 * feature.numel(), 2 ** 16):
+        return count_items(graph, feature, p, n_graphs)
+    b = max(int(p - 1).bit_length(), 1)
+    if (n_graphs << b) >= 2 ** 62:
+        return count_items(graph, feature, p, n_graphs)
+    key, _, counts, _ = sorted_unique((graph << b) | feature, inverse=False)
+    return key >> b, key & ((1 << b) - 1), counts, p
