@@ -572,3 +572,37 @@ def test_edge_index_checked_per_graph_against_its_own_node_count():
         EdgeHistogram()(bad)
     with pytest.raises(ValueError, match=r"graph 2: edge_index must be .* node id -1"):
         GraphSet(good[:2] + [graph(5, [[4, -1]])] + good[3:])
+
+
+@pytest.mark.parametrize("sort_limit", [0, 2 ** 15])
+def test_unsorted_edges_are_told_distinct_by_flags_or_by_a_sort(data, monkeypatch, sort_limit):
+    """Edges in no sorted order are told distinct by one sort (few edges) or by the
+    per-graph (source, target) flags (sort_limit 0 forces them): counted as given when
+    distinct, merged when one is duplicated, an edge between two graphs of a Batch
+    counted for its source's graph; equal to the Python counts each way."""
+    from torchkern.graphs import _batch
+    monkeypatch.setattr(_batch, "_SORT_DISTINCT", sort_limit)
+    graphs, _ = data
+    distinct = distinct_shuffled(graphs, seed=8)
+    G = GraphSet(distinct)
+    graph, _, _ = G.labelled_edges()
+    assert "_raw_edges" in G.__dict__  # counted as given, not merged
+    np.testing.assert_array_equal(EdgeHistogram()(distinct).to_dense().numpy(),
+                                  gram_from_counts(distinct, distinct, edge_labels))
+    dup = [Data(x=g.x, edge_index=torch.cat([g.edge_index, g.edge_index[:, :1]], 1),
+                edge_attr=torch.cat([g.edge_attr, g.edge_attr[:1] + 7]), num_nodes=g.num_nodes)
+           for g in distinct]
+    G = GraphSet(dup)
+    G.labelled_edges()
+    assert "_raw_edges" not in G.__dict__  # a duplicate: merged (the first row kept)
+    np.testing.assert_array_equal(EdgeHistogram()(dup).to_dense().numpy(),
+                                  gram_from_counts(distinct, distinct, edge_labels))
+    b = Batch.from_data_list(distinct[:4])
+    b.edge_index = torch.cat([b.edge_index, torch.tensor([[int(b.ptr[1])], [0]])], 1)
+    b.edge_attr = torch.cat([b.edge_attr, torch.tensor([[9]])])
+    extra = Data(x=distinct[1].x, num_nodes=distinct[1].num_nodes,
+                 edge_index=torch.cat([distinct[1].edge_index, torch.tensor([[0], [0]])], 1),
+                 edge_attr=torch.cat([distinct[1].edge_attr, torch.tensor([[9]])]))
+    ref = [distinct[0], extra] + distinct[2:4]
+    np.testing.assert_array_equal(EdgeHistogram()(b).to_dense().numpy(),
+                                  gram_from_counts(ref, ref, edge_labels))

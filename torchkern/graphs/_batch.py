@@ -1302,20 +1302,26 @@ def _rows(a: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return a.index_select(0, idx)
 
 
+_SORT_DISTINCT = 2 ** 15
+
+
 def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
     """The graph of every edge's source when the edges ``ei`` (global node ids) are
     strictly sorted by (source, target) or by (target, source) (so distinct: PyG's
     coalesced graphs, TU files read by :func:`~torchkern.datasets.read_tu`), or, in any
-    order, distinct, each inside one graph, and Σ_g n_g² (the flags of one (source,
-    target) key per node pair of each graph) is at most 16 per edge; None otherwise."""
+    order, distinct: told by one sort of the (source, target) keys when there are at
+    most ``_SORT_DISTINCT`` edges (a few operations: what small sets cost is the number
+    of operations), else when each edge is inside one graph and Σ_g n_g² (the flags of
+    one (source, target) key per node pair of each graph) is at most 16 per edge; None
+    otherwise."""
     E, n_all = ei.shape[1], int(ptr[-1])
     counts = ptr[1:] - ptr[:-1]
+    head = ei[:, :65].tolist() if n_all < 2 ** 31 else None
     for a, b in ((0, 1), (1, 0)) if n_all < 2 ** 31 else ():
         # sorted by (source, target) or by (target, source): distinct. The first 64
-        # keys first (an unsorted set is told at once)
-        head = ei[:, :65]
-        hk = head[a] * n_all + head[b]
-        if not bool((hk[1:] > hk[:-1]).all()):
+        # keys first, in Python (an unsorted set is told at once, by no tensor operation)
+        hk = [u * n_all + v for u, v in zip(head[a], head[b])]
+        if not all(map(operator.lt, hk, hk[1:])):
             continue
         key = torch.add(ei[b], ei[a], alpha=n_all)  # one pass
         if E < 2 or bool((key[1:] > key[:-1]).all()):
@@ -1323,6 +1329,11 @@ def _graph_if_distinct(ei: torch.Tensor, ptr: torch.Tensor):
                 eptr = torch.searchsorted(ei[0], ptr)  # repeat_interleave(c): arange(G)
                 return torch.repeat_interleave(eptr[1:] - eptr[:-1], output_size=E)  # repeated
             return torch.repeat_interleave(counts, output_size=n_all).index_select(0, ei[0])
+    if E <= _SORT_DISTINCT and n_all < 2 ** 31:  # few edges: one sort tells duplicates
+        key = torch.sort(torch.add(ei[1], ei[0], alpha=n_all)).values
+        if E > 1 and bool((key[1:] == key[:-1]).any()):
+            return None
+        return torch.repeat_interleave(counts, output_size=n_all).index_select(0, ei[0])
     sq = counts * counts
     R = int(sq.sum())
     if R > max(16 * E, 2 ** 16):  # no edges too: R flags for nothing
