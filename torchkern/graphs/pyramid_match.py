@@ -316,12 +316,16 @@ class PyramidMatch(CountFeatureKernel):
         # 0.49999999999999994) is put on the edge: the bin of the exact value
         b = torch.minimum(torch.floor(u * k[:, None] + _EDGE_TOL).long(), k[:, None] - 1)
         cell = (n_labels * d * (k - 1))[:, None] + ((labels[node] * d + q) * k[:, None] + b)
-        n_cells = n_labels * d * (2 ** L - 1)
+        n_cells, present = n_labels * d * (2 ** L - 1), None
+        if n_cells > max(4 * cell.numel(), 2 ** 16):  # many levels: number the cells seen
+            present, cell = torch.unique(cell, return_inverse=True)
+            n_cells = present.numel()
         (g, cell), cnt = count_rows([G.graph_of_node[node], cell], [len(G), n_cells])
         width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
             0, cell, cnt, "amax")
         start = (torch.cumsum(width, 0) - width).index_select(0, cell)
-        level = torch.bucketize(cell, n_labels * d * (k[1:] - 1), right=True)
+        level = torch.bucketize(cell if present is None else present[cell],
+                                n_labels * d * (k[1:] - 1), right=True)
         root_w = torch.as_tensor(level_weights(L), device=G.device).sqrt()
         rows = torch.repeat_interleave(g, cnt)
         return (rows, segment_ranges(start, cnt), torch.repeat_interleave(root_w[level], cnt),
