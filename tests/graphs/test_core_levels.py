@@ -96,6 +96,7 @@ def test_merged_private_columns_keep_the_gram(min_core, monkeypatch):
     k = CoreFramework(WeisfeilerLehman(n_iter=3), min_core=min_core)
     phi = k.features(X).to_dense()  # the literal concatenated counts
     ref = (phi @ phi.T).numpy()
+    np.testing.assert_array_equal(dense(k(X)), ref)  # few items: squares as items
     monkeypatch.setattr(CoreFramework, "_items_budget", 0)
     rows, cols, vals, p = k._counts(GraphSet(X))
     assert bool((vals == 127).any()) and vals.numel() < phi.count_nonzero() / 2

@@ -232,25 +232,30 @@ class CoreFramework(CountFeatureKernel):
         private = torch.zeros(n, dtype=torch.long, device=dev)  # D of every graph
         if len(counted) == 3:
             item_copy, feature, p = counted
-            if merge_private and feature.numel() <= self._items_budget:
-                # few items: every level's items, for a dense Φ counted by one bincount
-                rep = run.index_select(0, item_copy)
-                total = int(rep.sum())
-                if total <= self._items_budget:
-                    item = torch.repeat_interleave(
-                        torch.arange(rep.numel(), device=dev), rep, output_size=total)
-                    first = torch.cumsum(rep, 0) - rep
-                    lvl = (torch.div(item_copy, n, rounding_mode="floor") - first).index_select(
-                        0, item) + torch.arange(total, device=dev)
-                    col = lvl * p + feature.index_select(0, item)
-                    present = int((torch.bincount(col, minlength=m * p) > 0).sum())
-                    if self._dense(n, present):
-                        return owner.index_select(0, item_copy).index_select(0, item), col, m * p
             if merge_private:  # an item of a feature no other item has: a count of 1
                 once = torch.bincount(feature, minlength=p).index_select(0, feature) == 1
                 private.index_add_(0, owner.index_select(0, item_copy[once]),
                                    run.index_select(0, item_copy[once]))
                 item_copy, feature = item_copy[~once], feature[~once]
+            if merge_private and feature.numel() <= self._items_budget:
+                # few items: every level's items, for a dense Φ counted by one bincount;
+                # the private squares as items too (a_k items of value 1 in a column)
+                rep = run.index_select(0, item_copy)
+                n_items = int(rep.sum())
+                if n_items <= self._items_budget:
+                    item = torch.repeat_interleave(
+                        torch.arange(rep.numel(), device=dev), rep, output_size=n_items)
+                    first = torch.cumsum(rep, 0) - rep
+                    level = (torch.div(item_copy, n, rounding_mode="floor") - first
+                             ).index_select(0, item) + torch.arange(n_items, device=dev)
+                    col = level * p + feature.index_select(0, item)
+                    present = int((torch.bincount(col, minlength=m * p) > 0).sum())
+                    prow, pcol, pval, K = _squares(private)
+                    if self._dense(n, present + K * n):
+                        return (torch.cat([owner.index_select(0, item_copy).index_select(0, item),
+                                           torch.repeat_interleave(prow, pval)]),
+                                torch.cat([col, torch.repeat_interleave(pcol + m * p, pval)]),
+                                m * p + K * n)
             rows, cols, vals, p = _count(item_copy, feature, p, C)
         else:
             rows, cols, vals, p = counted
@@ -283,20 +288,8 @@ class CoreFramework(CountFeatureKernel):
         vals = vals.index_select(0, at)
         if not merge_private or not bool(private.any()):
             return rows, cols, vals, m * p
-        # D as a sum of squares: a_k = min(⌊√(D − a_1² − … − a_{k−1}²)⌋, 127), in column
-        # k·n + g after the level columns
-        prow, pcol, pval = [], [], []
-        left, k = private, 0
-        while True:
-            a = _isqrt(left).clamp_(max=127)
-            nz = a.nonzero().reshape(-1)
-            if not nz.numel():
-                break
-            prow.append(nz), pcol.append(nz + k * n), pval.append(a.index_select(0, nz))
-            left, k = left - a * a, k + 1
-        prow, pcol, pval = torch.cat(prow), torch.cat(pcol) + m * p, torch.cat(pval)
-        order = torch.argsort(prow, stable=True)  # by (row, k)
-        prow, pcol, pval = prow[order], pcol[order], pval[order].to(vals.dtype)
+        prow, pcol, pval, K = _squares(private)
+        pcol, pval = pcol + m * p, pval.to(vals.dtype)
         # each row: its level entries, then its private ones
         n_priv = torch.bincount(prow, minlength=n)
         upto = torch.cumsum(torch.bincount(rows, minlength=n), 0)  # level entries ≤ row
@@ -305,7 +298,30 @@ class CoreFramework(CountFeatureKernel):
                         torch.arange(prow.numel(), device=dev) + upto.index_select(0, prow)])
         out = [torch.empty(total + prow.numel(), dtype=t.dtype, device=dev).index_copy_(
             0, at, torch.cat([t, s])) for t, s in ((rows, prow), (cols, pcol), (vals, pval))]
-        return out[0], out[1], out[2], m * p + k * n
+        return out[0], out[1], out[2], m * p + K * n
+
+
+def _squares(D: torch.Tensor):
+    """Every graph's D (n,) as a sum of squares a_1² + a_2² + …, greedily:
+    a_k = min(⌊√(D − a_1² − … − a_{k−1}²)⌋, 127), the value of column k·n + g of row g.
+    Returns ``(rows, cols, values, K)``, sorted by (row, column), K columns per row at
+    most (K·n columns)."""
+    n = D.numel()
+    rows, cols, vals = [], [], []
+    left, k = D, 0
+    while True:
+        a = _isqrt(left).clamp_(max=127)
+        nz = a.nonzero().reshape(-1)
+        if not nz.numel():
+            break
+        rows.append(nz), cols.append(nz + k * n), vals.append(a.index_select(0, nz))
+        left, k = left - a * a, k + 1
+    if not k:
+        empty = D.new_zeros(0)
+        return empty, empty, empty, 0
+    rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
+    order = torch.argsort(rows, stable=True)  # by (row, k)
+    return rows[order], cols[order], vals[order], k
 
 
 def _isqrt(x: torch.Tensor) -> torch.Tensor:
