@@ -9,7 +9,7 @@ import torch
 from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, ShortestPath, WeisfeilerLehman
-from torchkern.graphs.core import CoreFramework, _isqrt, core_numbers
+from torchkern.graphs.core import CoreFramework, _isqrt, core_numbers, induced_subgraphs
 from tests.graphs.test_grakel_part_b import to_grakel
 from tests.graphs.test_graph_kernels import dense, random_graphs
 
@@ -112,3 +112,28 @@ def test_isqrt_equals_math_isqrt():
                         np.arange(1, 3000) ** 2, np.arange(1, 3000) ** 2 - 1])
     got = _isqrt(torch.as_tensor(x)).tolist()
     assert got == [math.isqrt(int(v)) for v in x]
+
+
+def test_induced_subgraphs_equal_subgraphs_graph_by_graph():
+    X = random_graphs(12, 1, 15, 0.4, 3, seed=8, isolated=1)
+    G = GraphSet(X)
+    rng = np.random.default_rng(4)
+    N = int(G.ptr[-1])
+    keep = torch.as_tensor(rng.random((4, N)) < 0.7)
+    keep[1] &= (G.graph_of_node == 3) | (G.graph_of_node == 7)  # few graphs: their edges
+    keep[2] = False  # an empty copy
+    S = induced_subgraphs(G, keep)
+    assert len(S) == 4 * len(X)
+    for j in range(4):
+        for g, d in enumerate(X):
+            nodes = np.flatnonzero(keep[j, int(G.ptr[g]):int(G.ptr[g + 1])].numpy())
+            local = {int(v): i for i, v in enumerate(nodes)}
+            ref = sorted((local[s], local[t]) for s, t in d.edge_index.t().tolist()
+                         if s in local and t in local)
+            c = j * len(X) + g
+            lo, hi = int(S.ptr[c]), int(S.ptr[c + 1])
+            assert hi - lo == len(nodes)
+            ei = S.edge_index[:, int(S.eptr[c]):int(S.eptr[c + 1])] - lo
+            assert sorted(map(tuple, ei.t().tolist())) == ref
+            assert S.node_label[lo:hi].tolist() == G.node_label[
+                int(G.ptr[g]) + torch.as_tensor(nodes, dtype=torch.long)].tolist()
