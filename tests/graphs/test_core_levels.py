@@ -1,6 +1,7 @@
-"""The core framework's evaluations — every level's items in a dense Φ, the distinct cores' entries with the private columns merged, one base-kernel call per level — against
-GraKeL 0.1.11 and against the literal features; core numbers with self-loops against
-peeling by dictionaries."""
+"""The core framework's evaluations — every level's items in a dense Φ, the distinct
+cores' entries with the private columns merged, one base-kernel call per level — against
+GraKeL 0.1.11 and against the literal features; induced subgraphs and core numbers
+(with self-loops) against graph-by-graph references."""
 import math
 
 import numpy as np

@@ -296,7 +296,8 @@ class CoreFramework(CountFeatureKernel):
         at = segment_ranges(start.index_select(0, copy), count)
         total = at.numel()
         rows = torch.repeat_interleave(g, count, output_size=total)
-        cols = torch.repeat_interleave(lvl * p, count, output_size=total) + cols.index_select(0, at)
+        cols = (torch.repeat_interleave(lvl * p, count, output_size=total)
+                + cols.index_select(0, at))
         vals = vals.index_select(0, at)
         if not merge_private or not bool(private.any()):
             return rows, cols, vals, m * p
