@@ -308,7 +308,9 @@ class PyramidMatch(CountFeatureKernel):
         (so the sparse Φ is built without a sort): a cell is (level, label, dimension,
         bin); a graph with c nodes in a cell gets one feature (cell, t) for each t < c,
         of value √w_level, the columns of a cell numbered from its largest c over the
-        set."""
+        set. When every node has all d coordinates, level 0 (one bin) has the same
+        histogram in every dimension: it is counted in the first only, at d times the
+        weight."""
         d, L, N = self.d, self.L, int(G.ptr[-1])
         U = node_embeddings(G, d)  # (N, d), NaN past a graph's eigenvectors
         labels, n_labels = initial_labels(G) if self.with_labels else (
@@ -320,17 +322,24 @@ class PyramidMatch(CountFeatureKernel):
         # 0.49999999999999994) is put on the edge: the bin of the exact value
         b = torch.minimum(torch.floor(u * k[:, None] + _EDGE_TOL).long(), k[:, None] - 1)
         cell = (n_labels * d * (k - 1))[:, None] + ((labels[node] * d + q) * k[:, None] + b)
+        graph = G.graph_of_node[node]
+        w = level_weights(L)
+        if node.numel() == N * d and d > 1:  # every node has all d coordinates
+            first = q == 0
+            graph = torch.cat([graph[first], graph.expand(L - 1, -1).reshape(-1)])
+            cell = torch.cat([cell[0, first], cell[1:].reshape(-1)])
+            w[0] *= d
         n_cells, present = n_labels * d * (2 ** L - 1), None
         if n_cells > max(4 * cell.numel(), 2 ** 16):  # many levels: number the cells seen
             present, cell = torch.unique(cell, return_inverse=True)
             n_cells = present.numel()
-        (g, cell), cnt = count_rows([G.graph_of_node[node], cell], [len(G), n_cells])
+        (g, cell), cnt = count_rows([graph, cell.reshape(-1)], [len(G), n_cells])
         width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
             0, cell, cnt, "amax")
         start = (torch.cumsum(width, 0) - width).index_select(0, cell)
         level = torch.bucketize(cell if present is None else present[cell],
                                 n_labels * d * (k[1:] - 1), right=True)
-        root_w = torch.as_tensor(level_weights(L), device=G.device).sqrt()
+        root_w = torch.as_tensor(w, device=G.device).sqrt()
         rows = torch.repeat_interleave(g, cnt)
         return (rows, segment_ranges(start, cnt), torch.repeat_interleave(root_w[level], cnt),
                 int(width.sum()))
