@@ -329,11 +329,13 @@ class PyramidMatch(CountFeatureKernel):
             graph = torch.cat([graph[first], graph.expand(L - 1, -1).reshape(-1)])
             cell = torch.cat([cell[0, first], cell[1:].reshape(-1)])
             w[0] *= d
+        else:
+            graph = graph.expand(L, -1)
         n_cells, present = n_labels * d * (2 ** L - 1), None
         if n_cells > max(4 * cell.numel(), 2 ** 16):  # many levels: number the cells seen
             present, cell = torch.unique(cell, return_inverse=True)
             n_cells = present.numel()
-        (g, cell), cnt = count_rows([graph, cell.reshape(-1)], [len(G), n_cells])
+        (g, cell), cnt = count_rows([graph.reshape(-1), cell.reshape(-1)], [len(G), n_cells])
         width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
             0, cell, cnt, "amax")
         start = (torch.cumsum(width, 0) - width).index_select(0, cell)
