@@ -1,8 +1,6 @@
 """The pyramid match graph kernel (Nikolentzos et al., 2017)."""
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 
@@ -35,12 +33,13 @@ def level_weights(L: int) -> np.ndarray:
     return w
 
 
-def _same_size_groups(G: GraphSet, budget: int):
-    """The graphs of G by exact node count, in chunks of at most ``budget`` n² entries:
-    yields ``(graph_ids, n)``."""
-    sizes = G.num_nodes
-    order = torch.argsort(sizes, stable=True)
-    s = sizes[order].cpu()
+def _same_size_groups(G: GraphSet, budget: int, graph_ids: torch.Tensor | None = None):
+    """The graphs of G (those of ``graph_ids``, default all) by exact node count, in
+    chunks of at most ``budget`` n² entries: yields ``(graph_ids, n)``."""
+    ids = torch.arange(len(G), device=G.device) if graph_ids is None else graph_ids
+    sizes = G.num_nodes[ids]
+    order = ids[torch.argsort(sizes, stable=True)]
+    s = torch.sort(sizes, stable=True).values.cpu()
     values, counts = torch.unique_consecutive(s, return_counts=True)
     start = 0
     for n, c in zip(values.tolist(), counts.tolist()):
@@ -176,28 +175,44 @@ def node_embeddings(G: GraphSet, d: int) -> torch.Tensor:
     :func:`_largest_modulus_tridiagonal`, graph by graph: only d eigenvectors, at about
     a third of the cost of the full batched ``torch.linalg.eigh`` the others take."""
     out = torch.full((int(G.ptr[-1]), d), float("nan"), dtype=torch.float64, device=G.device)
-    with contextlib.ExitStack() as stack:
-        blas = False  # one BLAS thread, entered once (~5 ms to find the libraries)
-        for gids, n in _same_size_groups(G, _BUDGET):
-            if n == 0:
-                continue
-            A = G.dense_adjacency(gids, n, torch.float64)
-            if n <= d + 1:  # every eigenvector (the d largest eigenvalues' for n = d + 1)
-                lam, U = torch.linalg.eigh(A)  # ascending
-                order = torch.argsort(lam, dim=1, descending=True, stable=True)[:, :d]
-                U = U.gather(2, order[:, None, :].expand(-1, n, -1))
-            elif A.device.type == "cpu" and n >= max(_TRIDIAGONAL_MIN_N, 2 * d + 1):
-                if not blas:
-                    blas = stack.enter_context(_one_blas_thread())
-                parts = [_largest_modulus_tridiagonal(a, d) for a in A.numpy()]
-                U = torch.from_numpy(np.stack([p[1] for p in parts])) \
-                    if all(p is not None for p in parts) else \
-                    _largest_modulus_eigh(G.dense_adjacency(gids, n, torch.float64), d)
-            else:
-                U = _largest_modulus_eigh(A, d)
-            nodes = G.padded_nodes(gids, n).reshape(-1)
-            out[nodes, :U.shape[2]] = U.abs().reshape(-1, U.shape[2])
+    rest = torch.arange(len(G), device=G.device)
+    if G.device.type == "cpu":
+        big = G.num_nodes >= max(_TRIDIAGONAL_MIN_N, 2 * d + 1)
+        if bool(big.any()):
+            with _one_blas_thread():
+                failed = _embed_one_by_one(G, big.nonzero().reshape(-1).tolist(), d, out)
+            rest = torch.cat([(~big).nonzero().reshape(-1), torch.as_tensor(failed, dtype=torch.long)])
+    for gids, n in _same_size_groups(G, _BUDGET, rest):
+        if n == 0:
+            continue
+        A = G.dense_adjacency(gids, n, torch.float64)
+        if n <= d + 1:  # every eigenvector (the d largest eigenvalues' for n = d + 1)
+            lam, U = torch.linalg.eigh(A)  # ascending
+            order = torch.argsort(lam, dim=1, descending=True, stable=True)[:, :d]
+            U = U.gather(2, order[:, None, :].expand(-1, n, -1))
+        else:
+            U = _largest_modulus_eigh(A, d)
+        nodes = G.padded_nodes(gids, n).reshape(-1)
+        out[nodes, :U.shape[2]] = U.abs().reshape(-1, U.shape[2])
     return out
+
+
+def _embed_one_by_one(G: GraphSet, graph_ids, d: int, out: torch.Tensor) -> list:
+    """:func:`_largest_modulus_tridiagonal` on the graphs ``graph_ids`` of the CPU set G,
+    each from its own dense adjacency (no padding, no batch), |U| written into their
+    rows of ``out``; returns the graphs where LAPACK failed."""
+    ptr, eptr = G.ptr.tolist(), G.eptr.tolist()
+    ei, res, failed = G.edge_index.numpy(), out.numpy(), []
+    for g in graph_ids:
+        s0, n, e0, e1 = ptr[g], ptr[g + 1] - ptr[g], eptr[g], eptr[g + 1]
+        a = np.zeros((n, n))
+        a[ei[0, e0:e1] - s0, ei[1, e0:e1] - s0] = 1.0
+        wU = _largest_modulus_tridiagonal(a, d)
+        if wU is None:
+            failed.append(g)
+        else:
+            np.abs(wU[1], out=res[s0:s0 + n])
+    return failed
 
 
 class PyramidMatch(CountFeatureKernel):
