@@ -210,6 +210,8 @@ class ShortestPath(CountFeatureKernel):
     tensor([[20.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, with_labels: bool = True, normalize: bool = False):
         super().__init__()
         self.with_labels, self.normalize = bool(with_labels), bool(normalize)

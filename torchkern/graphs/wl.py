@@ -81,6 +81,8 @@ class WeisfeilerLehman(CountFeatureKernel):
             [14., 14.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, n_iter: int = 3, normalize: bool = False, base: str = "subtree",
                  edge_labels: bool = False):
         super().__init__()

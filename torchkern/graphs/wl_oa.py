@@ -61,6 +61,8 @@ class WeisfeilerLehmanOptimalAssignment(CountFeatureKernel):
             [4., 4.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, n_iter: int = 5, normalize: bool = False):
         super().__init__()
         if not is_int(n_iter) or n_iter < 0:
