@@ -11,10 +11,19 @@ from torch_geometric.data import Data
 
 import torchkern.graphs.pyramid_match as pm
 from tests.graphs.test_grakel_part_b import DATA, to_grakel, well_conditioned
+from torchkern._threads import one_thread
 from torchkern.datasets import read_tu
 from torchkern.graphs import GraphSet, PyramidMatch
 
 from grakel import kernels as gk  # noqa: E402  (test extra)
+
+
+@pytest.fixture(autouse=True)
+def one_blas_and_torch_thread():
+    """One BLAS and one torch thread, as PyramidMatch runs these steps (many small
+    LAPACK calls: on a busy 2-core machine a second thread only waits)."""
+    with pm._one_blas_thread(), one_thread():
+        yield
 
 
 def adjacency(n, edges):
