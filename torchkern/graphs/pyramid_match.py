@@ -172,8 +172,9 @@ def node_embeddings(G: GraphSet, d: int) -> torch.Tensor:
     eigenvalue.
 
     On the CPU, graphs of at least ``_TRIDIAGONAL_MIN_N`` nodes (and more than 2d) take
-    :func:`_largest_modulus_tridiagonal`, graph by graph: only d eigenvectors, at about
-    a third of the cost of the full batched ``torch.linalg.eigh`` the others take."""
+    :func:`_largest_modulus_tridiagonal`, graph by graph: only d eigenvectors, in 40% of
+    the time of the full batched ``torch.linalg.eigh`` the others take (1,000 graphs of
+    100–300 nodes, one thread)."""
     out = torch.full((int(G.ptr[-1]), d), float("nan"), dtype=torch.float64, device=G.device)
     rest = torch.arange(len(G), device=G.device)
     if G.device.type == "cpu":
@@ -181,7 +182,8 @@ def node_embeddings(G: GraphSet, d: int) -> torch.Tensor:
         if bool(big.any()):
             with _one_blas_thread():
                 failed = _embed_one_by_one(G, big.nonzero().reshape(-1).tolist(), d, out)
-            rest = torch.cat([(~big).nonzero().reshape(-1), torch.as_tensor(failed, dtype=torch.long)])
+            rest = torch.cat([(~big).nonzero().reshape(-1),
+                              torch.as_tensor(failed, dtype=torch.long)])
     for gids, n in _same_size_groups(G, _BUDGET, rest):
         if n == 0:
             continue
