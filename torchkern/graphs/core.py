@@ -65,7 +65,6 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
     src, dst = G.edge_index
     E = src.numel()
     n_edges = G.eptr[1:] - G.eptr[:-1]
-    sizes = keep.sum(1).tolist()
     ptr, ends, edges = [], [], []
     offset = 0
     for j in range(m):
@@ -74,7 +73,8 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
         # copy j of graph g starts after the nodes of copy j kept before ptr[g]
         before = torch.cat([csum.new_zeros(1), csum]).index_select(0, G.ptr)
         ptr.append(before[:-1] + offset)
-        if not sizes[j]:
+        size = int(before[-1])
+        if not size:
             continue
         new_id = csum.sub_(1).add_(offset)
         some = before[1:] > before[:-1]  # the graphs copy j keeps nodes of
@@ -88,7 +88,7 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
         ends.append(new_id.index_select(0, src.index_select(0, e)))
         ends.append(new_id.index_select(0, dst.index_select(0, e)))
         edges.append(e)
-        offset += sizes[j]
+        offset += size
     ptr = torch.cat(ptr + [torch.full((1,), offset, dtype=torch.long, device=dev)])
     edge_index = torch.stack([torch.cat(ends[0::2] or [src[:0]]),
                               torch.cat(ends[1::2] or [src[:0]])])
@@ -244,12 +244,22 @@ class CoreFramework(CountFeatureKernel):
         private = torch.zeros(n, dtype=torch.long, device=dev)  # D of every graph
         if len(counted) == 3:
             item_copy, feature, p = counted
+            few = feature.numel() <= self._items_budget
             if merge_private:  # an item of a feature no other item has: a count of 1
                 once = torch.bincount(feature, minlength=p).index_select(0, feature) == 1
-                private.index_add_(0, owner.index_select(0, item_copy[once]),
-                                   run.index_select(0, item_copy[once]))
-                item_copy, feature = item_copy[~once], feature[~once]
-            if merge_private and feature.numel() <= self._items_budget:
+                copy_once = item_copy.masked_select(once)
+                private.index_add_(0, owner.index_select(0, copy_once),
+                                   run.index_select(0, copy_once))
+                squares = _squares(private) if few else None
+                # merged unless their columns (Σ D, one per item and level) are fewer
+                if not few or squares[0].numel() < int(private.sum()):
+                    more = once.logical_not_().nonzero().reshape(-1)
+                    item_copy = item_copy.index_select(0, more)
+                    feature = feature.index_select(0, more)
+                else:
+                    private.zero_()
+                    squares = _squares(private)
+            if merge_private and few:
                 # few items: every level's items, for a dense Φ counted by one bincount;
                 # the private squares as items too (a_k items of value 1 in a column)
                 rep = run.index_select(0, item_copy)
@@ -262,8 +272,8 @@ class CoreFramework(CountFeatureKernel):
                              ).index_select(0, item) + torch.arange(n_items, device=dev)
                     col = level * p + feature.index_select(0, item)
                     present = int((torch.bincount(col, minlength=m * p) > 0).sum())
-                    prow, pcol, pval, K = _squares(private)
-                    if self._dense(n, present + K * n):
+                    prow, pcol, pval, K = squares
+                    if self._dense(n, present + prow.numel()):
                         return (torch.cat([owner.index_select(0, item_copy).index_select(0, item),
                                            torch.repeat_interleave(prow, pval)]),
                                 torch.cat([col, torch.repeat_interleave(pcol + m * p, pval)]),
