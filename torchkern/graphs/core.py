@@ -65,7 +65,7 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
     src, dst = G.edge_index
     E = src.numel()
     n_edges = G.eptr[1:] - G.eptr[:-1]
-    ptr, ends, edges = [], [], []
+    ptr, kept = [], []
     offset = 0
     for j in range(m):
         k = keep[j]
@@ -76,7 +76,6 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
         size = int(before[-1])
         if not size:
             continue
-        new_id = csum.sub_(1).add_(offset)
         some = before[1:] > before[:-1]  # the graphs copy j keeps nodes of
         if 2 * int(n_edges[some].sum()) < E:  # few: the edges of those graphs only
             g = some.nonzero().reshape(-1)
@@ -85,18 +84,22 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
                   k.index_select(0, dst.index_select(0, e))]
         else:
             e = (k.index_select(0, src) & k.index_select(0, dst)).nonzero().reshape(-1)
-        ends.append(new_id.index_select(0, src.index_select(0, e)))
-        ends.append(new_id.index_select(0, dst.index_select(0, e)))
-        edges.append(e)
+        kept.append((e, csum.sub_(1).add_(offset)))  # the kept edges, the new node ids
         offset += size
     ptr = torch.cat(ptr + [torch.full((1,), offset, dtype=torch.long, device=dev)])
-    edge_index = torch.stack([torch.cat(ends[0::2] or [src[:0]]),
-                              torch.cat(ends[1::2] or [src[:0]])])
-    e = torch.cat(edges or [src[:0]])
-    eptr = torch.searchsorted(edge_index[0].contiguous(), ptr)
+    # both ends renumbered straight into one (2, E') edge_index
+    edge_index = torch.empty(2, sum(e.numel() for e, _ in kept), dtype=torch.long, device=dev)
+    at = 0
+    for e, new_id in kept:
+        for row, ends in enumerate((src, dst)):
+            torch.index_select(new_id, 0, ends.index_select(0, e),
+                               out=edge_index[row, at:at + e.numel()])
+        at += e.numel()
+    eptr = torch.searchsorted(edge_index[0], ptr)
     labels = G.node_label.repeat(m)[keep.reshape(-1)]
-    parts = G._edge_label_parts(e) if edge_labels else dict(edge_label=None,
-                                                             edge_label_values=None)
+    parts = dict(edge_label=None, edge_label_values=None)
+    if edge_labels:
+        parts = G._edge_label_parts(torch.cat([e for e, _ in kept] or [src[:0]]))
     return GraphSet._from_parts(ptr, edge_index, eptr, labels, G.label_values, dtype=G.dtype,
                                 **parts)
 
