@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import is_int
-from ._batch import GraphSet, segment_ranges, sorted_unique
+from ._batch import GraphSet, segment_ranges
 from ._labels import CountFeatureKernel, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -374,12 +374,15 @@ def _reads_edge_labels(kernel) -> bool:
 def _count(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: int):
     """The counts of items ``(graph, feature)`` as ``(rows, cols, counts, p)`` sorted by
     (row, column), like :func:`count_items`: a small key space by one ``bincount``,
-    else one sort of the keys graph·2^b + feature (b the bits of p; no inverse, and
-    rows and columns by a shift and a mask)."""
+    else one ``torch.sort`` of the keys graph·2^b + feature (b the bits of p) and a
+    count of equal neighbours — no positions or inverse carried through the sort (on
+    the CPU a radix sort of the plain keys, measured 3–5 times faster than a sort that
+    carries them, 1.5·10⁶ items); rows and columns by a shift and a mask."""
     if n_graphs * max(p, 1) <= max(4 * feature.numel(), 2 ** 16):
         return count_items(graph, feature, p, n_graphs)
     b = max(int(p - 1).bit_length(), 1)
     if (n_graphs << b) >= 2 ** 62:
         return count_items(graph, feature, p, n_graphs)
-    key, _, counts, _ = sorted_unique((graph << b) | feature, inverse=False)
+    key, counts = torch.unique_consecutive(torch.sort((graph << b) | feature).values,
+                                           return_counts=True)
     return key >> b, key & ((1 << b) - 1), counts, p
