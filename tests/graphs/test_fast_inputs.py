@@ -606,3 +606,18 @@ def test_unsorted_edges_are_told_distinct_by_flags_or_by_a_sort(data, monkeypatc
     ref = [distinct[0], extra] + distinct[2:4]
     np.testing.assert_array_equal(EdgeHistogram()(b).to_dense().numpy(),
                                   gram_from_counts(ref, ref, edge_labels))
+
+
+@pytest.mark.parametrize("n", [1000, 2 ** 15 - 1, 2 ** 15, 50_000])
+def test_sorted_unique_below_and_from_the_radix_sort_length(n):
+    """sorted_unique sorts by NumPy below 2^15 keys and by torch's radix sort from there:
+    values, inverse and counts equal torch.unique's, ``first`` the smallest position."""
+    from torchkern.graphs._batch import sorted_unique
+    g = torch.Generator().manual_seed(n)
+    key = torch.randint(0, 2 ** 40, (n // 3,), generator=g)[torch.randint(0, n // 3, (n,),
+                                                                          generator=g)]
+    values, inv, counts, first = sorted_unique(key)
+    ref_v, ref_inv, ref_c = torch.unique(key, return_inverse=True, return_counts=True)
+    assert torch.equal(values, ref_v) and torch.equal(inv, ref_inv) and torch.equal(counts, ref_c)
+    ref_first = torch.full((ref_v.numel(),), n).scatter_reduce_(0, ref_inv, torch.arange(n), "amin")
+    assert torch.equal(first, ref_first)

@@ -18,7 +18,8 @@ import torch
 
 from .._threads import one_thread
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges, sorted_unique
+from ._batch import (GraphKernel, GraphSet, compact, count_rows, segment_ranges, sort_int64,
+                     sorted_unique)
 
 
 class WLEdges(NamedTuple):
@@ -110,9 +111,9 @@ def wl_hash(labels: torch.Tensor, n_labels: int, edges: WLEdges, radix: int | No
 
 
 def _sort(key: torch.Tensor) -> torch.Tensor:
-    """A 1-D integer tensor sorted (NumPy's sort on the CPU: several times torch's)."""
-    if key.device.type == "cpu":
-        return torch.from_numpy(np.sort(key.numpy()))
+    """A 1-D integer tensor sorted (on the CPU by :func:`sort_int64`)."""
+    if key.device.type == "cpu" and key.dtype == torch.int64:
+        return torch.from_numpy(sort_int64(key.numpy()))
     return torch.sort(key).values
 
 
