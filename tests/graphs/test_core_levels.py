@@ -10,7 +10,8 @@ import torch
 from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, ShortestPath, WeisfeilerLehman
-from torchkern.graphs.core import CoreFramework, _isqrt, core_numbers, induced_subgraphs
+from torchkern.graphs._labels import _isqrt
+from torchkern.graphs.core import CoreFramework, core_numbers, induced_subgraphs
 from tests.graphs.test_grakel_part_b import to_grakel
 from tests.graphs.test_graph_kernels import dense, random_graphs
 

@@ -225,3 +225,36 @@ def test_counts_with_single_features_equal_the_full_count(monkeypatch):
     X = random_graphs(300, 15, 25, 0.15, 4, seed=5)  # a sparse Φ: 300 graphs, ~20,000 labels
     np.testing.assert_array_equal(dense(WeisfeilerLehman(3)(X)), grakel_wl(X, 3))
     assert calls and calls[0] > 4 * 300
+
+
+@pytest.mark.parametrize("sorted_input,real", [(True, False), (False, False), (True, True)])
+def test_private_columns_folded_keep_the_gram(sorted_input, real):
+    """Columns held by one row folded into a few columns of the same square sum: Φ Φᵀ
+    equal to the unfolded one (brute force), the shared columns kept, the entries sorted
+    by (row, column) when the input was; integer counts stay integers."""
+    g = torch.Generator().manual_seed(7)
+    n, p = 80, 9000
+    rows = torch.randint(0, n, (8000,), generator=g)
+    cols = torch.cat([torch.randint(0, 40, (2000,), generator=g),
+                      40 + torch.randperm(8960, generator=g)[:6000]])  # 6,000 private
+    vals = torch.randint(1, 150, (8000,), generator=g)  # values past the 127 cap
+    if real:
+        vals = vals.double() / 7
+    key = rows * p + cols
+    uniq, inv = torch.unique(key, return_inverse=True)  # distinct (row, col) entries
+    v = torch.zeros(uniq.numel(), dtype=vals.dtype).index_add_(0, inv, vals)
+    r, c = uniq // p, uniq % p
+    if not sorted_input:
+        perm = torch.randperm(r.numel(), generator=g)
+        r, c, v = r[perm], c[perm], v[perm]
+    fr, fc, fv, fp = wl_core._fold_private(r, c, v, p, n)
+    assert fr.numel() < r.numel() and fv.dtype == v.dtype
+    dense = lambda r, c, v, p: torch.zeros(n, p, dtype=torch.float64).index_put_(  # noqa: E731
+        (r, c), v.double(), accumulate=True)
+    ref, out = dense(r, c, v, p), dense(fr, fc, fv, fp)
+    torch.testing.assert_close(out @ out.T, ref @ ref.T, rtol=1e-13, atol=0)
+    shared = ref[:, (ref != 0).sum(0) > 1]
+    assert torch.equal(out[:, :shared.shape[1]], shared)
+    if sorted_input:
+        k = fr * fp + fc
+        assert bool((k[1:] > k[:-1]).all())

@@ -168,10 +168,11 @@ def sorted_unique(key: torch.Tensor, inverse: bool = True):
     first)`` — ``first`` the smallest position holding each value; ``inverse=False``
     skips the inverse (None then).
 
-    On the CPU, non-negative keys below 2^(63 − b) (b = bits of the length) are sorted
-    with their positions packed into the low b bits: one sort of plain integers
-    (:func:`sort_int64`; about three times ``torch.unique(return_inverse=True)`` there)
-    gives both the order and the permutation. Otherwise ``torch.unique``.
+    On the CPU, from 2^15 keys one stable ``torch.sort`` (a radix sort there) gives the
+    order and the permutation; fewer non-negative keys below 2^(63 − b) (b = bits of the
+    length) are sorted with their positions packed into the low b bits, one NumPy sort
+    of plain integers (about three times ``torch.unique(return_inverse=True)`` there).
+    Otherwise ``torch.unique``.
     """
     n = key.numel()
     b = max(int(n - 1).bit_length(), 1)
@@ -186,10 +187,13 @@ def sorted_unique(key: torch.Tensor, inverse: bool = True):
         first = torch.empty(values.numel(), dtype=torch.long, device=key.device)
         first.index_put_((inv.flip(0),), pos)  # the smallest position, wins
         return values, inv if inverse else None, counts.index_select(0, values), first
-    if key.device.type == "cpu" and n and lo >= 0 and hi < 2 ** (63 - b):
-        k = key.numpy()
-        packed = sort_int64((k << b) | np.arange(n))
-        perm, sk = packed & ((1 << b) - 1), packed >> b
+    radix = key.device.type == "cpu" and n >= _RADIX_FROM
+    if radix or (key.device.type == "cpu" and n and lo >= 0 and hi < 2 ** (63 - b)):
+        if radix:
+            sk, perm = (t.numpy() for t in torch.sort(key, stable=True))
+        else:
+            packed = np.sort((key.numpy() << b) | np.arange(n))
+            perm, sk = packed & ((1 << b) - 1), packed >> b
         new = np.empty(n, dtype=bool)
         new[0] = True
         np.not_equal(sk[1:], sk[:-1], out=new[1:])
@@ -216,12 +220,14 @@ def compact(columns, sizes):
     rows with each id, and the position of one row with each id. The columns are packed
     into one int64 key (mixed radix); when the key would overflow, the part packed so far
     is renumbered first (a 1-D unique keeps the order), so any number of columns works
-    with 1-D sorts only. Keys are kept below 2^(63 − b), b the bits of the row count, so
-    that :func:`sorted_unique` can pack the positions in (one plain sort).
+    with 1-D sorts only. On the CPU below 2^15 rows keys are kept below 2^(63 − b), b
+    the bits of the row count, so that :func:`sorted_unique` can pack the positions in
+    (one plain sort).
     """
     device = columns[0].device
     n = columns[0].numel()
-    limit = min(_KEY_LIMIT, 2 ** (62 - max(int(n - 1).bit_length(), 1)))
+    limit = _KEY_LIMIT if device.type != "cpu" or n >= _RADIX_FROM else \
+        min(_KEY_LIMIT, 2 ** (62 - max(int(n - 1).bit_length(), 1)))
     key, span = torch.zeros(n, dtype=torch.long, device=device), 1
     for col, s in zip(columns, sizes):
         s = max(int(s), 1)
@@ -240,21 +246,25 @@ def count_rows(columns, sizes, mask=None):
     """The distinct rows of integer columns (as in :func:`compact`) and how often each
     occurs: ``(distinct_columns, counts)``. The columns may be any tensors that broadcast
     to one shape; ``mask`` (of that shape) selects the rows to count. A small key space
-    is counted by ``bincount`` on the packed keys (no sort, no gather), a large one
-    through :func:`compact`."""
+    is counted by ``bincount`` on the packed keys (no sort, no gather), a large one by
+    one sort of the packed keys (no positions: the distinct keys are decoded) while they
+    fit in int64, else through :func:`compact`."""
     space = 1
     for s in sizes:
         space *= max(int(s), 1)
     shape = torch.broadcast_shapes(*(c.shape for c in columns))
     n = math.prod(shape) if mask is None else int(mask.sum())
-    if space <= max(4 * n, 2 ** 16):
+    if space <= max(4 * n, 2 ** 16) or space < _KEY_LIMIT:
         key = torch.zeros((), dtype=torch.long, device=columns[0].device)
         for col, s in zip(columns, sizes):
             key = key * max(int(s), 1) + col
         key = key.reshape(-1) if mask is None else key[mask]
-        counts = torch.bincount(key, minlength=space)
-        key = counts.nonzero().reshape(-1)
-        counts = counts.index_select(0, key)
+        if space <= max(4 * n, 2 ** 16):
+            counts = torch.bincount(key, minlength=space)
+            key = counts.nonzero().reshape(-1)
+            counts = counts.index_select(0, key)
+        else:
+            key, counts = torch.unique_consecutive(torch.sort(key).values, return_counts=True)
         out = []
         for s in reversed(sizes):
             s = max(int(s), 1)

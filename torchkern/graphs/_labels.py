@@ -352,6 +352,93 @@ def _count_with_singletons(graph: torch.Tensor, feature: torch.Tensor, p: int, n
     return rows, cols, vals, p_r + n_once
 
 
+def _squares(D: torch.Tensor):
+    """Every graph's D (n,) as a sum of squares a_1² + a_2² + …, greedily:
+    a_k = min(⌊√(D − a_1² − … − a_{k−1}²)⌋, 127), the value of column k·n + g of row g.
+    Returns ``(rows, cols, values, K)``, sorted by (row, column), K columns per row at
+    most (K·n columns)."""
+    n = D.numel()
+    rows, cols, vals = [], [], []
+    left, k = D, 0
+    while True:
+        a = _isqrt(left).clamp_(max=127)
+        nz = a.nonzero().reshape(-1)
+        if not nz.numel():
+            break
+        rows.append(nz), cols.append(nz + k * n), vals.append(a.index_select(0, nz))
+        left, k = left - a * a, k + 1
+    if not k:
+        empty = D.new_zeros(0)
+        return empty, empty, empty, 0
+    rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
+    order = torch.argsort(rows, stable=True)  # by (row, k)
+    return rows[order], cols[order], vals[order], k
+
+
+def _isqrt(x: torch.Tensor) -> torch.Tensor:
+    """⌊√x⌋ of non-negative int64 values below 2^52 (a float square root, corrected)."""
+    a = x.double().sqrt_().floor_().long()
+    a -= (a * a > x).long()
+    a += ((a + 1) * (a + 1) <= x).long()
+    return a
+
+
+def _merge_rows(a, b, n_rows: int):
+    """The union of two lists of entries ``(rows, cols, vals)``, each sorted by (row,
+    column), every column of ``b`` above those of ``a``: sorted by (row, column), each
+    entry put in place by counting (no sort)."""
+    (ra, ca, va), (rb, cb, vb) = a, b
+    na, nb = torch.bincount(ra, minlength=n_rows), torch.bincount(rb, minlength=n_rows)
+    start = torch.cumsum(na + nb, 0) - (na + nb)  # where each row's entries begin
+    dev = ra.device
+    pos_a = (start - (torch.cumsum(na, 0) - na)).index_select(0, ra) + torch.arange(
+        ra.numel(), device=dev)
+    pos_b = (start + na - (torch.cumsum(nb, 0) - nb)).index_select(0, rb) + torch.arange(
+        rb.numel(), device=dev)
+    total = ra.numel() + rb.numel()
+    out = [torch.empty(total, dtype=t.dtype, device=dev) for t in (ra, ca, va)]
+    for o, x, y in zip(out, (ra, ca, va), (rb, cb, vb.to(va.dtype))):
+        o.index_copy_(0, pos_a, x).index_copy_(0, pos_b, y)
+    return out
+
+
+_FOLD_MAX = 127 ** 2 * 64  # the largest private square sum folded into integer columns
+
+
+def _fold_private(rows, cols, vals, p: int, n_rows: int):
+    """The entries of Φ with the columns that only one row holds folded into a few
+    columns per row of the same sum of squares (:func:`_squares`; a square root for
+    real values): Φ Φᵀ is unchanged — a private column adds only to its row's diagonal
+    entry — and the entries are far fewer when most substructures are seen in one graph
+    (late WL labels, their shortest-path triples). Returns ``(rows, cols, vals, p)``,
+    sorted by (row, column) when the input was; the shared columns keep their order."""
+    held = torch.bincount(cols, minlength=p)
+    private = held.index_select(0, cols) == 1
+    n_private = int(private.sum())
+    if n_private < max(rows.numel() // 4, 2 ** 12):
+        return rows, cols, vals, p
+    D = torch.zeros(n_rows, dtype=vals.dtype, device=vals.device).index_add_(
+        0, rows[private], vals[private] * vals[private])
+    if vals.is_floating_point():
+        sr = D.nonzero().reshape(-1)
+        sc, sv, K = sr, D.index_select(0, sr).sqrt(), 1
+    elif int(D.max()) <= _FOLD_MAX:
+        sr, sc, sv, K = _squares(D)
+    else:
+        return rows, cols, vals, p
+    shared = held > 1
+    keep = (~private).nonzero().reshape(-1)
+    p_shared = int(shared.sum())
+    a = (rows.index_select(0, keep),
+         (torch.cumsum(shared, 0) - 1).index_select(0, cols.index_select(0, keep)),
+         vals.index_select(0, keep))
+    b = (sr, sc + p_shared, sv)
+    key = rows * max(p, 1) + cols
+    if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):
+        return (*_merge_rows(a, b, n_rows), p_shared + K * n_rows)
+    return (*(torch.cat([x, y.to(x.dtype)]) for x, y in zip(a, b)), p_shared + K * n_rows)
+
+
 def _add_sparse_gram(out, a, b):
     """out += a bᵀ (dense out), for sparse COO a and b with the same columns. On
     the CPU by SciPy's sparse product (about twice torch's speed there), its nonzeros
@@ -549,16 +636,18 @@ def _keep_columns(phi, keep):
 
 def _coo(rows, cols, vals, shape):
     """Sparse COO (rows, cols, vals) with duplicates summed, built coalesced: one sort of
-    the packed (row, col) keys (:func:`sorted_unique`) instead of ``coalesce``."""
+    the packed (row, col) keys (duplicates: :func:`sorted_unique`) instead of
+    ``coalesce``."""
     cols_ = max(int(shape[1]), 1)
     key = rows * cols_ + cols
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):  # coalesced already
         return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape,
                                        is_coalesced=True, check_invariants=False)
-    uniq, inv, counts, first = sorted_unique(key)
-    if uniq.numel() == key.numel():  # distinct entries (the usual case): a permutation
-        v = vals.new_empty(vals.shape).index_copy_(0, inv, vals)
+    uniq, perm = torch.sort(key, stable=True)  # a radix sort on the CPU
+    if bool((uniq[1:] != uniq[:-1]).all()):  # distinct entries (the usual case)
+        v = vals.index_select(0, perm)
     else:
+        uniq, inv, counts, first = sorted_unique(key)
         v = vals.new_zeros(uniq.shape).index_add_(0, inv, vals)
     return torch.sparse_coo_tensor(torch.stack([uniq // cols_, uniq % cols_]), v, shape,
                                    is_coalesced=True, check_invariants=False)
@@ -643,7 +732,8 @@ class CountFeatureKernel(GraphKernel):
             phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
             total = torch.bincount(graph, minlength=n)
             return self._dense_gram(phi, total, nx, Y is None, unit_rows, X.dtype)
-        rows, cols, vals, p = counted if len(counted) == 4 else _count_with_singletons(*counted, n)
+        rows, cols, vals, p = _fold_private(
+            *(counted if len(counted) == 4 else _count_with_singletons(*counted, n)), n)
         if self._dense(n, p):
             phi = torch.zeros(n * p, dtype=vals.dtype, device=vals.device)
             phi.index_put_((rows * p + cols,), vals, accumulate=True)

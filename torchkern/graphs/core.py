@@ -5,7 +5,7 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphSet, segment_ranges
-from ._labels import CountFeatureKernel, count_items
+from ._labels import CountFeatureKernel, _squares, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
 
@@ -328,37 +328,6 @@ class CoreFramework(CountFeatureKernel):
         out = [torch.empty(total + prow.numel(), dtype=t.dtype, device=dev).index_copy_(
             0, at, torch.cat([t, s])) for t, s in ((rows, prow), (cols, pcol), (vals, pval))]
         return out[0], out[1], out[2], m * p + K * n
-
-
-def _squares(D: torch.Tensor):
-    """Every graph's D (n,) as a sum of squares a_1² + a_2² + …, greedily:
-    a_k = min(⌊√(D − a_1² − … − a_{k−1}²)⌋, 127), the value of column k·n + g of row g.
-    Returns ``(rows, cols, values, K)``, sorted by (row, column), K columns per row at
-    most (K·n columns)."""
-    n = D.numel()
-    rows, cols, vals = [], [], []
-    left, k = D, 0
-    while True:
-        a = _isqrt(left).clamp_(max=127)
-        nz = a.nonzero().reshape(-1)
-        if not nz.numel():
-            break
-        rows.append(nz), cols.append(nz + k * n), vals.append(a.index_select(0, nz))
-        left, k = left - a * a, k + 1
-    if not k:
-        empty = D.new_zeros(0)
-        return empty, empty, empty, 0
-    rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
-    order = torch.argsort(rows, stable=True)  # by (row, k)
-    return rows[order], cols[order], vals[order], k
-
-
-def _isqrt(x: torch.Tensor) -> torch.Tensor:
-    """⌊√x⌋ of non-negative int64 values below 2^52 (a float square root, corrected)."""
-    a = x.double().sqrt_().floor_().long()
-    a -= (a * a > x).long()
-    a += ((a + 1) * (a + 1) <= x).long()
-    return a
 
 
 def _reads_edge_labels(kernel) -> bool:
