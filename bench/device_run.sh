@@ -41,7 +41,8 @@ for s in $steps; do case $s in
                 exec python3 -m pytest -q -p no:cacheprovider -rfE $X tests/test_triton_engine.py -k "not cpu"' ;;
   million9b) step million 150 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
              exec python3 bench/gp_million.py --device cuda --sizes 1000000 --warm-iter 20 \
-             --warm-cap 30 --budget 115 --rows krr-pcg --caps "{\"krr-pcg\": 110}"' ;;
+             --warm-cap 30 --budget 115 --rows krr-pcg --krr-tol 1e-2 --pcg-centers 2000 \
+             --caps "{\"krr-pcg\": 110}"' ;;
   million9) step million 140 bash -c '[ -f /tmp/keops_env.sh ] && . /tmp/keops_env.sh;
             exec python3 bench/gp_million.py --device cuda --triton-auto --sizes 1000000 \
             --warm-iter 20 --warm-cap 30 --budget 100 --rows krr-pcg nystrom exact-gp \
