@@ -318,7 +318,7 @@ def _count_with_singletons(graph: torch.Tensor, feature: torch.Tensor, p: int, n
     column. Returns the same matrix up to a renumbering of the columns — the features
     occurring more than once first (in their order), then the single ones — its entries
     sorted by (row, column): the sort runs on the repeated items only, the single ones are
-    put in place by counting."""
+    put in place by :func:`_merge_rows`."""
     n_items = feature.numel()
     if n_items < 2 ** 12:
         return count_items(graph, feature, p, n_graphs)
@@ -330,26 +330,17 @@ def _count_with_singletons(graph: torch.Tensor, feature: torch.Tensor, p: int, n
     repeated = fc > 1
     p_r = int(repeated.sum())
     keep = (~once).nonzero().reshape(-1)
-    rows_r, cols_r, vals_r, _ = count_items(
+    counted = count_items(
         graph.index_select(0, keep),
         (torch.cumsum(repeated, 0) - 1).index_select(0, feature.index_select(0, keep)),
-        p_r, n_graphs)
+        p_r, n_graphs)[:3]
     dev = graph.device
-    a = torch.bincount(rows_r, minlength=n_graphs)  # entries per row: repeated features,
-    b = torch.bincount(graph[once], minlength=n_graphs)  # and single ones
-    rows = torch.repeat_interleave(torch.arange(n_graphs, device=dev), a + b,
-                                   output_size=rows_r.numel() + n_once)
-    start = torch.cumsum(a + b, 0) - (a + b)  # where each row's entries begin
-    pos_r = (start - (torch.cumsum(a, 0) - a)).index_select(0, rows_r) + torch.arange(
-        rows_r.numel(), device=dev)
-    # a single one's column: p_r + its rank among the single ones (each row's repeated
-    # entries come first, so its rank is its position less the repeated entries up to its row)
-    cols = torch.arange(p_r, p_r + rows.numel(), device=dev) - torch.cumsum(a, 0).index_select(
-        0, rows)
-    vals = torch.ones(rows.numel(), dtype=vals_r.dtype, device=dev)
-    cols.index_copy_(0, pos_r, cols_r)
-    vals.index_copy_(0, pos_r, vals_r)
-    return rows, cols, vals, p_r + n_once
+    single_rows = torch.repeat_interleave(  # the single ones' graphs, in order
+        torch.arange(n_graphs, device=dev), torch.bincount(graph[once], minlength=n_graphs),
+        output_size=n_once)
+    single = (single_rows, torch.arange(p_r, p_r + n_once, device=dev),
+              torch.ones(n_once, dtype=counted[2].dtype, device=dev))
+    return (*_merge_rows(counted, single, n_graphs), p_r + n_once)
 
 
 def _squares(D: torch.Tensor):
@@ -635,20 +626,20 @@ def _keep_columns(phi, keep):
 
 
 def _coo(rows, cols, vals, shape):
-    """Sparse COO (rows, cols, vals) with duplicates summed, built coalesced: one sort of
-    the packed (row, col) keys (duplicates: :func:`sorted_unique`) instead of
-    ``coalesce``."""
+    """Sparse COO (rows, cols, vals) with duplicates summed, built coalesced: one stable
+    sort of the packed (row, col) keys instead of ``coalesce``."""
     cols_ = max(int(shape[1]), 1)
     key = rows * cols_ + cols
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):  # coalesced already
         return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape,
                                        is_coalesced=True, check_invariants=False)
     uniq, perm = torch.sort(key, stable=True)  # a radix sort on the CPU
-    if bool((uniq[1:] != uniq[:-1]).all()):  # distinct entries (the usual case)
-        v = vals.index_select(0, perm)
-    else:
-        uniq, inv, counts, first = sorted_unique(key)
-        v = vals.new_zeros(uniq.shape).index_add_(0, inv, vals)
+    v = vals.index_select(0, perm)
+    new = torch.ones_like(uniq, dtype=torch.bool)
+    torch.ne(uniq[1:], uniq[:-1], out=new[1:])
+    if not bool(new.all()):  # duplicates: summed
+        v = v.new_zeros(int(new.sum())).index_add_(0, torch.cumsum(new, 0) - 1, v)
+        uniq = uniq[new]
     return torch.sparse_coo_tensor(torch.stack([uniq // cols_, uniq % cols_]), v, shape,
                                    is_coalesced=True, check_invariants=False)
 

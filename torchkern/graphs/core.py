@@ -284,7 +284,7 @@ class CoreFramework(CountFeatureKernel):
                                            torch.repeat_interleave(prow, pval)]),
                                 torch.cat([col, torch.repeat_interleave(pcol + m * p, pval)]),
                                 m * p + K * n)
-            rows, cols, vals, p = _count(item_copy, feature, p, C)
+            rows, cols, vals, p = count_items(item_copy, feature, p, C)
         else:
             rows, cols, vals, p = counted
             if rows.numel() > 1 and not bool((rows[1:] >= rows[:-1]).all()):
@@ -338,20 +338,3 @@ def _reads_edge_labels(kernel) -> bool:
     if isinstance(kernel, WeisfeilerLehman):
         return kernel.edge_labels
     return not isinstance(kernel, (ShortestPath, PyramidMatch))
-
-
-def _count(graph: torch.Tensor, feature: torch.Tensor, p: int, n_graphs: int):
-    """The counts of items ``(graph, feature)`` as ``(rows, cols, counts, p)`` sorted by
-    (row, column), like :func:`count_items`: a small key space by one ``bincount``,
-    else one ``torch.sort`` of the keys graph·2^b + feature (b the bits of p) and a
-    count of equal neighbours — no positions or inverse carried through the sort (on
-    the CPU a radix sort of the plain keys, measured 3–5 times faster than a sort that
-    carries them, 1.5·10⁶ items); rows and columns by a shift and a mask."""
-    if n_graphs * max(p, 1) <= max(4 * feature.numel(), 2 ** 16):
-        return count_items(graph, feature, p, n_graphs)
-    b = max(int(p - 1).bit_length(), 1)
-    if (n_graphs << b) >= 2 ** 62:
-        return count_items(graph, feature, p, n_graphs)
-    key, counts = torch.unique_consecutive(torch.sort((graph << b) | feature).values,
-                                           return_counts=True)
-    return key >> b, key & ((1 << b) - 1), counts, p
