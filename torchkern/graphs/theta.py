@@ -17,7 +17,7 @@ from .._validation import check_int, is_int, is_real
 from ..gram import FeatureKernelMatrix
 from ..kernels.base import Kernel
 from ..kernels.structured import _inv_sqrt
-from ._batch import GraphKernel, GraphSet
+from ._batch import GraphKernel, GraphSet, sort_int64
 
 __all__ = ["LovaszTheta", "SVMTheta", "lovasz_theta_sdp", "svm_theta_alphas"]
 
@@ -97,23 +97,27 @@ def _distribute_samples(n: int, lo: int, hi: int, n_samples: int) -> tuple:
 
 
 def _edge_pairs(G: GraphSet):
-    """For every graph of G: (n, pairs (E, 2) int array of its undirected edges a < b);
-    an edge counts when either direction is given, self-loops are dropped."""
-    ptr = G.ptr.tolist()
+    """For every graph of G: (n, pairs (E, 2) int array of its undirected edges a < b,
+    sorted); an edge counts when either direction is given, self-loops are dropped.
+
+    G's edges are merged and sorted by (source, target): the pairs s < t are the answer
+    where the reverse pairs, sorted, are the same (both directions given: one sort of
+    half the edges); else both halves are merged and sorted."""
+    ptr = G.ptr.cpu().numpy()
     s, t = G.edge_index.cpu().numpy()
-    g = np.searchsorted(np.asarray(ptr), s, side="right") - 1
-    keep = s != t
-    s, t, g = s[keep], t[keep], g[keep]
-    base = np.asarray(ptr[:-1])[g]
-    a, b = np.minimum(s, t) - base, np.maximum(s, t) - base
-    N = max(int(G.num_nodes.max()), 1) if len(G) else 1
-    key = np.sort((g.astype(np.int64) * N + a) * N + b)
-    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
-    g, rest = np.divmod(key, N * N)
-    a, b = np.divmod(rest, N)
-    bounds = np.searchsorted(g, np.arange(len(G) + 1))
-    pairs = np.stack([a, b], 1)
-    return [(ptr[i + 1] - ptr[i], pairs[bounds[i]:bounds[i + 1]]) for i in range(len(G))]
+    N = max(int(ptr[-1]), 1)
+    fwd, rev = s < t, s > t
+    a, b = s[fwd], t[fwd]
+    key = a * N + b
+    back = sort_int64(t[rev] * N + s[rev])
+    if not np.array_equal(back, key):  # one direction only on some edges (or unsorted)
+        key = sort_int64(np.concatenate([key, back]))
+        key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
+        a, b = np.divmod(key, N)
+    bounds = np.searchsorted(a, ptr)
+    pairs = np.stack([a, b], 1) - np.repeat(ptr[:-1], np.diff(bounds))[:, None]
+    n = np.diff(ptr).tolist()
+    return [(n[i], pairs[bounds[i]:bounds[i + 1]]) for i in range(len(G))]
 
 
 # -- the Lovász SDP -------------------------------------------------------------------------
