@@ -572,6 +572,8 @@ class GraphSet(KernelInput):
         d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
                  _pending=frozenset(_GROUPS))
         for group in read:
+            if group == "edges" and getattr(fields, "edges_valid", _never)():
+                continue  # checked without being read: read on first use (labelled_edges)
             self._resolve(group)
 
     def _resolve(self, group: str) -> None:
@@ -716,11 +718,15 @@ class GraphSet(KernelInput):
         if d.get("_labelled") is not None:  # kept: a set used again (a fitted model's)
             return d["_labelled"]
         with one_thread():
-            self._resolve("edges")
-            raw = d.get("_raw_edges")
+            local = None  # (graph of each edge, edge_attr) from a reader, edges unread
+            if "edges" in d.get("_pending", ()) and hasattr(d["_reader"], "labelled_edges"):
+                local = d["_reader"].labelled_edges()
+            if local is None:
+                self._resolve("edges")
+            raw = d.get("_raw_edges") if local is None else (None, local[1])
             out = None
             if raw is not None and raw[1] is not None:
-                graph = _graph_if_distinct(raw[0], self.ptr)
+                graph = _graph_if_distinct(raw[0], self.ptr) if local is None else local[0]
                 if graph is not None:
                     ea = raw[1]
                     _check_integral(ea, "edge_attr")
@@ -905,6 +911,10 @@ def _cat(tensors, device, dim=0):
 
 
 _GROUPS = ("nodes", "node_attributes", "edges")
+
+
+def _never() -> bool:
+    return False
 
 
 def _node_count(v, i: int) -> int:
@@ -1184,12 +1194,80 @@ class _Collated:
 
 class _CollatedFields:
     """The fields of a :class:`_Collated` data set, read group by group as
-    :class:`_ListFields` reads a list's."""
+    :class:`_ListFields` reads a list's.
+
+    The edges of a data set without ``edge_attributes`` can be checked without being
+    read (:meth:`edges_valid`), and their labels counted from the stored, per-graph edge
+    ids (:meth:`labelled_edges`): no edge_index of global node ids is built (three
+    passes and a 2 × E int64 tensor), which a kernel that counts edge labels only
+    (:class:`EdgeHistogram`) does not need."""
 
     def __init__(self, collated: _Collated, node_attr: str):
         self.c, self.node_attr = collated, node_attr
         self.counts = collated.counts()
         self.device = self.counts.device
+        self._local = None
+
+    def _local_edges(self):
+        """``(edge_index, edges per graph)`` as stored (each graph's own node ids) when
+        every entry is an integer in [0, n_g) in its graph g (one ``aminmax`` when the
+        largest is below every graph's node count, else one ``numpy.maximum.reduceat``
+        of each row of edge_index per graph, on the CPU), and there is no
+        ``edge_attributes`` field, and ``edge_attr``, if any, has the edges' slices (one
+        row per edge); else None (then read by :meth:`edges`, which checks graph by graph
+        and names the culprit)."""
+        if self._local is None:
+            self._local = (None,)
+            ei, ecounts = self.c._field("edge_index", None, None)
+            if (self.c._field("edge_attributes", None, None)[0] is None and ei is not None
+                    and ei.dim() == 2 and ei.shape[0] == 2 and ei.dtype in _INT_DTYPES
+                    and ecounts is not None):
+                ecounts = ecounts.long().to(self.device)
+                ok = True
+                if ei.shape[1]:
+                    lo, hi = (int(v) for v in torch.aminmax(ei))
+                    has = ecounts > 0
+                    ok = lo >= 0 and hi < int(self.counts[has].min())
+                    if lo >= 0 and not ok and ei.device.type == "cpu":  # each graph's
+                        starts = (torch.cumsum(ecounts, 0) - ecounts)[has].numpy()  # largest
+                        n = self.counts[has].numpy()  # ids, by row (no temporary)
+                        ok = all(bool((np.maximum.reduceat(row, starts) < n).all())
+                                 for row in ei.numpy())
+                sl = self.c.slices
+                if "edge_attr" in sl and self.c.data._store._mapping.get("edge_attr") is not None:
+                    ok = ok and torch.equal(sl["edge_attr"], sl["edge_index"])  # a row per edge
+                if ok:
+                    self._local = (ei, ecounts)
+        return None if self._local[0] is None else self._local
+
+    def edges_valid(self) -> bool:
+        """Whether the edges are known to be valid without reading them (see
+        :meth:`_local_edges`)."""
+        return self._local_edges() is not None
+
+    def labelled_edges(self):
+        """``(graph of each edge, edge_attr)`` when the stored edges are valid and
+        strictly sorted by (source, target) within each graph (PyG's coalesced graphs:
+        distinct), read from the storage without global node ids; else None (the edges
+        are then read, merged and counted as any set's)."""
+        local = self._local_edges()
+        if local is None:
+            return None
+        ei, ecounts = local
+        E = ei.shape[1]
+        if E > 1:
+            m = max(int(self.counts.max()), 1)
+            key = torch.add(ei[1], ei[0], alpha=m)  # (source, target) in its graph
+            drop = (key[1:] <= key[:-1]).nonzero().reshape(-1)  # not increasing: only
+            if drop.numel() >= ecounts.numel():  # where a graph's edges begin
+                return None
+            if drop.numel():
+                first = torch.cumsum(ecounts, 0) - ecounts  # first edge of each graph
+                if not bool(torch.isin(drop + 1, first).all()):
+                    return None
+        ea = self.c._field("edge_attr", None, None)[0]
+        graph = torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
+        return graph, None if ea is None else _edge_rows(ea, E)
 
     def x(self):
         return self.c._field("x", None, None)[0]

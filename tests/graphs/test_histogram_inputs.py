@@ -1,0 +1,148 @@
+"""VertexHistogram / EdgeHistogram from each input equal label counts made in Python.
+
+The inputs: a list of Data, a Batch, a GraphSet, an InMemoryDataset and its index views
+(``ds[idx]``: a slice, a permutation, a boolean mask, a view of a view), on sets with
+graphs of 0 nodes, graphs without edges, graphs of very different sizes (so that a node
+id of one graph is out of range in another), coalesced and uncoalesced edges. The
+reference of every Gram is :func:`tests.graphs.test_fast_inputs.gram_from_counts`
+(Python Counters of each graph's label rows, over its distinct edges).
+
+The data set paths read the collated storage; where its edges are valid and sorted in
+each graph, EdgeHistogram counts them from the stored (per-graph) node ids, without
+building the global edge_index: the tests check that this path is the one taken, and
+that every fallback (unsorted or duplicated edges, edge_attributes, a bad node id)
+gives the same counts, or the error naming the graph.
+"""
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import coalesce
+
+from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts, node_labels
+from tests.graphs.test_graph_inputs import SmallGraphs as Saved
+from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
+from torchkern.graphs import _batch
+
+
+def labelled_graphs(m, seed=0, coalesced=True, empty=True):
+    """Graphs of 0 to 30 nodes (some of 0 nodes, some without edges), one-hot float x,
+    one-hot float edge_attr of 3 bond labels, both directions of every edge; coalesced
+    (sorted by (source, target) in each graph, no duplicate) or in a random order with
+    some edges twice."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(m):
+        n = int(rng.integers(1, 31)) if i % 5 else int(rng.integers(0, 3)) * empty
+        k = int(rng.integers(0, 3 * n + 1)) if n and i % 4 else 0
+        e = rng.integers(0, max(n, 1), (2, k))
+        e = torch.tensor(np.concatenate([e, e[::-1]], 1), dtype=torch.long)
+        a = torch.nn.functional.one_hot(torch.as_tensor(rng.integers(0, 3, k)), 3).float()
+        a = torch.cat([a, a])
+        if coalesced:
+            e, a = coalesce(e, a, n, reduce="max")
+        else:
+            extra = torch.as_tensor(rng.integers(0, max(k, 1), k // 3))[: e.shape[1]]
+            e, a = torch.cat([e, e[:, extra]], 1), torch.cat([a, a[extra]])
+            p = torch.as_tensor(rng.permutation(e.shape[1]))
+            e, a = e[:, p], a[p]
+        x = torch.nn.functional.one_hot(torch.as_tensor(rng.integers(0, 4, n)), 4).float()
+        out.append(Data(x=x, edge_index=e, edge_attr=a, num_nodes=n))
+    return out
+
+
+def views(ds, m):
+    perm = np.random.default_rng(3).permutation(m)
+    mask = torch.arange(m) % 3 != 1
+    return [(ds, list(range(m))), (ds[4:m - 3], list(range(4, m - 3))),
+            (ds[perm], list(perm)), (ds[mask], mask.nonzero().reshape(-1).tolist()),
+            (ds[perm][2:30:3], list(perm[2:30:3]))]
+
+
+def assert_gram(K, graphs, key, normalize=False):
+    np.testing.assert_allclose(K.to_dense().numpy(), gram_from_counts(graphs, graphs, key,
+                                                                      normalize),
+                               rtol=1e-14, atol=0)
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    out = {}
+    for name, kw in (("coalesced", {}), ("shuffled", dict(coalesced=False))):
+        graphs = labelled_graphs(60, seed=len(name), **kw)
+        out[name] = graphs, Saved(str(tmp_path_factory.mktemp(name)), graphs)
+    return out
+
+
+def test_the_stored_edges_are_counted_without_global_node_ids(sets, monkeypatch):
+    """Coalesced graphs of a data set: EdgeHistogram never builds the global edge_index
+    (its reader's ``edges`` is not called), from the data set and from every view, and
+    the edges are still read right afterwards, on first use."""
+    graphs, ds = sets["coalesced"]
+    sizes = [g.num_nodes for g in graphs]
+    assert 0 in sizes and max(sizes) > 2 * min(s for s in sizes if s)  # ids out of range
+    for view, idx in views(ds, len(graphs)):
+        sub = [graphs[i] for i in idx]
+        with monkeypatch.context() as m:
+            m.setattr(_batch._CollatedFields, "edges",
+                      lambda self: pytest.fail("the global edge_index was built"))
+            G = EdgeHistogram().check_input(view)
+            for normalize in (False, True):
+                assert_gram(EdgeHistogram(normalize)(G), sub, edge_labels, normalize)
+                assert_gram(EdgeHistogram(normalize)(view), sub, edge_labels, normalize)
+        ref = GraphSet(sub)  # the edges, read on first use, are the list's
+        assert torch.equal(G.edge_index, ref.edge_index) and torch.equal(G.eptr, ref.eptr)
+        assert torch.equal(G.edge_label_values[G.edge_label], ref.edge_label_values[ref.edge_label])
+        assert_gram(EdgeHistogram()(G), sub, edge_labels)  # counted from the read edges
+        assert_gram(VertexHistogram()(view), sub, node_labels)
+
+
+def test_every_input_gives_the_python_counts(sets):
+    for graphs, ds in sets.values():
+        for k, key in ((VertexHistogram(), node_labels), (EdgeHistogram(), edge_labels)):
+            for X in (graphs, Batch.from_data_list(graphs), GraphSet(graphs), ds):
+                assert_gram(k(X), graphs, key)
+            for view, idx in views(ds, len(graphs)):
+                assert_gram(k(view), [graphs[i] for i in idx], key)
+        X, Y = graphs[:20], ds[20:]  # a cross Gram: list against data set view
+        K = EdgeHistogram()(X, Y).to_dense().numpy()
+        np.testing.assert_allclose(K, gram_from_counts(X, graphs[20:], edge_labels), rtol=0)
+
+
+def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
+    """Uncoalesced edges (a random order, duplicates), a data set with edge_attributes,
+    and edge_attr rows per graph that are not the edges' are read the usual way (the
+    global edge_index, merged), with the same counts; a bad node id is refused naming
+    the graph, however large the other graphs."""
+    calls = []
+    edges = _batch._CollatedFields.edges
+
+    def counted(self):
+        calls.append(1)
+        return edges(self)
+    monkeypatch.setattr(_batch._CollatedFields, "edges", counted)
+    shuffled = labelled_graphs(30, seed=4, coalesced=False)
+    plus = [Data(**{k: v for k, v in g}, edge_attributes=torch.ones(g.num_edges, 2))
+            for g in labelled_graphs(30, seed=5)]
+    for i, graphs in enumerate((shuffled, plus)):
+        ds = Saved(str(tmp_path / str(i)), graphs)
+        calls.clear()
+        assert_gram(EdgeHistogram()(ds), graphs, edge_labels)
+        assert calls  # read the usual way
+    # one row of edge_attr too many in graph 1, one too few in graph 2: totals agree
+    g = labelled_graphs(3, seed=6, empty=False)
+    assert g[1].num_edges > 0 and g[2].num_edges > 0
+    g[1].edge_attr = torch.cat([g[1].edge_attr, g[1].edge_attr[:1]])
+    g[2].edge_attr = g[2].edge_attr[1:]
+    calls.clear()
+    EdgeHistogram()(Saved(str(tmp_path / "rows"), g))
+    assert calls
+    big = Data(x=torch.zeros(40, 1), edge_index=torch.tensor([[0, 39], [39, 0]]),
+               edge_attr=torch.zeros(2, 1), num_nodes=40)
+    bad = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 5], [5, 0]]),
+               edge_attr=torch.zeros(2, 1), num_nodes=3)
+    ds = Saved(str(tmp_path / "bad"), [big, big, bad, big])
+    with pytest.raises(ValueError, match=r"X: graph 2: edge_index must be .* node id 5 in a "
+                                         r"graph with num_nodes=3"):
+        EdgeHistogram()(ds)
+    assert_gram(EdgeHistogram()(ds[[0, 3]]), [big, big], edge_labels)  # a view without it
