@@ -523,7 +523,7 @@ def _one_class_alphas():
 # Graphs of at least this many nodes get λ_min(A) from the batched Lanczos iteration, the
 # smaller ones from one dense eigvalsh per size (measured crossover; see
 # :func:`_lambda_min_lanczos`)
-_LANCZOS_MIN_N = 80
+_LANCZOS_MIN_N = 48
 # Lanczos steps of the first check of a graph's Ritz values; the next check of a graph not
 # yet certified is where its residual, falling at the rate measured (or, after the first
 # check, at _LANCZOS_RATE decades a step: Erdős–Rényi graphs of 100–300 nodes fall at
