@@ -626,7 +626,9 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     k = 0
     nxt = np.full(len(act), _LANCZOS_FIRST_CHECK)  # the step of each graph's next check
     seen = np.full((len(act), 2), math.nan)  # (step, log10 r₁) of its last check
-    while len(act):
+    live = np.ones(len(act), dtype=bool)  # finished graphs stay (zero blocks) until compacted
+    idle = 0  # their nodes
+    while live.any():
         starts = off[:-1]
         w = A @ q
         a = np.add.reduceat(w * q, starts)
@@ -635,15 +637,17 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         b = np.sqrt(np.add.reduceat(w * w, starts))
         al[act, k], be[act, k] = a, b
         k += 1
-        last = (k >= limit[act]) | (b <= 1e-12 * np.maximum(np.abs(a), 1.0))
-        done = np.zeros(len(act), dtype=bool)
-        for j in np.nonzero(last | (nxt == k))[0].tolist():
+        last = live & ((k >= limit[act]) | (b <= 1e-12 * np.maximum(np.abs(a), 1.0)))
+        for j in np.nonzero(last | (live & (nxt == k)))[0].tolist():
             g = act[j]
             theta, certified, r, rstar = _ritz_min(al[g, :k], be[g, :k], tol)
-            if certified:
-                lam[g], ok[g], done[j] = theta, True, True
-            elif last[j]:
-                done[j] = True
+            if certified or last[j]:
+                if certified:
+                    lam[g], ok[g] = theta, True
+                live[j] = False
+                idle += int(n_a[j])
+                w[off[j]:off[j + 1]] = 0.0
+                q[off[j]:off[j + 1]] = 0.0
             elif r > 0 and rstar > 0:  # where the residual reaches r*, at the rate seen
                 lr = math.log10(r)
                 rate = _LANCZOS_RATE
@@ -655,21 +659,22 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
                 nxt[j] = k + min(max(math.ceil((lr - math.log10(rstar) + 1.0) / rate), 2), k)
             else:
                 nxt[j] = k + max(2, k // 5)
-        if done.any():  # drop the finished graphs' blocks from the iteration
-            keep = ~done
-            rows = np.repeat(keep, n_a)
+        b[~live] = 1.0
+        if idle > T // 4:  # drop the finished graphs' blocks from the iteration
+            rows = np.repeat(live, n_a)
             ip = A.indptr
             nnz = ip[off[1:]] - ip[off[:-1]]
-            act, n_a, b, nxt, seen = act[keep], n_a[keep], b[keep], nxt[keep], seen[keep]
-            new = np.zeros(len(act) + 1, dtype=np.int64)
-            np.cumsum(n_a, out=new[1:])
+            new = np.zeros(int(live.sum()) + 1, dtype=np.int64)
+            np.cumsum(n_a[live], out=new[1:])
             cols = A.indices[np.repeat(rows, np.diff(ip))] - np.repeat(
-                (off[:-1][keep] - new[:-1]), nnz[keep])
+                (off[:-1][live] - new[:-1]), nnz[live])
             indptr = np.zeros(int(new[-1]) + 1, dtype=np.int64)
             np.cumsum(np.diff(ip)[rows], out=indptr[1:])
-            off, T = new, int(new[-1])
+            off, T, idle = new, int(new[-1]), 0
             A = csr_matrix((np.ones(len(cols)), cols, indptr), shape=(T, T))
             q, w = q[rows], w[rows]
+            act, n_a, b, nxt, seen = act[live], n_a[live], b[live], nxt[live], seen[live]
+            live = live[live]
         qp, q = q, w / np.repeat(b, n_a)
         bprev = b
     return lam, ok
