@@ -146,3 +146,31 @@ def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
                                          r"graph with num_nodes=3"):
         EdgeHistogram()(ds)
     assert_gram(EdgeHistogram()(ds[[0, 3]]), [big, big], edge_labels)  # a view without it
+
+
+def test_a_set_used_again_keeps_its_count_key_until_its_labels_change(sets):
+    """The bincount key kept with a GraphSet (``_count_key``) gives the Python counts on
+    every later use, and is remade when the tensors it comes from change: new node
+    labels, new edge labels, a move (``to``); a copy ``GraphSet(G)`` changed leaves G's."""
+    graphs, _ = sets["coalesced"]
+    G = GraphSet(graphs)
+    for k, key in ((VertexHistogram(), node_labels), (EdgeHistogram(), edge_labels)):
+        for _ in range(2):
+            assert_gram(k(G), graphs, key)
+        assert f"_count_key_{type(k).__name__}" in G.__dict__
+    H = GraphSet(G)
+    H.node_label = torch.zeros_like(H.node_label)  # every node one label
+    H.edge_label = torch.zeros_like(H.edge_label)
+    n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
+    m = torch.tensor([g.num_edges for g in graphs], dtype=torch.float64)
+    assert torch.equal(VertexHistogram()(H).to_dense(), torch.outer(n, n))
+    assert torch.equal(EdgeHistogram()(H).to_dense(), torch.outer(m, m))
+    assert_gram(VertexHistogram()(G), graphs, node_labels)  # G's own keys still
+    assert_gram(EdgeHistogram()(G), graphs, edge_labels)
+    other = G.to(dtype=torch.float32)  # the same tensors: the same keys, another dtype
+    K = EdgeHistogram()(other).to_dense()
+    assert K.dtype == torch.float32
+    np.testing.assert_array_equal(K.numpy(), gram_from_counts(graphs, graphs, edge_labels))
+    moved = G.to(device="cpu")  # tensors moved (here: to the same device): keys dropped
+    assert not any(k.startswith("_count_key_") for k in moved.__dict__)
+    assert_gram(EdgeHistogram()(moved), graphs, edge_labels)

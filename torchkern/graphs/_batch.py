@@ -873,6 +873,8 @@ class GraphSet(KernelInput):
         self._resolve_all()
         d = self.__dict__
         d.pop("_labelled", None)
+        for name in [k for k in d if k.startswith("_count_key_")]:
+            del d[name]  # the histogram kernels' (histogram._count_key)
         for name in ("ptr", "_edge_index", "_eptr", "node_label", "label_values", "_edge_label",
                      "_edge_label_values", "node_attributes", "_edge_attributes", "_edge_rows"):
             t = d.get(name)

@@ -1,6 +1,8 @@
 """The vertex-histogram and edge-histogram graph kernels (label counts, linear kernel)."""
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ..gram import FeatureKernelMatrix, _as_index
@@ -64,36 +66,69 @@ class _DenseHistogram:
     merged (no concatenation of the two sets)."""
 
     _counted = "node labels (x)"
+    _fresh_graph = False  # whether _keys gives a new tensor of graph ids (VertexHistogram)
 
     def _keys(self, G: GraphSet):
         """``(graph of each counted item, its label id, label rows)``; by each kernel."""
         raise NotImplementedError
 
+    def _key_source(self, G: GraphSet) -> tuple:
+        """The objects :meth:`_keys` derives its answer from (their identity tells
+        whether a cached count key is still G's); by each kernel."""
+        raise NotImplementedError
+
+    def _count_key(self, G: GraphSet):
+        """``(key, L)``: the bincount key ``label + L · graph`` of every counted item of G
+        and the number L of label rows, kept with G (``G._count_key_<kernel class>``)
+        while the tensors it comes from (:meth:`_key_source`) are G's: a set
+        used again (a fitted model's, a grid search's) is counted by one ``bincount``.
+        Costs one int64 per counted item, held with the set."""
+        name = "_count_key_" + type(self).__name__  # not shared by a copy GraphSet(G)
+        hit = G.__dict__.get(name)
+        if hit is not None and all(map(operator.is_, hit[0], self._key_source(G))):
+            return hit[1], hit[2]
+        g, label, values = self._keys(G)
+        L = max(int(values.shape[0]), 1)
+        if len(G) * L > max(4 * label.numel(), 2 ** 16):
+            return None, L  # a large count matrix: the sparse path
+        # the graph ids of the nodes are a fresh tensor: the key is made in it
+        key = g.mul_(L).add_(label) if self._fresh_graph else torch.add(label, g, alpha=L)
+        G.__dict__[name] = (self._key_source(G), key, L)
+        return key, L
+
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
+        if Y is None:
+            key, L = self._count_key(X)
+            if key is None:
+                return super()._gram(X, Y, unit_rows)
+            return self._count_matrix(
+                [torch.bincount(key, minlength=len(X) * L).view(len(X), L).to(X.dtype)],
+                unit_rows)
         gx, lx, vx = self._keys(X)
-        n, L = len(X), max(int(vx.shape[0]), 1)
-        if Y is not None:
-            gy, ly, vy = self._keys(Y)
-            if vx.shape[1] != vy.shape[1]:
-                raise ValueError(f"the {self._counted} of X (rows of width {vx.shape[1]}) "
-                                 f"and Y (width {vy.shape[1]}) are not comparable: each "
-                                 f"distinct row is one label, so X and Y need the same "
-                                 f"number of columns")
-            (lx, ly), values = unify_labels([(lx, vx), (ly, vy)])
-            n, L = n + len(Y), max(int(values.shape[0]), 1)
-        if n * L > max(4 * (lx.numel() + (0 if Y is None else ly.numel())), 2 ** 16):
+        gy, ly, vy = self._keys(Y)
+        if vx.shape[1] != vy.shape[1]:
+            raise ValueError(f"the {self._counted} of X (rows of width {vx.shape[1]}) "
+                             f"and Y (width {vy.shape[1]}) are not comparable: each "
+                             f"distinct row is one label, so X and Y need the same "
+                             f"number of columns")
+        (lx, ly), values = unify_labels([(lx, vx), (ly, vy)])
+        n, L = len(X) + len(Y), max(int(values.shape[0]), 1)
+        if n * L > max(4 * (lx.numel() + ly.numel()), 2 ** 16):
             return super()._gram(X, Y, unit_rows)
-        C = [torch.bincount(torch.add(lx, gx, alpha=L), minlength=len(X) * L)  # one pass
-             .view(len(X), L).to(X.dtype)]
-        if Y is not None:
-            C.append(torch.bincount(torch.add(ly, gy, alpha=L), minlength=len(Y) * L)
-                     .view(len(Y), L).to(X.dtype))
+        C = [torch.bincount(torch.add(lab, g, alpha=L), minlength=len(S) * L)  # one pass
+             .view(len(S), L).to(X.dtype) for g, lab, S in ((gx, lx, X), (gy, ly, Y))]
+        return self._count_matrix(C, unit_rows)
+
+    @staticmethod
+    def _count_matrix(C, unit_rows: bool):
+        """The KernelMatrix of the count matrices C (X's; Y's), rows scaled to unit norm
+        with ``unit_rows``."""
         sq = [(c * c).sum(1) for c in C]
         small = not unit_rows and all(not s.numel() or float(s.max()) < 2 ** 24 for s in sq)
         if unit_rows:
             C = [c * torch.where(s > 0, s.rsqrt(), 0.0)[:, None] for c, s in zip(C, sq)]
-        return _CountMatrix(C[0], None if Y is None else C[1], small)
+        return _CountMatrix(C[0], None if len(C) == 1 else C[1], small)
 
 
 class VertexHistogram(_DenseHistogram, CountFeatureKernel):
@@ -137,6 +172,7 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     """
 
     _graph_fields = ("nodes",)  # a list of Data: x and num_nodes only
+    _fresh_graph = True
 
     def __init__(self, normalize: bool = False):
         super().__init__()
@@ -154,6 +190,9 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
         # the label ids of G (rows of label_values): a label that no graph holds is a
         # zero column, which adds nothing
         return G.graph_of_node, G.node_label, G.label_values
+
+    def _key_source(self, G: GraphSet) -> tuple:
+        return G.ptr, G.node_label, G.label_values
 
 
 class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
@@ -222,3 +261,6 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
             raise ValueError("EdgeHistogram needs edge labels: give every graph edge_attr "
                              "(one row per edge; each distinct row is one label)")
         return keys
+
+    def _key_source(self, G: GraphSet) -> tuple:
+        return (G.__dict__.get("_labelled"),)  # dropped by G when its edges change
