@@ -751,18 +751,17 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
         # K = A/ρ + I (A where λ_min ≥ −10⁻⁶) in one buffer, its entries set and cleared
         # graph by graph
         K = np.zeros((n, n))
-        diag = K.reshape(-1)[::n + 1]
+        flat = K.reshape(-1)
+        diag = flat[::n + 1]
         for b, i in enumerate(idx):
             e = edges[i]
+            at = np.concatenate([e[:, 0] * n + e[:, 1], e[:, 1] * n + e[:, 0]])
             ridge = lam[b] < 0 and abs(lam[b]) > 1e-6
-            v = 1.0 / -lam[b] if ridge else 1.0
-            K[e[:, 0], e[:, 1]] = v
-            K[e[:, 1], e[:, 0]] = v
+            flat[at] = 1.0 / -lam[b] if ridge else 1.0
             if ridge:
                 diag += 1.0
             out[i] = fit(K)
-            K[e[:, 0], e[:, 1]] = 0.0
-            K[e[:, 1], e[:, 0]] = 0.0
+            flat[at] = 0.0
             diag[:] = 0.0
     for i, j in same:
         out[i] = out[j]
