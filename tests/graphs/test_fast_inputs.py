@@ -472,7 +472,7 @@ def test_sorted_distinct_edges_are_counted_as_given(data):
         ei, ea = coalesce(g.edge_index, g.edge_attr, g.num_nodes, reduce="min")
         co.append(Data(x=g.x, edge_index=ei, edge_attr=ea, num_nodes=g.num_nodes))
     G = EdgeHistogram().check_input(co, "X")
-    assert G.labelled_edges() is not None and "_raw_edges" in G.__dict__  # not merged
+    assert G.labelled_edges() is not None and "_edge_index" not in G.__dict__  # not merged
     np.testing.assert_array_equal(EdgeHistogram()(co).to_dense().numpy(),
                                   gram_from_counts(co, co, edge_labels))
     # sorted by (target, source): the rows swapped (each edge reversed, a directed graph)

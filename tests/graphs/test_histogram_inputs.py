@@ -174,3 +174,47 @@ def test_a_set_used_again_keeps_its_count_key_until_its_labels_change(sets):
     moved = G.to(device="cpu")  # tensors moved (here: to the same device): keys dropped
     assert not any(k.startswith("_count_key_") for k in moved.__dict__)
     assert_gram(EdgeHistogram()(moved), graphs, edge_labels)
+
+
+def test_a_list_of_coalesced_graphs_is_counted_without_global_node_ids(sets, monkeypatch):
+    """From a list of Data as from a data set: coalesced graphs counted from their own
+    node ids (no global edge_index built), and every fallback (unsorted edges: the
+    concatenation kept is shifted in place; int32 edge_index; edge_attr rows per graph
+    not the edges'; edge_attributes; a graph without edge_index; a bad node id) gives
+    the Python counts or the error naming the graph."""
+    graphs, _ = sets["coalesced"]
+    with monkeypatch.context() as m:
+        m.setattr(_batch, "_global_edges", lambda *a, **k: pytest.fail("global ids built"))
+        for normalize in (False, True):
+            assert_gram(EdgeHistogram(normalize)(graphs), graphs, edge_labels, normalize)
+    G = EdgeHistogram().check_input(graphs)
+    EdgeHistogram()(G)
+    assert torch.equal(G.edge_index, GraphSet(graphs).edge_index)  # read on first use
+    shuffled, _ = sets["shuffled"]
+    assert_gram(EdgeHistogram()(shuffled), shuffled, edge_labels)
+    G = EdgeHistogram().check_input(shuffled)
+    assert G.__dict__["_reader"]._local[0] is not None  # valid: concatenated, kept
+    assert_gram(EdgeHistogram()(G), shuffled, edge_labels)
+    assert torch.equal(G.edge_index, GraphSet(shuffled).edge_index)
+    small = labelled_graphs(12, seed=8, empty=False)
+    variants = [[Data(x=g.x, edge_index=g.edge_index.int(), edge_attr=g.edge_attr,
+                      num_nodes=g.num_nodes) for g in small],
+                [Data(**dict(g), edge_attributes=torch.zeros(g.num_edges, 1)) for g in small]]
+    for graphs2 in variants:
+        assert_gram(EdgeHistogram()(graphs2), small, edge_labels)
+    g = labelled_graphs(3, seed=6, empty=False)
+    g[1].edge_attr = torch.cat([g[1].edge_attr, g[1].edge_attr[:1]])  # totals agree
+    g[2].edge_attr = g[2].edge_attr[1:]
+    G = EdgeHistogram().check_input(g)
+    assert "edges" not in G.__dict__.get("_pending", ())  # read the usual way, at once
+    no_edges = Data(x=torch.zeros(2, 1), edge_attr=torch.zeros(0, 3), num_nodes=2)
+    ref = Data(x=no_edges.x, edge_index=torch.zeros(2, 0, dtype=torch.long),
+               edge_attr=no_edges.edge_attr, num_nodes=2)
+    assert_gram(EdgeHistogram()(small[:3] + [no_edges]), small[:3] + [ref], edge_labels)
+    big = Data(x=torch.zeros(40, 1), edge_index=torch.tensor([[0, 39], [39, 0]]),
+               edge_attr=torch.zeros(2, 1), num_nodes=40)
+    bad = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 5], [5, 0]]),
+               edge_attr=torch.zeros(2, 1), num_nodes=3)
+    with pytest.raises(ValueError, match=r"X: graph 1: edge_index must be .* node id 5 in a "
+                                         r"graph with num_nodes=3"):
+        EdgeHistogram()([big, bad, big])

@@ -1039,9 +1039,64 @@ class _ListFields:
         self._check_rows(nas, na, self.node_attr, self.counts, "node")
         return na
 
+    def _local_edges(self):
+        """``(edge_index, edges per graph, edge_attr)``: the graphs' edge_index
+        concatenated as given (each graph's own node ids; no global ids) and their
+        edge_attr, when every graph has an int64 edge_index, valid
+        (:func:`_local_valid`), and one edge_attr row per edge (or no graph has
+        edge_attr), and no graph has edge_attributes; else None (then read by
+        :meth:`edges`, which checks graph by graph and names the culprit). Kept for
+        :meth:`edges`, which then shifts them in place."""
+        if getattr(self, "_local", None) is None:
+            self._local = (None,)
+            eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
+                                                      "edge_attributes"))
+            if not all(map(operator.is_, eats, repeat(None))):
+                return None
+            try:
+                if set(map(operator.attrgetter("dtype"), eis)) != {torch.int64}:
+                    return None
+                ei = _cat(eis, self.device, 1)
+                ea = None if eas[0] is None else _cat(eas, self.device)
+            except (AttributeError, RuntimeError, IndexError, TypeError):
+                return None  # said by edges()
+            ecounts = np.fromiter(map(torch.Tensor.numel, eis), np.int64, len(eis)) // 2
+            if ea is not None:
+                width = 1 if ea.dim() == 1 else int(ea.shape[1]) if ea.dim() == 2 else 0
+                rows = np.fromiter(map(torch.Tensor.numel, eas), np.int64, len(eas))
+                if not width or not np.array_equal(rows, ecounts * width):
+                    return None
+            ecounts = torch.from_numpy(ecounts).to(self.device)
+            counts = torch.from_numpy(self.counts).to(self.device)
+            if _local_valid(ei, ecounts, counts):
+                self._local = (ei, ecounts, ea)
+        return None if self._local[0] is None else self._local
+
+    def edges_valid(self) -> bool:
+        """Whether the edges are known to be valid (see :meth:`_local_edges`)."""
+        return self._local_edges() is not None
+
+    def labelled_edges(self):
+        """``(graph of each edge, edge_attr)`` when the edges are valid and strictly
+        sorted by (source, target) in each graph (:func:`_local_graph`), without global
+        node ids; else None."""
+        local = self._local_edges()
+        graph = None if local is None else _local_graph(
+            local[0], local[1], torch.from_numpy(self.counts).to(self.device))
+        if graph is None:
+            return None
+        ea = local[2]
+        return graph, None if ea is None else _edge_rows(ea, graph.numel())
+
     def edges(self):
         """``(edge_index, edge_attr, edge_attributes)``: the edges with global node ids
         (checked per graph), the rows of the other two."""
+        local = getattr(self, "_local", None)
+        if local is not None and local[0] is not None:  # concatenated and checked
+            self._local = None
+            ei, ecounts, ea = local
+            counts = torch.from_numpy(self.counts).to(self.device)
+            return _global_edges(ei, counts, ecounts, own=True), ea, None
         eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
                                                   "edge_attributes"))
         device, sizes = self.device, self.counts
@@ -1211,35 +1266,24 @@ class _CollatedFields:
         self._local = None
 
     def _local_edges(self):
-        """``(edge_index, edges per graph)`` as stored (each graph's own node ids) when
-        every entry is an integer in [0, n_g) in its graph g (one ``aminmax`` when the
-        largest is below every graph's node count, else one ``numpy.maximum.reduceat``
-        of each row of edge_index per graph, on the CPU), and there is no
-        ``edge_attributes`` field, and ``edge_attr``, if any, has the edges' slices (one
-        row per edge); else None (then read by :meth:`edges`, which checks graph by graph
-        and names the culprit)."""
+        """``(edge_index, edges per graph, edge_attr)`` as stored (each graph's own node
+        ids) when they are valid (:func:`_local_valid`), there is no ``edge_attributes``
+        field, and ``edge_attr``, if any, has the edges' slices (one row per edge); else
+        None (then read by :meth:`edges`, which checks graph by graph and names the
+        culprit)."""
         if self._local is None:
             self._local = (None,)
             ei, ecounts = self.c._field("edge_index", None, None)
             if (self.c._field("edge_attributes", None, None)[0] is None and ei is not None
-                    and ei.dim() == 2 and ei.shape[0] == 2 and ei.dtype in _INT_DTYPES
                     and ecounts is not None):
                 ecounts = ecounts.long().to(self.device)
-                ok = True
-                if ei.shape[1]:
-                    lo, hi = (int(v) for v in torch.aminmax(ei))
-                    has = ecounts > 0
-                    ok = lo >= 0 and hi < int(self.counts[has].min())
-                    if lo >= 0 and not ok and ei.device.type == "cpu":  # each graph's
-                        starts = (torch.cumsum(ecounts, 0) - ecounts)[has].numpy()  # largest
-                        n = self.counts[has].numpy()  # ids, by row (no temporary)
-                        ok = all(bool((np.maximum.reduceat(row, starts) < n).all())
-                                 for row in ei.numpy())
+                ok = _local_valid(ei, ecounts, self.counts)
                 sl = self.c.slices
-                if "edge_attr" in sl and self.c.data._store._mapping.get("edge_attr") is not None:
+                ea = self.c._field("edge_attr", None, None)[0]
+                if ea is not None:
                     ok = ok and torch.equal(sl["edge_attr"], sl["edge_index"])  # a row per edge
                 if ok:
-                    self._local = (ei, ecounts)
+                    self._local = (ei, ecounts, ea)
         return None if self._local[0] is None else self._local
 
     def edges_valid(self) -> bool:
@@ -1250,26 +1294,14 @@ class _CollatedFields:
     def labelled_edges(self):
         """``(graph of each edge, edge_attr)`` when the stored edges are valid and
         strictly sorted by (source, target) within each graph (PyG's coalesced graphs:
-        distinct), read from the storage without global node ids; else None (the edges
-        are then read, merged and counted as any set's)."""
+        distinct: :func:`_local_graph`), read from the storage without global node ids;
+        else None (the edges are then read, merged and counted as any set's)."""
         local = self._local_edges()
-        if local is None:
+        graph = None if local is None else _local_graph(local[0], local[1], self.counts)
+        if graph is None:
             return None
-        ei, ecounts = local
-        E = ei.shape[1]
-        if E > 1:
-            m = max(int(self.counts.max()), 1)
-            key = torch.add(ei[1], ei[0], alpha=m)  # (source, target) in its graph
-            drop = (key[1:] <= key[:-1]).nonzero().reshape(-1)  # not increasing: only
-            if drop.numel() >= ecounts.numel():  # where a graph's edges begin
-                return None
-            if drop.numel():
-                first = torch.cumsum(ecounts, 0) - ecounts  # first edge of each graph
-                if not bool(torch.isin(drop + 1, first).all()):
-                    return None
-        ea = self.c._field("edge_attr", None, None)[0]
-        graph = torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
-        return graph, None if ea is None else _edge_rows(ea, E)
+        ea = local[2]
+        return graph, None if ea is None else _edge_rows(ea, graph.numel())
 
     def x(self):
         return self.c._field("x", None, None)[0]
@@ -1279,6 +1311,51 @@ class _CollatedFields:
 
     def edges(self):
         return self.c.edges(self.counts)
+
+
+def _local_valid(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor) -> bool:
+    """Whether the concatenated per-graph ``edge_index`` ``ei`` (graph g's ``ecounts[g]``
+    columns in its own node ids) is an integer (2, E) tensor with every entry in
+    [0, counts[g]): one ``aminmax`` when the largest entry is below every graph's node
+    count, else, on the CPU, one ``numpy.maximum.reduceat`` of each row per graph (no
+    temporary); False when that cannot be told so (the caller then checks graph by
+    graph, naming the culprit)."""
+    if ei.dim() != 2 or ei.shape[0] != 2 or ei.dtype not in _INT_DTYPES:
+        return False
+    if ecounts.numel() != counts.numel() or int(ecounts.sum()) != ei.shape[1]:
+        return False
+    if not ei.shape[1]:
+        return True
+    lo, hi = (int(v) for v in torch.aminmax(ei))
+    has = ecounts > 0
+    if lo < 0:
+        return False
+    if hi < int(counts[has].min()):
+        return True
+    if ei.device.type != "cpu":
+        return False
+    starts = (torch.cumsum(ecounts, 0) - ecounts)[has].numpy()
+    n = counts[has].numpy()
+    return all(bool((np.maximum.reduceat(row, starts) < n).all()) for row in ei.numpy())
+
+
+def _local_graph(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor):
+    """The graph of every edge of a valid (:func:`_local_valid`) per-graph ``ei`` when
+    each graph's edges are strictly sorted by (source, target) (so distinct: PyG's
+    coalesced graphs), else None. One key per edge (source · m + target, m the largest
+    graph), one comparison of neighbours; the keys may drop only where a graph's edges
+    begin: the drops there, counted apart, are all the drops."""
+    E = ei.shape[1]
+    if E > 1:
+        m = max(int(counts.max()), 1)
+        key = torch.add(ei[1], ei[0], alpha=m)
+        drop = key[1:] <= key[:-1]
+        has = ecounts > 0
+        first = (torch.cumsum(ecounts, 0) - ecounts)[has][1:]  # a graph's first edge
+        at = int(drop.index_select(0, first - 1).sum()) if first.numel() else 0
+        if int(torch.count_nonzero(drop)) != at:
+            return None
+    return torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
 
 
 def _check_integral(x: torch.Tensor, name: str = "x") -> None:
