@@ -633,9 +633,8 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     A.sum_duplicates()
     A.data[:] = 1.0
     act = todo.copy()  # the graphs still iterating, in block order
-    kcap = int(limit[todo].max())
-    al = np.zeros((B, kcap))
-    be = np.zeros((B, kcap))
+    al = np.zeros((B, 64))  # the tridiagonals, grown as the steps go on
+    be = np.zeros((B, 64))
     q = np.random.default_rng(seed).standard_normal(T)
     q /= np.repeat(np.sqrt(np.add.reduceat(q * q, off[:-1])), n_a)
     qp = np.zeros(T)
@@ -652,6 +651,9 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         w -= np.repeat(a, n_a) * q
         w -= np.repeat(bprev, n_a) * qp
         b = np.sqrt(np.add.reduceat(w * w, starts))
+        if k == al.shape[1]:
+            al = np.concatenate([al, np.zeros_like(al)], 1)
+            be = np.concatenate([be, np.zeros_like(be)], 1)
         al[act, k], be[act, k] = a, b
         k += 1
         last = live & ((k >= limit[act]) | (b <= 1e-12 * np.maximum(np.abs(a), 1.0)))
