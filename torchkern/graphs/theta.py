@@ -100,18 +100,25 @@ def _edge_pairs(G: GraphSet):
     """For every graph of G: (n, pairs (E, 2) int array of its undirected edges a < b,
     sorted); an edge counts when either direction is given, self-loops are dropped.
 
-    G's edges are merged and sorted by (source, target): the pairs s < t are the answer
-    where the reverse pairs, sorted, are the same (both directions given: one sort of
-    half the edges); else both halves are merged and sorted."""
+    G's edges are merged and sorted by (source, target): where they are symmetric (the
+    adjacency equals its transpose, built in O(E) by scipy) the pairs s < t are the
+    answer; else both directions are merged and sorted."""
+    from scipy.sparse import csr_matrix
     ptr = G.ptr.cpu().numpy()
     s, t = G.edge_index.cpu().numpy()
     N = max(int(ptr[-1]), 1)
-    fwd, rev = s < t, s > t
+    symmetric = False
+    if len(s) and bool((s[1:] >= s[:-1]).all()):
+        indptr = np.zeros(N + 1, dtype=np.int64)
+        np.cumsum(np.bincount(s, minlength=N), out=indptr[1:])
+        A = csr_matrix((np.ones(len(s)), t, indptr), shape=(N, N))
+        At = A.T.tocsr()
+        symmetric = np.array_equal(A.indptr, At.indptr) and np.array_equal(A.indices,
+                                                                           At.indices)
+    fwd = s < t
     a, b = s[fwd], t[fwd]
-    key = a * N + b
-    back = sort_int64(t[rev] * N + s[rev])
-    if not np.array_equal(back, key):  # one direction only on some edges (or unsorted)
-        key = sort_int64(np.concatenate([key, back]))
+    if not symmetric:  # one direction only on some edges (or unsorted)
+        key = sort_int64(np.concatenate([a * N + b, t[s > t] * N + s[s > t]]))
         key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
         a, b = np.divmod(key, N)
     bounds = np.searchsorted(a, ptr)
