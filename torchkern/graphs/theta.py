@@ -644,8 +644,7 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     be = np.zeros((B, 64))
     q = np.random.default_rng(seed).standard_normal(T)
     q /= np.repeat(np.sqrt(np.add.reduceat(q * q, off[:-1])), n_a)
-    qp = np.zeros(T)
-    bprev = np.zeros(len(act))
+    qb = np.zeros(T)  # β_{k−1} q_{k−1}
     k = 0
     nxt = np.full(len(act), _LANCZOS_FIRST_CHECK)  # the step of each graph's next check
     seen = np.full((len(act), 2), math.nan)  # (step, log10 r₁) of its last check
@@ -656,7 +655,7 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         w = A @ q
         a = np.add.reduceat(w * q, starts)
         w -= np.repeat(a, n_a) * q
-        w -= np.repeat(bprev, n_a) * qp
+        w -= qb
         b = np.sqrt(np.add.reduceat(w * w, starts))
         if k == al.shape[1]:
             al = np.concatenate([al, np.zeros_like(al)], 1)
@@ -701,8 +700,9 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
             q, w = q[rows], w[rows]
             act, n_a, b, nxt, seen = act[live], n_a[live], b[live], nxt[live], seen[live]
             live = live[live]
-        qp, q = q, w / np.repeat(b, n_a)
-        bprev = b
+        r = np.repeat(b, n_a)
+        qb = q * r
+        q = w / r
     return lam, ok
 
 
