@@ -218,3 +218,27 @@ def test_a_list_of_coalesced_graphs_is_counted_without_global_node_ids(sets, mon
     with pytest.raises(ValueError, match=r"X: graph 1: edge_index must be .* node id 5 in a "
                                          r"graph with num_nodes=3"):
         EdgeHistogram()([big, bad, big])
+
+
+def test_vertex_histogram_counts_x_before_the_node_labels_are_read(sets):
+    """VertexHistogram reads x for counting (``labelled_nodes``): ids into the whole
+    label space when it is small, numbered labels when it is not (a wide integer
+    column), the same counts either way and after the node labels are read."""
+    graphs, ds = sets["coalesced"]
+    for X in (graphs, Batch.from_data_list(graphs), ds):
+        G = VertexHistogram().check_input(X)
+        assert "nodes" in G.__dict__["_pending"] and "_labelled_nodes" in G.__dict__
+        ids, values = G.labelled_nodes()
+        assert values.shape[0] == 2 ** 4  # every one-hot row of width 4 and more
+        assert_gram(VertexHistogram()(G), graphs, node_labels)
+        assert torch.equal(G.label_values[G.node_label], values[ids])  # now read
+        assert "_labelled_nodes" not in G.__dict__
+        assert_gram(VertexHistogram()(G), graphs, node_labels)  # counted again
+    rng = np.random.default_rng(9)
+    wide = [Data(x=torch.as_tensor(rng.choice([0, 7, 40_000], (n, 1))), num_nodes=n,
+                 edge_index=torch.zeros(2, 0, dtype=torch.long)) for n in (5, 0, 9, 4)]
+    G = VertexHistogram().check_input(wide)
+    assert G.labelled_nodes()[1].shape[0] <= 3  # 40,001 rows: numbered
+    for normalize in (False, True):
+        assert_gram(VertexHistogram(normalize)(G), wide, node_labels, normalize)
+        assert_gram(VertexHistogram(normalize)(wide), wide, node_labels, normalize)

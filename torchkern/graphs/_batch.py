@@ -283,7 +283,7 @@ def _integral(x: torch.Tensor) -> bool:
 
 
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False,
-               compress: bool = True):
+               compress: bool | int = True):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
     means every item has the same label (width 0). ``integral``: the finite entries of a
     floating ``rows`` are known to be integers (:func:`_check_integral` passed).
@@ -291,7 +291,8 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
     most max(4n, 2^16) rows of integers), the ids are the rows' mixed-radix keys and the
     rows returned are the whole space, in the same (lexicographic) order — rows that no
     item has included — which skips the passes that number the rows present; what counts
-    labels only (:class:`EdgeHistogram`) needs no more."""
+    labels only (:class:`EdgeHistogram`) needs no more. An int ``compress``: compress
+    only a space of more rows than that."""
     if rows is None:
         return torch.zeros(n, dtype=torch.long, device=device), torch.zeros(1, 0, device=device)
     if rows.dim() == 1:
@@ -331,7 +332,7 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
             radix = [math.prod(sizes[c + 1:]) for c in range(len(sizes))]
             key = _radix_key(rows, clo, radix, max(abs(int(lo)), abs(int(hi))))
             if space <= max(4 * n, 2 ** 16):  # counting, no sort: the rows decoded from
-                if compress:  # the keys that occur
+                if compress is True or (compress is not False and space > compress):
                     present = torch.bincount(key, minlength=space) > 0
                     values = present.nonzero().reshape(-1)
                     ids = (torch.cumsum(present, 0) - 1).index_select(0, key)
@@ -574,6 +575,9 @@ class GraphSet(KernelInput):
         for group in read:
             if group == "edges" and getattr(fields, "edges_valid", _never)():
                 continue  # checked without being read: read on first use (labelled_edges)
+            if group == "labelled_nodes":  # x read and checked for counting only
+                self.labelled_nodes()
+                continue
             self._resolve(group)
 
     def _resolve(self, group: str) -> None:
@@ -603,6 +607,8 @@ class GraphSet(KernelInput):
                 # duplicate edges are merged and the edges sorted on first read (_merge)
                 new = dict(_raw_edges=(ei, ea, eat))
         d.update(new)
+        if group == "nodes":
+            d.pop("_labelled_nodes", None)
         rest = pending - {group}
         d["_pending"] = rest
         if not rest:
@@ -701,6 +707,30 @@ class GraphSet(KernelInput):
     def edge_label_values(self, value) -> None:
         self.__dict__["_edge_label_values"] = value
         self.__dict__.pop("_labelled", None)
+
+    def labelled_nodes(self):
+        """``(label, values)``: the label id of every node, a row of ``values`` — what
+        counting node labels needs (:class:`VertexHistogram`). ``node_label`` and
+        ``label_values`` once the nodes are read; before (a set whose x is not read
+        yet), x is read and checked as that read does, and where the label space is
+        small enough for a dense count matrix (at most max(4N, 2^16) / G rows, N nodes
+        and G graphs) the ids index the whole space (``_label_ids(compress=...)``: no
+        pass that numbers the labels present), kept with the set until the nodes are
+        read. Raises what reading x raises."""
+        d = self.__dict__
+        if "nodes" not in d.get("_pending", ()):
+            return self.node_label, self.label_values
+        hit = d.get("_labelled_nodes")
+        if hit is None:
+            f, n = d["_reader"], int(self.ptr[-1])
+            with one_thread():
+                x = None if f.node_attr == "x" else f.x()  # node_attr="x": no labels
+                if x is not None:
+                    _check_integral(x)
+                hit = _label_ids(x, n, "x", f.device, integral=True,
+                                 compress=max(4 * n, 2 ** 16) // max(len(self), 1))
+            d["_labelled_nodes"] = hit
+        return hit
 
     def labelled_edges(self):
         """``(graph, label, values)`` of every distinct edge, in an unspecified order: the

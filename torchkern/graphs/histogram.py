@@ -171,7 +171,7 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     tensor([[5.]], dtype=torch.float64)
     """
 
-    _graph_fields = ("nodes",)  # a list of Data: x and num_nodes only
+    _graph_fields = ("labelled_nodes",)  # x and num_nodes only, read for counting
     _fresh_graph = True
 
     def __init__(self, normalize: bool = False):
@@ -187,12 +187,12 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
         return rows, cols, counts, max(L, 1)
 
     def _keys(self, G: GraphSet):
-        # the label ids of G (rows of label_values): a label that no graph holds is a
+        # the label ids of G (rows of the label rows): a label that no graph holds is a
         # zero column, which adds nothing
-        return G.graph_of_node, G.node_label, G.label_values
+        return (G.graph_of_node,) + tuple(G.labelled_nodes())
 
     def _key_source(self, G: GraphSet) -> tuple:
-        return G.ptr, G.node_label, G.label_values
+        return (G.ptr,) + tuple(G.labelled_nodes())
 
 
 class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
