@@ -8,7 +8,8 @@ from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, SVMTheta
 from torchkern.graphs import theta as theta_mod
-from torchkern.graphs.theta import _edge_pairs, _lambda_min_lanczos, _svm_theta_alphas_all
+from torchkern.graphs.theta import (_edge_pairs, _lambda_min_lanczos, _svm_theta_alphas_all,
+                                    svm_theta_alphas)
 
 from grakel import kernels as gk  # noqa: E402  (the test extra installs it: never skipped)
 from grakel.kernels.svm_theta import _calculate_svm_theta_  # noqa: E402
@@ -131,3 +132,16 @@ def test_edge_pairs_one_direction_duplicates_and_loops():
         want.append(sorted({(min(a, b), max(a, b)) for a, b in zip(s, t) if a != b}))
     for (n, p), d, w in zip(_edge_pairs(GraphSet(ds)), ds, want):
         assert n == d.num_nodes and p.tolist() == [list(x) for x in w]
+
+
+def test_public_alphas_with_repeated_reversed_pairs_and_a_loop():
+    # svm_theta_alphas takes any pairs: on the Lanczos path (60 nodes) and the dense
+    # one, repeated and reversed pairs count once and a self-loop not at all (GraKeL
+    # zeroes the diagonal of the adjacency it is given)
+    n, e = er_pairs(31, 60)
+    messy = np.concatenate([e, e[:7, ::-1], e[3:9], [[5, 5]]])
+    A = dense(n, e)
+    A[5, 5] = 1.0
+    ref = _calculate_svm_theta_(A)
+    assert np.array_equal(svm_theta_alphas(n, messy), ref)
+    assert np.array_equal(_svm_theta_alphas_all([(n, messy)], lanczos_min_n=10 ** 9)[0], ref)

@@ -726,6 +726,8 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
     edges = []
     for i, (n, pairs) in enumerate(graphs):
         e = np.ascontiguousarray(pairs, np.int64).reshape(-1, 2)
+        if (e[:, 0] == e[:, 1]).any():  # GraKeL zeroes the diagonal: self-loops ignored
+            e = np.ascontiguousarray(e[e[:, 0] != e[:, 1]])
         edges.append(e)
         key = (n, e.tobytes())
         if key in first:
@@ -806,7 +808,8 @@ def svm_theta_alphas(n: int, pairs: np.ndarray) -> np.ndarray:
     n : int
         Number of nodes.
     pairs : (E, 2) int array
-        The undirected edges (a, b), a ≠ b.
+        The undirected edges (a, b); a pair counts once whatever its order and
+        repetitions, a self-loop (a, a) not at all (GraKeL zeroes the diagonal).
 
     Returns
     -------
