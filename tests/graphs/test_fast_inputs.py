@@ -480,7 +480,7 @@ def test_sorted_distinct_edges_are_counted_as_given(data):
                  num_nodes=g.num_nodes) for g in co]
     G = EdgeHistogram().check_input(flip, "X")
     graph, _, _ = G.labelled_edges()
-    assert "_raw_edges" in G.__dict__  # not merged
+    assert "_edge_index" not in G.__dict__  # not merged
     assert torch.equal(graph, G.graph_of_node[G.edge_index[0]])  # (now merged)
     np.testing.assert_array_equal(EdgeHistogram()(flip).to_dense().numpy(),
                                   gram_from_counts(flip, flip, edge_labels))

@@ -242,3 +242,24 @@ def test_vertex_histogram_counts_x_before_the_node_labels_are_read(sets):
     for normalize in (False, True):
         assert_gram(VertexHistogram(normalize)(G), wide, node_labels, normalize)
         assert_gram(VertexHistogram(normalize)(wide), wide, node_labels, normalize)
+
+
+def test_few_unsorted_distinct_edges_are_told_distinct_by_one_sort(tmp_path, monkeypatch):
+    """Edges in file order (each graph's distinct, unsorted, as TU files list them):
+    told distinct by one sort of (graph, source, target) keys, counted without global
+    ids; above ``_SORT_DISTINCT`` edges, read and counted the usual way. Both equal
+    the Python counts."""
+    rng = np.random.default_rng(11)
+    graphs = []
+    for g in labelled_graphs(30, seed=12):
+        p = torch.as_tensor(rng.permutation(g.num_edges))
+        graphs.append(Data(x=g.x, edge_index=g.edge_index[:, p], edge_attr=g.edge_attr[p],
+                           num_nodes=g.num_nodes))
+    ds = Saved(str(tmp_path), graphs)
+    with monkeypatch.context() as m:
+        m.setattr(_batch, "_global_edges", lambda *a, **k: pytest.fail("global ids built"))
+        for X in (graphs, ds):
+            assert_gram(EdgeHistogram()(X), graphs, edge_labels)
+    monkeypatch.setattr(_batch, "_SORT_DISTINCT", 0)
+    for X in (graphs, ds):
+        assert_gram(EdgeHistogram()(X), graphs, edge_labels)

@@ -573,7 +573,8 @@ class GraphSet(KernelInput):
         d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
                  _pending=frozenset(_GROUPS))
         for group in read:
-            if group == "edges" and getattr(fields, "edges_valid", _never)():
+            if (group == "edges" and read is not _GROUPS  # a kernel's groups, not GraphSet(X)'s
+                    and getattr(fields, "edges_valid", _never)()):
                 continue  # checked without being read: read on first use (labelled_edges)
             if group == "labelled_nodes":  # x read and checked for counting only
                 self.labelled_nodes()
@@ -1371,11 +1372,14 @@ def _local_valid(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor) 
 
 def _local_graph(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor):
     """The graph of every edge of a valid (:func:`_local_valid`) per-graph ``ei`` when
-    each graph's edges are strictly sorted by (source, target) (so distinct: PyG's
-    coalesced graphs), else None. One key per edge (source · m + target, m the largest
-    graph), one comparison of neighbours; the keys may drop only where a graph's edges
-    begin: the drops there, counted apart, are all the drops."""
+    its edges are distinct, else None: when each graph's edges are strictly sorted by
+    (source, target) (PyG's coalesced graphs), told by one key per edge (source · m +
+    target, m the largest graph) and one comparison of neighbours (the keys may drop
+    only where a graph's edges begin: the drops there, counted apart, are all the
+    drops); else, with at most ``_SORT_DISTINCT`` edges (TU files in their order), by
+    one sort of (graph, source, target) keys; larger unsorted sets: None."""
     E = ei.shape[1]
+    graph = torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
     if E > 1:
         m = max(int(counts.max()), 1)
         key = torch.add(ei[1], ei[0], alpha=m)
@@ -1384,8 +1388,14 @@ def _local_graph(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor):
         first = (torch.cumsum(ecounts, 0) - ecounts)[has][1:]  # a graph's first edge
         at = int(drop.index_select(0, first - 1).sum()) if first.numel() else 0
         if int(torch.count_nonzero(drop)) != at:
-            return None
-    return torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
+            # not sorted: few edges are told distinct by one sort of (graph, source,
+            # target) keys (as _graph_if_distinct does)
+            if E > _SORT_DISTINCT or len(counts) * m * m >= 2 ** 62:
+                return None
+            key = torch.sort(key.add_(graph, alpha=m * m)).values
+            if bool((key[1:] == key[:-1]).any()):
+                return None
+    return graph
 
 
 def _check_integral(x: torch.Tensor, name: str = "x") -> None:
