@@ -263,3 +263,22 @@ def test_few_unsorted_distinct_edges_are_told_distinct_by_one_sort(tmp_path, mon
     monkeypatch.setattr(_batch, "_SORT_DISTINCT", 0)
     for X in (graphs, ds):
         assert_gram(EdgeHistogram()(X), graphs, edge_labels)
+
+
+@pytest.mark.parametrize("cells", [1, 200, 2 ** 17])
+def test_the_int8_product_by_blocks_of_rows(sets, monkeypatch, cells):
+    """The dense Gram of counts ≤ 127 (int8 product) by blocks of one row, of a few
+    rows with a shorter last block, and in one block: the Python counts, for the Gram,
+    a cross Gram and rows."""
+    import torchkern.graphs.histogram as hist
+    monkeypatch.setattr(hist, "_BLOCK_CELLS", cells)
+    graphs, _ = sets["coalesced"]
+    X, Y = graphs[:23], graphs[23:]
+    for k, key in ((VertexHistogram(), node_labels), (EdgeHistogram(), edge_labels)):
+        K = k(graphs)
+        assert K._lowp()[0].dtype == (torch.int8 if hist._int8_product_works() else
+                                      torch.float32)
+        assert_gram(K, graphs, key)
+        cross = gram_from_counts(X, Y, key)
+        np.testing.assert_array_equal(k(X, Y).to_dense().numpy(), cross)
+        np.testing.assert_array_equal(k(X, Y).rows([5, 0, 22, 5]).numpy(), cross[[5, 0, 22, 5]])
