@@ -1,6 +1,9 @@
 """SVM-θ on large graphs: λ_min(A) from the batched Lanczos iteration (certified, with the
 dense fallback), against dense eigvalsh, and α and the features against GraKeL 0.1.11
-and against the dense path bit for bit."""
+and against the dense path bit for bit; the bulk subset draws of small graphs against
+NumPy's shuffle."""
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -8,11 +11,12 @@ from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, SVMTheta
 from torchkern.graphs import theta as theta_mod
-from torchkern.graphs.theta import (_edge_pairs, _lambda_min_lanczos, _svm_theta_alphas_all,
-                                    svm_theta_alphas)
+from torchkern.graphs.theta import (_bulk_draws, _edge_pairs, _lambda_min_lanczos,
+                                    _replay_shuffles, _svm_theta_alphas_all, svm_theta_alphas)
 
 from grakel import kernels as gk  # noqa: E402  (the test extra installs it: never skipped)
 from grakel.kernels.svm_theta import _calculate_svm_theta_  # noqa: E402
+from grakel.tools import distribute_samples  # noqa: E402
 
 
 def er_pairs(seed, n, degree=4.0):
@@ -145,3 +149,38 @@ def test_public_alphas_with_repeated_reversed_pairs_and_a_loop():
     ref = _calculate_svm_theta_(A)
     assert np.array_equal(svm_theta_alphas(n, messy), ref)
     assert np.array_equal(_svm_theta_alphas_all([(n, messy)], lanczos_min_n=10 ** 9)[0], ref)
+
+
+@pytest.mark.parametrize("S, w", [(1, 8), (7, 8), (5, 50)])
+def test_bulk_draws_replay_numpy_shuffle(S, w):
+    # one randint per graph and the swaps replayed on all graphs at once give the first w
+    # entries of the permutations that S shuffles per graph give, and leave the stream
+    # where they leave it
+    sizes = [1, 2, 3, 17, 40, 5, 40, 9]
+    rs, ref = np.random.RandomState(12), np.random.RandomState(12)
+    draws = [_bulk_draws(rs, n, S) for n in sizes]
+    for n, got in zip(sizes, _replay_shuffles(draws, w)):
+        want = np.tile(np.arange(n), (S, 1))
+        for row in want:
+            ref.shuffle(row)
+        assert np.array_equal(got, want[:, :w])
+    assert rs.randint(2 ** 31) == ref.randint(2 ** 31)
+
+
+def test_svm_theta_graph_draws_small_and_large_graphs():
+    # draws="graph" on graphs below and above the bulk-draw size, written out with
+    # NumPy's RandomState([seed, n, crc32(edges)]).choice per subset and GraKeL's α
+    graphs = [data(*er_pairs(50 + i, n)) for i, n in enumerate([12, 60, 40, 41, 90])]
+    lo, hi, S, seed = 2, 6, 15, 5
+    f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
+    for d, row in zip(graphs, f.numpy()):
+        n, pairs = _edge_pairs(GraphSet([d]))[0]
+        alphas = _calculate_svm_theta_(dense(n, pairs))
+        rs = np.random.RandomState([seed, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
+        plan = distribute_samples(n, (lo, hi), S)
+        want = np.zeros(hi - lo + 1)
+        for level in range(lo, hi + 1):
+            if plan.get(level):
+                want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
+                                            for _ in range(plan[level])])
+        assert np.array_equal(row, want)
