@@ -110,10 +110,10 @@ def test_every_input_gives_the_python_counts(sets):
 
 
 def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
-    """Uncoalesced edges (a random order, duplicates), a data set with edge_attributes,
-    and edge_attr rows per graph that are not the edges' are read the usual way (the
-    global edge_index, merged), with the same counts; a bad node id is refused naming
-    the graph, however large the other graphs."""
+    """Uncoalesced edges (a random order, duplicates) and edge_attr rows per graph that
+    are not the edges' are read the usual way (the global edge_index, merged), with the
+    same counts; edge_attributes do not change the path, and are checked; a bad node
+    id is refused naming the graph, however large the other graphs."""
     calls = []
     edges = _batch._CollatedFields.edges
 
@@ -128,7 +128,15 @@ def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
         ds = Saved(str(tmp_path / str(i)), graphs)
         calls.clear()
         assert_gram(EdgeHistogram()(ds), graphs, edge_labels)
-        assert calls  # read the usual way
+        assert bool(calls) == (i == 0)  # unsorted: read the usual way
+    # edge_attributes are checked (not read by EdgeHistogram), as when read
+    nan = [Data(**dict(g)) for g in plus[:4]]
+    nan[2].edge_attributes = nan[2].edge_attributes.clone()
+    nan[2].edge_attributes[0, 1] = float("nan")
+    assert nan[2].num_edges > 0
+    for X in (nan, Saved(str(tmp_path / "nan"), nan)):
+        with pytest.raises(ValueError, match="X: edge_attributes contains NaN or infinity"):
+            EdgeHistogram()(X)
     # one row of edge_attr too many in graph 1, one too few in graph 2: totals agree
     g = labelled_graphs(3, seed=6, empty=False)
     assert g[1].num_edges > 0 and g[2].num_edges > 0
@@ -180,8 +188,8 @@ def test_a_list_of_coalesced_graphs_is_counted_without_global_node_ids(sets, mon
     """From a list of Data as from a data set: coalesced graphs counted from their own
     node ids (no global edge_index built), and every fallback (unsorted edges: the
     concatenation kept is shifted in place; int32 edge_index; edge_attr rows per graph
-    not the edges'; edge_attributes; a graph without edge_index; a bad node id) gives
-    the Python counts or the error naming the graph."""
+    not the edges'; a graph without edge_index; a bad node id) and graphs with
+    edge_attributes give the Python counts or the error naming the graph."""
     graphs, _ = sets["coalesced"]
     with monkeypatch.context() as m:
         m.setattr(_batch, "_global_edges", lambda *a, **k: pytest.fail("global ids built"))

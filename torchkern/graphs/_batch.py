@@ -1075,15 +1075,14 @@ class _ListFields:
         concatenated as given (each graph's own node ids; no global ids) and their
         edge_attr, when every graph has an int64 edge_index, valid
         (:func:`_local_valid`), and one edge_attr row per edge (or no graph has
-        edge_attr), and no graph has edge_attributes; else None (then read by
-        :meth:`edges`, which checks graph by graph and names the culprit). Kept for
-        :meth:`edges`, which then shifts them in place."""
+        edge_attr); else None (then read by :meth:`edges`, which checks graph by graph
+        and names the culprit). The edge_attributes, if any, are read and checked here
+        as :meth:`edges` and :meth:`GraphSet._resolve` do (the same errors). Kept for
+        :meth:`edges`, which then shifts them in place: ``(ei, ecounts, ea, eat)``."""
         if getattr(self, "_local", None) is None:
             self._local = (None,)
             eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
                                                       "edge_attributes"))
-            if not all(map(operator.is_, eats, repeat(None))):
-                return None
             try:
                 if set(map(operator.attrgetter("dtype"), eis)) != {torch.int64}:
                     return None
@@ -1097,10 +1096,16 @@ class _ListFields:
                 rows = np.fromiter(map(torch.Tensor.numel, eas), np.int64, len(eas))
                 if not width or not np.array_equal(rows, ecounts * width):
                     return None
-            ecounts = torch.from_numpy(ecounts).to(self.device)
             counts = torch.from_numpy(self.counts).to(self.device)
-            if _local_valid(ei, ecounts, counts):
-                self._local = (ei, ecounts, ea)
+            if not _local_valid(ei, torch.from_numpy(ecounts).to(self.device), counts):
+                return None
+            _all_or_none(eats, "edge_attributes")
+            eat = None
+            if eats[0] is not None:
+                eat = _cat_attributes(eats, "edge_attributes", None, self.device)
+                self._check_rows(eats, eat, "edge_attributes", ecounts, "edge")
+                eat = _attributes(eat, ei.shape[1], "edge_attributes", self.device)
+            self._local = (ei, torch.from_numpy(ecounts).to(self.device), ea, eat)
         return None if self._local[0] is None else self._local
 
     def edges_valid(self) -> bool:
@@ -1125,9 +1130,9 @@ class _ListFields:
         local = getattr(self, "_local", None)
         if local is not None and local[0] is not None:  # concatenated and checked
             self._local = None
-            ei, ecounts, ea = local
+            ei, ecounts, ea, eat = local
             counts = torch.from_numpy(self.counts).to(self.device)
-            return _global_edges(ei, counts, ecounts, own=True), ea, None
+            return _global_edges(ei, counts, ecounts, own=True), ea, eat
         eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
                                                   "edge_attributes"))
         device, sizes = self.device, self.counts
@@ -1298,21 +1303,25 @@ class _CollatedFields:
 
     def _local_edges(self):
         """``(edge_index, edges per graph, edge_attr)`` as stored (each graph's own node
-        ids) when they are valid (:func:`_local_valid`), there is no ``edge_attributes``
-        field, and ``edge_attr``, if any, has the edges' slices (one row per edge); else
-        None (then read by :meth:`edges`, which checks graph by graph and names the
-        culprit)."""
+        ids) when they are valid (:func:`_local_valid`), and ``edge_attr`` and
+        ``edge_attributes``, where present, have the edges' slices (one row per edge),
+        the edge_attributes checked as :meth:`GraphSet._resolve` checks them (the same
+        errors); else None (then read by :meth:`edges`, which checks graph by graph and
+        names the culprit)."""
         if self._local is None:
             self._local = (None,)
             ei, ecounts = self.c._field("edge_index", None, None)
-            if (self.c._field("edge_attributes", None, None)[0] is None and ei is not None
-                    and ecounts is not None):
+            if ei is not None and ecounts is not None:
                 ecounts = ecounts.long().to(self.device)
                 ok = _local_valid(ei, ecounts, self.counts)
                 sl = self.c.slices
                 ea = self.c._field("edge_attr", None, None)[0]
-                if ea is not None:
-                    ok = ok and torch.equal(sl["edge_attr"], sl["edge_index"])  # a row per edge
+                eat = self.c._field("edge_attributes", None, None)[0]
+                for name, v in (("edge_attr", ea), ("edge_attributes", eat)):
+                    if v is not None:  # a row per edge
+                        ok = ok and torch.equal(sl[name], sl["edge_index"])
+                if ok and eat is not None:
+                    _attributes(eat, ei.shape[1], "edge_attributes", self.device)
                 if ok:
                     self._local = (ei, ecounts, ea)
         return None if self._local[0] is None else self._local
