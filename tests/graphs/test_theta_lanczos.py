@@ -153,12 +153,13 @@ def test_public_alphas_with_repeated_reversed_pairs_and_a_loop():
 
 @pytest.mark.parametrize("S, w", [(1, 8), (7, 8), (5, 50)])
 def test_bulk_draws_replay_numpy_shuffle(S, w):
-    # one randint per graph and the swaps replayed on all graphs at once give the first w
+    # one randint for some graphs, one a graph for the others, and the swaps replayed on
+    # all graphs at once give the first w
     # entries of the permutations that S shuffles per graph give, and leave the stream
     # where they leave it
     sizes = [1, 2, 3, 17, 40, 5, 40, 9]
     rs, ref = np.random.RandomState(12), np.random.RandomState(12)
-    draws = [_bulk_draws(rs, n, S) for n in sizes]
+    draws = _bulk_draws(rs, sizes[:3], S) + [d for n in sizes[3:] for d in _bulk_draws(rs, [n], S)]
     for n, got in zip(sizes, _replay_shuffles(draws, w)):
         want = np.tile(np.arange(n), (S, 1))
         for row in want:

@@ -823,21 +823,24 @@ def svm_theta_alphas(n: int, pairs: np.ndarray) -> np.ndarray:
 _BULK_DRAWS_MAX_N = 40
 
 
-def _bulk_draws(rs: np.random.RandomState, n: int, S: int) -> np.ndarray:
-    """The draws j of S successive ``rs.shuffle`` calls on arrays of n entries, from one
-    ``randint`` call, as an (S, n − 1) int32 array: shuffle's Fisher–Yates swaps
-    position i with j = ``random_interval(i)`` for i = n − 1 down to 1, the same masked
-    32-bit rejection draw as ``randint(0, i + 1)`` with array bounds and a 32-bit dtype
-    (tests compare with the shuffles themselves)."""
-    highs = _shuffle_bounds(n, S)
-    if not len(highs):
-        return np.zeros((S, 0), dtype=np.int32)
-    return rs.randint(0, highs, dtype=np.int32).reshape(S, n - 1)
+def _bulk_draws(rs: np.random.RandomState, sizes: list, S: int) -> list:
+    """The draws j of S successive ``rs.shuffle`` calls on arrays of n entries, for each
+    n of ``sizes`` in turn, from one ``randint`` call: an (S, n − 1) int32 array per
+    size. Shuffle's Fisher–Yates swaps position i with j = ``random_interval(i)`` for
+    i = n − 1 down to 1, the same masked 32-bit rejection draw as
+    ``randint(0, i + 1)`` with array bounds and a 32-bit dtype (tests compare with the
+    shuffles themselves)."""
+    highs = [_shuffle_bounds(n, S) for n in sizes]
+    flat = np.concatenate(highs)
+    flat = rs.randint(0, flat, dtype=np.int32) if len(flat) else flat
+    ends = np.cumsum([len(h) for h in highs]).tolist()
+    return [flat[e - len(h):e].reshape(S, n - 1) for n, h, e in zip(sizes, highs, ends)]
 
 
 @functools.lru_cache(maxsize=256)
 def _shuffle_bounds(n: int, S: int) -> np.ndarray:
-    return np.tile(np.arange(n, 1, -1, dtype=np.int32), S)
+    return np.tile(np.arange(n, 1, -1, dtype=np.int32), S) if n > 1 else \
+        np.zeros(0, dtype=np.int32)
 
 
 def _replay_shuffles(draws: list, w: int) -> list:
@@ -1244,15 +1247,24 @@ class SVMTheta(_ThetaKernel):
         shared = self.draws == "grakel"
         rs = np.random.RandomState(self.random_state if shared else None)
         shuffle = rs.shuffle
-        bulk = {}  # small graphs: position k → its draws, replayed below
+        bulk, run = {}, []  # small graphs: position k → its draws, replayed below
+
+        def draw_run():  # the pending small graphs' draws, one randint call
+            bulk.update(zip(run, _bulk_draws(rs, [int(sizes[k]) for k in run], S)))
+            run.clear()
+
         for k, i in enumerate(use):
             n, pairs = graphs[i]
             if not shared:
                 rs.seed([self.random_state, n,
                          zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
             if n <= _BULK_DRAWS_MAX_N:
-                bulk[k] = _bulk_draws(rs, n, S)
+                run.append(k)
+                if not shared:
+                    draw_run()
                 continue
+            if run:
+                draw_run()
             perms = buf[:S * n].reshape(S, n)
             if n not in aranges:
                 aranges[n] = np.arange(n)
@@ -1260,6 +1272,8 @@ class SVMTheta(_ThetaKernel):
             for row in perms:
                 shuffle(row)
             P[k * S:(k + 1) * S, :min(n, w)] = perms[:, :w]
+        if run:
+            draw_run()
         ks = list(bulk)
         for c in range(0, len(ks), 2000):  # (bounded memory: n_max × 2000 S entries)
             chunk = ks[c:c + 2000]
