@@ -1274,9 +1274,9 @@ class SVMTheta(_ThetaKernel):
             P[k * S:(k + 1) * S, :min(n, w)] = perms[:, :w]
         if run:
             draw_run()
-        ks = list(bulk)
-        for c in range(0, len(ks), 2000):  # (bounded memory: n_max × 2000 S entries)
-            chunk = ks[c:c + 2000]
+        ks, step = list(bulk), max(1, 100_000 // S)  # (memory: n_max × 100,000 entries)
+        for c in range(0, len(ks), step):
+            chunk = ks[c:c + step]
             for k, top in zip(chunk, _replay_shuffles([bulk[k] for k in chunk], w)):
                 P[k * S:(k + 1) * S, :top.shape[1]] = top
         del bulk
