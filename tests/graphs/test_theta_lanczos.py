@@ -185,3 +185,13 @@ def test_svm_theta_graph_draws_small_and_large_graphs():
                 want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
                                             for _ in range(plan[level])])
         assert np.array_equal(row, want)
+
+
+def test_bulk_draws_in_chunks_are_grakels(monkeypatch):
+    # the small graphs' permutations replayed a few graphs at a time: GraKeL's features
+    graphs = [data(*er_pairs(70 + i, n)) for i, n in enumerate([12, 30, 9, 25, 18])]
+    monkeypatch.setattr(theta_mod, "_BULK_CHUNK", 40)  # two graphs (S = 20) a chunk
+    adj = [[dense(d.num_nodes, _edge_pairs(GraphSet([d]))[0][1])] for d in graphs]
+    ref = gk.SvmTheta(random_state=8, n_samples=20).fit(adj).X
+    f = SVMTheta(random_state=8, n_samples=20, draws="grakel").features(graphs).numpy()
+    assert np.array_equal(f, np.hstack(ref).T)

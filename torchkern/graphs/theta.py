@@ -821,6 +821,7 @@ def svm_theta_alphas(n: int, pairs: np.ndarray) -> np.ndarray:
 # Graphs of at most this many nodes get their subsets from one bulk draw each (NumPy's
 # per-call cost of a shuffle outweighs its draws on small graphs; measured)
 _BULK_DRAWS_MAX_N = 40
+_BULK_CHUNK = 100_000  # permutations replayed at once
 
 
 def _bulk_draws(rs: np.random.RandomState, sizes: list, S: int) -> list:
@@ -1274,7 +1275,7 @@ class SVMTheta(_ThetaKernel):
             P[k * S:(k + 1) * S, :min(n, w)] = perms[:, :w]
         if run:
             draw_run()
-        ks, step = list(bulk), max(1, 100_000 // S)  # (memory: n_max × 100,000 entries)
+        ks, step = list(bulk), max(1, _BULK_CHUNK // S)  # (memory: n_max × _BULK_CHUNK)
         for c in range(0, len(ks), step):
             chunk = ks[c:c + step]
             for k, top in zip(chunk, _replay_shuffles([bulk[k] for k in chunk], w)):
