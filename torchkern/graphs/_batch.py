@@ -449,6 +449,12 @@ class GraphSet(KernelInput):
       the edges (``edge_index``, ``edge_attr``, ``edge_attributes``): VertexHistogram
       reads x, EdgeHistogram the edges; the others are read, and checked, on first use
       (a later kernel, ``take``, ``to``). ``GraphSet(list)`` itself reads every field.
+      The histogram kernels read less: :class:`VertexHistogram` reads x for counting
+      (:meth:`labelled_nodes`; ``node_label`` is numbered on first use), and
+      :class:`EdgeHistogram`, from a list or a data set whose edges are valid and
+      distinct in each graph (sorted, as PyG's coalesced graphs, or few), counts them
+      from each graph's own node ids (:meth:`labelled_edges`), with no global
+      ``edge_index`` built (it is built on first use).
     - **num_nodes** must be a non-negative integer (an integral float such as 3.0 is 3;
       2.5 is refused, naming the graph); where it is not set, the rows of ``x``, else
       torch-geometric's inference.
