@@ -34,7 +34,8 @@ class _CountMatrix(FeatureKernelMatrix):
             px, py = self.phi_x, self.phi_y
             dt = torch.float64
             if self.exact_small and px.device.type == "cpu":
-                top = max(float(p.max()) if p.numel() else 0.0 for p in (px, py))
+                top = max(float(p.max()) if p.numel() else 0.0
+                          for p in ((px,) if py is px else (px, py)))
                 dt = torch.int8 if top <= 127 and _int8_product_works() else torch.float32
             elif self.exact_small:
                 dt = torch.float32
