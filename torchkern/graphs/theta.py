@@ -761,23 +761,34 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
             for i in idx:
                 out[i] = np.zeros(0)
             continue
+        A = None  # the group's dense adjacencies, where all were needed
         if n == 1:
             lam = np.zeros(len(idx))
         else:
             lam = np.array([lam_big.get(i, math.nan) for i in idx])
             dense = np.nonzero(np.isnan(lam))[0]  # small graphs, or not certified
             if len(dense):
+                Ad = adjacency(n, [idx[b] for b in dense])
                 with one_thread():
-                    lam[dense] = torch.linalg.eigvalsh(torch.from_numpy(
-                        adjacency(n, [idx[b] for b in dense])))[:, 0].numpy()
+                    lam[dense] = torch.linalg.eigvalsh(torch.from_numpy(Ad))[:, 0].numpy()
+                if len(dense) == len(idx):
+                    A = Ad
             with np.errstate(divide="ignore"):
                 q = 1.0 / -lam
                 near = (np.float32(q * (1 + 1e-10)) != np.float32(q * (1 - 1e-10))) & (lam < -0.5)
             for b in np.nonzero(near)[0]:
                 lam[b] = eigvalsh(adjacency(n, [idx[b]])[0], lower=False,
                                   subset_by_index=(0, 0))[0]
-        # K = A/ρ + I (A where λ_min ≥ −10⁻⁶) in one buffer, its entries set and cleared
-        # graph by graph
+        if A is not None:  # K = A/ρ + I (A where λ_min ≥ −10⁻⁶) for the whole group
+            ridge = (lam < 0) & (np.abs(lam) > 1e-6)
+            if ridge.any():
+                A[ridge] /= -lam[ridge][:, None, None]
+                A[ridge] += np.eye(n)
+            for b, i in enumerate(idx):
+                out[i] = fit(A[b])
+            continue
+        # else in one buffer, its entries set and cleared graph by graph (no n × n
+        # array a graph)
         K = np.zeros((n, n))
         flat = K.reshape(-1)
         diag = flat[::n + 1]
