@@ -532,9 +532,9 @@ def _one_class_alphas():
 # :func:`_lambda_min_lanczos`)
 _LANCZOS_MIN_N = 48
 # Lanczos steps of the first check of a graph's Ritz values; the next check of a graph not
-# yet certified is where its residual, falling at the rate measured (or, after the first
-# check, at _LANCZOS_RATE decades a step: Erdős–Rényi graphs of 100–300 nodes fall at
-# 0.15–0.35) , reaches the certified level
+# yet certified is where its residual, falling at the rate measured (after the first
+# check: at _LANCZOS_RATE decades a step; Erdős–Rényi graphs of 100–300 nodes fall at
+# 0.15–0.35), reaches the certified level
 _LANCZOS_FIRST_CHECK = 40
 _LANCZOS_RATE = 0.2
 
