@@ -156,16 +156,22 @@ def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
     assert_gram(EdgeHistogram()(ds[[0, 3]]), [big, big], edge_labels)  # a view without it
 
 
-def test_a_set_used_again_keeps_its_count_key_until_its_labels_change(sets):
+@pytest.mark.parametrize("int32_keys", [0, 2 ** 31])
+def test_a_set_used_again_keeps_its_count_key_until_its_labels_change(sets, monkeypatch,
+                                                                       int32_keys):
     """The bincount key kept with a GraphSet (``_count_key``) gives the Python counts on
     every later use, and is remade when the tensors it comes from change: new node
-    labels, new edge labels, a move (``to``); a copy ``GraphSet(G)`` changed leaves G's."""
+    labels, new edge labels, a move (``to``); a copy ``GraphSet(G)`` changed leaves G's.
+    Kept as int32 below 2^31 keys, as int64 above (forced here by a zero bound)."""
+    import torchkern.graphs.histogram as hist
+    monkeypatch.setattr(hist, "_INT32_KEYS", int32_keys)
     graphs, _ = sets["coalesced"]
     G = GraphSet(graphs)
     for k, key in ((VertexHistogram(), node_labels), (EdgeHistogram(), edge_labels)):
         for _ in range(2):
             assert_gram(k(G), graphs, key)
-        assert f"_count_key_{type(k).__name__}" in G.__dict__
+        kept = G.__dict__[f"_count_key_{type(k).__name__}"][1]
+        assert kept.dtype == (torch.int32 if int32_keys else torch.int64)
     H = GraphSet(G)
     H.node_label = torch.zeros_like(H.node_label)  # every node one label
     H.edge_label = torch.zeros_like(H.edge_label)

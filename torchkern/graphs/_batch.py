@@ -484,7 +484,9 @@ class GraphSet(KernelInput):
                  node_attr: str = "node_attributes", _read=None):
         # _read (private): the field groups of a list of Data to read now ("nodes": x,
         # "node_attributes", "edges": edge_index, edge_attr, edge_attributes), the others
-        # on first use (GraphKernel.check_input: the groups its kernel reads); None: all
+        # on first use (GraphKernel.check_input: the groups its kernel reads); None: all.
+        # "labelled_nodes" / "labelled_edges": x / the edges read and checked for
+        # counting only (labelled_nodes, labelled_edges: the histogram kernels)
         if isinstance(graphs, GraphSet):
             self.__dict__.update(graphs.__dict__)
         else:
@@ -579,9 +581,10 @@ class GraphSet(KernelInput):
         d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
                  _pending=frozenset(_GROUPS))
         for group in read:
-            if (group == "edges" and read is not _GROUPS  # a kernel's groups, not GraphSet(X)'s
-                    and getattr(fields, "edges_valid", _never)()):
-                continue  # checked without being read: read on first use (labelled_edges)
+            if group == "labelled_edges":  # the edges for counting only (EdgeHistogram)
+                if getattr(fields, "edges_valid", _never)():
+                    continue  # checked without being read: read on first use
+                group = "edges"
             if group == "labelled_nodes":  # x read and checked for counting only
                 self.labelled_nodes()
                 continue
@@ -1668,8 +1671,9 @@ class GraphKernel(StructuredKernel):
     Graph sets are taken as ``GRAPH_SETS`` says; :meth:`_check_size` (a subclass
     hook) refuses up front a set the kernel could not compute in memory.
     ``_graph_fields``: the field groups of a list of Data the kernel reads ("nodes",
-    "node_attributes", "edges"; None: all), read and checked at conversion; the others
-    are read on first use."""
+    "node_attributes", "edges"; None: all; "labelled_nodes", "labelled_edges": for
+    counting only, see :meth:`GraphSet.labelled_nodes`), read and checked at
+    conversion; the others are read on first use."""
 
     _graph_fields = None
 

@@ -53,6 +53,9 @@ class _CountMatrix(FeatureKernelMatrix):
         return _product(lx, ly, self.dtype)
 
 
+# keys below this are kept as int32 (_DenseHistogram._count_key)
+_INT32_KEYS = 2 ** 31
+
 # cells of one block of the int8 product (_product): a 512 KB int32 buffer, reused
 _BLOCK_CELLS = 2 ** 17
 
@@ -107,7 +110,7 @@ class _DenseHistogram:
         and the number L of label rows, kept with G (``G._count_key_<kernel class>``)
         while the tensors it comes from (:meth:`_key_source`) are G's: a set
         used again (a fitted model's, a grid search's) is counted by one ``bincount``.
-        Costs one int64 per counted item, held with the set."""
+        Costs one int32 per counted item (int64 past 2^31 keys), held with the set."""
         name = "_count_key_" + type(self).__name__  # not shared by a copy GraphSet(G)
         hit = G.__dict__.get(name)
         if hit is not None and all(map(operator.is_, hit[0], self._key_source(G))):
@@ -118,6 +121,8 @@ class _DenseHistogram:
             return None, L  # a large count matrix: the sparse path
         # the graph ids of the nodes are a fresh tensor: the key is made in it
         key = g.mul_(L).add_(label) if self._fresh_graph else torch.add(label, g, alpha=L)
+        if len(G) * L < _INT32_KEYS:  # half the memory kept, and bincount is faster on it
+            key = key.to(torch.int32)
         G.__dict__[name] = (self._key_source(G), key, L)
         return key, L
 
@@ -257,7 +262,7 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
     tensor([[4.]], dtype=torch.float64)
     """
 
-    _graph_fields = ("edges",)  # a list of Data: edge_index, edge_attr, num_nodes only
+    _graph_fields = ("labelled_edges",)  # edge_index, edge_attr, num_nodes, for counting
     _counted = "edge labels (edge_attr)"
 
     def __init__(self, normalize: bool = False):
