@@ -535,8 +535,8 @@ _LANCZOS_MIN_N = 48
 # yet certified is where its residual, falling at the rate measured (after the first
 # check: at _LANCZOS_RATE decades a step; Erdős–Rényi graphs of 100–300 nodes fall at
 # 0.15–0.35), reaches the certified level
-_LANCZOS_FIRST_CHECK = 40
-_LANCZOS_RATE = 0.2
+_LANCZOS_FIRST_CHECK = 48
+_LANCZOS_RATE = 0.25
 
 
 def _ritz_min(d: np.ndarray, e: np.ndarray, tol: float):
@@ -578,15 +578,18 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     4th ed., 2013, Sec. 10.1) runs on the block-diagonal sparse adjacency of the whole
     list, from a Gaussian start vector per graph, the inner products of each graph
     summed over its block; no reorthogonalization (a graph is done long before its
-    Ritz vectors lose orthogonality). A graph's tridiagonal T_k is checked after 40
+    Ritz vectors lose orthogonality). A graph's tridiagonal T_k is checked after 48
     steps, then where its residual, falling at the rate seen, should be certified: with
     the residual norms r_i = β_k |s_ki| of the two smallest Ritz pairs (θ_i, s_i) of
     T_k, the Kato–Temple inequality (Kato, 1949; Parlett, *The Symmetric Eigenvalue
     Problem*, 1998, Ch. 10) bounds 0 ≤ θ₁ − λ_min ≤ r₁²/(b − θ₁) with b = θ₂ − r₂
     standing for a lower bound of the second eigenvalue; the graph is done when that
-    bound is ≤ tol·max(1, |θ₁|). It is given up (``certified`` False: the caller
-    computes it densely) after min(n, ``max_iter``) steps, or when β_k vanishes (an
-    invariant subspace) without a certificate. The certificate assumes that the start
+    bound is ≤ tol·max(1, |θ₁|). Where a check comes after θ₁ converged and rounding
+    has already made a copy of it (Paige, 1976: the loss of orthogonality that follows
+    convergence), closing the gap, the earlier tridiagonals T_j (the leading parts of
+    T_k) are checked, back to the last check. A graph is given up (``certified``
+    False: the caller computes it densely) after min(n, ``max_iter``) steps, or when
+    β_k vanishes (an invariant subspace) without a certificate. The certificate assumes that the start
     vector is not deficient in the lowest eigenvector (probability one for a Gaussian
     start) and that no eigenvalue the iteration has not seen lies between λ_min and
     θ₂ − r₂.
@@ -666,6 +669,14 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         for j in np.nonzero(last | (live & (nxt == k)))[0].tolist():
             g = act[j]
             theta, certified, r, rstar = _ritz_min(al[g, :k], be[g, :k], tol)
+            if not certified and not rstar > 0 and r <= 1e-8 * max(1.0, abs(theta)):
+                # θ₁ converged, and a copy of it (rounding's ghost) already closes the
+                # gap: certify it on an earlier T_j, before the copy (T_j is the
+                # leading part of T_k)
+                for kk in range(k - 2, max(1, int(seen[j, 0]) if seen[j, 0] > 0 else 1), -2):
+                    theta, certified, _, _ = _ritz_min(al[g, :kk], be[g, :kk], tol)
+                    if certified:
+                        break
             if certified or last[j]:
                 if certified:
                     lam[g], ok[g] = theta, True
