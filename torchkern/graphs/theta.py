@@ -530,7 +530,7 @@ def _one_class_alphas():
 # Graphs of at least this many nodes get λ_min(A) from the batched Lanczos iteration, the
 # smaller ones from one dense eigvalsh per size (measured crossover; see
 # :func:`_lambda_min_lanczos`)
-_LANCZOS_MIN_N = 48
+_LANCZOS_MIN_N = 56
 # Lanczos steps of the first check of a graph's Ritz values; the next check of a graph not
 # yet certified is where its residual, falling at the rate measured (after the first
 # check: at _LANCZOS_RATE decades a step; Erdős–Rényi graphs of 100–300 nodes fall at
@@ -1205,7 +1205,7 @@ class SVMTheta(_ThetaKernel):
     subset size get φ = 0 (GraKeL divides by zero).
 
     Cost: one libsvm solve per distinct graph (identical graphs share theirs); ρ of
-    the graphs of 48 nodes or more from one Lanczos iteration on all of them at once
+    the graphs of 56 nodes or more from one Lanczos iteration on all of them at once
     (O(E + n) per graph and step, about 40–80 steps on sparse graphs; λ_min certified
     to 10⁻¹³ relative by the Kato–Temple bound, a dense eigvalsh for any graph not
     certified), of the smaller ones from one batched dense eigvalsh per graph size;
