@@ -546,11 +546,11 @@ def main(argv=None):
             ap.error(f"--kernels: unknown {sorted(unknown)}; --list shows the registry")
         specs = [s for s in specs if s.name in want]
 
-    import torch
+    import grakel  # (first: it loads scipy's OpenBLAS and sklearn's OpenMP, which
+    import torch   # threadpool_limits only limits once they are loaded)
     from threadpoolctl import threadpool_limits
     torch.set_num_threads(args.threads)
     threadpool_limits(args.threads)
-    import grakel
     names = [s for s in args.sets.split(",") + args.sizes.split(",") if s]
     if args.no_mutag:
         names = [s for s in names if s.upper() != "MUTAG"]
