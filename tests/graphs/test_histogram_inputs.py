@@ -156,6 +156,21 @@ def test_the_fallbacks_of_the_stored_edges(tmp_path, monkeypatch):
     assert_gram(EdgeHistogram()(ds[[0, 3]]), [big, big], edge_labels)  # a view without it
 
 
+def test_the_kept_count_key_is_remade_after_an_in_place_change(sets):
+    """A GraphSet's label tensors written in place after a first Gram (same objects, new
+    values): the next Gram counts the new labels, not the kept key's."""
+    graphs, _ = sets["coalesced"]
+    G = GraphSet(graphs)
+    assert_gram(VertexHistogram()(G), graphs, node_labels)
+    assert_gram(EdgeHistogram()(G), graphs, edge_labels)
+    G.labelled_nodes()[0].zero_()  # every node the first label row, in place
+    n = torch.tensor([g.num_nodes for g in graphs], dtype=torch.float64)
+    assert torch.equal(VertexHistogram()(G).to_dense(), torch.outer(n, n))
+    G.labelled_edges()[1].zero_()  # every edge the first label row, in place
+    m = torch.tensor([g.num_edges for g in graphs], dtype=torch.float64)
+    assert torch.equal(EdgeHistogram()(G).to_dense(), torch.outer(m, m))
+
+
 @pytest.mark.parametrize("int32_keys", [0, 2 ** 31])
 def test_a_set_used_again_keeps_its_count_key_until_its_labels_change(sets, monkeypatch,
                                                                        int32_keys):

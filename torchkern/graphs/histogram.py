@@ -1,7 +1,6 @@
 """The vertex-histogram and edge-histogram graph kernels (label counts, linear kernel)."""
 from __future__ import annotations
 
-import operator
 
 import torch
 
@@ -86,6 +85,22 @@ def _product(lx: torch.Tensor, ly: torch.Tensor, dtype) -> torch.Tensor:
     return out
 
 
+def _stamps(objs) -> tuple:
+    """(object, in-place version) of each object and of each item of a tuple among them
+    (the objects are kept: held, their ids cannot be reused)."""
+    out = []
+    for o in objs:
+        out.append((o, getattr(o, "_version", None)))
+        if isinstance(o, tuple):
+            out.extend((t, getattr(t, "_version", None)) for t in o)
+    return tuple(out)
+
+
+def _same_stamps(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`_stamps` are of the same objects, unmodified in between."""
+    return len(a) == len(b) and all(x is y and u == v for (x, u), (y, v) in zip(a, b))
+
+
 class _DenseHistogram:
     """The Gram of a histogram kernel from its dense count matrix C (graphs × labels) by one
     ``bincount`` of the (graph, label) keys, when C is small (at most 4 entries per counted
@@ -108,12 +123,13 @@ class _DenseHistogram:
     def _count_key(self, G: GraphSet):
         """``(key, L)``: the bincount key ``label + L · graph`` of every counted item of G
         and the number L of label rows, kept with G (``G._count_key_<kernel class>``)
-        while the tensors it comes from (:meth:`_key_source`) are G's: a set
+        while the tensors it comes from (:meth:`_key_source`) are G's and unchanged in
+        place (their identity and ``_version``, which every in-place write bumps): a set
         used again (a fitted model's, a grid search's) is counted by one ``bincount``.
         Costs one int32 per counted item (int64 past 2^31 keys), held with the set."""
         name = "_count_key_" + type(self).__name__  # not shared by a copy GraphSet(G)
         hit = G.__dict__.get(name)
-        if hit is not None and all(map(operator.is_, hit[0], self._key_source(G))):
+        if hit is not None and _same_stamps(hit[0], _stamps(self._key_source(G))):
             return hit[1], hit[2]
         g, label, values = self._keys(G)
         L = max(int(values.shape[0]), 1)
@@ -123,7 +139,7 @@ class _DenseHistogram:
         key = g.mul_(L).add_(label) if self._fresh_graph else torch.add(label, g, alpha=L)
         if len(G) * L < _INT32_KEYS:  # half the memory kept, and bincount is faster on it
             key = key.to(torch.int32)
-        G.__dict__[name] = (self._key_source(G), key, L)
+        G.__dict__[name] = (_stamps(self._key_source(G)), key, L)
         return key, L
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
