@@ -32,6 +32,9 @@ import tempfile
 import time
 import warnings
 
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one thread for both libraries, also in those loaded later
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -57,6 +57,15 @@ import time
 import warnings
 from typing import Callable
 
+# every thread pool of the process -- torch's, NumPy's and SciPy's OpenBLAS, scikit-learn's
+# OpenMP, cvxopt's BLAS, including those loaded later -- at ``--threads`` (default 1)
+# before any of them is loaded: threadpool_limits only reaches the libraries loaded when
+# it is called
+_THREADS = (sys.argv[sys.argv.index("--threads") + 1]
+            if "--threads" in sys.argv[:-1] else "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _THREADS
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
