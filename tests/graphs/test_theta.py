@@ -77,6 +77,25 @@ def adjacency(d):
     return A
 
 
+def graph_draws_reference(graphs, lo, hi, S, seed):
+    """SVM-θ features with ``draws="graph"`` written out with NumPy's and GraKeL's own
+    calls: per graph, RandomState([seed, n, crc32(edges)]).choice per subset, GraKeL's α,
+    the mean of Σ α per subset size (0 where no subset is drawn). (graphs, sizes) array."""
+    out = np.zeros((len(graphs), hi - lo + 1))
+    for d, want in zip(graphs, out):
+        n, pairs = _edge_pairs(GraphSet([d]))[0]
+        if n < lo:
+            continue
+        alphas = _calculate_svm_theta_(adjacency(d))
+        rs = np.random.RandomState([seed, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
+        plan = distribute_samples(n, (lo, hi), S)
+        for level in range(lo, hi + 1):
+            if plan.get(level):
+                want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
+                                            for _ in range(plan[level])])
+    return out
+
+
 def sdp(graphs):
     return lovasz_theta_sdp(_edge_pairs(GraphSet(graphs)))
 
@@ -236,19 +255,7 @@ def test_svm_theta_graph_draws_are_a_random_state_per_graph(mutag):
     graphs = [bare(d) for d in mutag[:12]] + [graph(1, []), cycle(5)]
     lo, hi, S, seed = 2, 6, 15, 5
     f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
-    for d, row in zip(graphs, f.numpy()):
-        n, pairs = _edge_pairs(GraphSet([d]))[0]
-        want = np.zeros(hi - lo + 1)
-        if n >= lo:
-            alphas = _calculate_svm_theta_(adjacency(d))
-            rs = np.random.RandomState([seed, n, zlib.crc32(np.ascontiguousarray(pairs,
-                                                                             np.int64))])
-            plan = distribute_samples(n, (lo, hi), S)
-            for level in range(lo, hi + 1):
-                if plan.get(level):
-                    want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
-                                                for _ in range(plan[level])])
-        assert np.array_equal(row, want)
+    assert np.array_equal(f.numpy(), graph_draws_reference(graphs, lo, hi, S, seed))
 
 
 def test_svm_theta_grakel_default_metric_is_first_size(mutag):

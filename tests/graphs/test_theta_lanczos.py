@@ -2,7 +2,6 @@
 dense fallback), against dense eigvalsh, and α and the features against GraKeL 0.1.11
 and against the dense path bit for bit; the bulk subset draws of small graphs against
 NumPy's shuffle."""
-import zlib
 
 import numpy as np
 import pytest
@@ -14,9 +13,10 @@ from torchkern.graphs import theta as theta_mod
 from torchkern.graphs.theta import (_bulk_draws, _edge_pairs, _lambda_min_lanczos,
                                     _replay_shuffles, _svm_theta_alphas_all, svm_theta_alphas)
 
+from tests.graphs.test_theta import graph_draws_reference
+
 from grakel import kernels as gk  # noqa: E402  (the test extra installs it: never skipped)
 from grakel.kernels.svm_theta import _calculate_svm_theta_  # noqa: E402
-from grakel.tools import distribute_samples  # noqa: E402
 
 
 def er_pairs(seed, n, degree=4.0):
@@ -174,17 +174,7 @@ def test_svm_theta_graph_draws_small_and_large_graphs():
     graphs = [data(*er_pairs(50 + i, n)) for i, n in enumerate([12, 60, 40, 41, 90])]
     lo, hi, S, seed = 2, 6, 15, 5
     f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
-    for d, row in zip(graphs, f.numpy()):
-        n, pairs = _edge_pairs(GraphSet([d]))[0]
-        alphas = _calculate_svm_theta_(dense(n, pairs))
-        rs = np.random.RandomState([seed, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
-        plan = distribute_samples(n, (lo, hi), S)
-        want = np.zeros(hi - lo + 1)
-        for level in range(lo, hi + 1):
-            if plan.get(level):
-                want[level - lo] = np.mean([np.sum(alphas[rs.choice(n, level, replace=False)])
-                                            for _ in range(plan[level])])
-        assert np.array_equal(row, want)
+    assert np.array_equal(f.numpy(), graph_draws_reference(graphs, lo, hi, S, seed))
 
 
 def test_bulk_draws_in_chunks_are_grakels(monkeypatch):
