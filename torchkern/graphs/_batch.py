@@ -1400,7 +1400,7 @@ def _local_graph(ei: torch.Tensor, ecounts: torch.Tensor, counts: torch.Tensor):
     graph = torch.repeat_interleave(ecounts, output_size=E)  # arange(G) repeated
     if E > 1:
         m = max(int(counts.max()), 1)
-        key = torch.add(ei[1], ei[0], alpha=m)
+        key = torch.add(ei[1].long(), ei[0].long(), alpha=m)  # int64 (a stored int32 overflows)
         drop = key[1:] <= key[:-1]
         has = ecounts > 0
         first = (torch.cumsum(ecounts, 0) - ecounts)[has][1:]  # a graph's first edge
