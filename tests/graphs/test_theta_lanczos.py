@@ -1,7 +1,6 @@
 """SVM-θ on large graphs: λ_min(A) from the batched Lanczos iteration (certified, with the
 dense fallback), against dense eigvalsh, and α and the features against GraKeL 0.1.11
-and against the dense path bit for bit; the bulk subset draws of small graphs against
-NumPy's shuffle."""
+and against the dense path bit for bit."""
 
 import numpy as np
 import pytest
@@ -10,8 +9,8 @@ from torch_geometric.data import Data
 
 from torchkern.graphs import GraphSet, SVMTheta
 from torchkern.graphs import theta as theta_mod
-from torchkern.graphs.theta import (_bulk_draws, _edge_pairs, _lambda_min_lanczos,
-                                    _replay_shuffles, _svm_theta_alphas_all, svm_theta_alphas)
+from torchkern.graphs.theta import (_edge_pairs, _lambda_min_lanczos, _svm_theta_alphas_all,
+                                    svm_theta_alphas)
 
 from tests.graphs.test_theta import graph_draws_reference
 
@@ -151,36 +150,17 @@ def test_public_alphas_with_repeated_reversed_pairs_and_a_loop():
     assert np.array_equal(_svm_theta_alphas_all([(n, messy)], lanczos_min_n=10 ** 9)[0], ref)
 
 
-@pytest.mark.parametrize("S, w", [(1, 8), (7, 8), (5, 50)])
-def test_bulk_draws_replay_numpy_shuffle(S, w):
-    # one randint for some graphs, one a graph for the others, and the swaps replayed on
-    # all graphs at once give the first w
-    # entries of the permutations that S shuffles per graph give, and leave the stream
-    # where they leave it
-    sizes = [1, 2, 3, 17, 40, 5, 40, 9]
-    rs, ref = np.random.RandomState(12), np.random.RandomState(12)
-    draws = _bulk_draws(rs, sizes[:3], S) + [d for n in sizes[3:] for d in _bulk_draws(rs, [n], S)]
-    for n, got in zip(sizes, _replay_shuffles(draws, w)):
-        want = np.tile(np.arange(n), (S, 1))
-        for row in want:
-            ref.shuffle(row)
-        assert np.array_equal(got, want[:, :w])
-    assert rs.randint(2 ** 31) == ref.randint(2 ** 31)
-
-
 def test_svm_theta_graph_draws_small_and_large_graphs():
-    # draws="graph" on graphs below and above the bulk-draw size, written out with
-    # NumPy's RandomState([seed, n, crc32(edges)]).choice per subset and GraKeL's α
+    # draws="graph" on graphs of 12 to 90 nodes, written out with NumPy's RandomState([seed, n, crc32(edges)]).choice per subset and GraKeL's α
     graphs = [data(*er_pairs(50 + i, n)) for i, n in enumerate([12, 60, 40, 41, 90])]
     lo, hi, S, seed = 2, 6, 15, 5
     f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
     assert np.array_equal(f.numpy(), graph_draws_reference(graphs, lo, hi, S, seed))
 
 
-def test_bulk_draws_in_chunks_are_grakels(monkeypatch):
-    # the small graphs' permutations replayed a few graphs at a time: GraKeL's features
+def test_small_graphs_shared_draws_are_grakels():
+    # draws="grakel" on small graphs (one stream for the set): GraKeL's features
     graphs = [data(*er_pairs(70 + i, n)) for i, n in enumerate([12, 30, 9, 25, 18])]
-    monkeypatch.setattr(theta_mod, "_BULK_CHUNK", 40)  # two graphs (S = 20) a chunk
     adj = [[dense(d.num_nodes, _edge_pairs(GraphSet([d]))[0][1])] for d in graphs]
     ref = gk.SvmTheta(random_state=8, n_samples=20).fit(adj).X
     f = SVMTheta(random_state=8, n_samples=20, draws="grakel").features(graphs).numpy()

@@ -162,7 +162,6 @@ def sort_int64(key: np.ndarray) -> np.ndarray:
     return np.sort(key)
 
 
-
 def sorted_unique(key: torch.Tensor, inverse: bool = True):
     """The distinct values of a 1-D int64 ``key``, sorted: ``(values, inverse, counts,
     first)`` — ``first`` the smallest position holding each value; ``inverse=False``

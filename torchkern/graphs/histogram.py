@@ -109,7 +109,6 @@ class _DenseHistogram:
     merged (no concatenation of the two sets)."""
 
     _counted = "node labels (x)"
-    _fresh_graph = False  # whether _keys gives a new tensor of graph ids (VertexHistogram)
 
     def _keys(self, G: GraphSet):
         """``(graph of each counted item, its label id, label rows)``; by each kernel."""
@@ -135,8 +134,7 @@ class _DenseHistogram:
         L = max(int(values.shape[0]), 1)
         if len(G) * L > max(4 * label.numel(), 2 ** 16):
             return None, L  # a large count matrix: the sparse path
-        # the graph ids of the nodes are a fresh tensor: the key is made in it
-        key = g.mul_(L).add_(label) if self._fresh_graph else torch.add(label, g, alpha=L)
+        key = torch.add(label, g, alpha=L)
         if len(G) * L < _INT32_KEYS:  # half the memory kept, and bincount is faster on it
             key = key.to(torch.int32)
         G.__dict__[name] = (_stamps(self._key_source(G)), key, L)
@@ -218,7 +216,6 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
     """
 
     _graph_fields = ("labelled_nodes",)  # x and num_nodes only, read for counting
-    _fresh_graph = True
 
     def __init__(self, normalize: bool = False):
         super().__init__()

@@ -840,67 +840,6 @@ def svm_theta_alphas(n: int, pairs: np.ndarray) -> np.ndarray:
     return _svm_theta_alphas_all([(n, np.asarray(pairs).reshape(-1, 2))])[0]
 
 
-# Graphs of at most this many nodes get their subsets from one bulk draw each (NumPy's
-# per-call cost of a shuffle outweighs its draws on small graphs; measured)
-_BULK_DRAWS_MAX_N = 40
-_BULK_CHUNK = 100_000  # permutations replayed at once
-
-
-def _bulk_draws(rs: np.random.RandomState, sizes: list, S: int) -> list:
-    """The draws j of S successive ``rs.shuffle`` calls on arrays of n entries, for each
-    n of ``sizes`` in turn, from one ``randint`` call: an (S, n − 1) int32 array per
-    size. Shuffle's Fisher–Yates swaps position i with j = ``random_interval(i)`` for
-    i = n − 1 down to 1, the same masked 32-bit rejection draw as
-    ``randint(0, i + 1)`` with array bounds and a 32-bit dtype (tests compare with the
-    shuffles themselves)."""
-    highs = [_shuffle_bounds(n, S) for n in sizes]
-    flat = np.concatenate(highs)
-    flat = rs.randint(0, flat, dtype=np.int32) if len(flat) else flat
-    ends = np.cumsum([len(h) for h in highs]).tolist()
-    return [flat[e - len(h):e].reshape(S, n - 1) for n, h, e in zip(sizes, highs, ends)]
-
-
-@functools.lru_cache(maxsize=256)
-def _shuffle_bounds(n: int, S: int) -> np.ndarray:
-    return np.tile(np.arange(n, 1, -1, dtype=np.int32), S) if n > 1 else \
-        np.zeros(0, dtype=np.int32)
-
-
-def _replay_shuffles(draws: list, w: int) -> list:
-    """The first ``w`` entries of the permutations of range(n) that ``shuffle`` makes
-    from each (S, n − 1) array of :func:`_bulk_draws` (S permutations of a graph), all
-    graphs at once: the columns of one (n_max, rows) array, grouped by n from the
-    largest, and at step i = n_max − 1 … 1 the swap of entries i and j on the columns of
-    graphs with more than i nodes. Returns one (S, min(n, w)) int64 array per graph."""
-    sizes = np.array([d.shape[1] + 1 for d in draws])
-    S = draws[0].shape[0]
-    order = np.argsort(-sizes, kind="stable")
-    R = S * len(draws)
-    nmax = int(sizes.max())
-    perm = np.repeat(np.arange(nmax, dtype=np.int32)[:, None], R, axis=1)
-    J = np.zeros((nmax, R), dtype=np.int32)
-    col = np.empty(len(draws), dtype=np.int64)  # each graph's first column
-    col[order] = np.arange(len(draws)) * S
-    for n in np.unique(sizes).tolist():
-        if n < 2:
-            continue
-        gs = np.nonzero(sizes == n)[0]
-        cols = (col[gs][:, None] + np.arange(S)).ravel()
-        D = np.concatenate([draws[g] for g in gs])  # (len(gs)·S, n − 1): i = n − 1 … 1
-        J[1:n, cols] = D[:, ::-1].T
-    count = np.searchsorted(-sizes[order], -np.arange(nmax), side="left") * S
-    flat = perm.reshape(-1)
-    ar = np.arange(R, dtype=np.int64)
-    for i in range(nmax - 1, 0, -1):
-        c = int(count[i])  # the columns of graphs with more than i nodes
-        at = J[i, :c].astype(np.int64) * R + ar[:c]
-        x = perm[i, :c].copy()
-        perm[i, :c] = flat[at]
-        flat[at] = x
-    top = perm[:w].T.astype(np.int64)
-    return [top[col[g]:col[g] + S, :min(int(sizes[g]), w)] for g in range(len(draws))]
-
-
 # -- the kernels ----------------------------------------------------------------------------
 
 def _check_common(n_samples, subsets_size_range, random_state, base_kernel):
@@ -1210,9 +1149,7 @@ class SVMTheta(_ThetaKernel):
     to 10⁻¹³ relative by the Kato–Temple bound, a dense eigvalsh for any graph not
     certified), of the smaller ones from one batched dense eigvalsh per graph size;
     the n_samples subsets of a graph are drawn by NumPy's own ``RandomState.shuffle``
-    (a few microseconds per subset; on graphs of at most 40 nodes one ``randint`` call
-    draws the shuffles' swaps of all the graph's subsets, replayed for all such graphs
-    at once) and their α summed in bulk. On the CPU only (a few
+    (a few microseconds per subset) and their α summed in bulk. On the CPU only (a few
     small sequential solves per graph). On Erdős–Rényi graphs of 100–300 nodes and
     average degree 6, about 1.7 ms a graph, of which 1 ms is libsvm's solve.
 
@@ -1266,43 +1203,19 @@ class SVMTheta(_ThetaKernel):
         w = min(nmax, hi)
         P = np.zeros((m * S, w), dtype=itype)
         buf = np.empty(S * nmax, dtype=np.int64)
-        aranges = {}
         shared = self.draws == "grakel"
         rs = np.random.RandomState(self.random_state if shared else None)
         shuffle = rs.shuffle
-        bulk, run = {}, []  # small graphs: position k → its draws, replayed below
-
-        def draw_run():  # the pending small graphs' draws, one randint call
-            bulk.update(zip(run, _bulk_draws(rs, [int(sizes[k]) for k in run], S)))
-            run.clear()
-
         for k, i in enumerate(use):
             n, pairs = graphs[i]
             if not shared:
                 rs.seed([self.random_state, n,
                          zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
-            if n <= _BULK_DRAWS_MAX_N:
-                run.append(k)
-                if not shared:
-                    draw_run()
-                continue
-            if run:
-                draw_run()
             perms = buf[:S * n].reshape(S, n)
-            if n not in aranges:
-                aranges[n] = np.arange(n)
-            perms[:] = aranges[n]
+            perms[:] = np.arange(n)
             for row in perms:
                 shuffle(row)
             P[k * S:(k + 1) * S, :min(n, w)] = perms[:, :w]
-        if run:
-            draw_run()
-        ks, step = list(bulk), max(1, _BULK_CHUNK // S)  # (memory: n_max × _BULK_CHUNK)
-        for c in range(0, len(ks), step):
-            chunk = ks[c:c + step]
-            for k, top in zip(chunk, _replay_shuffles([bulk[k] for k in chunk], w)):
-                P[k * S:(k + 1) * S, :top.shape[1]] = top
-        del bulk
         A = np.zeros((m, nmax))
         A[np.arange(nmax) < sizes[:, None]] = np.concatenate(alphas)
         nl = hi - lo + 1
