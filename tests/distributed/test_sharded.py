@@ -462,3 +462,37 @@ def _unprotected_failure(rank, world, timeout):
 
 def test_rank_failing_outside_a_collective_is_named_in_seconds():
     spawn(_unprotected_failure, 2, 20.0, timeout=20.0)
+
+
+class _LateWork:
+    """A gloo work whose first timed wait reports a time-out although the collective
+    completes (it is waited for in full first): the race in which a work completes
+    between a wait slice's time-out and the is_completed() check."""
+
+    def __init__(self, work):
+        self.work, self.slices = work, 0
+
+    def wait(self, timeout=None):
+        if timeout is not None and self.slices == 0:
+            self.slices += 1
+            self.work.wait()
+            raise RuntimeError("Operation timed out!")
+        return self.work.wait()
+
+    def is_completed(self):
+        return self.work.is_completed()
+
+
+def _completed_after_slice(rank, world):
+    from torchkern.distributed import _comm
+
+    def late_all_reduce(*args, **kw):
+        return _LateWork(torch.distributed.all_reduce(*args, **kw))
+
+    flag = torch.tensor([rank + 1.0])
+    _comm._collective(late_all_reduce, flag)
+    assert flag.item() == 3.0
+
+
+def test_collective_completing_as_a_wait_slice_ends_is_not_a_failure():
+    spawn(_completed_after_slice, 2)

@@ -103,7 +103,11 @@ def _collective(fn, *args, **kw):
                 break
             except RuntimeError:
                 if work.is_completed():
-                    raise  # the collective itself failed (a closed peer, the timeout)
+                    # either it failed (a closed peer, the process-group timeout) or it
+                    # completed between the slice's time-out and this check: a completed
+                    # work's wait returns at once or raises its own error
+                    work.wait()
+                    break
                 _check_peers(group, key)
     except RuntimeError as exc:  # DistBackendError, gloo "Connection closed by peer", timeouts
         if isinstance(exc, RankFailedError):
