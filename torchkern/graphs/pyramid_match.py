@@ -14,6 +14,7 @@ _BUDGET = 2 ** 22  # adjacency entries per batched eigendecomposition
 _EDGE_TOL = 1e-9
 _TIE_TOL = 1e-9  # moduli this close (relative to max(1, ρ(A))) are a tie
 _COARSE = 3e-4  # first bisection tolerance, relative to max(1, ‖T‖) (fastest measured)
+_REFINE = 1e-8  # tolerance (relative to ‖T‖) of the chosen eigenvalues for inverse iteration
 _TRIDIAGONAL_MIN_N = 56  # CPU graphs from this size: d eigenvectors only
 
 
@@ -98,9 +99,12 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
     Householder reduction to a tridiagonal T = Qᵀ a Q (``dsytrd``); the d smallest and d
     largest eigenvalues of T by bisection (``dstebz``), first to a coarse tolerance —
     enough to tell which d have the largest moduli unless moduli at the cut are within
-    a few tolerances, when all 2d are refined — then the d chosen ones to n ε ‖T‖;
-    their eigenvectors of T by inverse iteration (``dstein``), and Q applied to
-    them from the reflectors (``dormqr``). The reduction, 4/3 n³ flops, is most of the
+    a few tolerances, when all 2d are refined to n ε ‖T‖ — then the d chosen ones to
+    10⁻⁸ ‖T‖; their eigenvectors of T by inverse iteration (``dstein``; the shifts'
+    error only slows its convergence, and its vectors are accurate to working
+    precision), the eigenvalues as their Rayleigh quotients (error of the order of ‖T‖
+    times the vectors' squared, Parlett, *The Symmetric Eigenvalue Problem*, SIAM,
+    1998, §4.6), and Q applied to the vectors from the reflectors (``dormqr``). The reduction, 4/3 n³ flops, is most of the
     cost: a full decomposition with eigenvectors takes about 9 n³ (Golub and Van Loan,
     *Matrix Computations*, 4th ed., Johns Hopkins, 2013, §8.3–8.4; Demmel, *Applied
     Numerical Linear Algebra*, SIAM, 1997, §5.3)."""
@@ -114,9 +118,11 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
         return None
     norm = max(1.0, float(np.abs(diag).max() + 2 * np.abs(off).max()))  # ≥ ‖T‖₂
     coarse = _COARSE * norm
-    # the final eigenvalues to n ε ‖T‖, the accuracy of a backward-stable full
-    # decomposition's (Demmel, 1997, §5.2)
-    fine = n * np.finfo(np.float64).eps * norm
+    # the eigenvalues handed to inverse iteration to _REFINE ‖T‖ (its vectors are then
+    # accurate to working precision, and their Rayleigh quotients the eigenvalues);
+    # where the coarse values cannot tell the d largest moduli, all 2d are refined to
+    # n ε ‖T‖, the accuracy of a backward-stable full decomposition's (Demmel, 1997,
+    # §5.2), and the choice is made on them
     m1, lo, _, _, i1 = lapack.dstebz(diag, off, 3, 0.0, 0.0, 1, d, coarse, b"E")
     m2, hi, _, _, i2 = lapack.dstebz(diag, off, 3, 0.0, 0.0, n - d + 1, n, coarse, b"E")
     if i1 or i2 or m1 != d or m2 != d:
@@ -126,6 +132,7 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
     inner = min(map(abs, lo[:k] + hi[:d - k]))  # the smallest modulus taken
     outer = max(abs(lo[k]) if k < d else 0.0, abs(hi[d - k]) if k else 0.0)  # first left
     close = inner - outer <= 4 * coarse  # the coarse values cannot tell
+    fine = (n * np.finfo(np.float64).eps if close else _REFINE) * norm
     w, blocks = [], []
     for il, iu in [(1, d), (n - d + 1, n)] if close else [(1, k), (n - d + k + 1, n)]:
         if iu >= il:
@@ -147,6 +154,8 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
     z, info = lapack.dstein(diag, off, w, iblock, split)
     if info:
         return None
+    # the Rayleigh quotients zᵀ T z: the eigenvalues to working precision
+    w = diag @ (z * z) + 2 * (off @ (z[:-1] * z[1:]))
     zq, _, info = lapack.dormqr(b"L", b"N", c[1:, :n - 1], tau, z[1:], 64 * (d + 65),
                                 overwrite_c=1)
     if info:
