@@ -527,6 +527,38 @@ def _one_class_alphas():
     return _DIRECT["fn"]
 
 
+def _permuted_is_legacy() -> bool:
+    """Whether ``Generator.permuted(X, axis=1)`` on an MT19937 shuffles the rows of a
+    C-contiguous int64 X one after the other with the draws of
+    ``RandomState.shuffle`` on each row (NumPy's bounded draw of the legacy shuffle,
+    Fisher–Yates from the last position down), leaving the stream where those
+    shuffles leave it — checked once in this process on rows of lengths whose draws
+    are often rejected; NumPy does not promise it (``Generator`` streams may change
+    between versions), so the row-by-row shuffles are used where it fails."""
+    if "ok" not in _PERMUTED:
+        ok = True
+        try:
+            bits = np.random.MT19937()
+            mine, gen = np.random.RandomState(bits), np.random.Generator(bits)
+            ref = np.random.RandomState()
+            for n in (1, 2, 3, 5, 17, 40, 129, 300):
+                mine.seed([3, n])
+                ref.seed([3, n])
+                X = np.tile(np.arange(n, dtype=np.int64), (7, 1))
+                Y = X.copy()
+                for row in X:
+                    ref.shuffle(row)
+                gen.permuted(Y, axis=1, out=Y)
+                ok = ok and np.array_equal(X, Y) and mine.randint(2 ** 30) == ref.randint(2 ** 30)
+        except Exception:  # noqa: BLE001 (another NumPy: the row-by-row shuffles)
+            ok = False
+        _PERMUTED["ok"] = ok
+    return _PERMUTED["ok"]
+
+
+_PERMUTED: dict = {}
+
+
 # Graphs of at least this many nodes get λ_min(A) from the batched Lanczos iteration, the
 # smaller ones from one dense eigvalsh per size (measured crossover; see
 # :func:`_lambda_min_lanczos`)
@@ -1204,7 +1236,14 @@ class SVMTheta(_ThetaKernel):
         P = np.zeros((m * S, w), dtype=itype)
         buf = np.empty(S * nmax, dtype=np.int64)
         shared = self.draws == "grakel"
-        rs = np.random.RandomState(self.random_state if shared else None)
+        # one MT19937 behind a RandomState (its legacy seeding) and a Generator (whose
+        # ``permuted`` shuffles all S rows of a graph in one call, with the same draws,
+        # where :func:`_permuted_is_legacy` found so)
+        bits = np.random.MT19937()
+        rs = np.random.RandomState(bits)
+        if shared:
+            rs.seed(self.random_state)
+        permuted = np.random.Generator(bits).permuted if _permuted_is_legacy() else None
         shuffle = rs.shuffle
         for k, i in enumerate(use):
             n, pairs = graphs[i]
@@ -1213,8 +1252,11 @@ class SVMTheta(_ThetaKernel):
                          zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
             perms = buf[:S * n].reshape(S, n)
             perms[:] = np.arange(n)
-            for row in perms:
-                shuffle(row)
+            if permuted is not None:
+                permuted(perms, axis=1, out=perms)
+            else:
+                for row in perms:
+                    shuffle(row)
             P[k * S:(k + 1) * S, :min(n, w)] = perms[:, :w]
         A = np.zeros((m, nmax))
         A[np.arange(nmax) < sizes[:, None]] = np.concatenate(alphas)
