@@ -6,7 +6,8 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphSet, check_memory, count_rows, segment_ranges
-from ._labels import CountFeatureKernel, initial_labels
+from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _int8_product, \
+    _int8_product_works, initial_labels
 
 __all__ = ["PyramidMatch"]
 
@@ -226,6 +227,58 @@ def _embed_one_by_one(G: GraphSet, graph_ids, d: int, out: torch.Tensor) -> list
     return failed
 
 
+class _LevelsMatrix(SparseFeatureKernelMatrix):
+    """PyramidMatch's Φ Φᵀ: every column of Φ holds 0 or one value √w, w one of the few
+    level weights. The dense part (:class:`SparseFeatureKernelMatrix`) is then
+    Σ_w w B_w B_wᵀ with B_w the 0/1 pattern of w's dense columns: exact int8 products
+    (int32 sums, ``torch._int_mm``), one per weight, each added to the float64 result at
+    weight w — about a quarter of the time of the float64 product of the √w values at
+    1,000 graphs. Falls back to that product where the columns are not of that form."""
+
+    def _transpose(self):
+        return _LevelsMatrix(self.phi_y, self.phi_x)
+
+    def _parts(self):
+        if self._split is None:
+            (dx, lx), (dy, ly), diag = super()._parts()
+            self._levels = _weight_patterns(dx, dy)
+            if self._levels is not None:  # the dense part is the patterns'
+                dx, dy = dx[:, :0], (dx[:, :0] if dy is dx else dy[:, :0])
+                self._split = [(dx, lx), (dy, ly), diag]
+        return self._split
+
+    def _product_(self, dx, lx, dy, ly, diag, idx):
+        out = super()._product_(dx, lx, dy, ly, diag, idx)  # the sparse part, diagonal
+        for w, bx, by in self._levels or ():
+            out.add_(_int8_product(bx if idx is None else bx.index_select(0, idx), by),
+                     alpha=w)
+        return out
+
+
+def _weight_patterns(dx: torch.Tensor, dy: torch.Tensor):
+    """``[(w, B_x, B_y), …]``: for each value √w that the columns of the dense feature
+    blocks ``dx``, ``dy`` (float, same columns) hold, the int8 0/1 patterns of its
+    columns — or None where a column holds two different nonzero values, where the
+    values are many, or where int8 products do not run here."""
+    if dx.device.type != "cpu" or not dx.shape[1] or not _int8_product_works():
+        return None
+    v = dx.amax(0) if dy is dx else torch.maximum(dx.amax(0), dy.amax(0))
+    if not all(bool(((d == 0) | (d == v)).all()) for d in ((dx,) if dy is dx else (dx, dy))):
+        return None
+    values = torch.unique(v)
+    if values.numel() > 16:
+        return None
+    out = []
+    for u in values.tolist():
+        if u == 0:
+            continue
+        cols = (v == u).nonzero().reshape(-1)
+        bx = dx.index_select(1, cols).ne_(0).to(torch.int8)
+        by = bx if dy is dx else dy.index_select(1, cols).ne_(0).to(torch.int8)
+        out.append((u * u, bx, by))
+    return out
+
+
 class PyramidMatch(CountFeatureKernel):
     r"""Pyramid match graph kernel (Nikolentzos, Meladianos and Vazirgiannis, 2017).
 
@@ -328,6 +381,12 @@ class PyramidMatch(CountFeatureKernel):
         if not torch.equal(fwd, torch.sort(bwd).values):
             raise ValueError(f"{name}: PyramidMatch needs undirected graphs (every edge given "
                              f"in both directions); call torch_geometric.utils.to_undirected")
+
+    def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
+        K = super()._gram(X, Y, unit_rows)
+        if type(K) is SparseFeatureKernelMatrix:  # (not a dense Φ's _CountMatrix)
+            K = _LevelsMatrix(K.phi_x, None if K.phi_y is K.phi_x else K.phi_y)
+        return K
 
     def _entries(self, G: GraphSet):
         """The features of every graph, all levels at once and in (graph, column) order
