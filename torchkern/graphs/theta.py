@@ -498,12 +498,26 @@ def _one_class_sklearn(K: np.ndarray) -> np.ndarray:
 
 
 def _one_class_direct(K: np.ndarray) -> np.ndarray:
-    from sklearn.svm import _libsvm
-    out = _libsvm.fit(K, np.ones(K.shape[0]), sample_weight=np.empty(0),
-                      class_weight=np.empty(0), **_LIBSVM_ONE_CLASS)
-    alphas = np.zeros(K.shape[0])
-    np.put(alphas, out[0], out[3][0])
+    _libsvm = _LIBSVM[0]
+    if _libsvm is None:
+        from sklearn.svm import _libsvm
+        _LIBSVM[0] = _libsvm
+    n = K.shape[0]
+    if len(_ONES[0]) < n:  # the labels and unit sample weights, read only by libsvm
+        _ONES[0] = np.ones(max(n, 2 * len(_ONES[0])))
+        _ONES[0].flags.writeable = False
+    ones = _ONES[0][:n]
+    out = _libsvm.fit(K, ones, sample_weight=ones, class_weight=_NO_WEIGHT,
+                      **_LIBSVM_ONE_CLASS)
+    alphas = np.zeros(n)
+    alphas[out[0]] = out[3][0]
     return alphas
+
+
+_ONES = [np.ones(0)]
+_LIBSVM = [None]
+_NO_WEIGHT = np.empty(0)
+_NO_WEIGHT.flags.writeable = False
 
 
 def _one_class_alphas():
@@ -766,13 +780,13 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
     eigenvalue), so α is GraKeL's bit for bit."""
     out = [None] * len(graphs)
     groups, first, same = {}, {}, []  # a graph seen before (same nodes, same edges): α shared
-    edges = []
-    for i, (n, pairs) in enumerate(graphs):
-        e = np.ascontiguousarray(pairs, np.int64).reshape(-1, 2)
-        if (e[:, 0] == e[:, 1]).any():  # GraKeL zeroes the diagonal: self-loops ignored
-            e = np.ascontiguousarray(e[e[:, 0] != e[:, 1]])
-        edges.append(e)
-        key = (n, e.tobytes())
+    edges = [np.ascontiguousarray(pairs, np.int64).reshape(-1, 2) for _, pairs in graphs]
+    if edges:
+        every = np.concatenate(edges)
+        if (every[:, 0] == every[:, 1]).any():  # GraKeL zeroes the diagonal: self-loops
+            edges = [np.ascontiguousarray(e[e[:, 0] != e[:, 1]]) for e in edges]  # ignored
+    for i, (n, _) in enumerate(graphs):
+        key = (n, edges[i].tobytes())
         if key in first:
             same.append((i, first[key]))
         else:
@@ -792,11 +806,13 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
 
     def adjacency(n, idx):
         A = np.zeros((len(idx), n, n))
-        for b, i in enumerate(idx):
-            e = edges[i]
-            if len(e):
-                A[b, e[:, 0], e[:, 1]] = 1.0
-                A[b, e[:, 1], e[:, 0]] = 1.0
+        es = [edges[i] for i in idx]
+        e = np.concatenate(es)
+        if len(e):
+            at = np.repeat(np.arange(0, len(idx) * n * n, n * n), [len(x) for x in es])
+            flat = A.reshape(-1)
+            flat[at + e[:, 0] * n + e[:, 1]] = 1.0
+            flat[at + e[:, 1] * n + e[:, 0]] = 1.0
         return A
 
     for n, idx in groups.items():
