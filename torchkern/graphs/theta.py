@@ -583,6 +583,12 @@ _LANCZOS_MIN_N = 56
 # 0.15–0.35), reaches the certified level
 _LANCZOS_FIRST_CHECK = 48
 _LANCZOS_RATE = 0.25
+# Relative accuracy to which the Lanczos iteration certifies λ_min for α: α depends on λ
+# only through float32(1/ρ), and λ is taken again from GraKeL's own eigenvalue call when
+# 1/ρ is within _TIE of a float32 rounding tie; certified to _TIE/10, any λ within that
+# (GraKeL's own included: LAPACK's error is about 10⁻¹⁵) rounds alike elsewhere
+_TIE = 1e-10
+_ALPHA_LAMBDA_TOL = 1e-11
 
 
 def _ritz_min(d: np.ndarray, e: np.ndarray, tol: float):
@@ -769,7 +775,7 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
 
     λ_min(A) comes from one batched Lanczos iteration over all graphs of at least
     ``lanczos_min_n`` nodes (default ``_LANCZOS_MIN_N``; :func:`_lambda_min_lanczos`,
-    certified to 10⁻¹³·max(1, |λ|), the graphs it does not certify, after at most
+    certified to 10⁻¹¹·max(1, |λ|), the graphs it does not certify, after at most
     ``lanczos_max_iter`` steps, computed densely), and from one batched dense eigvalsh
     per graph size for the smaller graphs.
 
@@ -801,7 +807,7 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
     lam_big = {}
     if big:
         lam, ok = _lambda_min_lanczos([(graphs[i][0], edges[i]) for i in big],
-                                      max_iter=lanczos_max_iter)
+                                      tol=_ALPHA_LAMBDA_TOL, max_iter=lanczos_max_iter)
         lam_big = {i: float(v) for i, v, c in zip(big, lam, ok) if c}
 
     def adjacency(n, idx):
@@ -834,7 +840,7 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
                     A = Ad
             with np.errstate(divide="ignore"):
                 q = 1.0 / -lam
-                near = (np.float32(q * (1 + 1e-10)) != np.float32(q * (1 - 1e-10))) & (lam < -0.5)
+                near = (np.float32(q * (1 + _TIE)) != np.float32(q * (1 - _TIE))) & (lam < -0.5)
             for b in np.nonzero(near)[0]:
                 lam[b] = eigvalsh(adjacency(n, [idx[b]])[0], lower=False,
                                   subset_by_index=(0, 0))[0]
@@ -1194,12 +1200,16 @@ class SVMTheta(_ThetaKernel):
     Cost: one libsvm solve per distinct graph (identical graphs share theirs); ρ of
     the graphs of 56 nodes or more from one Lanczos iteration on all of them at once
     (O(E + n) per graph and step, about 40–80 steps on sparse graphs; λ_min certified
-    to 10⁻¹³ relative by the Kato–Temple bound, a dense eigvalsh for any graph not
-    certified), of the smaller ones from one batched dense eigvalsh per graph size;
-    the n_samples subsets of a graph are drawn by NumPy's own ``RandomState.shuffle``
-    (a few microseconds per subset) and their α summed in bulk. On the CPU only (a few
-    small sequential solves per graph). On Erdős–Rényi graphs of 100–300 nodes and
-    average degree 6, about 1.7 ms a graph, of which 1 ms is libsvm's solve.
+    to 10⁻¹¹ relative by the Kato–Temple bound — enough for float32(1/ρ), the only
+    way α depends on ρ, ρ being taken again from GraKeL's own eigenvalue call near a
+    float32 rounding tie — a dense eigvalsh for any graph not certified), of the
+    smaller ones from one batched dense eigvalsh per graph size; the n_samples
+    subsets of a graph are the rows of one ``Generator.permuted`` call on the MT19937
+    behind the seeded ``RandomState`` (the draws of ``RandomState.shuffle`` row after
+    row, which this is checked once to give; else those shuffles themselves) and
+    their α summed in bulk. On the CPU only (a few small sequential solves per
+    graph). On Erdős–Rényi graphs of 100–300 nodes and average degree 6, about
+    1.4 ms a graph, of which 1 ms is libsvm's solve.
 
     References
     ----------

@@ -1,6 +1,7 @@
-"""SVM-θ's subset draws: all S permutations of a graph from one ``Generator.permuted``
-call, against NumPy's ``RandomState.shuffle`` row by row and against GraKeL; the
-row-by-row fallback where that call does not give the legacy draws."""
+"""SVM-θ's fast paths: the subset draws (all S permutations of a graph from one
+``Generator.permuted`` call) against NumPy's ``RandomState.shuffle`` row by row and
+against GraKeL, with the row-by-row fallback; λ_min certified to the accuracy α needs,
+against dense eigvalsh and GraKeL."""
 
 import numpy as np
 import pytest
@@ -9,9 +10,12 @@ from torchkern.graphs import SVMTheta
 from torchkern.graphs import theta as theta_mod
 
 from tests.graphs.test_theta import graph_draws_reference
-from tests.graphs.test_theta_lanczos import data, er_pairs
+from torchkern.graphs.theta import _lambda_min_lanczos, _svm_theta_alphas_all
+
+from tests.graphs.test_theta_lanczos import data, dense, er_pairs
 
 from grakel import kernels as gk  # noqa: E402  (the test extra installs it: never skipped)
+from grakel.kernels.svm_theta import _calculate_svm_theta_  # noqa: E402
 
 
 @pytest.fixture
@@ -67,3 +71,19 @@ def test_graph_and_shared_draws_both_paths(graphs, monkeypatch, fast):
     f = SVMTheta(random_state=seed, n_samples=S, subsets_size_range=(lo, hi),
                  draws="grakel").features(keep).numpy()
     assert np.array_equal(f, np.hstack(ref).T)
+
+
+def test_alpha_lambda_tolerance_certified_and_alphas_are_grakels():
+    # λ_min for α is certified to _ALPHA_LAMBDA_TOL (a tenth of the float32 tie window),
+    # against dense eigvalsh; α of 24 Erdős–Rényi graphs of 60–200 nodes against
+    # GraKeL's own computation (dense eigvalsh, OneClassSVM), bit for bit
+    assert theta_mod._ALPHA_LAMBDA_TOL <= theta_mod._TIE / 5
+    rng = np.random.default_rng(17)
+    graphs = [er_pairs(300 + i, int(n), degree=float(d))
+              for i, (n, d) in enumerate(zip(rng.integers(60, 200, 24), rng.uniform(3, 9, 24)))]
+    lam, ok = _lambda_min_lanczos(graphs, tol=theta_mod._ALPHA_LAMBDA_TOL)
+    ref = np.array([np.linalg.eigvalsh(dense(n, e))[0] for n, e in graphs])
+    assert ok.all()
+    assert (np.abs(lam - ref) <= theta_mod._ALPHA_LAMBDA_TOL * np.abs(ref)).all()
+    for (n, e), a in zip(graphs, _svm_theta_alphas_all(graphs)):
+        assert np.array_equal(a, _calculate_svm_theta_(dense(n, e)))
