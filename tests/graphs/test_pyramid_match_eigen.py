@@ -162,11 +162,12 @@ def test_pyramid_match_by_the_tridiagonal_route_equals_grakel_on_mutag(monkeypat
 
 @pytest.mark.parametrize("with_labels", [True, False])
 def test_sparse_features_by_weight_patterns_equal_grakel_on_mutag(monkeypatch, with_labels):
-    """Φ forced sparse (as at 1,000 graphs): its dense columns go through the int8
-    products of their 0/1 patterns, one per level weight (``_LevelsMatrix``). K(X),
-    K(X, Y), rows of both and the transpose against GraKeL 0.1.11 on MUTAG, and against
-    the float64 product of the √w features."""
-    monkeypatch.setattr(PyramidMatch, "_dense_cells", 0)
+    """Φ as sparse √w features (as for a set too large for int8 patterns): its dense
+    columns go through the int8 products of their 0/1 patterns, one per level weight
+    (``_LevelsMatrix``). K(X), K(X, Y), rows of both and the transpose against GraKeL
+    0.1.11 on MUTAG, and against the float64 product of the √w features."""
+    monkeypatch.setattr(pm, "_PATTERN_CELLS", 0)
+    monkeypatch.setattr(pm._LevelsMatrix, "_dense_ratio", 1e12)  # shared columns: dense
     mutag = read_tu(os.path.join(DATA, "MUTAG"))
     graphs = [mutag[i] for i in well_conditioned(mutag, 6, 4)][::2]
     kernel = PyramidMatch(with_labels=with_labels)
@@ -196,3 +197,37 @@ def test_weight_patterns_refuse_a_column_of_two_values():
     (w1, b1, _), (w2, b2, _) = pm._weight_patterns(dx, dx)
     assert (w1, w2) == (0.25, 1.0)
     assert b1.tolist() == [[1], [1], [0]] and b2.tolist() == [[1], [0], [1]]
+
+
+@pytest.mark.parametrize("with_labels, L", [(True, 4), (False, 4), (False, 14)])
+def test_int8_patterns_equal_grakel_on_mutag(with_labels, L):
+    """Φ as int8 0/1 patterns, one product per level weight (``_PatternMatrix``), the
+    route of sets on the CPU: K, the normalized K against GraKeL 0.1.11 on MUTAG; K(X, Y),
+    rows, the transpose, the diagonal and K @ V against the float64 √w features.
+    L = 14: more cells than features, numbered as seen (the levels' column bounds
+    found among them)."""
+    mutag = read_tu(os.path.join(DATA, "MUTAG"))
+    graphs = [mutag[i] for i in well_conditioned(mutag, 6, L)][::3]
+    kernel = PyramidMatch(with_labels=with_labels, L=L)
+    KM = kernel(graphs)
+    assert isinstance(KM, pm._PatternMatrix)
+    K = KM.to_dense()
+    ref = gk.PyramidMatch(with_labels=with_labels, L=L).fit_transform(to_grakel(graphs))
+    np.testing.assert_allclose(K.numpy(), ref, rtol=0, atol=1e-10)
+    ref = gk.PyramidMatch(with_labels=with_labels, L=L, normalize=True).fit_transform(
+        to_grakel(graphs))
+    np.testing.assert_allclose(PyramidMatch(with_labels=with_labels, L=L, normalize=True)(
+        graphs).to_dense().numpy(), ref, rtol=0, atol=1e-12)
+    r, c, v, p = kernel._entries(kernel.check_input(graphs, "X"))
+    phi = torch.zeros(len(graphs), p, dtype=torch.float64).index_put_((r, c), v, accumulate=True)
+    torch.testing.assert_close(K, phi @ phi.T, rtol=1e-15, atol=1e-12)
+    idx = torch.tensor([5, 0, 21])
+    torch.testing.assert_close(KM.rows(idx), K[idx], rtol=0, atol=0)
+    torch.testing.assert_close(KM.diag(), K.diagonal(), rtol=0, atol=0)
+    V = torch.randn(len(graphs), 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(KM @ V, K @ V, rtol=1e-12, atol=1e-10)
+    KXY = kernel(graphs[:20], graphs[20:])
+    assert isinstance(KXY, pm._PatternMatrix) and KXY.shape == (20, len(graphs) - 20)
+    torch.testing.assert_close(KXY.to_dense(), K[:20, 20:], rtol=0, atol=1e-12)
+    torch.testing.assert_close(KXY.T.rows(idx), K[20:][idx, :20], rtol=0, atol=1e-12)
+    torch.testing.assert_close(KXY.diag(), K[:20, 20:].diagonal(), rtol=0, atol=1e-12)

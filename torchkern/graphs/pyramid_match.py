@@ -6,7 +6,8 @@ import torch
 
 from .._validation import is_int
 from ._batch import GraphSet, check_memory, count_rows, segment_ranges
-from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _int8_product, \
+from ..gram import KernelMatrix, _as_index
+from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, _int8_product, \
     _int8_product_works, initial_labels
 
 __all__ = ["PyramidMatch"]
@@ -279,6 +280,51 @@ def _weight_patterns(dx: torch.Tensor, dy: torch.Tensor):
     return out
 
 
+# Φ as int8 patterns up to this many cells (graphs × columns): 256 MB; when less than
+# an eighth of them are features, only up to this many multiply-adds for Φ Φᵀ (~10 ms)
+_PATTERN_CELLS, _PATTERN_FLOPS = 2 ** 28, 2 ** 30
+
+
+class _PatternMatrix(KernelMatrix):
+    """Σ_w w B_{X,w} B_{Y,w}ᵀ (float64) for 0/1 int8 patterns B (graphs × columns), one
+    per level weight w: PyramidMatch's Φ Φᵀ, its features √w times 0/1. Each product
+    is exact (``torch._int_mm``: int32 sums, at most the columns' number) and added at
+    weight w. ``groups``: ``[(w, B_X, B_Y), …]``, B_Y None for K(X, X)."""
+
+    backend = "features"
+
+    def __init__(self, groups, shape):
+        self.groups = [(w, bx, bx if by is None else by) for w, bx, by in groups]
+        self.shape, self.dtype, self.device = tuple(shape), torch.float64, torch.device("cpu")
+
+    def _transpose(self):
+        return _PatternMatrix([(w, by, bx) for w, bx, by in self.groups], self.shape[::-1])
+
+    def _product(self, idx=None):
+        out = torch.zeros(self.shape[0] if idx is None else idx.numel(), self.shape[1],
+                          dtype=torch.float64)
+        for w, bx, by in self.groups:
+            out.add_(_int8_product(bx if idx is None else bx.index_select(0, idx), by),
+                     alpha=w)
+        return out
+
+    def rows(self, idx):
+        return self._product(_as_index(idx, self.shape[0], self.device))
+
+    def to_dense(self):
+        return self._product()
+
+    def _matmul(self, V):
+        return sum(w * (bx.to(V.dtype) @ (by.to(V.dtype).T @ V)) for w, bx, by in self.groups)
+
+    def diag(self):
+        k = min(self.shape)
+        out = torch.zeros(k, dtype=torch.float64)
+        for w, bx, by in self.groups:
+            out.add_((bx[:k] & by[:k]).sum(1), alpha=w)  # 0/1: the columns both hold
+        return out
+
+
 class PyramidMatch(CountFeatureKernel):
     r"""Pyramid match graph kernel (Nikolentzos, Meladianos and Vazirgiannis, 2017).
 
@@ -330,7 +376,9 @@ class PyramidMatch(CountFeatureKernel):
     Smaller graphs, and graphs on other devices, take full decompositions batched over
     graphs of equal size. The intersection min(a, b) = Σ_t [t < a][t < b] makes I_j an
     inner product of sparse 0/1 features, so the kernel is a sparse feature map (one
-    column per (level, label, dimension, bin, t)).
+    column per (level, label, dimension, bin, t)). On the CPU the Gram is computed from
+    the 0/1 patterns of each level weight by exact int8 products (int32 sums), added
+    at their weights.
 
     References
     ----------
@@ -383,19 +431,66 @@ class PyramidMatch(CountFeatureKernel):
                              f"in both directions); call torch_geometric.utils.to_undirected")
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
-        K = super()._gram(X, Y, unit_rows)
-        if type(K) is SparseFeatureKernelMatrix:  # (not a dense Φ's _CountMatrix)
-            K = _LevelsMatrix(K.phi_x, None if K.phi_y is K.phi_x else K.phi_y)
-        return K
+        """Φ on X ∪ Y (one dictionary of columns). On the CPU, where Φ is small
+        (``_PATTERN_CELLS``) and at least an eighth full or Φ Φᵀ cheap
+        (``_PATTERN_FLOPS``), as int8 0/1 patterns, one per level weight
+        (:class:`_PatternMatrix`); else as sparse √w features (:class:`_LevelsMatrix`).
+        ``unit_rows``: cosine normalization."""
+        self._check_pair(X, Y)
+        U = X if Y is None else GraphSet.concat([X, Y])
+        n, nx = len(U), len(X)
+        rows, cols, level, w, p, bounds = self._level_features(U)
+        if (U.device.type == "cpu" and n * p <= _PATTERN_CELLS
+                and (8 * rows.numel() >= n * p or n * n * p <= _PATTERN_FLOPS)
+                and _int8_product_works()):
+            B = torch.zeros(n * p, dtype=torch.int8)
+            B.index_fill_(0, rows * p + cols, 1)
+            B = B.view(n, p)
+            groups = []  # consecutive levels of equal weight share one product
+            for j in range(self.L):
+                lo, hi = int(bounds[j]), int(bounds[j + 1])
+                if groups and groups[-1][0] == w[j] and groups[-1][2] == lo:
+                    groups[-1][2] = hi
+                elif hi > lo:
+                    groups.append([w[j], lo, hi])
+            K = _PatternMatrix([(float(wj), B[:nx, lo:hi].contiguous(),
+                                 None if Y is None else B[nx:, lo:hi].contiguous())
+                                for wj, lo, hi in groups], (nx, nx if Y is None else n - nx))
+            if not unit_rows:
+                return K
+            sq = torch.zeros(n, dtype=torch.float64).index_add_(
+                0, rows, torch.as_tensor(w)[level])  # ‖φ‖² = Σ w over a graph's features
+        else:
+            vals = torch.as_tensor(w, device=U.device).sqrt()[level]
+            if unit_rows:
+                sq = torch.zeros(n, dtype=vals.dtype, device=vals.device).index_add_(
+                    0, rows, vals * vals)
+                vals = vals * sq.rsqrt().index_select(0, rows)
+            inx = rows < nx
+            K = _LevelsMatrix(*[_coo(rows[m] - off, cols[m], vals[m], (k, p)) for m, off, k
+                                in ([(inx, 0, nx)] if Y is None else
+                                    [(inx, 0, nx), (~inx, nx, n - nx)])])
+            return K
+        unit = torch.where(sq > 0, sq.rsqrt(), 0.0)
+        return K.scaled(unit[:nx], None if Y is None else unit[nx:])
 
     def _entries(self, G: GraphSet):
+        """φ of every graph (``(rows, cols, values, p)``, in (graph, column) order): the
+        features of :meth:`_level_features`, each of value √w of its level."""
+        rows, cols, level, w, p, _ = self._level_features(G)
+        return rows, cols, torch.as_tensor(w, device=G.device).sqrt()[level], p
+
+    def _level_features(self, G: GraphSet):
         """The features of every graph, all levels at once and in (graph, column) order
         (so the sparse Φ is built without a sort): a cell is (level, label, dimension,
         bin); a graph with c nodes in a cell gets one feature (cell, t) for each t < c,
-        of value √w_level, the columns of a cell numbered from its largest c over the
-        set. When every node has all d coordinates, level 0 (one bin) has the same
-        histogram in every dimension: it is counted in the first only, at d times the
-        weight."""
+        the columns of a cell numbered from its largest c over the set. When every node
+        has all d coordinates, level 0 (one bin) has the same histogram in every
+        dimension: it is counted in the first only, at d times the weight. Returns
+        ``(rows, cols, level, w, p, bounds)``: the graph, column and level of every
+        feature; the weight of every level (``w[0]`` times d when merged); the number of
+        columns; and where each level's columns start (cells are numbered level by
+        level, so each level's columns are ``bounds[j]:bounds[j + 1]``)."""
         d, L, N = self.d, self.L, int(G.ptr[-1])
         U = node_embeddings(G, d)  # (N, d), NaN past a graph's eigenvectors
         labels, n_labels = initial_labels(G) if self.with_labels else (
@@ -424,9 +519,12 @@ class PyramidMatch(CountFeatureKernel):
         width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
             0, cell, cnt, "amax")
         start = (torch.cumsum(width, 0) - width).index_select(0, cell)
+        first_cell = n_labels * d * (2 ** torch.arange(L + 1, device=G.device) - 1)
         level = torch.bucketize(cell if present is None else present[cell],
-                                n_labels * d * (k[1:] - 1), right=True)
-        root_w = torch.as_tensor(w, device=G.device).sqrt()
+                                first_cell[1:-1], right=True)
+        if present is not None:  # the first cell seen of every level
+            first_cell = torch.searchsorted(present, first_cell)
+        bounds = torch.cat([width.new_zeros(1), torch.cumsum(width, 0)])[first_cell].tolist()
         rows = torch.repeat_interleave(g, cnt)
-        return (rows, segment_ranges(start, cnt), torch.repeat_interleave(root_w[level], cnt),
-                int(width.sum()))
+        return (rows, segment_ranges(start, cnt), torch.repeat_interleave(level, cnt), w,
+                int(width.sum()), bounds)
