@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
+from torch_geometric.data import Data
+
 import torchkern.graphs._labels as wl_core
+from torchkern.graphs import GraphSet, WeisfeilerLehman
+from tests.graphs.test_graph_kernels import dense, random_graphs
+from tests.graphs.test_wl_relabel import grakel_wl, wl_edge_reference, with_edge_labels
 
 
 @pytest.mark.parametrize("n_graphs,p", [(40, 3000), (3000, 2 ** 20 + 5), (50, 60),
@@ -21,3 +26,78 @@ def test_count_pairs_equals_the_dense_count(n_graphs, p):
     ref, ref_counts = torch.unique(torch.stack([graph, feature]), dim=1, return_counts=True)
     assert torch.equal(torch.stack([rows, cols]), ref)  # lexicographic: sorted by (row, col)
     assert torch.equal(counts, ref_counts)
+
+
+# -- relabelling: only the nodes of shared labels, and the stable partition -----------------
+
+def _same_partition(a, b):
+    """Whether two label vectors split the nodes alike (a bijection between their ids)."""
+    pairs = torch.unique(torch.stack([a, b]), dim=1)
+    return pairs.shape[1] == torch.unique(a).numel() == torch.unique(b).numel()
+
+
+@pytest.mark.parametrize("directed,edge_labels,squeeze", [
+    (False, False, False), (True, True, False), (False, False, True), (True, True, True)])
+def test_refine_on_the_shared_nodes_only_equals_the_full_round(monkeypatch, directed,
+                                                               edge_labels, squeeze):
+    """A round that hashes only the nodes of shared labels (a late round: most labels held
+    by one node) splits the nodes as the full round does — also with edge labels,
+    directed edges, and with the hash squeezed to 2 bits (collisions: the check and the
+    exact regrouping run on the restricted edges) — and WL through it equals the
+    dictionary WL (edge labels) or GraKeL."""
+    X = random_graphs(60, 6, 14, 0.3, 3, seed=21, directed=directed)
+    if edge_labels:
+        X = with_edge_labels(X, 3, seed=4, directed=directed)
+    G = GraphSet(X)
+    edges = wl_core.wl_edges(G, edge_labels)
+    labels, L = wl_core.initial_labels(G)
+    labels, L = wl_core.wl_relabel(labels, L, edges)
+    labels, L = wl_core.wl_relabel(labels, L, edges)
+    shared = torch.bincount(labels, minlength=L).index_select(0, labels) > 1
+    assert 0 < int(shared.sum()) and 2 * int(shared.sum()) <= labels.numel()  # restricted
+    ref, L_ref = wl_core.wl_relabel(labels, L, edges)
+    if squeeze:
+        codes, exact, calls = wl_core._random_codes, wl_core._exact_relabel, []
+        monkeypatch.setattr(wl_core, "_random_codes",
+                            lambda n, salt, dev: codes(n, salt, dev) & 3)
+        monkeypatch.setattr(wl_core, "_exact_radix", lambda *args: None)
+        monkeypatch.setattr(wl_core, "_exact_relabel",
+                            lambda *args: calls.append(1) or exact(*args))
+    new, L_new = wl_core._refine(labels, L, edges)
+    assert L_new == L_ref and new.min() == 0 and new.max() == L_new - 1
+    assert _same_partition(new, ref)
+    if squeeze:
+        assert calls  # the collisions were seen and regrouped exactly
+    K = dense(WeisfeilerLehman(4, edge_labels=edge_labels)(X))
+    expected = wl_edge_reference(X, 4) if edge_labels else grakel_wl(X, 4)
+    np.testing.assert_array_equal(K, expected)
+
+
+def test_refine_with_every_label_alone_gives_fresh_ids():
+    """Every node alone with its label (no node to hash): the ids are a permutation."""
+    X = random_graphs(5, 4, 6, 0.5, 2, seed=3)
+    G = GraphSet(X)
+    n = int(G.ptr[-1])
+    labels = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    new, L = wl_core._refine(labels, n, wl_core.wl_edges(G))
+    assert L == n and torch.equal(new.sort().values, torch.arange(n))
+
+
+def test_stable_partition_repeats_the_labels_and_equals_grakel(monkeypatch):
+    """Cycles with one node label and a labelled path: round 2 splits no class of round 1,
+    so every later round has the same labels (two relabellings run, not five); WL(5)
+    equals GraKeL's."""
+    X = []
+    for n in (4, 5, 6, 7, 9):
+        s = torch.arange(n)
+        ei = torch.cat([torch.stack([s, (s + 1) % n]), torch.stack([(s + 1) % n, s])], 1)
+        X.append(Data(x=torch.tensor([[1., 0.]]).repeat(n, 1), edge_index=ei, num_nodes=n))
+    X.append(Data(x=torch.tensor([[1., 0.], [0., 1.], [0., 1.]]),
+                  edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3))
+    calls = []
+    refine = wl_core._refine
+    monkeypatch.setattr(wl_core, "_refine", lambda *args: calls.append(1) or refine(*args))
+    seq = wl_core.wl_label_sequence(GraphSet(X), 5)
+    assert [L for _, L in seq] == [2, 4, 4, 4, 4, 4] and len(calls) == 2
+    assert seq[5][0] is seq[2][0]
+    np.testing.assert_array_equal(dense(WeisfeilerLehman(5)(X)), grakel_wl(X, 5))

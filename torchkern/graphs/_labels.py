@@ -25,13 +25,35 @@ from ._batch import (_RADIX_FROM, GraphKernel, GraphSet, compact, count_rows, se
 class WLEdges(NamedTuple):
     """The edges a WL round reads, built once per set (:func:`wl_edges`): sources ``src``
     (sorted) and targets ``dst``, out-degrees ``deg`` and the first edge of every node
-    ``start`` (N,), edge label ids ``edge_label`` in [0, ``n_edge_labels``) or None."""
+    ``start`` (N,), edge label ids ``edge_label`` in [0, ``n_edge_labels``) or None.
+
+    ``nodes`` (m,): the edges are those of these nodes only (:func:`_restricted`), their
+    sources renumbered 0..m−1 in this order (``deg`` and ``start`` (m,)); the targets
+    keep their ids in the whole set. None: every node, in order."""
     src: torch.Tensor
     dst: torch.Tensor
     deg: torch.Tensor
     start: torch.Tensor
     edge_label: torch.Tensor | None
     n_edge_labels: int
+    nodes: torch.Tensor | None = None
+
+
+def _own(labels: torch.Tensor, edges: WLEdges) -> torch.Tensor:
+    """The labels of the nodes whose signatures ``edges`` give (all, or ``edges.nodes``)."""
+    return labels if edges.nodes is None else labels.index_select(0, edges.nodes)
+
+
+def _restricted(edges: WLEdges, nodes: torch.Tensor) -> WLEdges:
+    """The :class:`WLEdges` of the out-edges of ``nodes`` (ids in the whole set, edges of
+    all nodes in ``edges``)."""
+    deg = edges.deg.index_select(0, nodes)
+    sel = segment_ranges(edges.start.index_select(0, nodes), deg)
+    src = torch.repeat_interleave(torch.arange(nodes.numel(), device=nodes.device), deg,
+                                  output_size=sel.numel())
+    el = None if edges.edge_label is None else edges.edge_label.index_select(0, sel)
+    return WLEdges(src, edges.dst.index_select(0, sel), deg, torch.cumsum(deg, 0) - deg, el,
+                   edges.n_edge_labels, nodes)
 
 
 def wl_edges(G: GraphSet, edge_labels: bool = False) -> WLEdges:
@@ -99,10 +121,10 @@ def wl_hash(labels: torch.Tensor, n_labels: int, edges: WLEdges, radix: int | No
     dev = labels.device
     if radix is None:
         token_code = _random_codes(n_tokens, _MIX[0], dev)
-        h = _random_codes(n_labels, _MIX[1], dev).index_select(0, labels)
+        h = _random_codes(n_labels, _MIX[1], dev).index_select(0, _own(labels, edges))
     else:
         token_code = radix ** torch.arange(n_tokens, device=dev)
-        h = labels * radix ** n_tokens
+        h = _own(labels, edges) * radix ** n_tokens
     if edges.edge_label is None:  # codes per node, then one gather over the edges
         codes = token_code.index_select(0, labels).index_select(0, edges.dst)
     else:
@@ -137,7 +159,7 @@ def _digit_rows(labels, n_labels, edges: WLEdges, budget: int):
     int64 (c a power of two, B^c ≤ 2^62; a count is at most the degree, a digit below B, so no carry): an
     exact (N, ⌈T/c⌉) code of the token multisets, by one segment sum over the edges. None
     when it has more than ``budget`` entries."""
-    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    N, n_tokens = edges.deg.numel(), n_labels * edges.n_edge_labels
     radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
     shift = 6  # c = 2^shift tokens to an int64: the largest power of two with B^c ≤ 2^62
     while radix > 1 and radix ** (1 << shift) > 2 ** 62:
@@ -160,11 +182,11 @@ def _grouping_is_exact(labels, n_labels, edges: WLEdges, inv, counts, first) -> 
     else on the nodes of groups of two or more only: by token counts per node when the
     tokens are few (N·T small), else entry by entry on the sorted tokens of those nodes'
     edges."""
-    N = labels.numel()
+    N, own = edges.deg.numel(), _own(labels, edges)
     digits = _digit_rows(labels, n_labels, edges, max(4 * (N + edges.src.numel()), 2 ** 18))
     if digits is not None:
         rep = first.index_select(0, inv)
-        return (torch.equal(labels.index_select(0, rep), labels)
+        return (torch.equal(own.index_select(0, rep), own)
                 and torch.equal(digits.index_select(0, rep), digits))
     shared = counts.index_select(0, inv) > 1
     nodes = shared.nonzero().reshape(-1)
@@ -172,10 +194,10 @@ def _grouping_is_exact(labels, n_labels, edges: WLEdges, inv, counts, first) -> 
         return True
     rep = first.index_select(0, inv)
     r = rep.index_select(0, nodes)
-    for t in (labels, edges.deg):
+    for t in (own, edges.deg):
         if not torch.equal(t.index_select(0, r), t.index_select(0, nodes)):
             return False
-    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    n_tokens = n_labels * edges.n_edge_labels
     # the edges of the shared nodes, in order (sources sorted)
     sel = segment_ranges(edges.start.index_select(0, nodes), edges.deg.index_select(0, nodes))
     s, tok = edges.src.index_select(0, sel), neighbour_tokens(labels, edges, sel)
@@ -193,14 +215,14 @@ def _grouping_is_exact(labels, n_labels, edges: WLEdges, inv, counts, first) -> 
 def _exact_relabel(labels, n_labels, edges: WLEdges):
     """Signature ids by exact grouping, without hashing: each node's tokens sorted, then the
     rows (own label, d sorted tokens) of the nodes of each degree d grouped by one sort."""
-    N, n_tokens = labels.numel(), n_labels * edges.n_edge_labels
+    N, n_tokens, own = edges.deg.numel(), n_labels * edges.n_edge_labels, _own(labels, edges)
     srt = _sorted_in_segments(edges.src, neighbour_tokens(labels, edges), n_tokens, N)
     by_deg = torch.argsort(edges.deg, stable=True)
     degrees, counts = torch.unique_consecutive(edges.deg[by_deg], return_counts=True)
-    new, n_new = torch.empty_like(labels), 0
+    new, n_new = torch.empty_like(own), 0
     for d, nodes in zip(degrees.tolist(), torch.split(by_deg, counts.tolist())):
         rows = srt[edges.start[nodes, None] + torch.arange(d, device=labels.device)]
-        inv, cnt, _ = compact([labels[nodes], *rows.unbind(1)], [n_labels] + [n_tokens] * d)
+        inv, cnt, _ = compact([own[nodes], *rows.unbind(1)], [n_labels] + [n_tokens] * d)
         new[nodes] = inv + n_new
         n_new += cnt.numel()
     return new, n_new
@@ -233,10 +255,14 @@ def wl_relabel(labels: torch.Tensor, n_labels: int, edges: WLEdges):
     round is regrouped exactly (:func:`_exact_relabel`). O(N + E) work plus a sort of
     the N keys (and of the checked nodes' edges without digit rows), no loop over nodes
     or graphs.
+
+    With ``edges.nodes`` (:func:`_restricted`) the signatures are those of these nodes
+    only (own label ``labels[nodes]``, neighbours' labels read in ``labels``): their ids,
+    (m,).
     """
-    N = labels.numel()
+    N = edges.deg.numel()
     if N == 0:
-        return labels.clone(), 0
+        return _own(labels, edges).clone(), 0
     b = max(int(N - 1).bit_length(), 1)  # sorted_unique packs positions into b bits
     radix = _exact_radix(n_labels, edges, 61 - b)
     key = wl_hash(labels, n_labels, edges, radix)
@@ -257,12 +283,44 @@ def initial_labels(G: GraphSet):
 
 
 def wl_label_sequence(G: GraphSet, n_iter: int, edge_labels: bool = False):
-    """Labels of the initial round and of ``n_iter`` WL rounds: a list of (labels, L)."""
+    """Labels of the initial round and of ``n_iter`` WL rounds: a list of (labels, L).
+
+    Every round refines the partition of the nodes by labels (the own label is part of
+    the signature), so a round only groups the nodes whose label is shared
+    (:func:`_refine`: most late WL labels are held by one node), and once a round splits
+    no class (L unchanged) the partition is stable: the later rounds have the same
+    labels (Shervashidze et al., 2011, Sec. 2.2; the stable colouring of colour
+    refinement)."""
     seq = [initial_labels(G)]
     edges = wl_edges(G, edge_labels) if n_iter else None
-    for _ in range(n_iter):
-        seq.append(wl_relabel(*seq[-1], edges))
+    for i in range(n_iter):
+        labels, L = seq[-1]
+        if i and L == seq[-2][1]:  # stable: every later round the same
+            seq.extend([seq[-1]] * (n_iter - i))
+            break
+        seq.append(_refine(labels, L, edges))
     return seq
+
+
+def _refine(labels: torch.Tensor, n_labels: int, edges: WLEdges):
+    """:func:`wl_relabel`, hashing only the nodes whose label is held by another node too
+    when at most half of the nodes are such (at least N/2 labels): a node alone with its
+    label is alone with its new one (its signature holds its own label), so it gets a
+    fresh id unseen."""
+    N = labels.numel()
+    if 2 * n_labels < N:  # fewer than N/2 labels: fewer than N/2 nodes alone
+        return wl_relabel(labels, n_labels, edges)
+    shared = torch.bincount(labels, minlength=n_labels).index_select(0, labels) > 1
+    nodes = shared.nonzero().reshape(-1)
+    if 2 * nodes.numel() > N:
+        return wl_relabel(labels, n_labels, edges)
+    ids, n_ids = wl_relabel(labels, n_labels, _restricted(edges, nodes)) if nodes.numel() \
+        else (labels.new_zeros(0), 0)
+    new = torch.empty_like(labels)
+    new[nodes] = ids
+    alone = (~shared).nonzero().reshape(-1)
+    new[alone] = torch.arange(n_ids, n_ids + alone.numel(), device=labels.device)
+    return new, n_ids + alone.numel()
 
 
 def histogram(graph_of_node: torch.Tensor, labels: torch.Tensor, n_graphs: int,
