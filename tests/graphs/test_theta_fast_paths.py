@@ -73,17 +73,75 @@ def test_graph_and_shared_draws_both_paths(graphs, monkeypatch, fast):
     assert np.array_equal(f, np.hstack(ref).T)
 
 
-def test_alpha_lambda_tolerance_certified_and_alphas_are_grakels():
-    # λ_min for α is certified to _ALPHA_LAMBDA_TOL (a tenth of the float32 tie window),
-    # against dense eigvalsh; α of 24 Erdős–Rényi graphs of 60–200 nodes against
-    # GraKeL's own computation (dense eigvalsh, OneClassSVM), bit for bit
-    assert theta_mod._ALPHA_LAMBDA_TOL <= theta_mod._TIE / 5
+@pytest.fixture(scope="module")
+def er():
+    """24 Erdős–Rényi graphs of 60–200 nodes, average degree 3–9, and their λ_min by
+    dense eigvalsh."""
     rng = np.random.default_rng(17)
     graphs = [er_pairs(300 + i, int(n), degree=float(d))
               for i, (n, d) in enumerate(zip(rng.integers(60, 200, 24), rng.uniform(3, 9, 24)))]
+    return graphs, np.array([np.linalg.eigvalsh(dense(n, e))[0] for n, e in graphs])
+
+
+def test_alpha_lambda_tolerance_certified_and_alphas_are_grakels(er, monkeypatch):
+    # λ_min for α is certified to _ALPHA_LAMBDA_TOL (a tenth of the float32 tie window),
+    # against dense eigvalsh, or accepted earlier where 1/ρ's float32 is known; α
+    # against GraKeL's own computation (dense eigvalsh, OneClassSVM), bit for bit
+    graphs, ref = er
+    assert theta_mod._ALPHA_LAMBDA_TOL <= theta_mod._TIE / 5
     lam, ok = _lambda_min_lanczos(graphs, tol=theta_mod._ALPHA_LAMBDA_TOL)
-    ref = np.array([np.linalg.eigvalsh(dense(n, e))[0] for n, e in graphs])
     assert ok.all()
     assert (np.abs(lam - ref) <= theta_mod._ALPHA_LAMBDA_TOL * np.abs(ref)).all()
-    for (n, e), a in zip(graphs, _svm_theta_alphas_all(graphs)):
+    rounds_alike, said = theta_mod._rounds_alike, []
+
+    def logged(theta, delta):
+        said.append(rounds_alike(theta, delta))
+        return said[-1]
+
+    monkeypatch.setattr(theta_mod, "_rounds_alike", logged)
+    alphas = _svm_theta_alphas_all(graphs)
+    assert any(said)  # some graphs stopped on the looser certificate
+    for (n, e), a in zip(graphs, alphas):
         assert np.array_equal(a, _calculate_svm_theta_(dense(n, e)))
+
+
+def test_accepted_bound_holds_and_refused_graphs_reach_tol(er):
+    # every (θ, δ) offered to ``accept`` brackets the dense λ_min (Kato–Temple:
+    # θ − δ ≤ λ ≤ θ, to rounding); where accept refuses, the graph goes on to tol
+    graphs, ref = er
+    offered = {}
+
+    def take(theta, delta):
+        offered[theta] = delta
+        return True
+
+    lam, ok = _lambda_min_lanczos(graphs, tol=1e-11, accept=take, accept_tol=1e-8)
+    assert ok.all() and len(offered) >= 3  # (the others were certified to tol at once)
+    for t, r in zip(lam, ref):
+        if t in offered:
+            assert offered[t] <= 1e-8 * abs(t)
+            assert t - offered[t] <= r + 1e-14 * abs(r) and r <= t + 1e-14 * abs(r)
+        else:
+            assert abs(t - r) <= 1e-11 * abs(r)
+    lam, ok = _lambda_min_lanczos(graphs, tol=1e-11, accept=lambda t, d: False, accept_tol=1e-8)
+    assert ok.all() and (np.abs(lam - ref) <= 1e-11 * np.abs(ref)).all()
+
+
+def test_rounds_alike_against_float32_rounding_cells():
+    # _rounds_alike(θ, δ) only where all of 1/ρ ∈ [1/(|θ| + δ), 1/|θ|], widened by the
+    # tie window, lies in one float32 rounding cell (between the midpoints of the
+    # float32 neighbours of float32(1/|θ|)), and for most small δ it does
+    rng = np.random.default_rng(3)
+    yes = 0
+    for theta, rel in zip(-rng.uniform(1.0, 12.0, 3000), 10.0 ** rng.uniform(-12, -6, 3000)):
+        delta = rel * -theta
+        f = np.float32(-1.0 / theta)
+        lo = (float(np.nextafter(f, np.float32(0))) + float(f)) / 2
+        hi = (float(np.nextafter(f, np.float32(np.inf))) + float(f)) / 2
+        inside = (lo < (1.0 / (delta - theta)) * (1 - theta_mod._TIE)
+                  and (-1.0 / theta) * (1 + theta_mod._TIE) < hi)
+        said = theta_mod._rounds_alike(float(theta), float(delta))
+        assert not said or inside
+        yes += said
+    assert yes > 1500
+    assert not theta_mod._rounds_alike(-0.0, 0.0) and not theta_mod._rounds_alike(-0.3, 1e-12)

@@ -583,12 +583,16 @@ _LANCZOS_MIN_N = 56
 # 0.15–0.35), reaches the certified level
 _LANCZOS_FIRST_CHECK = 48
 _LANCZOS_RATE = 0.25
+# the first check where the caller accepts a looser certificate (``accept``)
+_LANCZOS_FIRST_CHECK_ACCEPT = 44
 # Relative accuracy to which the Lanczos iteration certifies λ_min for α: α depends on λ
 # only through float32(1/ρ), and λ is taken again from GraKeL's own eigenvalue call when
 # 1/ρ is within _TIE of a float32 rounding tie; certified to _TIE/10, any λ within that
 # (GraKeL's own included: LAPACK's error is about 10⁻¹⁵) rounds alike elsewhere
 _TIE = 1e-10
 _ALPHA_LAMBDA_TOL = 1e-11
+# ... or to this accuracy, where 1/ρ's float32 rounding is then known (:func:`_rounds_alike`)
+_ACCEPT_TOL = 1e-8
 
 
 def _ritz_min(d: np.ndarray, e: np.ndarray, tol: float):
@@ -622,7 +626,7 @@ def _ritz_min(d: np.ndarray, e: np.ndarray, tol: float):
 
 
 def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
-                        seed: int = 0):
+                        seed: int = 0, accept=None, accept_tol: float = 1e-8):
     """λ_min(A) of the adjacency matrix of every graph (n, pairs) by one Lanczos iteration
     on all graphs at once, with a certificate.
 
@@ -631,7 +635,7 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     list, from a Gaussian start vector per graph, the inner products of each graph
     summed over its block; no reorthogonalization (a graph is done long before its
     Ritz vectors lose orthogonality). A graph's tridiagonal T_k is checked after 48
-    steps, then where its residual, falling at the rate seen, should be certified: with
+    steps (``_LANCZOS_FIRST_CHECK``), then where its residual, falling at the rate seen, should be certified: with
     the residual norms r_i = β_k |s_ki| of the two smallest Ritz pairs (θ_i, s_i) of
     T_k, the Kato–Temple inequality (Kato, 1949; Parlett, *The Symmetric Eigenvalue
     Problem*, 1998, Ch. 10) bounds 0 ≤ θ₁ − λ_min ≤ r₁²/(b − θ₁) with b = θ₂ − r₂
@@ -641,8 +645,8 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     convergence), closing the gap, the earlier tridiagonals T_j (the leading parts of
     T_k) are checked, back to the last check. A graph is given up (``certified``
     False: the caller computes it densely) after min(n, ``max_iter``) steps, or when
-    β_k vanishes (an invariant subspace) without a certificate. The certificate assumes that the start
-    vector is not deficient in the lowest eigenvector (probability one for a Gaussian
+    β_k vanishes (an invariant subspace) without a certificate. The certificate assumes
+    that the start vector is not deficient in the lowest eigenvector (probability one for a Gaussian
     start) and that no eigenvalue the iteration has not seen lies between λ_min and
     θ₂ − r₂.
 
@@ -657,12 +661,21 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         Most Lanczos steps of a graph (None: its node count).
     seed : int
         Seed of the start vectors (the certified values do not depend on it).
+    accept : None or callable (θ₁, δ) → bool
+        Where given, a graph is also done at a check where the Kato–Temple bound δ
+        (0 ≤ θ₁ − λ_min ≤ δ) is ≤ ``accept_tol``·max(1, |θ₁|) and ``accept(θ₁, δ)``
+        says that is enough (its first check then comes after
+        ``_LANCZOS_FIRST_CHECK_ACCEPT`` steps, the next ones aimed at ``accept_tol``
+        until its bound is there, then at ``tol``).
+    accept_tol : float
+        The accuracy ``accept`` is asked about (above ``tol``).
 
     Returns
     -------
     lam : (B,) float64 array
         θ₁ where certified (else NaN).
     certified : (B,) bool array
+        Certified to ``tol``, or accepted by ``accept``.
 
     Notes
     -----
@@ -701,7 +714,9 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     q /= np.repeat(np.sqrt(np.add.reduceat(q * q, off[:-1])), n_a)
     qb = np.zeros(T)  # β_{k−1} q_{k−1}
     k = 0
-    nxt = np.full(len(act), _LANCZOS_FIRST_CHECK)  # the step of each graph's next check
+    first = _LANCZOS_FIRST_CHECK if accept is None else _LANCZOS_FIRST_CHECK_ACCEPT
+    loose = math.sqrt(accept_tol / tol)  # r* of accept_tol over r* of tol
+    nxt = np.full(len(act), first)  # the step of each graph's next check
     seen = np.full((len(act), 2), math.nan)  # (step, log10 r₁) of its last check
     live = np.ones(len(act), dtype=bool)  # finished graphs stay (zero blocks) until compacted
     idle = 0  # their nodes
@@ -721,6 +736,12 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         for j in np.nonzero(last | (live & (nxt == k)))[0].tolist():
             g = act[j]
             theta, certified, r, rstar = _ritz_min(al[g, :k], be[g, :k], tol)
+            target = rstar
+            if accept is not None and not certified and rstar > 0:
+                if r <= loose * rstar:  # the Kato–Temple bound r²/(θ₂ − r₂ − θ₁) ≤ accept_tol
+                    certified = bool(accept(theta, tol * max(1.0, abs(theta)) * (r / rstar) ** 2))
+                else:
+                    target = loose * rstar
             if not certified and not rstar > 0 and r <= 1e-8 * max(1.0, abs(theta)):
                 # θ₁ converged, and a copy of it (rounding's ghost) already closes the
                 # gap: certify it on an earlier T_j, before the copy (T_j is the
@@ -744,7 +765,7 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
                 seen[j] = k, lr
                 # aimed a decade below r*: a step costs far less than a check, and the
                 # residual stays below r* for many steps (until a copy of θ₁ appears)
-                nxt[j] = k + min(max(math.ceil((lr - math.log10(rstar) + 1.0) / rate), 2), k)
+                nxt[j] = k + min(max(math.ceil((lr - math.log10(target) + 1.0) / rate), 2), k)
             else:
                 nxt[j] = k + max(2, k // 5)
         b[~live] = 1.0
@@ -767,6 +788,17 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
         qb = q * r
         q = w / r
     return lam, ok
+
+
+def _rounds_alike(theta: float, delta: float) -> bool:
+    """Whether every λ in [θ − δ, θ] (where the Kato–Temple bound puts λ_min) gives
+    1/ρ = −1/λ the same float32 rounding, with the tie window ``_TIE`` around them all:
+    then λ = θ gives GraKeL's α (1/ρ moves by at most δ/|θ| relative, counted twice)."""
+    if not theta < -0.5:  # (a graph with an edge has λ_min ≤ −1)
+        return False
+    q = -1.0 / theta
+    w = 2.0 * delta / -theta + _TIE
+    return bool(np.float32(q * (1.0 + w)) == np.float32(q * (1.0 - w)))
 
 
 def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
@@ -807,7 +839,8 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
     lam_big = {}
     if big:
         lam, ok = _lambda_min_lanczos([(graphs[i][0], edges[i]) for i in big],
-                                      tol=_ALPHA_LAMBDA_TOL, max_iter=lanczos_max_iter)
+                                      tol=_ALPHA_LAMBDA_TOL, max_iter=lanczos_max_iter,
+                                      accept=_rounds_alike, accept_tol=_ACCEPT_TOL)
         lam_big = {i: float(v) for i, v, c in zip(big, lam, ok) if c}
 
     def adjacency(n, idx):
