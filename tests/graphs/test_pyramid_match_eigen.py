@@ -186,6 +186,10 @@ def test_sparse_features_by_weight_patterns_equal_grakel_on_mutag(monkeypatch, w
     assert isinstance(KXY, pm._LevelsMatrix)
     torch.testing.assert_close(KXY.to_dense(), K[:30, 30:], rtol=0, atol=1e-12)
     torch.testing.assert_close(KXY.T.rows(idx), K[30:][idx, :30], rtol=0, atol=1e-12)
+    ref = gk.PyramidMatch(with_labels=with_labels, normalize=True).fit_transform(
+        to_grakel(graphs))
+    np.testing.assert_allclose(PyramidMatch(with_labels=with_labels, normalize=True)(
+        graphs).to_dense().numpy(), ref, rtol=0, atol=1e-12)
 
 
 def test_weight_patterns_refuse_a_column_of_two_values():
