@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 
 import torchkern.graphs._labels as wl_core
 from torchkern.graphs import GraphSet, WeisfeilerLehman
-from tests.graphs.test_graph_kernels import dense, random_graphs
+from tests.graphs.test_graph_kernels import dense, mutag, random_graphs  # noqa: F401
 from tests.graphs.test_wl_relabel import grakel_wl, wl_edge_reference, with_edge_labels
 
 
@@ -101,3 +101,46 @@ def test_stable_partition_repeats_the_labels_and_equals_grakel(monkeypatch):
     assert [L for _, L in seq] == [2, 4, 4, 4, 4, 4] and len(calls) == 2
     assert seq[5][0] is seq[2][0]
     np.testing.assert_array_equal(dense(WeisfeilerLehman(5)(X)), grakel_wl(X, 5))
+
+
+# -- the sparse part of K(X, X) by pairs ------------------------------------------------------
+
+@pytest.mark.parametrize("n,p", [(300, 2000), (300, 2 ** 40)])
+def test_self_pairs_add_the_sparse_gram(n, p):
+    """out += A Aᵀ by the pairs of every column's entries, in int32, equals the dense
+    product (brute force): packed keys in int32 (300 rows, 2,000 columns) and in int64
+    (2^40 columns)."""
+    g = torch.Generator().manual_seed(p % 97)
+    cols = torch.randint(0, 900, (3000,), generator=g) * (p // 900)
+    rows = torch.randint(0, n, (3000,), generator=g)
+    key = torch.unique(rows * p + cols)
+    r, c = key // p, key % p
+    v = torch.randint(1, 128, (key.numel(),), generator=g).double()
+    a = torch.sparse_coo_tensor(torch.stack([r, c]), v, (n, p), is_coalesced=True,
+                                check_invariants=False)
+    out = torch.randint(0, 1000, (n, n), generator=g, dtype=torch.int32)
+    ref = out.double().clone()
+    cu, ci = torch.unique(c, return_inverse=True)  # the columns in use, dense
+    A = torch.zeros(n, cu.numel(), dtype=torch.float64).index_put_((r, ci), v)
+    ref += A @ A.T
+    assert wl_core._add_self_pairs(out, a)
+    assert torch.equal(out.double(), ref)
+
+
+def test_self_pairs_refused_past_the_budget_or_the_key_width(monkeypatch, mutag):
+    """Too many pairs, or keys past 62 bits: nothing added, False; WL's K(X, X) then takes
+    SciPy's product and still equals GraKeL."""
+    a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [5, 5, 5]]),
+                                torch.ones(3, dtype=torch.float64), (3, 2 ** 60),
+                                check_invariants=True).coalesce()
+    out = torch.zeros(3, 3, dtype=torch.int32)
+    assert not wl_core._add_self_pairs(out, a) and not out.any()
+    monkeypatch.setattr(wl_core, "_PAIR_BUDGET", 2)
+    a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [5, 5, 5]]),
+                                torch.ones(3, dtype=torch.float64), (3, 8),
+                                check_invariants=True).coalesce()
+    assert not wl_core._add_self_pairs(out, a) and not out.any()
+    monkeypatch.setattr(wl_core.CountFeatureKernel, "_dense_cells", 0)  # a sparse Φ
+    K = WeisfeilerLehman(3)(mutag)
+    assert isinstance(K, wl_core.SparseFeatureKernelMatrix)
+    np.testing.assert_array_equal(dense(K), grakel_wl(mutag, 3))

