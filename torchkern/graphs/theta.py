@@ -633,22 +633,22 @@ def _lambda_min_lanczos(graphs, tol: float = 1e-13, max_iter: int | None = None,
     The Lanczos recurrence (Lanczos, 1950; Golub and Van Loan, *Matrix Computations*,
     4th ed., 2013, Sec. 10.1) runs on the block-diagonal sparse adjacency of the whole
     list, from a Gaussian start vector per graph, the inner products of each graph
-    summed over its block; no reorthogonalization (a graph is done long before its
-    Ritz vectors lose orthogonality). A graph's tridiagonal T_k is checked after 48
-    steps (``_LANCZOS_FIRST_CHECK``), then where its residual, falling at the rate seen, should be certified: with
-    the residual norms r_i = β_k |s_ki| of the two smallest Ritz pairs (θ_i, s_i) of
-    T_k, the Kato–Temple inequality (Kato, 1949; Parlett, *The Symmetric Eigenvalue
-    Problem*, 1998, Ch. 10) bounds 0 ≤ θ₁ − λ_min ≤ r₁²/(b − θ₁) with b = θ₂ − r₂
-    standing for a lower bound of the second eigenvalue; the graph is done when that
-    bound is ≤ tol·max(1, |θ₁|). Where a check comes after θ₁ converged and rounding
-    has already made a copy of it (Paige, 1976: the loss of orthogonality that follows
-    convergence), closing the gap, the earlier tridiagonals T_j (the leading parts of
-    T_k) are checked, back to the last check. A graph is given up (``certified``
-    False: the caller computes it densely) after min(n, ``max_iter``) steps, or when
-    β_k vanishes (an invariant subspace) without a certificate. The certificate assumes
-    that the start vector is not deficient in the lowest eigenvector (probability one for a Gaussian
-    start) and that no eigenvalue the iteration has not seen lies between λ_min and
-    θ₂ − r₂.
+    summed over its block; no reorthogonalization (a graph is done long before its Ritz
+    vectors lose orthogonality). A graph's tridiagonal T_k is checked after 48 steps
+    (``_LANCZOS_FIRST_CHECK``), then where its residual, falling at the rate seen,
+    should be certified: with the residual norms r_i = β_k |s_ki| of the two smallest
+    Ritz pairs (θ_i, s_i) of T_k, the Kato–Temple inequality (Kato, 1949; Parlett, *The
+    Symmetric Eigenvalue Problem*, 1998, Ch. 10) bounds 0 ≤ θ₁ − λ_min ≤ r₁²/(b − θ₁)
+    with b = θ₂ − r₂ standing for a lower bound of the second eigenvalue; the graph is
+    done when that bound is ≤ tol·max(1, |θ₁|). Where a check comes after θ₁ converged
+    and rounding has already made a copy of it (Paige, 1976: the loss of orthogonality
+    that follows convergence), closing the gap, the earlier tridiagonals T_j (the
+    leading parts of T_k) are checked, back to the last check. A graph is given up
+    (``certified`` False: the caller computes it densely) after min(n, ``max_iter``)
+    steps, or when β_k vanishes (an invariant subspace) without a certificate. The
+    certificate assumes that the start vector is not deficient in the lowest eigenvector
+    (probability one for a Gaussian start) and that no eigenvalue the iteration has not
+    seen lies between λ_min and θ₂ − r₂.
 
     Parameters
     ----------
@@ -807,7 +807,8 @@ def _svm_theta_alphas_all(graphs, lanczos_min_n: int | None = None,
 
     λ_min(A) comes from one batched Lanczos iteration over all graphs of at least
     ``lanczos_min_n`` nodes (default ``_LANCZOS_MIN_N``; :func:`_lambda_min_lanczos`,
-    certified to 10⁻¹¹·max(1, |λ|), the graphs it does not certify, after at most
+    certified to 10⁻¹¹·max(1, |λ|), or less where float32(1/ρ) is then known,
+    :func:`_rounds_alike`; the graphs it does not certify, after at most
     ``lanczos_max_iter`` steps, computed densely), and from one batched dense eigvalsh
     per graph size for the smaller graphs.
 
