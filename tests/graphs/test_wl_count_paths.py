@@ -144,3 +144,28 @@ def test_self_pairs_refused_past_the_budget_or_the_key_width(monkeypatch, mutag)
     K = WeisfeilerLehman(3)(mutag)
     assert isinstance(K, wl_core.SparseFeatureKernelMatrix)
     np.testing.assert_array_equal(dense(K), grakel_wl(mutag, 3))
+
+
+def test_isqrt_and_squares_against_python():
+    """⌊√x⌋ on tensors and NumPy arrays equals math.isqrt (squares and their neighbours up
+    to 2^52); the greedy squares of D equal a Python loop, row by row."""
+    import math
+    g = np.random.default_rng(0)
+    r = g.integers(0, 2 ** 26, 2000)
+    x = np.concatenate([r * r - 1, r * r, r * r + 1, g.integers(0, 2 ** 52, 2000), [0, 1]])
+    x = x[x >= 0]
+    ref = np.array([math.isqrt(int(v)) for v in x])
+    assert np.array_equal(wl_core._isqrt(x), ref)
+    assert np.array_equal(wl_core._isqrt(torch.from_numpy(x)).numpy(), ref)
+    D = torch.from_numpy(g.integers(0, 127 ** 2 * 64, 300))
+    D[:5] = 0
+    rows, cols, vals, K = wl_core._squares(D)
+    expected = []
+    for i, d in enumerate(D.tolist()):
+        k = 0
+        while d:
+            a = min(math.isqrt(d), 127)
+            expected.append((i, k * 300 + i, a))
+            d, k = d - a * a, k + 1
+    assert list(zip(rows.tolist(), cols.tolist(), vals.tolist())) == expected
+    assert K == max(c // 300 for _, c, _ in expected) + 1

@@ -316,10 +316,9 @@ def _refine(labels: torch.Tensor, n_labels: int, edges: WLEdges):
         return wl_relabel(labels, n_labels, edges)
     ids, n_ids = wl_relabel(labels, n_labels, _restricted(edges, nodes)) if nodes.numel() \
         else (labels.new_zeros(0), 0)
-    new = torch.empty_like(labels)
-    new[nodes] = ids
     alone = (~shared).nonzero().reshape(-1)
-    new[alone] = torch.arange(n_ids, n_ids + alone.numel(), device=labels.device)
+    new = torch.empty_like(labels).scatter_(0, nodes, ids).scatter_(
+        0, alone, torch.arange(n_ids, n_ids + alone.numel(), device=labels.device))
     return new, n_ids + alone.numel()
 
 
@@ -426,25 +425,33 @@ def _squares(D: torch.Tensor):
     Returns ``(rows, cols, values, K)``, sorted by (row, column), K columns per row at
     most (K·n columns)."""
     n = D.numel()
-    rows, cols, vals = [], [], []
-    left, k = D, 0
+    cpu = D.device.type == "cpu"  # NumPy there: a few µs less per operation, K rounds
+    terms, left = [], D.numpy() if cpu else D
     while True:
-        a = _isqrt(left).clamp_(max=127)
-        nz = a.nonzero().reshape(-1)
-        if not nz.numel():
+        a = _isqrt(left)
+        a = np.minimum(a, 127) if cpu else a.clamp_(max=127)
+        if not a.any():
             break
-        rows.append(nz), cols.append(nz + k * n), vals.append(a.index_select(0, nz))
-        left, k = left - a * a, k + 1
+        terms.append(a)
+        left = left - a * a
+    k = len(terms)
     if not k:
         empty = D.new_zeros(0)
         return empty, empty, empty, 0
-    rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
-    order = torch.argsort(rows, stable=True)  # by (row, k)
-    return rows[order], cols[order], vals[order], k
+    # (n, K): a row's nonzero terms come first; its nonzero entries by (row, k)
+    A = torch.from_numpy(np.stack(terms, 1)) if cpu else torch.stack(terms, 1)
+    rows, j = A.nonzero().unbind(1)
+    return rows, j * n + rows, A.view(-1).index_select(0, rows * k + j), k
 
 
-def _isqrt(x: torch.Tensor) -> torch.Tensor:
-    """⌊√x⌋ of non-negative int64 values below 2^52 (a float square root, corrected)."""
+def _isqrt(x):
+    """⌊√x⌋ of non-negative int64 values below 2^52 (a float square root, corrected), of a
+    tensor or a NumPy array."""
+    if isinstance(x, np.ndarray):
+        a = np.sqrt(x.astype(np.float64)).astype(np.int64)
+        a -= a * a > x
+        a += (a + 1) * (a + 1) <= x
+        return a
     a = x.double().sqrt_().floor_().long()
     a -= (a * a > x).long()
     a += ((a + 1) * (a + 1) <= x).long()
@@ -466,7 +473,7 @@ def _merge_rows(a, b, n_rows: int):
     total = ra.numel() + rb.numel()
     out = [torch.empty(total, dtype=t.dtype, device=dev) for t in (ra, ca, va)]
     for o, x, y in zip(out, (ra, ca, va), (rb, cb, vb.to(va.dtype))):
-        o.index_copy_(0, pos_a, x).index_copy_(0, pos_b, y)
+        o.scatter_(0, pos_a, x).scatter_(0, pos_b, y)  # ~3 times index_copy_'s speed
     return out
 
 
@@ -837,8 +844,9 @@ class CountFeatureKernel(GraphKernel):
         if len(counted) == 3 and counted[2] > 4 * n:  # number the features that occur
             graph, feature, p = counted
             present = torch.bincount(feature, minlength=p) > 0
-            counted = (graph, (torch.cumsum(present, 0) - 1).index_select(0, feature),
-                       int(present.sum()))
+            if not bool(present.all()):  # (WL's labels all occur)
+                counted = (graph, (torch.cumsum(present, 0) - 1).index_select(0, feature),
+                           int(present.sum()))
         if len(counted) == 3 and self._dense(n, counted[2]):
             graph, feature, p = counted
             phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
