@@ -105,11 +105,14 @@ def test_stable_partition_repeats_the_labels_and_equals_grakel(monkeypatch):
 
 # -- the sparse part of K(X, X) by pairs ------------------------------------------------------
 
-@pytest.mark.parametrize("n,p", [(300, 2000), (300, 2 ** 40)])
-def test_self_pairs_add_the_sparse_gram(n, p):
+@pytest.mark.parametrize("n,p,budget", [(300, 2000, 2 ** 20), (300, 2 ** 40, 2 ** 20),
+                                        (300, 2000, 7)])
+def test_self_pairs_add_the_sparse_gram(monkeypatch, n, p, budget):
     """out += A Aᵀ by the pairs of every column's entries, in int32, equals the dense
-    product (brute force): packed keys in int32 (300 rows, 2,000 columns) and in int64
-    (2^40 columns)."""
+    product (brute force): packed keys in int32 (300 rows, 2,000 columns), in int64
+    (2^40 columns), and the pairs in batches of at most 7 (an entry with more partners
+    alone in its batch)."""
+    monkeypatch.setattr(wl_core, "_PAIR_BUDGET", budget)
     g = torch.Generator().manual_seed(p % 97)
     cols = torch.randint(0, 900, (3000,), generator=g) * (p // 900)
     rows = torch.randint(0, n, (3000,), generator=g)
@@ -127,19 +130,15 @@ def test_self_pairs_add_the_sparse_gram(n, p):
     assert torch.equal(out.double(), ref)
 
 
-def test_self_pairs_refused_past_the_budget_or_the_key_width(monkeypatch, mutag):
-    """Too many pairs, or keys past 62 bits: nothing added, False; WL's K(X, X) then takes
-    SciPy's product and still equals GraKeL."""
+def test_self_pairs_refused_past_62_bit_keys(monkeypatch, mutag):
+    """Keys past 62 bits: nothing added, False; WL's K(X, X) then takes SciPy's product
+    and still equals GraKeL."""
     a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [5, 5, 5]]),
                                 torch.ones(3, dtype=torch.float64), (3, 2 ** 60),
                                 check_invariants=True).coalesce()
     out = torch.zeros(3, 3, dtype=torch.int32)
     assert not wl_core._add_self_pairs(out, a) and not out.any()
-    monkeypatch.setattr(wl_core, "_PAIR_BUDGET", 2)
-    a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [5, 5, 5]]),
-                                torch.ones(3, dtype=torch.float64), (3, 8),
-                                check_invariants=True).coalesce()
-    assert not wl_core._add_self_pairs(out, a) and not out.any()
+    monkeypatch.setattr(wl_core, "_add_self_pairs", lambda out, a: False)
     monkeypatch.setattr(wl_core.CountFeatureKernel, "_dense_cells", 0)  # a sparse Φ
     K = WeisfeilerLehman(3)(mutag)
     assert isinstance(K, wl_core.SparseFeatureKernelMatrix)
