@@ -168,3 +168,21 @@ def test_isqrt_and_squares_against_python():
             d, k = d - a * a, k + 1
     assert list(zip(rows.tolist(), cols.tolist(), vals.tolist())) == expected
     assert K == max(c // 300 for _, c, _ in expected) + 1
+
+
+@pytest.mark.parametrize("n,bits", [(5000, 20), (5000, 47), (20000, 33), (3000, 1)])
+def test_sorted_unique_by_16_bit_digits_equals_torch_unique(n, bits):
+    """sorted_unique from 2^11 to 2^15 keys (an LSD radix sort of 16-bit digits): the
+    distinct values, inverse and counts of torch.unique, and the first position of every
+    value (brute force)."""
+    from torchkern.graphs._batch import sorted_unique
+    g = torch.Generator().manual_seed(bits)
+    key = torch.randint(0, 2 ** bits, (n // 2,), generator=g)
+    key = key[torch.randint(0, n // 2, (n,), generator=g)]  # repeated values
+    values, inv, counts, first = sorted_unique(key)
+    ref_v, ref_inv, ref_c = torch.unique(key, return_inverse=True, return_counts=True)
+    assert torch.equal(values, ref_v) and torch.equal(inv, ref_inv)
+    assert torch.equal(counts, ref_c)
+    ref_first = torch.full((ref_v.numel(),), n).scatter_reduce_(0, ref_inv, torch.arange(n),
+                                                               "amin")
+    assert torch.equal(first, ref_first)

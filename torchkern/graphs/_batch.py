@@ -162,6 +162,21 @@ def sort_int64(key: np.ndarray) -> np.ndarray:
     return np.sort(key)
 
 
+_LSD_FROM = 2 ** 11  # from here to _RADIX_FROM: _lsd_order (1.5 to 3.5 times NumPy's sort)
+
+
+def _lsd_order(key: np.ndarray, hi: int) -> np.ndarray:
+    """The stable sorting permutation of non-negative int64 ``key`` (below ``hi`` + 1): a
+    least-significant-digit radix sort, one stable NumPy argsort of every 16-bit digit
+    (a radix sort in NumPy for 16-bit integers)."""
+    perm = None
+    for shift in range(0, max(int(hi).bit_length(), 1), 16):
+        digit = ((key if perm is None else key[perm]) >> shift).astype(np.uint16)
+        order = np.argsort(digit, kind="stable")
+        perm = order if perm is None else perm[order]
+    return perm
+
+
 def sorted_unique(key: torch.Tensor, inverse: bool = True):
     """The distinct values of a 1-D int64 ``key``, sorted: ``(values, inverse, counts,
     first)`` — ``first`` the smallest position holding each value; ``inverse=False``
@@ -169,7 +184,8 @@ def sorted_unique(key: torch.Tensor, inverse: bool = True):
 
     On the CPU, from 2^15 keys one stable ``torch.sort`` (a radix sort there) gives the
     order and the permutation; fewer non-negative keys below 2^(63 − b) (b = bits of the
-    length) are sorted with their positions packed into the low b bits, one NumPy sort
+    length) by an LSD radix sort of 16-bit digits from 2^11 keys (:func:`_lsd_order`),
+    below that sorted with their positions packed into the low b bits, one NumPy sort
     of plain integers (about three times ``torch.unique(return_inverse=True)`` there).
     Otherwise ``torch.unique``.
     """
@@ -190,6 +206,9 @@ def sorted_unique(key: torch.Tensor, inverse: bool = True):
     if radix or (key.device.type == "cpu" and n and lo >= 0 and hi < 2 ** (63 - b)):
         if radix:
             sk, perm = (t.numpy() for t in torch.sort(key, stable=True))
+        elif n >= _LSD_FROM:
+            perm = _lsd_order(key.numpy(), hi)
+            sk = key.numpy()[perm]
         else:
             packed = np.sort((key.numpy() << b) | np.arange(n))
             perm, sk = packed & ((1 << b) - 1), packed >> b
