@@ -50,7 +50,9 @@ def hopper_matrices(G: GraphSet, cells: int = _CELLS) -> torch.Tensor:
     per level too: for an edge v → u, d(s, u) − d(s, v) ∈ {−1, 0, 1}, and the filter
     "= 1" is (1 + 2 cos(2π(d(s, u) − d(s, v) − 1)/3))/3, separable into three products
     with the weights 1, cos(2π d(s, u)/3) and sin(2π d(s, u)/3) (the result is rounded:
-    counts are integers). Then M_v[d(s, v), d(s, v) + l] += σ(s, v) des_l(s, v):
+    counts are integers). A group with a directed graph, where d(s, u) − d(s, v) can be
+    below −1, filters the children of every edge exactly instead ((E, n) tables per
+    level). Then M_v[d(s, v), d(s, v) + l] += σ(s, v) des_l(s, v):
     O(Σ_g E_g n_g δ_g) in all, as many multiply-adds as the per-source DAG walks of
     Feragen et al., without a loop over graphs or sources.
     """
@@ -83,6 +85,11 @@ def hopper_matrices(G: GraphSet, cells: int = _CELLS) -> torch.Tensor:
         loop = s == t  # GraphHopper's shortest paths ignore self-loops
         s, t = s[~loop], t[~loop]
         has_edges = s.numel() > 0
+        # a directed group (some edge without its reverse): d(s, u) − d(s, v) may be below
+        # −1 on an edge v → u, which the cos/sin filter takes for +1 (mod 3), so its
+        # children are filtered exactly, edge by edge
+        directed = has_edges and not torch.equal(torch.sort(s * nc + t).values,
+                                                 torch.sort(t * nc + s).values)
         if has_edges:
             A = _csr(s, t, nc, torch.float64, dev)  # A[v, u] = 1 for v → u
             At = _csr(t, s, nc, torch.float64, dev)
@@ -112,7 +119,11 @@ def hopper_matrices(G: GraphSet, cells: int = _CELLS) -> torch.Tensor:
         M = torch.zeros(nc * delta * delta, dtype=torch.float64, device=dev)
         base = (rows[:, None] * delta + d) * delta + d
         for lvl in range(delta):
-            if lvl:
+            if lvl and directed:  # des_l(s, v) = Σ_{v → u, d(s, u) = d(s, v) + 1} des_{l−1}
+                child = (dist.index_select(0, t) == dist.index_select(0, s) + 1) \
+                    & reach.index_select(0, s)
+                des = torch.zeros_like(des).index_add_(0, s, des.index_select(0, t) * child)
+            elif lvl:
                 P = A @ torch.cat([des, des * cos_u, des * sin_u], 1)
                 P0, Pc, Ps = P[:, :n], P[:, n:2 * n], P[:, 2 * n:]
                 des = torch.round((P0 + 2 * (cos_v * Pc + sin_v * Ps)) / 3) * reach
