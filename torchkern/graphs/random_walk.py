@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from .._validation import is_int
+from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..linalg import cg
 from ..linalg._common import ConvergenceWarning
@@ -108,7 +108,7 @@ class RandomWalk(GraphKernel):
     normalize : bool
         Cosine normalization, applied lazily.
     tol : float
-        Relative tolerance of the solves and series (default 1e-12).
+        Relative tolerance of the solves and series, in (0, 1) (default 1e-12).
     max_iter : int
         Cap on CG iterations and series terms.
 
@@ -155,6 +155,9 @@ class RandomWalk(GraphKernel):
                  labeled: bool = True, normalize: bool = False, tol: float = 1e-12,
                  max_iter: int = 1000, edge_labels: bool = False):
         super().__init__()
+        if not (is_real(lam) or (isinstance(lam, torch.Tensor) and lam.numel() == 1
+                                 and not lam.dtype.is_complex and lam.dtype != torch.bool)):
+            raise TypeError(f"lam must be a real number (the walk weight), got {lam!r}")
         lam = float(lam)
         if not (math.isfinite(lam) and lam > 0):
             raise ValueError(f"lam must be finite and > 0, got {lam!r}")
@@ -162,8 +165,9 @@ class RandomWalk(GraphKernel):
             raise ValueError(f"kind must be 'geometric' or 'exponential', got {kind!r}")
         if p is not None and (not is_int(p) or p < 0):
             raise ValueError(f"p must be None or a non-negative int, got {p!r}")
-        if not (tol > 0):
-            raise ValueError(f"tol must be > 0, got {tol!r}")
+        if not is_real(tol) or not 0 < tol < 1:  # tol ≥ 1 would cut the series at 0 terms
+            raise ValueError(f"tol must be a real number in (0, 1) (the relative accuracy of "
+                             f"the series), got {tol!r}")
         if not is_int(max_iter) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
         if not isinstance(edge_labels, bool):
