@@ -130,14 +130,17 @@ def test_self_pairs_add_the_sparse_gram(monkeypatch, n, p, budget):
     assert torch.equal(out.double(), ref)
 
 
-def test_self_pairs_refused_past_62_bit_keys(monkeypatch, mutag):
-    """Keys past 62 bits: nothing added, False; WL's K(X, X) then takes SciPy's product
-    and still equals GraKeL."""
-    a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [5, 5, 5]]),
-                                torch.ones(3, dtype=torch.float64), (3, 2 ** 60),
-                                check_invariants=True).coalesce()
+def test_self_pairs_of_wide_columns_and_the_scipy_fallback(monkeypatch, mutag):
+    """Column ids up to 2^60 (four 16-bit digits to sort) add the right pairs; where the
+    pairs are refused (off the CPU), WL's K(X, X) takes SciPy's product and still equals
+    GraKeL."""
+    a = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2, 2], [5, 5, 2 ** 60 - 1, 5]]),
+                                torch.tensor([1., 2., 3., 4.], dtype=torch.float64),
+                                (3, 2 ** 60), check_invariants=True).coalesce()
     out = torch.zeros(3, 3, dtype=torch.int32)
-    assert not wl_core._add_self_pairs(out, a) and not out.any()
+    assert wl_core._add_self_pairs(out, a)
+    v = torch.tensor([[1, 0], [2, 0], [4, 3]])  # columns 5 and 2^60 - 1
+    assert torch.equal(out, (v @ v.T).int())
     monkeypatch.setattr(wl_core, "_add_self_pairs", lambda out, a: False)
     monkeypatch.setattr(wl_core.CountFeatureKernel, "_dense_cells", 0)  # a sparse Φ
     K = WeisfeilerLehman(3)(mutag)

@@ -18,8 +18,8 @@ import torch
 
 from .._threads import one_thread
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, KernelMatrix, _as_index
-from ._batch import (_RADIX_FROM, GraphKernel, GraphSet, compact, count_rows, segment_ranges,
-                     sort_int64, sorted_unique)
+from ._batch import (_RADIX_FROM, GraphKernel, GraphSet, _lsd_order, compact, count_rows,
+                     segment_ranges, sort_int64, sorted_unique)
 
 
 class WLEdges(NamedTuple):
@@ -541,20 +541,20 @@ def _add_self_pairs(out: torch.Tensor, a) -> bool:
     ``a`` (n, p) of non-negative integer values ≤ 127 whose columns hold few rows each:
     every pair of entries (i, c), (j, c) of a column adds a_ic a_jc to out_ij and out_ji,
     the pairs i < j enumerated once, ``_PAIR_BUDGET`` pairs at a time, each batch by one
-    ``index_add_`` (no sparse product, no float conversion; about 4 times cheaper per
-    multiply-add than SciPy's product for WL's late labels). The entries are put in
-    column order by one sort of packed keys (column, row, value). Returns False, adding
-    nothing, when those keys do not fit in 62 bits: the caller adds a aᵀ another way."""
-    if out.device.type != "cpu" or not a._nnz():
-        return not a._nnz()
+    ``scatter_add_`` (no sparse product, no float conversion; about 4 times cheaper per
+    multiply-add than SciPy's product for WL's late labels). The entries (sorted by
+    (row, column): coalesced) are put in column order by a stable radix sort of their
+    columns (:func:`~torchkern.graphs._batch._lsd_order`). Returns False, adding
+    nothing, off the CPU (the caller adds a aᵀ another way)."""
+    if not a._nnz():
+        return True
+    if out.device.type != "cpu":
+        return False
     (r, c), v = a.indices(), a.values()
     n, p = out.shape[0], a.shape[1]
-    rb, cb = max(int(n - 1).bit_length(), 1), max(int(p - 1).bit_length(), 1)
-    if rb + cb + 7 > 62:
-        return False
-    key = (c << (rb + 7)) | (r << 7) | v.long()
-    key = _sort(key.int() if rb + cb + 7 <= 31 else key).long()
-    v, r, c = (key & 127).to(out.dtype), (key >> 7) & ((1 << rb) - 1), key >> (rb + 7)
+    order = torch.from_numpy(_lsd_order(c.numpy(), p - 1))  # by column, rows in order
+    r, c, v = r.index_select(0, order), c.index_select(0, order), v.index_select(0, order)
+    v = v.to(out.dtype)
     nnz = c.numel()
     _, col, cnt = torch.unique_consecutive(c, return_inverse=True, return_counts=True)
     k = torch.cumsum(cnt, 0).index_select(0, col) - 1 - torch.arange(nnz)  # later partners
@@ -764,9 +764,13 @@ def _keep_columns(phi, keep):
                                    phi.shape, is_coalesced=True, check_invariants=False)
 
 
-def _coo(rows, cols, vals, shape):
+def _coo(rows, cols, vals, shape, is_sorted: bool = False):
     """Sparse COO (rows, cols, vals) with duplicates summed, built coalesced: one stable
-    sort of the packed (row, col) keys instead of ``coalesce``."""
+    sort of the packed (row, col) keys instead of ``coalesce``. ``is_sorted``: the
+    entries are known distinct and sorted by (row, column) (not checked)."""
+    if is_sorted:
+        return torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, shape,
+                                       is_coalesced=True, check_invariants=False)
     cols_ = max(int(shape[1]), 1)
     key = rows * cols_ + cols
     if key.numel() < 2 or bool((key[1:] > key[:-1]).all()):  # coalesced already
@@ -863,9 +867,10 @@ class CountFeatureKernel(GraphKernel):
             phi = torch.bincount(graph * p + feature, minlength=n * p).view(n, p)
             total = torch.bincount(graph, minlength=n)
             return self._dense_gram(phi, total, nx, Y is None, unit_rows, X.dtype)
+        srt = len(counted) == 3  # counted items: entries distinct, sorted by (row, column)
         rows, cols, vals, p = _fold_private(
             *(counted if len(counted) == 4 else _count_with_singletons(*counted, n)), n,
-            is_sorted=len(counted) == 3 or None)
+            is_sorted=srt or None)
         if self._dense(n, p):
             phi = torch.zeros(n * p, dtype=vals.dtype, device=vals.device)
             phi.index_put_((rows * p + cols,), vals, accumulate=True)
@@ -880,10 +885,11 @@ class CountFeatureKernel(GraphKernel):
         if unit_rows:
             vals = vals * sq.rsqrt().index_select(0, rows)  # rows with entries have sq > 0
         if Y is None:
-            return SparseFeatureKernelMatrix(_coo(rows, cols, vals, (nx, p)), small_counts=small)
+            return SparseFeatureKernelMatrix(_coo(rows, cols, vals, (nx, p), srt),
+                                             small_counts=small)
         inx = rows < nx
-        phi_x = _coo(rows[inx], cols[inx], vals[inx], (nx, p))
-        phi_y = _coo(rows[~inx] - nx, cols[~inx], vals[~inx], (len(Y), p))
+        phi_x = _coo(rows[inx], cols[inx], vals[inx], (nx, p), srt)
+        phi_y = _coo(rows[~inx] - nx, cols[~inx], vals[~inx], (len(Y), p), srt)
         return SparseFeatureKernelMatrix(phi_x, phi_y, small)
 
     def _dense(self, n: int, p: int) -> bool:
