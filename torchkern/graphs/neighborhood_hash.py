@@ -6,7 +6,7 @@ import torch
 
 from .._validation import is_int
 from ..gram import KernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, count_rows, segment_ranges
+from ._batch import GraphKernel, GraphSet, check_memory, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
 
 __all__ = ["NeighborhoodHash"]
@@ -46,7 +46,11 @@ def bit_labels(values: torch.Tensor, bits: int, random_state) -> torch.Tensor:
     rs = random_state if isinstance(random_state, np.random.RandomState) else \
         np.random.RandomState(random_state)
     top = 1 << bits
-    blocks = int(values.max()) // top + 1 if values.numel() else 1
+    vmax = int(values.max()) if values.numel() else 0
+    blocks = vmax // top + 1
+    check_memory(8 * top * blocks, f"NeighborhoodHash with bits={bits} and node label numbers "
+                 f"up to {vmax:,} (one random permutation of [0, 2^bits) per 2^bits label "
+                 f"numbers; lower bits, or number the labels 0, 1, ...)", "cpu")
     perms = torch.from_numpy(np.concatenate([rs.permutation(top) for _ in range(blocks)]))
     return perms.to(values.device)[values]
 
