@@ -1084,7 +1084,13 @@ class _ListFields:
             x = _cat(xs, self.device)
         except (TypeError, RuntimeError):
             _all_or_none(xs, "x")
-            raise
+            bad = next((i for i, p in enumerate(xs) if not isinstance(p, torch.Tensor)), None)
+            if bad is not None:
+                raise TypeError(f"x must be a tensor in every graph (graph {bad} has a "
+                                f"{type(xs[bad]).__name__})") from None
+            raise ValueError(f"every graph's x must have shape (num_nodes, d) with one d for "
+                             f"all graphs, got rows of shapes "
+                             f"{sorted({tuple(p.shape[1:]) for p in xs})}") from None
         self._check_rows(xs, x, "x", self.counts, "node")
         return x
 
