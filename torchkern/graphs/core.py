@@ -146,7 +146,7 @@ class CoreFramework(CountFeatureKernel):
     per peeling round; the base kernel on the distinct cores, at most levels × (N + E)
     nodes and edges (2.8 × (N + E) on 1,000 random graphs of 200 nodes, 6 levels); one
     sort of their counted items. Cores are defined for undirected graphs (edges in both
-    directions).
+    directions): a graph with an edge given one way only is a ValueError.
 
     References
     ----------
@@ -184,6 +184,12 @@ class CoreFramework(CountFeatureKernel):
         return f"min_core={self.min_core}, normalize={self.normalize}"
 
     def _check_size(self, X: GraphSet, name: str) -> None:
+        s, t = X.edge_index
+        N = max(int(X.ptr[-1]), 1)
+        if not torch.equal(torch.sort(s * N + t).values, torch.sort(t * N + s).values):
+            raise ValueError(f"{name}: CoreFramework needs undirected graphs (every edge given "
+                             f"in both directions: k-cores are defined on undirected graphs); "
+                             f"call torch_geometric.utils.to_undirected")
         self.base_kernel._check_size(X, name)
 
     # levels × (nodes + edges) up to which one GraphSet holds every level's cores
