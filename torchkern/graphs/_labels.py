@@ -572,7 +572,7 @@ def _add_self_pairs(out: torch.Tensor, a) -> bool:
                 before - torch.arange(nnz)).index_select(0, left)
             ri, rj = r.index_select(0, left), r.index_select(0, right)
             val = v.index_select(0, left) * v.index_select(0, right)
-            flat.scatter_add_(0, torch.cat([ri * n + rj, rj * n + ri]), torch.cat([val, val]))
+            flat.scatter_add_(0, ri * n + rj, val).scatter_add_(0, rj * n + ri, val)
         lo = hi
     out.diagonal().index_add_(0, r, v * v)
     return True
