@@ -560,6 +560,7 @@ def _add_self_pairs(out: torch.Tensor, a) -> bool:
     k = torch.cumsum(cnt, 0).index_select(0, col) - 1 - torch.arange(nnz)  # later partners
     cum = torch.cumsum(k, 0)
     before = cum - k  # pairs of the entries before each
+    shift = before - torch.arange(nnz)  # pair number − partner position, less one
     flat, lo = out.view(-1), 0
     while lo < nnz:  # entries lo..hi-1 and their partners: about _PAIR_BUDGET pairs
         hi = max(int(torch.searchsorted(cum, int(before[lo]) + _PAIR_BUDGET, right=True)),
@@ -568,8 +569,8 @@ def _add_self_pairs(out: torch.Tensor, a) -> bool:
         n_pairs = int(kk.sum())
         if n_pairs:
             left = torch.repeat_interleave(torch.arange(lo, hi), kk, output_size=n_pairs)
-            right = torch.arange(int(before[lo]) + 1, int(before[lo]) + n_pairs + 1) - (
-                before - torch.arange(nnz)).index_select(0, left)
+            right = torch.arange(int(before[lo]) + 1, int(before[lo]) + n_pairs + 1) - \
+                shift.index_select(0, left)
             ri, rj = r.index_select(0, left), r.index_select(0, right)
             val = v.index_select(0, left) * v.index_select(0, right)
             flat.scatter_add_(0, ri * n + rj, val).scatter_add_(0, rj * n + ri, val)
