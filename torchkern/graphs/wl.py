@@ -58,11 +58,15 @@ class WeisfeilerLehman(CountFeatureKernel):
     segment sum of codes of its neighbours' labels over the edges, exact (the signature
     in base max-degree + 1) when it fits, else a 64-bit hash whose grouping is checked
     entry by entry, so the labels are exact either way — and all nodes are grouped by
-    one sort per round: O(h (N + E) + h N log N) for N nodes and E edges in all. The
+    one sort per round: O(h (N + E) + h N log N) for N nodes and E edges in all. As the
+    rounds refine the partition of the nodes, a round only regroups the nodes whose
+    label another node shares (most late labels are held by one node), and once a round
+    splits no class the later rounds repeat its labels. The
     features (one column per label and round) are a features KernelMatrix: for few
     graphs and labels a dense count matrix filled by one ``bincount`` of the nodes'
     (graph, column) keys, its products exact in int8 or float32; otherwise sparse — ``K @ V``
-    costs O(h N r) and the Gram is never stored. ``base="shortest_path"`` adds the cost
+    costs O(h N r) and the Gram is never stored; its dense K(X, X) adds the labels held
+    by few graphs pair by pair, in int32. ``base="shortest_path"`` adds the cost
     of :class:`ShortestPath` per round (one BFS).
 
     References
