@@ -1,0 +1,172 @@
+"""Bad inputs of the graph kernels that an audit of the 24 kernels of bench/graphs.py's
+registry found unchecked: each gets a clear error naming the argument (or, for a valid
+input that gave wrong values, the right values against an independent reference).
+
+- GraphHopper on directed graphs: its M_v weight matrices against a brute-force
+  enumeration of every shortest path (a directed cycle raised an IndexError, other
+  directed graphs gave wrong values silently).
+- RandomWalk: ``tol`` outside (0, 1) (``tol >= 1`` gave a zero Gram) and a ``lam`` that
+  is not a real number.
+- NeighborhoodHash: a code table too large for memory (``bits=56``, a label number 2^62:
+  a hang or NumPy's MemoryError before).
+- GraphSet: graphs whose ``x`` differ in width or dimension, or are not tensors.
+- CoreFramework: directed graphs (the peeling had no definition there).
+"""
+from collections import deque
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from torchkern.graphs import (CoreFramework, GraphHopper, GraphSet, NeighborhoodHash,
+                              RandomWalk, ShortestPath, WeisfeilerLehman)
+
+
+# -- GraphHopper on directed graphs ----------------------------------------------------
+
+def _hopper_brute(n, edges, width):
+    """M[v, a, b]: the number of shortest paths (any source, any target, one-node paths
+    included) with b edges whose node at position a is v — every shortest path listed
+    by a depth-first walk down each source's BFS DAG (edges s → t as given)."""
+    out = [sorted({t for s, t in edges if s == v and t != v}) for v in range(n)]
+    M = np.zeros((n, width, width))
+    for src in range(n):
+        dist = [-1] * n
+        dist[src] = 0
+        q = deque([src])
+        while q:
+            v = q.popleft()
+            for u in out[v]:
+                if dist[u] < 0:
+                    dist[u] = dist[v] + 1
+                    q.append(u)
+        stack = [[src]]
+        while stack:
+            path = stack.pop()
+            for a, v in enumerate(path):
+                M[v, a, len(path) - 1] += 1
+            stack.extend(path + [u] for u in out[path[-1]] if dist[u] == dist[path[-1]] + 1)
+    return M
+
+
+def _hopper_linear_brute(graphs):
+    """GraphHopper's linear kernel Σ_{v, v'} ⟨M_v, M_v'⟩ ⟨a_v, a_v'⟩ (Feragen et al.,
+    2013), each M padded to the widest graph."""
+    w = max(g.num_nodes for g in graphs) + 1
+    phi = []
+    for g in graphs:
+        M = _hopper_brute(g.num_nodes, g.edge_index.T.tolist(), w)
+        a = g.node_attributes.double().numpy()
+        phi.append(np.einsum("vab,vd->abd", M, a).ravel())
+    phi = np.array(phi)
+    return phi @ phi.T
+
+
+def _digraph(n, edges, seed):
+    g = torch.Generator().manual_seed(seed)
+    return Data(edge_index=torch.tensor(edges, dtype=torch.long).T.reshape(2, -1),
+                node_attributes=torch.randn(n, 2, generator=g, dtype=torch.float64),
+                num_nodes=n)
+
+
+def test_graphhopper_directed_graphs_equal_a_brute_force_path_enumeration():
+    rng = np.random.default_rng(0)
+    graphs = [
+        _digraph(3, [(0, 1), (1, 2), (2, 0)], 0),  # a directed cycle: was an IndexError
+        # s → u, s → x → y → v → u: the edge v → u has d(s, u) = d(s, v) − 2
+        _digraph(5, [(0, 1), (0, 2), (2, 3), (3, 4), (4, 1)], 1),
+        _digraph(4, [(0, 1), (1, 0), (1, 2), (2, 3), (3, 3)], 2),  # a self-loop
+        _digraph(4, [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)], 3),  # undirected
+    ]
+    for seed, n in enumerate((5, 6, 7)):
+        A = rng.random((n, n)) < 0.35
+        np.fill_diagonal(A, False)
+        graphs.append(_digraph(n, np.argwhere(A).tolist(), 10 + seed))
+    K = GraphHopper()(graphs).to_dense().numpy()
+    R = _hopper_linear_brute(graphs)
+    np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-12 * np.abs(R).max())
+    # the directed graphs of X against Y: the blocks of the whole Gram
+    K = GraphHopper()(graphs[:3], graphs[3:]).to_dense().numpy()
+    np.testing.assert_allclose(K, R[:3, 3:], rtol=1e-12, atol=1e-12 * np.abs(R).max())
+
+
+# -- RandomWalk hyperparameters ---------------------------------------------------------
+
+@pytest.mark.parametrize("tol", [1.0, 2.5, float("inf"), float("nan"), 0.0, -1e-9, True,
+                                 "1e-9"])
+def test_random_walk_refuses_tol_outside_zero_one_by_name(tol):
+    with pytest.raises(ValueError, match=r"tol must be a real number in \(0, 1\)"):
+        RandomWalk(0.01, tol=tol)
+
+
+@pytest.mark.parametrize("lam", ["0.01", True, None, 0.01j])
+def test_random_walk_refuses_a_lam_that_is_not_a_real_number(lam):
+    with pytest.raises(TypeError, match="lam must be a real number"):
+        RandomWalk(lam)
+
+
+def _cycles(sizes=(4, 5, 6)):
+    out = []
+    for n in sizes:
+        s = torch.arange(n)
+        t = (s + 1) % n
+        out.append(Data(x=(s % 3).unsqueeze(-1), num_nodes=n,
+                        edge_index=torch.stack([torch.cat([s, t]), torch.cat([t, s])])))
+    return out
+
+
+def test_random_walk_takes_a_real_lam_of_any_numeric_type():
+    """A NumPy float and a 0-d tensor are the same λ as the Python float."""
+    K = RandomWalk(0.01, labeled=False)(_cycles()).to_dense()
+    for lam in (np.float64(0.01), torch.tensor(0.01, dtype=torch.float64)):
+        torch.testing.assert_close(RandomWalk(lam, labeled=False)(_cycles()).to_dense(), K,
+                                   rtol=0, atol=0)
+
+
+# -- NeighborhoodHash code table --------------------------------------------------------
+
+def test_neighborhood_hash_refuses_a_code_table_too_large_by_name():
+    with pytest.raises(ValueError, match="NeighborhoodHash with bits=56 .* needs at least"):
+        NeighborhoodHash(bits=56, random_state=0)(_cycles())
+    graphs = _cycles()
+    graphs[0].x = torch.tensor([[0], [2 ** 62], [1], [2]])  # was a hang in the draws
+    with pytest.raises(ValueError, match="bits=8 and node label numbers up to "
+                                         "4,611,686,018,427,387,904"):
+        NeighborhoodHash(random_state=0)(graphs)
+
+
+# -- GraphSet: x of different shapes ----------------------------------------------------
+
+@pytest.mark.parametrize("bad", [torch.zeros(4, 2, dtype=torch.long),
+                                 torch.zeros(4, 1, 1, dtype=torch.long)])
+def test_graph_set_refuses_x_of_different_widths_or_dimensions_by_name(bad):
+    graphs = _cycles()
+    graphs[0].x = bad
+    with pytest.raises(ValueError, match="X: every graph's x must have shape "
+                                         r"\(num_nodes, d\) with one d"):
+        WeisfeilerLehman(2)(graphs)
+    with pytest.raises(ValueError, match="x must have shape"):
+        GraphSet(graphs)
+
+
+def test_graph_set_refuses_an_x_that_is_not_a_tensor_by_name():
+    graphs = _cycles()
+    graphs[0].x = np.array([["a"], ["b"], ["a"], ["c"]], dtype=object)
+    with pytest.raises(TypeError, match=r"X: x must be a tensor in every graph \(graph 0 "
+                                        "has a ndarray\\)"):
+        ShortestPath()(graphs)
+
+
+# -- CoreFramework on directed graphs ---------------------------------------------------
+
+def test_core_framework_refuses_directed_graphs_by_name():
+    graphs = _cycles()
+    Y = [Data(x=g.x, edge_index=g.edge_index[:, :g.num_nodes], num_nodes=g.num_nodes)
+         for g in graphs]  # one direction of every edge
+    k = CoreFramework(WeisfeilerLehman(2))
+    k(graphs)  # undirected: fine
+    with pytest.raises(ValueError, match="X: CoreFramework needs undirected graphs"):
+        k(Y)
+    with pytest.raises(ValueError, match="Y: CoreFramework needs undirected graphs"):
+        k(graphs, Y)
