@@ -12,6 +12,7 @@ input that gave wrong values, the right values against an independent reference)
 - GraphSet: graphs whose ``x`` differ in width or dimension, or are not tensors.
 - CoreFramework: directed graphs (the peeling had no definition there).
 """
+import re
 from collections import deque
 
 import numpy as np
@@ -170,3 +171,17 @@ def test_core_framework_refuses_directed_graphs_by_name():
         k(Y)
     with pytest.raises(ValueError, match="Y: CoreFramework needs undirected graphs"):
         k(graphs, Y)
+
+
+@pytest.mark.filterwarnings("ignore::torchkern.linalg._common.ConvergenceWarning")
+@pytest.mark.parametrize("kw", [dict(lam=1e300, p=50), dict(lam=1e300, p=50, labeled=False),
+                                dict(lam=1e300, kind="exponential", p=3),
+                                dict(lam=1e3, kind="exponential"),
+                                dict(lam=1e3, kind="exponential", labeled=False)])
+def test_random_walk_refuses_a_series_that_overflows_by_lam(kw):
+    """These gave inf/NaN entries silently."""
+    lam = re.escape(f"lam={kw['lam']:g}: the ")
+    with pytest.raises(ValueError, match=lam + ".* overflows float64"):
+        RandomWalk(**kw)(_cycles()).to_dense()
+    with pytest.raises(ValueError, match="overflows float64"):
+        RandomWalk(**kw, normalize=True)(_cycles()).to_dense()

@@ -214,6 +214,16 @@ class RandomWalk(GraphKernel):
                      X.device)
 
     # -- kernel ----------------------------------------------------------------------------
+    def _finite(self, T: torch.Tensor) -> torch.Tensor:
+        """``T`` (walk features' squared norms, or kernel values), refused when an entry
+        overflowed float64 (a large ``lam``, ``p`` or ``kind="exponential"``)."""
+        if not bool(torch.isfinite(T).all()):
+            raise ValueError(f"lam={self.lam:g}: the {self.kind} random-walk series "
+                             f"(p={self.p}) overflows float64 on these graphs (λ^k times the "
+                             f"walk counts); take a smaller lam" +
+                             ("" if self.p is None else " or p"))
+        return T
+
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
         features = not self.edge_labels and (not self.labeled or _single_label(X, Y))
@@ -225,13 +235,17 @@ class RandomWalk(GraphKernel):
             K = self._n_terms(nx, ny)
             phi_x = walk_counts(X, self._step_scales(K))
             phi_y = None if Y is None else walk_counts(Y, self._step_scales(K))
+            for phi in (phi_x, phi_y):  # finite squared norms: every ⟨φ, φ'⟩ finite too
+                if phi is not None:
+                    self._finite((phi * phi).sum(1))
             return FeatureKernelMatrix(phi_x, phi_y)
         sides = [X] if Y is None else [X, Y]
         nodes, edges = self._labels(sides)
         if Y is None:
-            return DenseKernelMatrix(self._pairwise(X, nodes[0], X, nodes[0], True,
-                                                    None if edges is None else edges * 2))
-        return DenseKernelMatrix(self._pairwise(X, nodes[0], Y, nodes[1], False, edges))
+            return DenseKernelMatrix(self._finite(self._pairwise(
+                X, nodes[0], X, nodes[0], True, None if edges is None else edges * 2)))
+        return DenseKernelMatrix(self._finite(self._pairwise(X, nodes[0], Y, nodes[1], False,
+                                                             edges)))
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
         features = not self.edge_labels and (not self.labeled or _single_label(X, None))
@@ -241,7 +255,7 @@ class RandomWalk(GraphKernel):
         self._check_lam(r, r)
         if features:
             phi = walk_counts(X, self._step_scales(self._n_terms(n, n)))
-            return (phi * phi).sum(1)
+            return self._finite((phi * phi).sum(1))
         (labels,), edges = self._labels([X])
         edges = None if edges is None else edges[0]
         C = 1 if edges is None else edges[1]
@@ -249,7 +263,7 @@ class RandomWalk(GraphKernel):
         for g, n in X.size_chunks(_PRODUCT_BUDGET // C, power=2):
             A, L = _block(X, labels, g, n, -1, edges)
             d[g] = self._pairs(A, A, L, torch.where(L < 0, -2, L)).to(d.dtype)
-        return d
+        return self._finite(d)
 
     def _labels(self, sides):
         """Node label ids of every set in ``sides`` in one dictionary (all 0 when
