@@ -185,3 +185,13 @@ def test_random_walk_refuses_a_series_that_overflows_by_lam(kw):
         RandomWalk(**kw)(_cycles()).to_dense()
     with pytest.raises(ValueError, match="overflows float64"):
         RandomWalk(**kw, normalize=True)(_cycles()).to_dense()
+
+
+# -- GraphletSampling: samples past memory ----------------------------------------------
+
+def test_graphlet_sampling_refuses_more_samples_than_memory_by_name():
+    """Was torch's allocator RuntimeError."""
+    from torchkern.graphs import GraphletSampling
+    with pytest.raises(ValueError, match=re.escape(
+            "X: GraphletSampling(n_samples=1,000,000,000,000,000) draws 3 float64 uniforms")):
+        GraphletSampling(k=3, n_samples=10 ** 15, random_state=0)(_cycles())

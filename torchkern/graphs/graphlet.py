@@ -156,7 +156,12 @@ class GraphletSampling(GraphKernel):
         return self._features(X, self._uniforms(X.device))
 
     def _check_size(self, X: GraphSet, name: str) -> None:
-        if self.n_samples is not None or len(X) == 0:
+        if self.n_samples is not None:
+            check_memory(self.n_samples * self.k * 8, f"{name}: GraphletSampling(n_samples="
+                         f"{self.n_samples:,}) draws {self.k} float64 uniforms per sample, "
+                         f"which", X.device)
+            return
+        if len(X) == 0:
             return
         n, k = int(X.num_nodes.max()), self.k
         if k == 3:  # closed form (_triple_counts): three dense float64 (n, n) tables
