@@ -998,6 +998,18 @@ def _node_count(v, i: int) -> int:
     return v
 
 
+def _uncatenable(parts, name: str, rows: str):
+    """The error for graphs' ``name`` tensors that ``torch.cat`` refused: one not a
+    tensor, or rows of different shapes."""
+    bad = next((i for i, p in enumerate(parts) if not isinstance(p, torch.Tensor)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be a tensor in every graph (graph {bad} has a "
+                        f"{type(parts[bad]).__name__})") from None
+    raise ValueError(f"every graph's {name} must have shape ({rows}, d) with one d for all "
+                     f"graphs, got rows of shapes {sorted({tuple(p.shape[1:]) for p in parts})}"
+                     ) from None
+
+
 def _all_or_none(vals, name: str) -> None:
     """Refuse a field that some graphs have and others not (by identity: a tensor's ==
     is slow)."""
@@ -1084,13 +1096,7 @@ class _ListFields:
             x = _cat(xs, self.device)
         except (TypeError, RuntimeError):
             _all_or_none(xs, "x")
-            bad = next((i for i, p in enumerate(xs) if not isinstance(p, torch.Tensor)), None)
-            if bad is not None:
-                raise TypeError(f"x must be a tensor in every graph (graph {bad} has a "
-                                f"{type(xs[bad]).__name__})") from None
-            raise ValueError(f"every graph's x must have shape (num_nodes, d) with one d for "
-                             f"all graphs, got rows of shapes "
-                             f"{sorted({tuple(p.shape[1:]) for p in xs})}") from None
+            _uncatenable(xs, "x", "num_nodes")
         self._check_rows(xs, x, "x", self.counts, "node")
         return x
 
@@ -1200,7 +1206,7 @@ class _ListFields:
                 ea = _cat(eas, device)
             except (TypeError, RuntimeError):
                 _all_or_none(eas, "edge_attr")
-                raise
+                _uncatenable(eas, "edge_attr", "E")
         else:
             _all_or_none(eas, "edge_attr")
         _all_or_none(eats, "edge_attributes")
