@@ -159,6 +159,20 @@ def test_graph_set_refuses_an_x_that_is_not_a_tensor_by_name():
         ShortestPath()(graphs)
 
 
+def test_graph_set_refuses_edge_attr_of_different_widths_or_not_a_tensor_by_name():
+    graphs = _cycles()
+    for g in graphs:
+        g.edge_attr = torch.zeros(g.edge_index.shape[1], 1, dtype=torch.long)
+    graphs[1].edge_attr = torch.zeros(graphs[1].edge_index.shape[1], 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="X: every graph's edge_attr must have shape "
+                                         r"\(E, d\) with one d"):
+        WeisfeilerLehman(2, edge_labels=True)(graphs)
+    graphs[1].edge_attr = np.zeros((graphs[1].edge_index.shape[1], 1))
+    with pytest.raises(TypeError, match=r"X: edge_attr must be a tensor in every graph "
+                                        r"\(graph 1 has a ndarray\)"):
+        WeisfeilerLehman(2, edge_labels=True)(graphs)
+
+
 # -- CoreFramework on directed graphs ---------------------------------------------------
 
 def test_core_framework_refuses_directed_graphs_by_name():
