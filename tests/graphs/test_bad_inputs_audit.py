@@ -222,3 +222,16 @@ def test_graphlet_sampling_refuses_more_samples_than_memory_by_name():
     with pytest.raises(ValueError, match=re.escape(
             "X: GraphletSampling(n_samples=1,000,000,000,000,000) draws 3 float64 uniforms")):
         GraphletSampling(k=3, n_samples=10 ** 15, random_state=0)(_cycles())
+
+
+# -- flags that read any truthy value as True -------------------------------------------
+
+@pytest.mark.parametrize("make, arg", [
+    (lambda v: ShortestPath(with_labels=v), "with_labels"),
+    (lambda v: RandomWalk(0.01, labeled=v), "labeled")])
+def test_flags_refuse_non_bools_by_name(make, arg):
+    for v in ("False", "no", 0, None):  # "False" and "no" were read as True
+        with pytest.raises(TypeError, match=f"{arg} must be a bool, got {v!r}"):
+            make(v)
+    K = make(False)(_cycles()).to_dense()  # a NumPy bool is a bool
+    torch.testing.assert_close(make(np.bool_(False))(_cycles()).to_dense(), K, rtol=0, atol=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from .._validation import is_int, is_real
@@ -170,6 +171,8 @@ class RandomWalk(GraphKernel):
                              f"the series), got {tol!r}")
         if not is_int(max_iter) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+        if not isinstance(labeled, (bool, np.bool_)):  # "False" would read as True
+            raise TypeError(f"labeled must be a bool, got {labeled!r}")
         if not isinstance(edge_labels, bool):
             raise TypeError(f"edge_labels must be a bool, got {edge_labels!r}")
         self.lam, self.kind, self.p, self.labeled = lam, kind, p, bool(labeled)

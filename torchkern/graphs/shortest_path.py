@@ -214,6 +214,8 @@ class ShortestPath(CountFeatureKernel):
 
     def __init__(self, with_labels: bool = True, normalize: bool = False):
         super().__init__()
+        if not isinstance(with_labels, (bool, np.bool_)):  # "no" would read as True
+            raise TypeError(f"with_labels must be a bool, got {with_labels!r}")
         self.with_labels, self.normalize = bool(with_labels), bool(normalize)
 
     _per_graph_features = True  # φ(G) depends on G only (the set numbers the features)
