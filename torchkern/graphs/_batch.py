@@ -1238,12 +1238,6 @@ class _BatchFields:
         if ei is None:
             ei = torch.zeros(2, 0, dtype=torch.long, device=self.device)
         ei = check_edge_index(ei, int(self.counts.sum()), "the Batch").to(self.device)
-        gon = torch.repeat_interleave(self.counts.to(ei.device))  # the graph of every node
-        cross = (gon[ei[0]] != gon[ei[1]]).nonzero()
-        if cross.numel():  # an edge between two graphs (a node id past its graph's)
-            s, t = (int(v) for v in ei[:, int(cross[0, 0])])
-            raise ValueError(f"the Batch: edge_index must join nodes of one graph, got the "
-                             f"edge {s} → {t} from graph {int(gon[s])} to graph {int(gon[t])}")
         return ei, self.store.get("edge_attr"), self.store.get("edge_attributes")
 
 
