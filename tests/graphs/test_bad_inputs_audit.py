@@ -173,19 +173,6 @@ def test_graph_set_refuses_edge_attr_of_different_widths_or_not_a_tensor_by_name
         WeisfeilerLehman(2, edge_labels=True)(graphs)
 
 
-def test_graph_set_refuses_a_batch_edge_between_two_graphs_by_name():
-    """Graph 0's node id 5 (it has 4 nodes) is node 1 of graph 1 once batched: that
-    edge was read as an edge between the two graphs, silently."""
-    from torch_geometric.data import Batch
-    graphs = _cycles()
-    graphs[0].edge_index = torch.tensor([[0, 1, 2], [1, 2, 5]])
-    with pytest.raises(ValueError, match="X: the Batch: edge_index must join nodes of one "
-                                         "graph, got the edge 2 → 5 from graph 0 to graph 1"):
-        WeisfeilerLehman(2)(Batch.from_data_list(graphs))
-    with pytest.raises(ValueError, match="graph 0: edge_index must be"):  # as a list
-        WeisfeilerLehman(2)(graphs)
-
-
 # -- CoreFramework on directed graphs ---------------------------------------------------
 
 def test_core_framework_refuses_directed_graphs_by_name():
