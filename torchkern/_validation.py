@@ -163,6 +163,14 @@ def is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def check_bool(value, name: str) -> bool:
+    """``value`` (a bool or a NumPy bool) as a bool, else a TypeError naming the argument:
+    ``bool("False")`` would be True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
 def check_int(value, name: str, low: int = 1, high: int | None = None) -> int:
     """``value`` as an int in [low, high], else a ValueError naming the argument."""
     if not is_int(value) or value < low or (high is not None and value > high):

@@ -12,6 +12,7 @@ input that gave wrong values, the right values against an independent reference)
 - GraphSet: graphs whose ``x`` differ in width or dimension, or are not tensors.
 - CoreFramework: directed graphs (the peeling had no definition there).
 """
+import functools
 import re
 from collections import deque
 
@@ -222,3 +223,27 @@ def test_flags_refuse_non_bools_by_name(make, arg):
             make(v)
     K = make(False)(_cycles()).to_dense()  # a NumPy bool is a bool
     torch.testing.assert_close(make(np.bool_(False))(_cycles()).to_dense(), K, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", ["False", "no", 0, 1, -1, float("nan"), None])
+def test_normalize_must_be_a_bool_everywhere(bad):
+    """``normalize="False"`` (and -1, NaN, ...) read as True through bool(): every
+    structured kernel with a normalize flag refuses a non-bool by name."""
+    from torchkern.graphs import __all__ as graph_names
+    from torchkern import graphs, sequences
+    import inspect
+    kernels = [getattr(graphs, n) for n in graph_names] + [
+        getattr(sequences, n) for n in sequences.__all__]
+    checked = 0
+    for cls in kernels:
+        if not inspect.isclass(cls) or "normalize" not in inspect.signature(cls).parameters:
+            continue
+        given = {"base_kernel": graphs.WeisfeilerLehman(1), "lam": 0.01}
+        required = {p.name: given[p.name] for p in inspect.signature(cls).parameters.values()
+                    if p.default is inspect.Parameter.empty}
+        cls = functools.partial(cls, **required)
+        with pytest.raises(TypeError, match="normalize must be a bool"):
+            cls(normalize=bad)
+        assert cls(normalize=np.bool_(True)).normalize is True
+        checked += 1
+    assert checked >= 20

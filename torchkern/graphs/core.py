@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet, segment_ranges
 from ._labels import CountFeatureKernel, _squares, count_items
 
@@ -173,7 +173,7 @@ class CoreFramework(CountFeatureKernel):
         if not is_int(min_core) or min_core < -1:
             raise ValueError(f"min_core must be an int >= -1, got {min_core!r}")
         self.base_kernel = base_kernel
-        self.min_core, self.normalize = int(min_core), bool(normalize)
+        self.min_core, self.normalize = int(min_core), check_bool(normalize, "normalize")
 
     def _structural_args(self) -> dict:
         out = super()._structural_args()

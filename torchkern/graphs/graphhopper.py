@@ -7,6 +7,7 @@ import warnings
 
 import torch
 
+from .._validation import check_bool
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ._batch import GraphKernel, GraphSet, check_memory, segment_ranges
 
@@ -213,7 +214,7 @@ class GraphHopper(GraphKernel):
             raise TypeError(f"node_attr must be the name of a Data field (a str), got "
                             f"{node_attr!r}")
         self.kernel_type, self.mu, self.node_attr = kernel_type, float(mu), node_attr
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"kernel_type={self.kernel_type!r}, mu={self.mu}, node_attr={self.node_attr!r}, "

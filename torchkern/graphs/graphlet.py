@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .._validation import as_generator, is_int
+from .._validation import check_bool, as_generator, is_int
 from ..gram import FeatureKernelMatrix
 from ._batch import GraphKernel, GraphSet, check_memory
 
@@ -145,7 +145,7 @@ class GraphletSampling(GraphKernel):
             raise ValueError(f"n_samples must be a positive int or None, got {n_samples!r}")
         as_generator(random_state)  # validate now
         self.k, self.n_samples, self.random_state = k, n_samples, random_state
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"k={self.k}, n_samples={self.n_samples}, normalize={self.normalize}"

@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet, _label_ids, check_memory, sorted_unique
 from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, label_items
 
@@ -156,7 +156,7 @@ class HadamardCode(CountFeatureKernel):
         if not is_int(n_iter) or n_iter < 1:
             raise ValueError(f"n_iter must be a positive int, got {n_iter!r}")
         self.base_kernel = base_kernel
-        self.n_iter, self.normalize = int(n_iter), bool(normalize)
+        self.n_iter, self.normalize = int(n_iter), check_bool(normalize, "normalize")
 
     def _structural_args(self) -> dict:
         out = super()._structural_args()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._validation import check_bool
 from ..gram import FeatureKernelMatrix, _as_index
 from ._batch import GraphSet, unify_labels
 from ._labels import CountFeatureKernel, _int8_product_works, histogram, initial_labels
@@ -219,7 +220,7 @@ class VertexHistogram(_DenseHistogram, CountFeatureKernel):
 
     def __init__(self, normalize: bool = False):
         super().__init__()
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"normalize={self.normalize}"
@@ -280,7 +281,7 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
 
     def __init__(self, normalize: bool = False):
         super().__init__()
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"normalize={self.normalize}"

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .._threads import one_thread
-from .._validation import is_int, is_real
+from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
 from ..kernels.structured import _inv_sqrt
 from ._batch import GraphKernel, GraphSet, check_memory, unify_labels
@@ -331,7 +331,8 @@ class MultiscaleLaplacian(GraphKernel):
                             f"{node_attr!r}")
         self.L, self.gamma, self.heta = int(L), float(gamma), float(heta)
         self.n_samples, self.P, self.random_state = int(n_samples), int(P), random_state
-        self.features, self.node_attr, self.normalize = features, node_attr, bool(normalize)
+        self.features, self.node_attr = features, node_attr
+        self.normalize = check_bool(normalize, "normalize")
         self.basis_ = None
 
     def extra_repr(self) -> str:

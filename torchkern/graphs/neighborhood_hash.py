@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ..gram import KernelMatrix, _as_index
 from ._batch import GraphKernel, GraphSet, check_memory, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
@@ -203,7 +203,7 @@ class NeighborhoodHash(GraphKernel):
             raise TypeError(f"random_state must be None, an int or a numpy RandomState, "
                             f"got {type(random_state).__name__}")
         self.R, self.nh_type, self.bits = int(R), nh_type, int(bits)
-        self.random_state, self.normalize = random_state, bool(normalize)
+        self.random_state, self.normalize = random_state, check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"R={self.R}, nh_type={self.nh_type!r}, bits={self.bits}, "

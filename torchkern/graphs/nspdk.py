@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphKernel, GraphSet, check_memory, compact, segment_ranges, sorted_unique
 from ._labels import (_MIX, SparseFeatureKernelMatrix, WLEdges, _coo, _mix,
                       initial_labels, wl_relabel)
@@ -146,7 +146,7 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             raise ValueError(f"r must be an int >= 0, got {r!r}")
         if not is_int(d) or d < 0:
             raise ValueError(f"d must be an int >= 0, got {d!r}")
-        self.r, self.d, self.normalize = int(r), int(d), bool(normalize)
+        self.r, self.d, self.normalize = int(r), int(d), check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"r={self.r}, d={self.d}, normalize={self.normalize}"

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
 from .nspdk import multiset_ids
@@ -152,7 +152,7 @@ class ODDSTh(GraphKernel):
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or \
                 not math.isfinite(lam) or lam <= 0:
             raise ValueError(f"lam must be a finite number > 0, got {lam!r}")
-        self.h, self.lam, self.normalize = int(h), float(lam), bool(normalize)
+        self.h, self.lam, self.normalize = int(h), float(lam), check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"h={self.h}, lam={self.lam:g}, normalize={self.normalize}"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet, check_memory, compact, sorted_unique
 from ._labels import CountFeatureKernel, histogram
 
@@ -131,7 +131,7 @@ class Propagation(CountFeatureKernel):
             raise ValueError(f"n_labels must be None (per-label draws) or a positive int "
                              f"(GraKeL's draws for the labels 0..n_labels-1), got {n_labels!r}")
         self.t_max, self.w, self.M, self.random_state = t_max, float(w), M, random_state
-        self.n_labels, self.normalize = n_labels, bool(normalize)
+        self.n_labels, self.normalize = n_labels, check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"t_max={self.t_max}, w={self.w}, M={self.M!r}, "
@@ -273,7 +273,7 @@ class PropagationAttr(CountFeatureKernel):
             raise TypeError(f"node_attr must be the name of a Data field (a str), got "
                             f"{node_attr!r}")
         self.t_max, self.w, self.M, self.random_state = t_max, float(w), M, random_state
-        self.node_attr, self.normalize = node_attr, bool(normalize)
+        self.node_attr, self.normalize = node_attr, check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"t_max={self.t_max}, w={self.w}, M={self.M!r}, random_state="

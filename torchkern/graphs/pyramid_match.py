@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet, check_memory, count_rows, segment_ranges
 from ..gram import KernelMatrix, _as_index
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, _int8_product, \
@@ -402,14 +402,13 @@ class PyramidMatch(CountFeatureKernel):
     def __init__(self, with_labels: bool = True, L: int = 4, d: int = 6,
                  normalize: bool = False):
         super().__init__()
-        if not isinstance(with_labels, bool):
-            raise TypeError(f"with_labels must be a bool, got {with_labels!r}")
+        with_labels = check_bool(with_labels, "with_labels")
         if not is_int(L) or L < 1:
             raise ValueError(f"L must be an int >= 1, got {L!r}")
         if not is_int(d) or d < 1:
             raise ValueError(f"d must be an int >= 1, got {d!r}")
         self.with_labels, self.L, self.d = with_labels, int(L), int(d)
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"with_labels={self.with_labels}, L={self.L}, d={self.d}, normalize={self.normalize}"

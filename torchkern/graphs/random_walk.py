@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import torch
 
-from .._validation import is_int, is_real
+from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..linalg import cg
 from ..linalg._common import ConvergenceWarning
@@ -171,13 +171,12 @@ class RandomWalk(GraphKernel):
                              f"the series), got {tol!r}")
         if not is_int(max_iter) or max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-        if not isinstance(labeled, (bool, np.bool_)):  # "False" would read as True
-            raise TypeError(f"labeled must be a bool, got {labeled!r}")
-        if not isinstance(edge_labels, bool):
-            raise TypeError(f"edge_labels must be a bool, got {edge_labels!r}")
-        self.lam, self.kind, self.p, self.labeled = lam, kind, p, bool(labeled)
+        labeled = check_bool(labeled, "labeled")
+        edge_labels = check_bool(edge_labels, "edge_labels")
+        self.lam, self.kind, self.p, self.labeled = lam, kind, p, labeled
         self.edge_labels = edge_labels
-        self.normalize, self.tol, self.max_iter = bool(normalize), float(tol), max_iter
+        self.normalize = check_bool(normalize, "normalize")
+        self.tol, self.max_iter = float(tol), max_iter
 
     def extra_repr(self) -> str:
         return (f"lam={self.lam:g}, kind={self.kind!r}, p={self.p}, labeled={self.labeled}, "

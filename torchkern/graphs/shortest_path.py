@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._validation import check_bool
 from ._batch import GraphSet, check_memory, compact, count_rows
 from ._labels import CountFeatureKernel, initial_labels
 
@@ -214,9 +215,8 @@ class ShortestPath(CountFeatureKernel):
 
     def __init__(self, with_labels: bool = True, normalize: bool = False):
         super().__init__()
-        if not isinstance(with_labels, (bool, np.bool_)):  # "no" would read as True
-            raise TypeError(f"with_labels must be a bool, got {with_labels!r}")
-        self.with_labels, self.normalize = bool(with_labels), bool(normalize)
+        with_labels = check_bool(with_labels, "with_labels")
+        self.with_labels, self.normalize = bool(with_labels), check_bool(normalize, "normalize")
 
     _per_graph_features = True  # φ(G) depends on G only (the set numbers the features)
 

@@ -7,7 +7,7 @@ import numbers
 
 import torch
 
-from .._validation import is_int, is_real
+from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
 from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges, sorted_unique
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo
@@ -309,7 +309,7 @@ class SubgraphMatching(CountFeatureKernel):
                             f"{node_attr!r}")
         self.k, self.lw = int(k), lw
         self.node_labels, self.edge_labels = node_labels, edge_labels
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
         self.node_kernel, self.lengthscale = node_kernel, float(lengthscale)
         self.node_attr = node_attr
         self._lambdas = self._weights()

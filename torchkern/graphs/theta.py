@@ -13,7 +13,7 @@ from scipy.linalg import eigvalsh
 from scipy.special import binom
 
 from .._threads import one_thread
-from .._validation import check_int, is_int, is_real
+from .._validation import check_bool, check_int, is_int, is_real
 from ..gram import FeatureKernelMatrix
 from ..kernels.base import Kernel
 from ..kernels.structured import _inv_sqrt
@@ -963,7 +963,7 @@ class _ThetaKernel(GraphKernel):
         self.subsets_size_range = (int(subsets_size_range[0]), int(subsets_size_range[1]))
         self.random_state = int(random_state)
         self.base_kernel = base_kernel
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def _structural_args(self) -> dict:
         out = super()._structural_args()

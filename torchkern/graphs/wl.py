@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet
 from ._labels import CountFeatureKernel, label_items, wl_label_sequence
 from .shortest_path import check_hop_distances, hop_distances, shortest_path_entries
@@ -94,9 +94,8 @@ class WeisfeilerLehman(CountFeatureKernel):
             raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
         if base not in ("subtree", "shortest_path"):
             raise ValueError(f"base must be 'subtree' or 'shortest_path', got {base!r}")
-        if not isinstance(edge_labels, bool):
-            raise TypeError(f"edge_labels must be a bool, got {edge_labels!r}")
-        self.n_iter, self.normalize, self.base = n_iter, bool(normalize), base
+        edge_labels = check_bool(edge_labels, "edge_labels")
+        self.n_iter, self.normalize, self.base = n_iter, check_bool(normalize, "normalize"), base
         self.edge_labels = edge_labels
 
     _per_graph_features = True  # φ(G) depends on G only (the set numbers the features)

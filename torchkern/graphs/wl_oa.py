@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_bool, is_int
 from ._batch import GraphSet, compact, segment_ranges
 from ._labels import CountFeatureKernel, round_histograms, wl_label_sequence
 
@@ -67,7 +67,7 @@ class WeisfeilerLehmanOptimalAssignment(CountFeatureKernel):
         super().__init__()
         if not is_int(n_iter) or n_iter < 0:
             raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
-        self.n_iter, self.normalize = n_iter, bool(normalize)
+        self.n_iter, self.normalize = n_iter, check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"n_iter={self.n_iter}, normalize={self.normalize}"

@@ -8,7 +8,7 @@ import torch
 
 from ..gram import KernelMatrix, _as_index
 from ..kernels.structured import StructuredKernel
-from .._validation import check_int
+from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 
 __all__ = ["Spectrum"]
@@ -179,7 +179,7 @@ class Spectrum(StructuredKernel):
         self._letters = _resolve_alphabet(alphabet)
         self.alphabet = alphabet            # as given: a name folds case, letters do not
         self.k = check_kmer_size(k, self._letters)
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"k={self.k}, alphabet={self.alphabet!r}, normalize={self.normalize}"

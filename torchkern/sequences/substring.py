@@ -8,7 +8,7 @@ import torch
 
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
-from .._validation import check_int
+from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
 
@@ -98,7 +98,7 @@ class Substring(StructuredKernel):
         self.alphabet = alphabet
         self.k = check_int(k, "k", 1)
         self.register_hyperparameter("lam", lam, learnable=False)
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"k={self.k}, lam={float(self.lam):.4g}, normalize={self.normalize}"
