@@ -198,7 +198,7 @@ class LocalAlignment(StructuredKernel):
         # BLOSUM62's letters are upper case: lower case is read as upper case, as for the
         # named alphabets; a matrix given as (letters, scores) is case-sensitive.
         self._fold_case = isinstance(substitution, str)
-        self.log, self.normalize = bool(log), check_bool(normalize, "normalize")
+        self.log, self.normalize = check_bool(log, "log"), check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return (f"beta={float(self.beta):.4g}, gap_open={self.gap_open:g}, "
