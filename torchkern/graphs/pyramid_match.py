@@ -438,12 +438,14 @@ class PyramidMatch(CountFeatureKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
         n, nx = len(U), len(X)
-        rows, cols, level, w, p, bounds = self._level_features(U)
+        parts, w, p, bounds = self._level_features(U)
+        n_entries = sum(r.numel() for r, _ in parts)
         if (U.device.type == "cpu" and n * p <= _PATTERN_CELLS
-                and (8 * rows.numel() >= n * p or n * n * p <= _PATTERN_FLOPS)
+                and (8 * n_entries >= n * p or n * n * p <= _PATTERN_FLOPS)
                 and _int8_product_works()):
             B = torch.zeros(n * p, dtype=torch.int8)
-            B.index_fill_(0, rows * p + cols, 1)
+            for rows, cols in parts:
+                B.index_fill_(0, rows * p + cols, 1)
             B = B.view(n, p)
             groups = []  # consecutive levels of equal weight share one product
             for j in range(self.L):
@@ -457,10 +459,11 @@ class PyramidMatch(CountFeatureKernel):
                                 for wj, lo, hi in groups], (nx, nx if Y is None else n - nx))
             if not unit_rows:
                 return K
-            sq = torch.zeros(n, dtype=torch.float64).index_add_(
-                0, rows, torch.as_tensor(w)[level])  # ‖φ‖² = Σ w over a graph's features
+            sq = torch.zeros(n, dtype=torch.float64)  # ‖φ‖² = Σ w over a graph's features
+            for (rows, _), wj in zip(parts, w):
+                sq.add_(torch.bincount(rows, minlength=n), alpha=wj)
         else:
-            vals = torch.as_tensor(w, device=U.device).sqrt()[level]
+            rows, cols, vals, p = self._entries(U, (parts, w, p, bounds))
             if unit_rows:
                 sq = torch.zeros(n, dtype=vals.dtype, device=vals.device).index_add_(
                     0, rows, vals * vals)
@@ -473,57 +476,59 @@ class PyramidMatch(CountFeatureKernel):
         unit = torch.where(sq > 0, sq.rsqrt(), 0.0)
         return K.scaled(unit[:nx], None if Y is None else unit[nx:])
 
-    def _entries(self, G: GraphSet):
-        """φ of every graph (``(rows, cols, values, p)``, in (graph, column) order): the
-        features of :meth:`_level_features`, each of value √w of its level."""
-        rows, cols, level, w, p, _ = self._level_features(G)
-        return rows, cols, torch.as_tensor(w, device=G.device).sqrt()[level], p
+    def _entries(self, G: GraphSet, levels=None):
+        """φ of every graph (``(rows, cols, values, p)``, level by level): the features
+        of :meth:`_level_features` (or ``levels``, its output), each of value √w of its
+        level."""
+        parts, w, p, _ = self._level_features(G) if levels is None else levels
+        root_w = np.sqrt(w)
+        vals = [torch.full((r.numel(),), float(root_w[j]), dtype=torch.float64,
+                           device=G.device) for j, (r, _) in enumerate(parts)]
+        return (torch.cat([r for r, _ in parts]), torch.cat([c for _, c in parts]),
+                torch.cat(vals), p)
 
     def _level_features(self, G: GraphSet):
-        """The features of every graph, all levels at once and in (graph, column) order
-        (so the sparse Φ is built without a sort): a cell is (level, label, dimension,
-        bin); a graph with c nodes in a cell gets one feature (cell, t) for each t < c,
-        the columns of a cell numbered from its largest c over the set. When every node
-        has all d coordinates, level 0 (one bin) has the same histogram in every
-        dimension: it is counted in the first only, at d times the weight. Returns
-        ``(rows, cols, level, w, p, bounds)``: the graph, column and level of every
-        feature; the weight of every level (``w[0]`` times d when merged); the number of
-        columns; and where each level's columns start (cells are numbered level by
-        level, so each level's columns are ``bounds[j]:bounds[j + 1]``)."""
+        """The features of every graph, level by level: a cell is (level, label,
+        dimension, bin); a graph with c nodes in a cell gets one feature (cell, t) for
+        each t < c, the columns of a cell numbered from its largest c over the set, cells
+        numbered level by level. When every node has all d coordinates, level 0 (one bin)
+        has the same histogram in every dimension: it is counted in the first only, at d
+        times the weight. Returns ``(parts, w, p, bounds)``: ``parts[j] = (rows, cols)``,
+        the graph and column of every feature of level j, sorted by (graph, column); the
+        weight of every level (``w[0]`` times d when merged); the number of columns; and
+        where each level's columns start (``bounds[j]:bounds[j + 1]``). Level by level,
+        every temporary has one entry per (node, dimension) only."""
         d, L, N = self.d, self.L, int(G.ptr[-1])
         U = node_embeddings(G, d)  # (N, d), NaN past a graph's eigenvectors
         labels, n_labels = initial_labels(G) if self.with_labels else (
             torch.zeros(N, dtype=torch.long, device=G.device), 1)
         node, q = (~torch.isnan(U)).nonzero(as_tuple=True)
         u = U[node, q]
-        k = 2 ** torch.arange(L, device=G.device)  # bins per dimension at each level
-        # a coordinate within 1e-9 of a bin edge (0.5 of a symmetric graph, computed as
-        # 0.49999999999999994) is put on the edge: the bin of the exact value
-        b = torch.minimum(torch.floor(u * k[:, None] + _EDGE_TOL).long(), k[:, None] - 1)
-        cell = (n_labels * d * (k - 1))[:, None] + ((labels[node] * d + q) * k[:, None] + b)
-        graph = G.graph_of_node[node]
+        base = labels.index_select(0, node).mul_(d).add_(q)  # (label, dimension)
+        graph = G.graph_of_node.index_select(0, node)
         w = level_weights(L)
+        first = None
         if node.numel() == N * d and d > 1:  # every node has all d coordinates
-            first = q == 0
-            graph = torch.cat([graph[first], graph.expand(L - 1, -1).reshape(-1)])
-            cell = torch.cat([cell[0, first], cell[1:].reshape(-1)])
+            first = (q == 0).nonzero().reshape(-1)
             w[0] *= d
-        else:
-            graph = graph.expand(L, -1)
-        n_cells, present = n_labels * d * (2 ** L - 1), None
-        if n_cells > max(4 * cell.numel(), 2 ** 16):  # many levels: number the cells seen
-            present, cell = torch.unique(cell, return_inverse=True)
-            n_cells = present.numel()
-        (g, cell), cnt = count_rows([graph.reshape(-1), cell.reshape(-1)], [len(G), n_cells])
-        width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
-            0, cell, cnt, "amax")
-        start = (torch.cumsum(width, 0) - width).index_select(0, cell)
-        first_cell = n_labels * d * (2 ** torch.arange(L + 1, device=G.device) - 1)
-        level = torch.bucketize(cell if present is None else present[cell],
-                                first_cell[1:-1], right=True)
-        if present is not None:  # the first cell seen of every level
-            first_cell = torch.searchsorted(present, first_cell)
-        bounds = torch.cat([width.new_zeros(1), torch.cumsum(width, 0)])[first_cell].tolist()
-        rows = torch.repeat_interleave(g, cnt)
-        return (rows, segment_ranges(start, cnt), torch.repeat_interleave(level, cnt), w,
-                int(width.sum()), bounds)
+        parts, bounds = [], [0]
+        for j in range(L):
+            k = 2 ** j  # bins per dimension
+            # a coordinate within 1e-9 of a bin edge (0.5 of a symmetric graph, computed
+            # as 0.49999999999999994) is put on the edge: the bin of the exact value
+            cell = torch.mul(u, k).add_(_EDGE_TOL).floor_().long().clamp_(max=k - 1)
+            cell.add_(base * k)
+            g = graph
+            if j == 0 and first is not None:
+                cell, g = cell.index_select(0, first), graph.index_select(0, first)
+            n_cells = n_labels * d * k
+            if n_cells > max(4 * cell.numel(), 2 ** 16):  # many cells: number those seen
+                cell = torch.unique(cell, return_inverse=True)[1]
+                n_cells = int(cell.max()) + 1 if cell.numel() else 0
+            (g, cell), cnt = count_rows([g, cell], [len(G), n_cells])
+            width = torch.zeros(n_cells, dtype=cnt.dtype, device=G.device).scatter_reduce_(
+                0, cell, cnt, "amax")
+            start = (torch.cumsum(width, 0) - width + bounds[-1]).index_select(0, cell)
+            parts.append((torch.repeat_interleave(g, cnt), segment_ranges(start, cnt)))
+            bounds.append(bounds[-1] + int(width.sum()))
+        return parts, w, bounds[-1], bounds
