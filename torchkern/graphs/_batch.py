@@ -998,6 +998,19 @@ def _node_count(v, i: int) -> int:
     return v
 
 
+def is_undirected(G: "GraphSet") -> bool:
+    """Whether every edge of G is also given in the other direction (as many times; a
+    self-loop is its own reverse). The (source, target) keys are compared with the
+    (target, source) keys, both sorted (the first usually are: a GraphSet keeps its
+    edges sorted, checked in one pass)."""
+    s, t = G.edge_index
+    N = max(int(G.ptr[-1]), 1)
+    fwd, bwd = s * N + t, t * N + s
+    if fwd.numel() > 1 and not bool((fwd[1:] >= fwd[:-1]).all()):
+        fwd = torch.sort(fwd).values
+    return torch.equal(fwd, torch.sort(bwd).values)
+
+
 def _uncatenable(parts, name: str, rows: str):
     """The error for graphs' ``name`` tensors that ``torch.cat`` refused: one not a
     tensor, or rows of different shapes."""

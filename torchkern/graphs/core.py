@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, segment_ranges
+from ._batch import GraphSet, is_undirected, segment_ranges
 from ._labels import CountFeatureKernel, _squares, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -184,9 +184,7 @@ class CoreFramework(CountFeatureKernel):
         return f"min_core={self.min_core}, normalize={self.normalize}"
 
     def _check_size(self, X: GraphSet, name: str) -> None:
-        s, t = X.edge_index
-        N = max(int(X.ptr[-1]), 1)
-        if not torch.equal(torch.sort(s * N + t).values, torch.sort(t * N + s).values):
+        if not is_undirected(X):
             raise ValueError(f"{name}: CoreFramework needs undirected graphs (every edge given "
                              f"in both directions: k-cores are defined on undirected graphs); "
                              f"call torch_geometric.utils.to_undirected")

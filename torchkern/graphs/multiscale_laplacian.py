@@ -12,7 +12,7 @@ from .._threads import one_thread
 from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
 from ..kernels.structured import _inv_sqrt
-from ._batch import GraphKernel, GraphSet, check_memory, unify_labels
+from ._batch import GraphKernel, GraphSet, check_memory, is_undirected, unify_labels
 from ._labels import initial_labels
 
 __all__ = ["MultiscaleLaplacian"]
@@ -342,11 +342,7 @@ class MultiscaleLaplacian(GraphKernel):
 
     # -- inputs ---------------------------------------------------------------------------
     def _check_size(self, X: GraphSet, name: str) -> None:
-        s, t = X.edge_index
-        keep = s != t
-        s, t = s[keep], t[keep]
-        n = max(int(X.ptr[-1]), 1)
-        if not torch.equal(torch.sort(s * n + t).values, torch.sort(t * n + s).values):
+        if not is_undirected(X):
             raise ValueError(f"{name}: MultiscaleLaplacian compares undirected graphs (its "
                              f"S = Uᵀ(L + ηI)⁻¹U is a covariance only for a symmetric "
                              f"Laplacian), and some edge_index holds an edge in one "

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, check_memory, count_rows, segment_ranges
+from ._batch import GraphSet, check_memory, count_rows, is_undirected, segment_ranges
 from ..gram import KernelMatrix, _as_index
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, _int8_product, \
     _int8_product_works, initial_labels
@@ -420,12 +420,7 @@ class PyramidMatch(CountFeatureKernel):
         check_memory(n * n * 24, f"{name}: PyramidMatch on a graph of {n:,} nodes takes a dense "
                      f"eigendecomposition of its adjacency matrix (24 bytes per node pair), "
                      f"which", X.device)
-        s, t = X.edge_index
-        N = max(int(X.ptr[-1]), 1)
-        fwd, bwd = s * N + t, t * N + s
-        if fwd.numel() > 1 and not bool((fwd[1:] >= fwd[:-1]).all()):
-            fwd = torch.sort(fwd).values  # (GraphSet keeps its edges sorted: not sorted here)
-        if not torch.equal(fwd, torch.sort(bwd).values):
+        if not is_undirected(X):
             raise ValueError(f"{name}: PyramidMatch needs undirected graphs (every edge given "
                              f"in both directions); call torch_geometric.utils.to_undirected")
 
