@@ -14,6 +14,7 @@ from tests.graphs.test_grakel_part_b import DATA, to_grakel, well_conditioned
 from torchkern._threads import one_thread
 from torchkern.datasets import read_tu
 from torchkern.graphs import GraphSet, PyramidMatch
+from torchkern.graphs._labels import SparseFeatureKernelMatrix
 
 from grakel import kernels as gk  # noqa: E402  (test extra)
 
@@ -161,46 +162,33 @@ def test_pyramid_match_by_the_tridiagonal_route_equals_grakel_on_mutag(monkeypat
 
 
 @pytest.mark.parametrize("with_labels", [True, False])
-def test_sparse_features_by_weight_patterns_equal_grakel_on_mutag(monkeypatch, with_labels):
-    """Φ as sparse √w features (as for a set too large for int8 patterns): its dense
-    columns go through the int8 products of their 0/1 patterns, one per level weight
-    (``_LevelsMatrix``). K(X), K(X, Y), rows of both and the transpose against GraKeL
-    0.1.11 on MUTAG, and against the float64 product of the √w features."""
+def test_sparse_features_route_equals_grakel_on_mutag(monkeypatch, with_labels):
+    """Φ as sparse √w features (the route of a set too large for int8 patterns, and of
+    other devices): K(X), K(X, Y), rows of both and the transpose against GraKeL 0.1.11
+    on MUTAG, and against the float64 product of the √w features."""
     monkeypatch.setattr(pm, "_PATTERN_CELLS", 0)
-    monkeypatch.setattr(pm._LevelsMatrix, "_dense_ratio", 1e12)  # shared columns: dense
     mutag = read_tu(os.path.join(DATA, "MUTAG"))
     graphs = [mutag[i] for i in well_conditioned(mutag, 6, 4)][::2]
     kernel = PyramidMatch(with_labels=with_labels)
     KM = kernel(graphs)
-    assert isinstance(KM, pm._LevelsMatrix)
+    assert isinstance(KM, SparseFeatureKernelMatrix)
     K = KM.to_dense()
-    assert KM._levels is not None and len(KM._levels) == 3  # weights 3/8, 1/2, 3 (d w_0)
     ref = gk.PyramidMatch(with_labels=with_labels).fit_transform(to_grakel(graphs))
     np.testing.assert_allclose(K.numpy(), ref, rtol=0, atol=1e-10)
     r, c, v, p = kernel._entries(kernel.check_input(graphs, "X"))
     phi = torch.zeros(len(graphs), p, dtype=torch.float64).index_put_((r, c), v, accumulate=True)
     torch.testing.assert_close(K, phi @ phi.T, rtol=1e-15, atol=1e-12)
     idx = torch.tensor([5, 0, 41])
-    torch.testing.assert_close(KM.rows(idx), K[idx], rtol=0, atol=0)
+    # (float64 sums in another order than the whole product's: rounding only)
+    torch.testing.assert_close(KM.rows(idx), K[idx], rtol=0, atol=1e-12)
     KXY = kernel(graphs[:30], graphs[30:])
-    assert isinstance(KXY, pm._LevelsMatrix)
+    assert isinstance(KXY, SparseFeatureKernelMatrix)
     torch.testing.assert_close(KXY.to_dense(), K[:30, 30:], rtol=0, atol=1e-12)
     torch.testing.assert_close(KXY.T.rows(idx), K[30:][idx, :30], rtol=0, atol=1e-12)
     ref = gk.PyramidMatch(with_labels=with_labels, normalize=True).fit_transform(
         to_grakel(graphs))
     np.testing.assert_allclose(PyramidMatch(with_labels=with_labels, normalize=True)(
         graphs).to_dense().numpy(), ref, rtol=0, atol=1e-12)
-
-
-def test_weight_patterns_refuse_a_column_of_two_values():
-    """A column holding two different nonzero values has no single 0/1 pattern: None
-    (the float product is used)."""
-    dx = torch.tensor([[0.5, 1.0], [0.5, 0.0], [0.25, 1.0]], dtype=torch.float64)
-    assert pm._weight_patterns(dx, dx) is None
-    dx[2, 0] = 0.0
-    (w1, b1, _), (w2, b2, _) = pm._weight_patterns(dx, dx)
-    assert (w1, w2) == (0.25, 1.0)
-    assert b1.tolist() == [[1], [1], [0]] and b2.tolist() == [[1], [0], [1]]
 
 
 @pytest.mark.parametrize("with_labels, L", [(True, 4), (False, 4), (False, 14)])
@@ -228,7 +216,8 @@ def test_int8_patterns_equal_grakel_on_mutag(with_labels, L):
     idx = torch.tensor([5, 0, 21])
     torch.testing.assert_close(KM.rows(idx), K[idx], rtol=0, atol=0)
     torch.testing.assert_close(KM.diag(), K.diagonal(), rtol=0, atol=0)
-    V = torch.randn(len(graphs), 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    V = torch.randn(len(graphs), 3, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(KM @ V, K @ V, rtol=1e-12, atol=1e-10)
     KXY = kernel(graphs[:20], graphs[20:])
     assert isinstance(KXY, pm._PatternMatrix) and KXY.shape == (20, len(graphs) - 20)

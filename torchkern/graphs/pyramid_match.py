@@ -5,8 +5,8 @@ import numpy as np
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, check_memory, count_rows, is_undirected, segment_ranges
 from ..gram import KernelMatrix, _as_index
+from ._batch import GraphSet, check_memory, count_rows, is_undirected, segment_ranges
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo, _int8_product, \
     _int8_product_works, initial_labels
 
@@ -106,8 +106,8 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
     error only slows its convergence, and its vectors are accurate to working
     precision), the eigenvalues as their Rayleigh quotients (error of the order of ‖T‖
     times the vectors' squared, Parlett, *The Symmetric Eigenvalue Problem*, SIAM,
-    1998, §4.6), and Q applied to the vectors from the reflectors (``dormqr``). The reduction, 4/3 n³ flops, is most of the
-    cost: a full decomposition with eigenvectors takes about 9 n³ (Golub and Van Loan,
+    1998, §4.6), and Q applied to the vectors from the reflectors (``dormqr``). The
+    reduction, 4/3 n³ flops, is most of the cost: a full decomposition with eigenvectors takes about 9 n³ (Golub and Van Loan,
     *Matrix Computations*, 4th ed., Johns Hopkins, 2013, §8.3–8.4; Demmel, *Applied
     Numerical Linear Algebra*, SIAM, 1997, §5.3)."""
     from scipy.linalg import lapack
@@ -226,58 +226,6 @@ def _embed_one_by_one(G: GraphSet, graph_ids, d: int, out: torch.Tensor) -> list
         else:
             np.abs(wU[1], out=res[s0:s0 + n])
     return failed
-
-
-class _LevelsMatrix(SparseFeatureKernelMatrix):
-    """PyramidMatch's Φ Φᵀ: every column of Φ holds 0 or one value √w, w one of the few
-    level weights. The dense part (:class:`SparseFeatureKernelMatrix`) is then
-    Σ_w w B_w B_wᵀ with B_w the 0/1 pattern of w's dense columns: exact int8 products
-    (int32 sums, ``torch._int_mm``), one per weight, each added to the float64 result at
-    weight w — about a quarter of the time of the float64 product of the √w values at
-    1,000 graphs. Falls back to that product where the columns are not of that form."""
-
-    def _transpose(self):
-        return _LevelsMatrix(self.phi_y, self.phi_x)
-
-    def _parts(self):
-        if self._split is None:
-            (dx, lx), (dy, ly), diag = super()._parts()
-            self._levels = _weight_patterns(dx, dy)
-            if self._levels is not None:  # the dense part is the patterns'
-                dx, dy = dx[:, :0], (dx[:, :0] if dy is dx else dy[:, :0])
-                self._split = [(dx, lx), (dy, ly), diag]
-        return self._split
-
-    def _product_(self, dx, lx, dy, ly, diag, idx):
-        out = super()._product_(dx, lx, dy, ly, diag, idx)  # the sparse part, diagonal
-        for w, bx, by in self._levels or ():
-            out.add_(_int8_product(bx if idx is None else bx.index_select(0, idx), by),
-                     alpha=w)
-        return out
-
-
-def _weight_patterns(dx: torch.Tensor, dy: torch.Tensor):
-    """``[(w, B_x, B_y), …]``: for each value √w that the columns of the dense feature
-    blocks ``dx``, ``dy`` (float, same columns) hold, the int8 0/1 patterns of its
-    columns — or None where a column holds two different nonzero values, where the
-    values are many, or where int8 products do not run here."""
-    if dx.device.type != "cpu" or not dx.shape[1] or not _int8_product_works():
-        return None
-    v = dx.amax(0) if dy is dx else torch.maximum(dx.amax(0), dy.amax(0))
-    if not all(bool(((d == 0) | (d == v)).all()) for d in ((dx,) if dy is dx else (dx, dy))):
-        return None
-    values = torch.unique(v)
-    if values.numel() > 16:
-        return None
-    out = []
-    for u in values.tolist():
-        if u == 0:
-            continue
-        cols = (v == u).nonzero().reshape(-1)
-        bx = dx.index_select(1, cols).ne_(0).to(torch.int8)
-        by = bx if dy is dx else dy.index_select(1, cols).ne_(0).to(torch.int8)
-        out.append((u * u, bx, by))
-    return out
 
 
 # Φ as int8 patterns up to this many cells (graphs × columns): 256 MB; when less than
@@ -428,7 +376,8 @@ class PyramidMatch(CountFeatureKernel):
         """Φ on X ∪ Y (one dictionary of columns). On the CPU, where Φ is small
         (``_PATTERN_CELLS``) and at least an eighth full or Φ Φᵀ cheap
         (``_PATTERN_FLOPS``), as int8 0/1 patterns, one per level weight
-        (:class:`_PatternMatrix`); else as sparse √w features (:class:`_LevelsMatrix`).
+        (:class:`_PatternMatrix`); else as sparse √w features
+        (:class:`~torchkern.graphs._labels.SparseFeatureKernelMatrix`).
         ``unit_rows``: cosine normalization."""
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y])
@@ -464,10 +413,9 @@ class PyramidMatch(CountFeatureKernel):
                     0, rows, vals * vals)
                 vals = vals * sq.rsqrt().index_select(0, rows)
             inx = rows < nx
-            K = _LevelsMatrix(*[_coo(rows[m] - off, cols[m], vals[m], (k, p)) for m, off, k
-                                in ([(inx, 0, nx)] if Y is None else
-                                    [(inx, 0, nx), (~inx, nx, n - nx)])])
-            return K
+            return SparseFeatureKernelMatrix(*[
+                _coo(rows[m] - off, cols[m], vals[m], (k, p)) for m, off, k
+                in ([(inx, 0, nx)] if Y is None else [(inx, 0, nx), (~inx, nx, n - nx)])])
         unit = torch.where(sq > 0, sq.rsqrt(), 0.0)
         return K.scaled(unit[:nx], None if Y is None else unit[nx:])
 
