@@ -151,7 +151,8 @@ def test_public_alphas_with_repeated_reversed_pairs_and_a_loop():
 
 
 def test_svm_theta_graph_draws_small_and_large_graphs():
-    # draws="graph" on graphs of 12 to 90 nodes, written out with NumPy's RandomState([seed, n, crc32(edges)]).choice per subset and GraKeL's α
+    # draws="graph" on graphs of 12 to 90 nodes, written out with NumPy's
+    # RandomState([seed, n, crc32(edges)]).choice per subset and GraKeL's α
     graphs = [data(*er_pairs(50 + i, n)) for i, n in enumerate([12, 60, 40, 41, 90])]
     lo, hi, S, seed = 2, 6, 15, 5
     f = SVMTheta(n_samples=S, subsets_size_range=(lo, hi), random_state=seed).features(graphs)
