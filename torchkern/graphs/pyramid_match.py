@@ -107,9 +107,9 @@ def _largest_modulus_tridiagonal(a: np.ndarray, d: int):
     precision), the eigenvalues as their Rayleigh quotients (error of the order of ‖T‖
     times the vectors' squared, Parlett, *The Symmetric Eigenvalue Problem*, SIAM,
     1998, §4.6), and Q applied to the vectors from the reflectors (``dormqr``). The
-    reduction, 4/3 n³ flops, is most of the cost: a full decomposition with eigenvectors takes about 9 n³ (Golub and Van Loan,
-    *Matrix Computations*, 4th ed., Johns Hopkins, 2013, §8.3–8.4; Demmel, *Applied
-    Numerical Linear Algebra*, SIAM, 1997, §5.3)."""
+    reduction, 4/3 n³ flops, is most of the cost: a full decomposition with eigenvectors
+    takes about 9 n³ (Golub and Van Loan, *Matrix Computations*, 4th ed., Johns Hopkins,
+    2013, §8.3–8.4; Demmel, *Applied Numerical Linear Algebra*, SIAM, 1997, §5.3)."""
     from scipy.linalg import lapack
     n = a.shape[0]
     # a is symmetric: its transpose is the same matrix in Fortran order, not copied. The
