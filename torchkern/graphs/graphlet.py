@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .._validation import check_bool, as_generator, is_int
+from .._validation import as_generator, check_bool, is_int
 from ..gram import FeatureKernelMatrix
 from ._batch import GraphKernel, GraphSet, check_memory
 

@@ -6,7 +6,7 @@ import math
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphKernel, GraphSet, compact, count_rows, segment_ranges
+from ._batch import GraphKernel, GraphSet, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
 from .nspdk import multiset_ids
 from .shortest_path import hop_distances

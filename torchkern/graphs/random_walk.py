@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import torch
 
 from .._validation import check_bool, is_int, is_real
