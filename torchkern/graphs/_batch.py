@@ -430,7 +430,8 @@ class GraphSet(KernelInput):
       same width.
     - **edge_index** must be an integer tensor of shape (2, E) with entries in
       [0, num_nodes) (``check_edge_index``, shared with the node kernels); a float
-      one is an error, never rounded.
+      one is an error, never rounded. In a ``Batch`` every edge joins two nodes of one
+      graph: an edge between two of its graphs is refused (ValueError naming it).
     - **Edges** are read as given: an entry (s, t) of ``edge_index`` is the directed edge
       s → t (adjacency A[s, t] = 1). PyG stores an undirected graph with both directions,
       so such graphs are undirected here as well. A graph given with one direction per
@@ -549,6 +550,7 @@ class GraphSet(KernelInput):
                 ei = torch.zeros(2, 0, dtype=torch.long, device=counts.device)
             ei = check_edge_index(ei, int(counts.sum()), "the Batch")
             device = ei.device
+            _check_within_graphs(ei, counts.to(device), "the Batch")
         elif isinstance(graphs, Data):
             raise TypeError("a graph kernel compares a set of graphs: pass a list of Data, a "
                             "Batch or a GraphSet, not one Data (node kernels take one graph)")
@@ -1251,6 +1253,7 @@ class _BatchFields:
         if ei is None:
             ei = torch.zeros(2, 0, dtype=torch.long, device=self.device)
         ei = check_edge_index(ei, int(self.counts.sum()), "the Batch").to(self.device)
+        _check_within_graphs(ei, self.counts.to(self.device), "the Batch")
         return ei, self.store.get("edge_attr"), self.store.get("edge_attributes")
 
 
@@ -1549,6 +1552,26 @@ def _cat_attributes(parts, name, dtype, device=None):
 
 
 _INT_DTYPES = {torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8}
+
+
+def _check_within_graphs(ei: torch.Tensor, counts: torch.Tensor, where: str) -> None:
+    """Refuse an edge of the concatenated ``edge_index`` ``ei`` (global node ids, graph g
+    owning the next ``counts[g]`` nodes) whose ends lie in two different graphs: a set of
+    graphs has no such edge, and no graph could be said to own it. One gather of each
+    end's graph, O(N + E)."""
+    if not ei.shape[1] or counts.numel() < 2:
+        return
+    graph = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device),
+                                    counts, output_size=int(counts.sum()))
+    src, dst = graph.index_select(0, ei[0]), graph.index_select(0, ei[1])
+    across = src != dst
+    if bool(across.any()):
+        k = int(across.nonzero()[0, 0])
+        raise ValueError(
+            f"{where}: edge_index must join nodes of the same graph; edge {k} "
+            f"({int(ei[0, k])}, {int(ei[1, k])}) joins graph {int(src[k])} to graph "
+            f"{int(dst[k])} (a Batch's graphs are separate: an edge between two of them "
+            f"belongs to neither)")
 
 
 def _from_batches(items, node_attr="node_attributes") -> "GraphSet":
