@@ -204,3 +204,28 @@ def test_grid_search_on_a_graph_set_equals_the_precomputed_gram():
         K = WeisfeilerLehman(h)(graphs).to_dense().numpy()
         ref = GridSearchCV(tk.SVC(kernel="precomputed", C=1.0), {"C": [1.0]}, cv=cv).fit(K, y)
         assert score == ref.cv_results_["mean_test_score"][0]
+
+
+@pytest.mark.parametrize("kernel", [WeisfeilerLehman(n_iter=2), ShortestPath(),
+                                    VertexHistogram()], ids=lambda k: type(k).__name__)
+def test_kernels_reading_no_attributes_ignore_them_in_the_cross_gram(kernel):
+    """A kernel that reads no continuous attributes neither reads nor compares them: the
+    cross Gram of graphs whose node attributes differ in width equals the Gram of the
+    same graphs without attributes (built apart: no attribute field at all)."""
+    g = torch.Generator().manual_seed(3)
+    bare, attributed = [], []
+    for i, n in enumerate([3, 5, 4, 6]):
+        src = torch.randint(0, n, (2 * n,), generator=g)
+        dst = torch.randint(0, n, (2 * n,), generator=g)
+        ei = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+        x = torch.randint(0, 3, (n,), generator=g)
+        bare.append(Data(x=x, edge_index=ei, num_nodes=n))
+        attributed.append(Data(x=x, edge_index=ei, num_nodes=n,
+                               node_attributes=torch.rand(n, 2 + i % 2, generator=g)))
+    want = kernel(bare).to_dense()
+    np.testing.assert_array_equal(kernel(attributed[:2], attributed[2:]).to_dense(),
+                                  want[:2, 2:])
+    np.testing.assert_array_equal(kernel(attributed[1:], attributed[:2]).to_dense(),
+                                  want[1:, :2])
+    with pytest.raises(ValueError, match="node_attributes of different widths"):
+        GraphHopper()(attributed[:2], attributed[2:])  # one that reads them refuses them

@@ -895,15 +895,19 @@ class GraphSet(KernelInput):
             **self._edge_label_parts(edges))
 
     @classmethod
-    def concat(cls, parts) -> "GraphSet":
+    def concat(cls, parts, attributes: bool = True) -> "GraphSet":
+        """One set of the graphs of ``parts`` (GraphSets or anything GraphSet takes), in
+        order; label ids renumbered over all of them. ``attributes=False`` leaves the
+        continuous node and edge attributes out (None) without reading them: the union
+        of two sets for a kernel that reads none (their widths may then differ)."""
         with one_thread():
-            return cls._concat(parts)
+            return cls._concat(parts, attributes)
 
     @classmethod
-    def _concat(cls, parts) -> "GraphSet":
+    def _concat(cls, parts, attributes: bool = True) -> "GraphSet":
         parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in parts]
         device, dtype = parts[0].device, parts[0].dtype
-        parts = [p.to(device=device) for p in parts]
+        parts = [p if p.device == device else p.to(device=device) for p in parts]
         ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
         raw = [p._edge_rows for p in parts]
         has_e = [r is not None or p.edge_label is not None for p, r in zip(parts, raw)]
@@ -921,8 +925,10 @@ class GraphSet(KernelInput):
         ptr = torch.cat([parts[0].ptr[:1]] + [p.ptr[1:] + noff[i] for i, p in enumerate(parts)])
         eptr = torch.cat([parts[0].eptr[:1]] + [p.eptr[1:] + eoff[i] for i, p in enumerate(parts)])
         edge_index = torch.cat([p.edge_index + noff[i] for i, p in enumerate(parts)], 1)
-        na = _cat_attributes([p.node_attributes for p in parts], "node attributes", None)
-        eat = _cat_attributes([p.edge_attributes for p in parts], "edge attributes", None)
+        na = eat = None
+        if attributes:
+            na = _cat_attributes([p.node_attributes for p in parts], "node attributes", None)
+            eat = _cat_attributes([p.edge_attributes for p in parts], "edge attributes", None)
         return GraphSet._from_parts(ptr, edge_index, eptr, torch.cat(ids), values,
                                     None if eids is None else torch.cat(eids), evalues, dtype,
                                     na, eat, edge_rows=erows)
@@ -1742,6 +1748,12 @@ class GraphKernel(StructuredKernel):
     conversion; the others are read on first use."""
 
     _graph_fields = None
+
+    @property
+    def _reads_attributes(self) -> bool:
+        """Whether the kernel reads continuous attributes: not when its ``_graph_fields``
+        leave the node attributes out (no such kernel reads edge attributes either)."""
+        return self._graph_fields is None or "node_attributes" in self._graph_fields
 
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
         if not isinstance(X, GraphSet):
