@@ -14,7 +14,7 @@ import torch
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import NotFittedError
 
-from ._config import config
+from ._config import _check_backend, config
 from ._sharding import SHARDED_FITS
 from .gram import DenseKernelMatrix, KernelMatrix
 from .inputs import check_input
@@ -273,6 +273,9 @@ def _wrap_fit(fit, learnable=False):
             from .learning.estimator import fit_with_learned_kernel
             y = args[0] if args else kwargs.get("y")
             return fit_with_learned_kernel(wrapper, self, X, y, learn_kernel, args, kwargs)
+        if self.__dict__.get("backend") is not None:
+            # checked before the fit, which may override it (a Cholesky solve: "dense")
+            _check_backend(self.backend)
         depth = self.__dict__.get("_call_depth", 0)
         self.__dict__["_call_depth"] = depth + 1
         try:

@@ -65,6 +65,22 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
     return T
 
 
+def check_symmetric(K: torch.Tensor, name: str = "X") -> None:
+    """Raise a ValueError naming ``name`` unless the square tensor ``K`` is symmetric up to
+    rounding: max |K − Kᵀ| ≤ √ε · max |K| with ε the machine epsilon of K's dtype (a Gram
+    matrix computed in blocks or in float32 is symmetric only to rounding). Estimators
+    given a precomputed Gram matrix read one triangle or the other, so an asymmetric one
+    would give results that depend on which, silently."""
+    if K.numel() == 0:
+        return
+    scale = float(K.abs().max())
+    gap = float((K - K.T).abs().max())
+    if gap > torch.finfo(K.dtype).eps ** 0.5 * scale:
+        raise ValueError(f"{name} must be a symmetric Gram matrix (kernel='precomputed'): "
+                         f"max |{name} - {name}.T| = {gap:.3g} against max |{name}| = "
+                         f"{scale:.3g}; symmetrize it, e.g. ({name} + {name}.T) / 2")
+
+
 def check_not_meta(X, name: str = "X") -> None:
     """Raise a ValueError naming ``name`` when ``X`` is a tensor on the meta device (a shape
     and dtype without data: nothing can be computed from it)."""
@@ -107,6 +123,8 @@ def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=No
                 raise ValueError(f"Unknown label type: {name} must hold numbers, got "
                                  f"dtype {A.dtype}") from None
         T = torch.as_tensor(_writable(A))
+    if T.is_complex():
+        raise ValueError(f"{name} must be real: Complex data not supported, got dtype {T.dtype}")
     if dtype is not None or device is not None:
         T = T.to(dtype=dtype or T.dtype, device=device or T.device)
     if T.dim() not in (1, 2):
@@ -118,9 +136,29 @@ def as_vector(y, name: str = "y", *, n: int | None = None, dtype=None, device=No
     return T
 
 
+def real_tensor(value, name: str) -> torch.Tensor:
+    """``value`` (a real number, or an array or tensor of them) as a float64 tensor, else a
+    TypeError naming the argument: ``None``, strings, bools (``True`` would be read as 1)
+    and complex numbers are refused, where ``torch.as_tensor`` would fail without saying
+    which argument was wrong or convert them silently."""
+    check_not_meta(value, name)
+    if (isinstance(value, (bool, np.bool_, complex, np.complexfloating, str, bytes))
+            or value is None
+            or (isinstance(value, torch.Tensor) and (value.dtype == torch.bool
+                                                     or value.is_complex()))
+            or (isinstance(value, np.ndarray) and value.dtype.kind in "bcUSO")):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    try:
+        t = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    return t
+
+
 def check_positive(value, name: str, *, allow_zero: bool = False) -> None:
-    """Raise ValueError unless every entry of ``value`` is > 0 (or >= 0)."""
-    t = torch.as_tensor(value, dtype=torch.float64)
+    """Raise ValueError unless every entry of ``value`` is > 0 (or >= 0); TypeError (from
+    :func:`real_tensor`) unless it is a real number or an array of them."""
+    t = real_tensor(value, name)
     ok = (t >= 0) if allow_zero else (t > 0)
     if not bool(torch.isfinite(t).all()) or not bool(ok.all()):
         bound = ">= 0" if allow_zero else "> 0"

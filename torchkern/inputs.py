@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._validation import as_tensor
+from ._validation import as_tensor, check_symmetric
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
            "n_samples", "n_features", "take", "concat", "as_index"]
@@ -171,6 +171,8 @@ def check_precomputed(X, n_fit: int | None = None, name: str = "X", square: bool
     if square and X.shape[0] != X.shape[1]:
         raise ValueError(f"with kernel='precomputed', {name} must be the square (n, n) Gram "
                          f"matrix of the training data, got shape {tuple(X.shape)}")
+    if square and isinstance(X, torch.Tensor):
+        check_symmetric(X, name)
     if n_fit is not None and X.shape[1] != n_fit:
         raise ValueError(f"with kernel='precomputed', {name} must have one column per "
                          f"training sample ({n_fit}), got shape {tuple(X.shape)}")

@@ -7,7 +7,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from typing import NamedTuple
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, resolve_kernel
-from .._validation import as_generator, is_int
+from .._validation import as_generator, is_int, real_tensor
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
@@ -178,7 +178,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         if self.center_selection not in _SELECTIONS:
             raise ValueError(f"center_selection must be one of {_SELECTIONS}, "
                              f"got {self.center_selection!r}")
-        if self.rcond is not None and not (0 <= float(self.rcond) < 1):
+        if self.rcond is not None and not (0 <= float(real_tensor(self.rcond, "rcond")) < 1):
             raise ValueError(f"rcond must be in [0, 1), got {self.rcond!r}")
 
     def fit(self, X, y=None) -> "Nystroem":

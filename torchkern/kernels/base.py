@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, check_not_meta, is_int
+from .._validation import as_tensor, check_not_meta, is_int, real_tensor
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, combine_formulas, lazy_sum)
@@ -198,7 +198,11 @@ class Kernel(PicklesByValue, nn.Module):
         if not self.vector_input or type(self).formula is not Kernel.formula:
             raise TypeError(f"{type(self).__name__} does not take active_dims: it is not a "
                             f"kernel on vectors with a formula of its own")
-        dims = torch.as_tensor(active_dims)
+        try:
+            dims = torch.as_tensor(active_dims)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"active_dims must be a non-empty list of distinct non-negative "
+                             f"column indices, got {active_dims!r}") from None
         if dims.dim() == 0:
             dims = dims.reshape(1)
         if (dims.dim() != 1 or dims.numel() == 0 or dims.is_floating_point()
@@ -217,8 +221,7 @@ class Kernel(PicklesByValue, nn.Module):
         A value of exactly zero (where ``allow_zero``) or ``learnable=False`` is stored as
         a fixed buffer instead of a parameter.
         """
-        check_not_meta(value, f"{type(self).__name__}: {name}")
-        t = torch.as_tensor(value, dtype=torch.float64).detach().clone()
+        t = real_tensor(value, f"{type(self).__name__}: {name}").detach().clone()
         bad = (t < 0) if allow_zero else (t <= 0)
         if not bool(torch.isfinite(t).all()) or bool(bad.any()):
             bound = ">= 0" if allow_zero else "> 0"
@@ -245,11 +248,15 @@ class Kernel(PicklesByValue, nn.Module):
     def __setattr__(self, name, value):
         hypers = self.__dict__.get("_hypers")
         if hypers is not None and name in hypers and not isinstance(value, nn.Parameter):
-            check_not_meta(value, f"{type(self).__name__}: {name}")
-            t = torch.as_tensor(value, dtype=torch.float64)
+            t = real_tensor(value, f"{type(self).__name__}: {name}")
             if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
                 raise ValueError(f"{type(self).__name__}: {name} must be finite and > 0, "
                                  f"got {value!r}")
+            have = super().__getattr__(("raw_" if hypers[name] == "softplus" else "fixed_")
+                                       + name)
+            if t.numel() not in (1, have.numel()):
+                raise ValueError(f"{type(self).__name__}: {name} must be a float or have "
+                                 f"{have.numel()} entries, got {t.numel()}")
             with torch.no_grad():
                 if hypers[name] == "softplus":
                     raw = super().__getattr__("raw_" + name)
@@ -586,6 +593,8 @@ class _CompositeKernel(Kernel):
 
     def __init__(self, *kernels: Kernel):
         super().__init__()
+        if not kernels:
+            raise ValueError(f"{type(self).__name__} needs at least one kernel in kernels, got none")
         flat = []
         for k in kernels:
             if not isinstance(k, Kernel):
@@ -751,7 +760,7 @@ class _Lengthscale:
     """Mixin: a ``lengthscale`` hyperparameter, scalar or one per dimension (ARD)."""
 
     def _init_lengthscale(self, lengthscale, ard_dims):
-        ls = torch.as_tensor(lengthscale, dtype=torch.float64)
+        ls = real_tensor(lengthscale, "lengthscale")
         if ls.dim() > 1:
             raise ValueError(f"lengthscale must be a float or a 1-D tensor, got shape {tuple(ls.shape)}")
         if ls.dim() == 1 and ls.numel() > 1:

@@ -94,7 +94,7 @@ class ArcCosine(Kernel):
 
     def __init__(self, order: int = 1):
         super().__init__()
-        if order not in (0, 1, 2):
+        if not is_int(order) or order not in (0, 1, 2):
             raise ValueError(f"order must be 0, 1 or 2, got {order!r}")
         self.order = order
 

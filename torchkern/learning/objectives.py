@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .._sharding import in_sharded_fit
-from .._validation import as_generator, as_vector
+from .._validation import (as_generator, as_vector, check_bool, check_positive,
+                           real_tensor)
 from ..gram import KernelMatrix
+from ..inputs import check_fitted_input
 from ..kernels.base import _in_dtype
 from ..linalg import PivotedCholesky, cg
 from ..linalg._common import _rademacher
@@ -54,14 +57,17 @@ def _sharded(kernel, X, what, supported=True):
                          f"vectors='sharded'")
 
 
-def _inputs(kernel, X, y=None, y_name="y", what="the objective", sharded=True):
+_NO_TARGET = object()  # the objective takes no y (kernel_alignment reads its own)
+
+
+def _inputs(kernel, X, y=_NO_TARGET, y_name="y", what="the objective", sharded=True):
     """(kernel, X as the kernel takes it, y as an (n, r) tensor of X's dtype, was y 1-D).
     Row-sharded X: each rank's own rows of y are gathered (or a whole y with ``rows=``
     taken as it is); ``what`` names the objective in the refusal of :func:`_sharded`."""
     kernel = check_kernel(kernel)
     X = kernel.check_input(X, "X")
     _sharded(kernel, X, what, sharded)
-    if y is None:
+    if y is _NO_TARGET:
         return kernel, X, None, False
     n = X.shape[0]
     Y = as_vector(_whole(X, y, y_name), y_name, n=n).to(dtype=X.dtype, device=X.device)
@@ -81,7 +87,8 @@ def _whole(X, y, name):
 
 def _positive(value, name, like):
     """A positive scalar as a 0-d tensor of ``like``'s dtype (gradients kept)."""
-    t = value if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=_F64)
+    t = value if isinstance(value, torch.Tensor) and value.is_floating_point() else \
+        real_tensor(value, name)
     if t.numel() != 1:
         raise ValueError(f"{name} must be a scalar, got shape {tuple(t.shape)}")
     if not bool(torch.isfinite(t.detach()).all()) or float(t.detach()) <= 0:
@@ -277,9 +284,10 @@ def _targets(y, n, dtype, device):
     if isinstance(y, torch.Tensor) and y.dim() == 2:
         return y.to(dtype=dtype, device=device)
     arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y
+    if y is None or np.asarray(arr).dtype.kind in "fc":
+        as_vector(y, "y", n=n)  # a clear error for None, NaN, infinity, complex, length
     kind = type_of_target(arr)
     if kind in ("binary", "multiclass"):
-        import numpy as np
         _, codes = np.unique(np.asarray(arr).reshape(-1), return_inverse=True)
         codes = torch.as_tensor(codes, device=device)
         return torch.nn.functional.one_hot(codes).to(dtype)
@@ -317,7 +325,7 @@ def kernel_alignment(kernel, X, y, centered=True, *, backend=None):
     if Y.shape[0] != n:
         raise ValueError(f"y has {Y.shape[0]} samples but X has {n}")
     K = kernel(X, backend=backend)
-    if centered:
+    if check_bool(centered, "centered"):
         Y = Y - Y.mean(0)
         k_norm2 = hsic_biased(K, K).to(_F64) * n ** 2
     else:
@@ -444,7 +452,7 @@ def kernel_ridge_predict(kernel, X, y, X_test, alpha, *, solver="auto", tol=1e-8
         In X's dtype. Cost: O(n³) (Cholesky) or O(n² r) per CG step, plus O(t n r).
     """
     kernel, X, Y, vector = _inputs(kernel, X, y, what="kernel_ridge_predict")
-    X_test = kernel.check_input(X_test, "X_test")
+    X_test = check_fitted_input(kernel, X_test, X, "X_test", allow_1d=True)
     lam = _positive(alpha, "alpha", Y)
     methods = {"auto": "auto", "cholesky": "exact", "cg": "cg"}
     if solver not in methods:
@@ -492,6 +500,7 @@ def mmd_test_power(kernel, X, Y, *, reg=1e-8, backend=None):
     if Y.shape[0] != n or n < 2:
         raise ValueError(f"mmd_test_power needs as many samples in Y as in X (>= 2), got "
                          f"{n} and {Y.shape[0]}")
+    check_positive(reg, "reg", allow_zero=True)
     Kxx, Kyy, Kxy = kernel(X, backend=backend), kernel(Y, backend=backend), \
         kernel(X, Y, backend=backend)
     mmd2 = mmd2_unbiased(Kxx, Kyy, Kxy).as_subclass(torch.Tensor).to(_F64)
@@ -543,7 +552,8 @@ def sgpr_bound(kernel, X, y, centers, noise, *, jitter=1e-6):
 def _nystrom_factors(kernel, X, centers, s2, jitter):
     """(A = L⁻¹K_mn/σ, L_B) with K_mm + jitter·I = LLᵀ and I + AAᵀ = L_B L_Bᵀ (float64):
     Q = K_nm K_mm⁻¹ K_mn = σ²AᵀA, in O(n m²) time and O(n m) memory."""
-    Z = kernel.check_input(centers, "centers")
+    Z = check_fitted_input(kernel, centers, X, "centers", allow_1d=True)
+    check_positive(jitter, "jitter", allow_zero=True)
     m = Z.shape[0]
     eye = torch.eye(m, dtype=_F64, device=Z.device)
     Kmm = kernel(Z, backend="dense").to_dense().to(_F64)

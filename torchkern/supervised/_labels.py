@@ -38,6 +38,9 @@ def encode_labels(y, n: int, name: str = "y"):
         raise ValueError(f"{name} must be a 1-D array of labels, got shape {y_np.shape}")
     if y_np.shape[0] != n:
         raise ValueError(f"{name} has {y_np.shape[0]} labels but X has {n} samples")
+    if y_np.dtype.kind == "c":
+        raise ValueError(f"{name} must hold real or string class labels: Complex data not "
+                         f"supported, got dtype {y_np.dtype}")
     if y_np.dtype.kind == "f" and not bool(np.isfinite(y_np).all()):
         raise ValueError(f"{name} contains NaN or infinity")
     kind = type_of_target(y_np, input_name=name)

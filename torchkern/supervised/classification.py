@@ -9,7 +9,7 @@ from sklearn.base import ClassifierMixin
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._progress import ResidualBar
-from .._validation import check_positive, check_sample_weight, is_int
+from .._validation import check_bool, check_positive, check_sample_weight, is_int
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -175,7 +175,9 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
                 K, points, to_centers = self._nystrom(X)
                 L = K.phi_x.to(_F64)
             A, b, n_iter = _newton(K, torch.as_tensor(codes, device=K.device), classes.size,
-                                   float(self.C), self.fit_intercept, float(self.tol),
+                                   float(self.C),
+                                   check_bool(self.fit_intercept, "fit_intercept"),
+                                   float(self.tol),
                                    self.max_iter, self.verbose, factor=L,
                                    weights=None if w is None else w.to(K.device))
             if to_centers is not None:  # α on the n points → coefficients on the m centers

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, resolve_kernel
-from .._validation import as_generator as _generator, as_vector, is_int, is_real
+from .._validation import (as_generator as _generator, as_vector, check_bool, check_positive,
+                           is_int, is_real)
 from ..inputs import check_fitted_input, check_input
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg
@@ -203,17 +204,12 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         method = self.method
         if method == "auto":
             method = "cholesky" if n <= _AUTO_CHOLESKY_MAX_N else "cg"
-        noise = self.noise
-        try:
-            ok = math.isfinite(float(noise)) and float(noise) >= 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise ValueError(f"noise must be a finite float >= 0, got {noise!r}")
-        if method == "cg" and float(noise) == 0:
+        check_positive(self.noise, "noise", allow_zero=True)
+        if method == "cg" and float(self.noise) == 0:
             raise ValueError("noise must be > 0 with method='cg'")
-        if not (is_real(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be a positive float, got {self.tol!r}")
+        if not (is_real(self.tol) and 0 < self.tol < math.inf):
+            raise ValueError(f"tol must be a finite positive float, got {self.tol!r}")
+        check_bool(self.normalize_y, "normalize_y")
         if self.noise_prior is not None and not callable(getattr(self.noise_prior, "log_prob",
                                                                   None)):
             raise TypeError(f"noise_prior must be a torch.distributions.Distribution (or have "

@@ -1,6 +1,7 @@
 r"""Kernel ridge regression: exact (Cholesky, preconditioned CG) and Nyström (Falkon)."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -10,7 +11,7 @@ from .._config import config
 from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
 from .._validation import (as_generator as _generator, as_vector, check_sample_weight, is_int,
-                           is_real)
+                           is_real, real_tensor)
 from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, FormulaKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -49,7 +50,7 @@ def _cg_centers(n: int) -> int:
 
 def _check_alpha(alpha, r: int, strict: bool, solver: str) -> torch.Tensor:
     """α as a float64 tensor of shape (r,) (one per target), validated."""
-    a = torch.as_tensor(alpha, dtype=_F64).reshape(-1)
+    a = real_tensor(alpha, "alpha").reshape(-1)
     if a.numel() == 1:
         a = a.expand(r).clone()
     if a.numel() != r:
@@ -404,8 +405,8 @@ class KernelRidge(RegressorMixin, Estimator):
         return self
 
     def _check_params(self, solver):
-        if self.tol is not None and not (is_real(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be None or a positive float, got {self.tol!r}")
+        if self.tol is not None and not (is_real(self.tol) and 0 < self.tol < math.inf):
+            raise ValueError(f"tol must be None or a finite positive float, got {self.tol!r}")
         if self.preconditioner not in _PRECONDITIONERS:
             raise ValueError(f"preconditioner must be one of {_PRECONDITIONERS}, "
                              f"got {self.preconditioner!r}")

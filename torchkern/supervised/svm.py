@@ -12,7 +12,8 @@ from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import as_vector, check_positive, check_sample_weight, is_int
+from .._validation import (as_vector, check_bool, check_positive, check_sample_weight,
+                           is_int)
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..linalg import ConvergenceWarning
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -315,7 +316,7 @@ class SVC(ClassifierMixin, _BaseSVM):
                     iters.append(sol.n_iter)
                     inners.add(getattr(sol, "inner", "libsvm"))
                     pair += 1
-            if self.probability:
+            if check_bool(self.probability, "probability"):
                 self.probA_, self.probB_ = self._fit_platt(K, codes_t, keep, sw, weights,
                                                            classes, solve)
             else:

@@ -7,6 +7,7 @@ from sklearn.base import TransformerMixin
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._progress import progress_bar
+from .._validation import check_positive
 from ._common import check_int, generator
 
 __all__ = ["KernelCCA"]
@@ -177,6 +178,7 @@ class KernelCCA(TransformerMixin, Estimator):
         if Y.shape[0] != n:
             raise ValueError(f"X and Y must have the same number of samples, got {n} and "
                              f"{Y.shape[0]}")
+        check_positive(self.reg, "reg", allow_zero=True)
         tau = float(self.reg)
         if not 0 <= tau <= 1:
             raise ValueError(f"reg must be in [0, 1], got {self.reg!r}")

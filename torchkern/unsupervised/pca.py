@@ -12,7 +12,7 @@ from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed,
 from .._progress import progress_bar
 from .._threads import one_thread
 from ..approx.nystroem import nystrom_basis, uniform_centers
-from .._validation import check_positive, is_int
+from .._validation import check_bool, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
@@ -232,6 +232,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
 
     # ---------------------------------------------------------------------------------
     def _check_params(self, n):
+        check_bool(self.fit_inverse_transform, "fit_inverse_transform")
         if self.eigen_solver not in _SOLVERS:
             raise ValueError(f"eigen_solver must be one of {_SOLVERS}, got {self.eigen_solver!r}")
         k = self.n_components

@@ -11,6 +11,7 @@ from ..inputs import check_input, check_precomputed, n_features
 from ..gram import FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import ConvergenceWarning, eigsh
 from ..linalg.eig import block_krylov_eigsh
+from .._validation import check_bool
 from ._common import check_int
 from .kmeans import _kernel_kmeans
 
@@ -118,6 +119,7 @@ class SpectralClustering(ClusterMixin, Estimator):
         n = K.shape[0]
         k = check_int(self.n_clusters, "n_clusters", 1, n)
         check_int(self.n_init, "n_init")
+        check_bool(self.normalized, "normalized")
         with torch.no_grad():
             A = _spectral_operator(K, self.normalized)
             evals, U = self._embedding(A, k)
