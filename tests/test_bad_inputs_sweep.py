@@ -195,3 +195,78 @@ def test_precomputed_gram_must_be_symmetric(make, y):
     K32 = _gram().float()
     K32[0, 1] += 1e-7
     make().fit(K32) if y is None else make().fit(K32, y)
+
+
+# -- NaN inside a Gram matrix or operator given directly: NaN came out --------------------
+def _with_nan(K):
+    K = K.clone()
+    K[1, 2] = float("nan")
+    return K
+
+
+@pytest.mark.parametrize("call,arg", [
+    (lambda K: tk.stats.mmd2_unbiased(_with_nan(K), K, K), "Kxx"),
+    (lambda K: tk.stats.mmd2_biased(K, K, _with_nan(K)), "Kxy"),
+    (lambda K: tk.stats.hsic_biased(K, _with_nan(K)), "L"),
+    (lambda K: tk.linalg.trace(_with_nan(K)), "A"),
+    (lambda K: tk.linalg.eigsh(_with_nan(K), 2), "A"),
+    (lambda K: tk.linalg.PivotedCholesky(_with_nan(K), 3, 1e-3), "K"),
+])
+def test_nan_in_a_given_matrix(call, arg):
+    with pytest.raises(ValueError, match=rf"^{arg} contains NaN"):
+        call(_gram())
+
+
+def test_mean_embedding_weights_must_be_finite():
+    w = torch.full((10,), 0.1, dtype=torch.float64)
+    w[3] = float("nan")
+    with pytest.raises(ValueError, match="weights contains NaN"):
+        tk.stats.KernelMeanEmbedding(X, w, tk.RBF())
+
+
+def test_trace_num_probes_checked_where_the_diagonal_is_exact():
+    with pytest.raises(ValueError, match="num_probes"):
+        tk.linalg.trace(_gram(), num_probes=0)
+
+
+# -- neural tangent kernels ---------------------------------------------------------------
+_NET = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                           torch.nn.Linear(4, 1)).double()
+
+
+@pytest.mark.parametrize("width", [0, -1, True, 2.5, "a"], ids=repr)
+def test_ntk_width(width):
+    # width was stored (and shown in the repr) but never checked under the NTK
+    # parameterization
+    with pytest.raises(ValueError, match="width must be None or a positive int"):
+        tk.ntk.NTK(2, width=width)
+
+
+@pytest.mark.parametrize("kw,arg", [
+    ({"weight_std": -1.0}, "weight_std"), ({"weight_std": float("nan")}, "weight_std"),
+    ({"weight_std": True}, "weight_std"), ({"bias_std": "a"}, "bias_std"),
+])
+def test_parameterize_stds(kw, arg):
+    with pytest.raises((TypeError, ValueError), match=arg):
+        tk.ntk.parameterize(torch.nn.Linear(3, 2), **kw)
+
+
+@pytest.mark.parametrize("kw,arg", [
+    ({"reg": True}, "reg"), ({"reg": "a"}, "reg"), ({"learning_rate": True, "t": 1.0},
+                                                    "learning_rate"),
+    ({"t": True}, "t"), ({"compute_cov": "no"}, "compute_cov"),
+])
+def test_infinite_width_predict_arguments(kw, arg):
+    with pytest.raises((TypeError, ValueError), match=rf"^{arg} must"):
+        tk.ntk.infinite_width_predict(tk.ntk.NTK(1), X, Y_REG, X, **kw)
+
+
+def test_infinite_width_predict_test_points_of_the_wrong_width():
+    with pytest.raises(ValueError, match="X_test has 2 features"):
+        tk.ntk.infinite_width_predict(tk.ntk.NTK(1), X, Y_REG, X[:, :2])
+
+
+def test_infinite_width_kernel_refuses_complex_inputs():
+    # the imaginary part was dropped with only torch's cast warning
+    with pytest.raises(ValueError, match="X must be real"):
+        tk.ntk.infinite_width(_NET)(X.to(torch.complex128))

@@ -47,6 +47,8 @@ def _check_operator(A, name="A"):
         raise ValueError(f"{name} is empty (shape {shape})")
     if getattr(A, "dtype", None) not in (torch.float32, torch.float64):
         raise TypeError(f"{name} must have dtype float32 or float64, got {getattr(A, 'dtype', None)}")
+    if isinstance(A, torch.Tensor) and not bool(torch.isfinite(A.detach()).all()):
+        raise ValueError(f"{name} contains NaN or inf")  # a dense A: one pass, as one product
     return shape[0]
 
 def _check_rhs(B, n, A, name="B"):

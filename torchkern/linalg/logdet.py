@@ -264,11 +264,11 @@ def trace(A, *, num_probes=30, random_state=None):
     Laplacian smoothing splines", Comm. Stat. Simul. Comput. 18 (1989).
     """
     n = _check_operator(A, "A")
+    _check_count(num_probes, "num_probes")  # checked even where the diagonal is exact
     if isinstance(A, torch.Tensor):
         return A.diagonal().sum()
     if callable(getattr(A, "diag", None)):
         return _reduce(A, A.diag().sum())
-    _check_count(num_probes, "num_probes")
     Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device),
                             _generator(random_state)))
     return _reduce(A, (Z * (A @ Z)).sum()) / num_probes

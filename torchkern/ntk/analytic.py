@@ -67,8 +67,10 @@ class _InfiniteMLP(Kernel):
         if parameterization not in _PARAMETERIZATIONS:
             raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, "
                              f"got {parameterization!r}")
+        if width is not None and (not is_int(width) or width < 1):
+            raise ValueError(f"width must be None or a positive int, got {width!r}")
         if parameterization == "standard" and self._ntk and depth > 0:
-            if not is_int(width) or width < 1:
+            if width is None:
                 raise ValueError(f"the standard-parameterization NTK grows with the hidden "
                                  f"width: pass width= (a positive int), got {width!r}")
         self.depth, self.activation = depth, activation

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, is_int
+from .._validation import as_tensor, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
 from ..kernels._ops import safe_sqrt
@@ -653,6 +653,9 @@ class InfiniteWidthKernel(Kernel):
         if X.dim() < 2 or X.shape[0] == 0:
             raise ValueError(f"{name} must have shape (n_samples, ...) with n_samples >= 1, "
                              f"got shape {tuple(X.shape)}")
+        if X.is_complex():
+            raise ValueError(f"{name} must be real: Complex data not supported, got dtype "
+                             f"{X.dtype}")
         if not X.is_floating_point():
             X = X.to(torch.get_default_dtype())
         if not bool(torch.isfinite(X).all()):
@@ -929,6 +932,8 @@ def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.
         g = random_state
     else:
         g = torch.Generator().manual_seed(0 if random_state is None else int(random_state))
+    check_positive(weight_std, "weight_std")
+    check_positive(bias_std, "bias_std", allow_zero=True)
     w_std, b_std = float(weight_std), float(bias_std)
     for layer in module.modules():
         if not isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d)):

@@ -6,9 +6,9 @@ import warnings
 
 import torch
 
-from .._validation import as_vector
+from .._validation import as_vector, check_bool, check_positive, real_tensor
 from ..gram import DenseKernelMatrix
-from ..inputs import check_input
+from ..inputs import check_fitted_input, check_input
 from ..kernels.base import Kernel
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg
 
@@ -161,6 +161,9 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a torchkern Kernel, got {type(kernel).__name__}")
+    check_positive(reg, "reg", allow_zero=True)
+    check_positive(learning_rate, "learning_rate")
+    check_bool(compute_cov, "compute_cov")
     reg, learning_rate = float(reg), float(learning_rate)
     if not (math.isfinite(reg) and reg >= 0):
         raise ValueError(f"reg must be a finite float >= 0, got {reg!r}")
@@ -168,13 +171,13 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         raise ValueError(f"learning_rate must be a finite float > 0, got {learning_rate!r}")
     times = None
     if t is not None:
-        times = torch.as_tensor(t, dtype=_F64).reshape(-1)
+        times = real_tensor(t, "t").reshape(-1)
         if times.numel() == 0 or not bool(torch.isfinite(times).all()) or bool((times < 0).any()):
             raise ValueError(f"t must be None or finite times >= 0, got {t!r}")
     if nngp is not None and not isinstance(nngp, Kernel):
         raise TypeError(f"nngp must be a torchkern Kernel or None, got {type(nngp).__name__}")
     X = check_input(kernel, X_train, "X_train")
-    Xt = X if X_test is None else check_input(kernel, X_test, "X_test")
+    Xt = X if X_test is None else check_fitted_input(kernel, X_test, X, "X_test")
     n = X.shape[0]
     Y = as_vector(y_train, "y_train", n=n).detach().to(dtype=_F64, device=X.device)
     vec = Y.dim() == 1

@@ -44,6 +44,8 @@ def as_gram(K, name: str, square: bool = False) -> KernelMatrix:
             raise ValueError(f"{name} must be a 2-D Gram matrix, got shape {tuple(K.shape)}")
         if not K.is_floating_point():
             raise TypeError(f"{name} must be a floating-point Gram matrix, got {K.dtype}")
+        if not bool(torch.isfinite(K.detach()).all()):
+            raise ValueError(f"{name} contains NaN or infinity")
         out = DenseKernelMatrix(K)
     else:
         raise TypeError(f"{name} must be a KernelMatrix or a torch.Tensor, got {type(K).__name__}")

@@ -52,6 +52,8 @@ class KernelMeanEmbedding:
         if self.weights.shape != (self.points.shape[0],):
             raise ValueError(f"weights must have shape ({self.points.shape[0]},), "
                              f"got {tuple(self.weights.shape)}")
+        if not bool(torch.isfinite(self.weights.detach()).all()):
+            raise ValueError("weights contains NaN or infinity")
         self.kernel = check_kernel(kernel)
         self.backend = backend
 
