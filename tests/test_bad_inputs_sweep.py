@@ -270,3 +270,29 @@ def test_infinite_width_kernel_refuses_complex_inputs():
     # the imaginary part was dropped with only torch's cast warning
     with pytest.raises(ValueError, match="X must be real"):
         tk.ntk.infinite_width(_NET)(X.to(torch.complex128))
+
+
+# -- estimators' inputs -------------------------------------------------------------------
+@pytest.mark.parametrize("make", [supervised.SimpleMKL, supervised.EasyMKL, supervised.AverageMKL,
+                                  supervised.FHeuristic, supervised.CKA])
+def test_mkl_estimators_refuse_1d_data(make):
+    # were read as n samples of one feature; every other estimator refuses a 1-D X
+    with pytest.raises(ValueError, match="X must be a 2-D array"):
+        make([tk.RBF(), tk.Linear()]).fit(X[:, 0], Y_CLS)
+
+
+def test_spectral_clustering_on_float16_data():
+    # the eigensolver raised "A must have dtype float32 or float64"; now the float32 result
+    half = X.to(torch.float16)
+    got = unsupervised.SpectralClustering(n_clusters=2, random_state=0).fit(half).labels_
+    want = unsupervised.SpectralClustering(n_clusters=2, random_state=0).fit(
+        half.to(torch.float32)).labels_
+    assert torch.equal(got, want)
+
+
+def test_kernel_kmeans_says_when_it_did_not_converge():
+    from torchkern.linalg import ConvergenceWarning
+    Z = torch.randn(60, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=1"):
+        unsupervised.KernelKMeans(n_clusters=4, max_iter=1, n_init=1, tol=0.0,
+                                  random_state=0).fit(Z)

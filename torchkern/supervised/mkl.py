@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from .._estimator import check_fitted
 from .._validation import as_generator, is_int
-from ..inputs import take
+from ..inputs import check_input, take
 from ..kernels.base import Kernel, _fmt
 from ..linalg import ConvergenceWarning
 from ..learning.mkl import (MultipleKernel, alignf_weights, cka_weights, easymkl_weights,
@@ -60,7 +60,8 @@ def _checked_inputs(est, X):
         raise ValueError(f"max_samples must be None or an int >= 2, got {ms!r}")
     _refuse_sharded(est, X)
     kernels = _kernel_list(est.kernels)
-    return kernels, kernels[0].check_input(X, "X")
+    # an estimator's input: a 1-D X is scikit-learn's "Reshape your data" error
+    return kernels, check_input(kernels[0], X, "X")
 
 
 def _refuse_sharded(est, X):

@@ -11,6 +11,7 @@ from sklearn.base import ClusterMixin
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import check_positive, check_sample_weight
+from ..linalg import ConvergenceWarning
 from ._common import check_int, generator
 
 __all__ = ["KernelKMeans"]
@@ -113,8 +114,8 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
     """Lloyd iterations from ``labels``. Stops when the labels no longer change or the
     inertia decreased by at most ``tol`` (relative). Returns the final labels, the
     inertia with respect to the cluster means that produced them, those means (as the
-    weights Z and squared norms s), and the number of iterations. One product K Z per
-    iteration."""
+    weights Z and squared norms s), the number of iterations and whether they converged
+    (False: stopped by ``max_iter``). One product K Z per iteration."""
     prev = math.inf
     for it in range(1, max_iter + 1):
         D, Z, s = _distances(K, diag, labels, k, weights)
@@ -125,12 +126,12 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
             # labels = argmin w.r.t. the means of the previous labels, as sklearn's final
             # E-step: labels_ and predict() agree, inertia_ is exact for those centers.
             if bool((torch.bincount(new, minlength=k) > 0).all()):
-                return new, _inertia(D, new, weights), Z, s, it
+                return new, _inertia(D, new, weights), Z, s, it, True
         labels = _relocate_empty(D, new, k)
         prev = inertia
     D, Z, s = _distances(K, diag, labels, k, weights)
     new = D.argmin(1)
-    return new, _inertia(D, new, weights), Z, s, max_iter
+    return new, _inertia(D, new, weights), Z, s, max_iter, False
 
 
 def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, tol=1e-4,
@@ -166,7 +167,12 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
             out = _lloyd(K, diag, labels, n_clusters, max_iter, tol, weights)
             if best is None or out[1] < best[1]:
                 best = out
-    return best
+    if not best[5]:
+        warnings.warn(f"kernel k-means did not converge in max_iter={max_iter} Lloyd "
+                      f"iterations: the labels still changed and the inertia still fell by "
+                      f"more than tol={tol:g} (relative); raise max_iter",
+                      ConvergenceWarning, stacklevel=3)
+    return best[:5]
 
 
 def _explicit_init(K, diag, init, k):
@@ -220,7 +226,8 @@ class KernelKMeans(ClusterMixin, Estimator):
         Restarts; the run with the lowest inertia is kept. Ignored (one run) with an
         explicit ``init``.
     max_iter : int
-        Lloyd iterations per run (each one product K Z).
+        Lloyd iterations per run (each one product K Z). A ``ConvergenceWarning`` says
+        when the best run stopped there before converging.
     tol : float
         Stop when the inertia decreased by at most ``tol`` relative to the previous
         iteration (or when no label changes). ``tol=0`` runs to a fixed point.

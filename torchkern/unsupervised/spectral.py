@@ -115,6 +115,8 @@ class SpectralClustering(ClusterMixin, Estimator):
         """Cluster X (n, d) (or the affinity matrix with ``"precomputed"``)."""
         kernel = resolve_kernel(self.kernel)
         X = check_precomputed(X, square=True) if is_precomputed(kernel) else check_input(kernel, X)
+        if isinstance(X, torch.Tensor) and X.dtype in (torch.float16, torch.bfloat16):
+            X = X.float()  # the eigensolvers work in float32 or float64
         K = kernel_matrix(kernel, X, backend=self.backend, reuse=True)
         n = K.shape[0]
         k = check_int(self.n_clusters, "n_clusters", 1, n)
