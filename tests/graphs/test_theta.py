@@ -115,6 +115,21 @@ def test_draws_replay_numpy_random_state():
             assert rs.choice(n, k, replace=False).tolist() == ours.permutation(n)[:k]
 
 
+def test_removals_are_nested_randint_picks():
+    # GraKeL's minidisk(P, R) removes P[randint(0, len(P))] and calls itself on the rest
+    rs, ours = np.random.RandomState(5), _LegacyDraws(5)
+    for t in range(300):
+        P = rs.permutation(t % 19 + 1).tolist()
+        assert ours.permutation(len(P)) == P
+        start, want = P, []
+        while P:
+            p = P[rs.randint(0, len(P))]
+            P = [q for q in P if q != p]
+            want.append((p, P))
+        assert ours.removals(start) == want
+        assert int(rs.randint(0, 2 ** 30)) == ours.interval(2 ** 30 - 1)
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 17, 28, 60])
 @pytest.mark.parametrize("rng, n_samples", [((2, 8), 50), ((1, 3), 7), ((4, 4), 13)])
 def test_distribute_samples_is_grakels(n, rng, n_samples):

@@ -77,6 +77,32 @@ class _LegacyDraws:
         self._buf, self._pos = buf, pos
         return a
 
+    def removals(self, P: list) -> list:
+        """The points a randomized Welzl recursion minidisk(P, ·) removes, one nested call
+        after the other: for each, ``P[randint(0, len(P))]`` and the list P without it,
+        as (point, rest) pairs (a list of one point draws nothing)."""
+        chain = []
+        buf, pos = self._buf, self._pos
+        end = len(buf)
+        while len(P) > 1:
+            mx = len(P) - 1
+            mask = (1 << mx.bit_length()) - 1
+            while True:
+                if pos == end:
+                    buf, pos = self._bitgen.random_raw(4096).tolist(), 0
+                    end = len(buf)
+                i = buf[pos] & mask
+                pos += 1
+                if i <= mx:
+                    break
+            p = P[i]
+            P = P[:i] + P[i + 1:]
+            chain.append((p, P))
+        self._buf, self._pos = buf, pos
+        if P:
+            chain.append((P[0], P[1:]))
+        return chain
+
 
 @functools.lru_cache(maxsize=4096)
 def _distribute_samples(n: int, lo: int, hi: int, n_samples: int) -> tuple:
@@ -334,52 +360,58 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
     support points R from R_0 but returns C + R_1 as the centre (the radius ‖C‖ is the
     circumradius). Replayed here exactly, with the centre kept as coefficients γ over
     the points (c = Σ γ_i u_i), so only the Gram matrix is needed; plain Python floats
-    (the systems have at most k − 1 unknowns)."""
+    (the systems have at most k − 1 unknowns).
+
+    Welzl's recursion minidisk(P, R) removes a random point p of P, solves (P − p, R),
+    and solves (P − p, R + p) when p lies outside that ball; unrolled, one call draws
+    its whole chain of removals first (the draws GraKeL's nested calls make, in their
+    order), fits the ball of R once at its end, and goes back up the chain, branching
+    where a point lies outside. GraKeL's shifted centre leaves most points outside, so
+    a subset of k points costs about 2^k balls; each ball extends its parent's (R minus
+    its last point) Cholesky factor of 2·QQ and forward solve by one row — the same
+    operations, in the same order, as solving it afresh."""
     k = Gm.shape[0]
     G = Gm.tolist()
-    P0 = [p - 1 for p in draws.permutation(k)]
+    removals = draws.removals
+    sqrt = math.sqrt
 
-    chol = {}  # tuple(R) → Cholesky rows of 2·QQ(R), extended one support point at a time
-
-    def fitball(R):
-        """(points R mod k, coefficients L, radius, ⟨c, u_q⟩ function data) of GraKeL's
-        ``_fitball_(R)``: the centre c = u_{R_1} + Σ_i L_i (u_{R_i} − u_{R_0})."""
-        R = [r % k for r in R]
+    def fitball(R, state):
+        """GraKeL's ``_fitball_(R)`` (R ≠ []): the centre c = u_{R_1} + Σ_i L_i
+        (u_{R_i} − u_{R_0}), as (R_0, R_1, R[1:], L, radius, ‖c‖², state), ``state`` the
+        factor, forward solve and right-hand side of the system of R (None where it
+        was solved by elimination), given that of R minus its last point."""
         r0 = R[0]
+        g0 = G[r0]
+        g00 = g0[r0]
         if len(R) == 1:
-            return R, (), 0.0, G[r0][r0]
-        g0, rest = G[r0], R[1:]
-        g00, m = g0[r0], len(rest)
-        key = tuple(R)
+            return r0, r0, (), (), 0.0, g00, ([], [], [])
+        rest = R[1:]
+        m = len(rest)
+        a = rest[-1]
+        ga = G[a]
         Lc = None
-        prev = chol.get(key[:-1]) if m > 1 else ()
-        if prev is not None:  # one more row of the Cholesky factor of 2 QQ
-            a = rest[-1]
-            ga = G[a]
+        if state is not None:  # one more row of the Cholesky factor of 2 QQ
+            prev, yprev, rprev = state
             c0 = g00 - g0[a]
             row = []
             d2 = 2.0 * (ga[a] - g0[a] + c0)
-            for j in range(m - 1):
-                pj = prev[j]
-                v = 2.0 * (ga[rest[j]] - g0[rest[j]] + c0)
-                for i in range(j):
-                    v -= row[i] * pj[i]
-                v /= pj[j]
+            for pj, b in zip(prev, rest):
+                v = 2.0 * (ga[b] - g0[b] + c0)
+                for x, z in zip(row, pj):  # (len(row) < len(pj): the row's known part)
+                    v -= x * z
+                v /= pj[-1]
                 row.append(v)
                 d2 -= v * v
             if d2 > 1e-10 * 2.0 * (ga[a] - g0[a] + c0):
-                row.append(math.sqrt(d2))
-                Lc = list(prev) + [row]
+                row.append(sqrt(d2))
+                Lc = prev + [row]
         if Lc is not None:
-            chol[key] = Lc
-            rhs = [G[a][a] - 2.0 * g0[a] + g00 for a in rest]  # diag(QQ)
-            y = []
-            for i in range(m):
-                Li = Lc[i]
-                v = rhs[i]
-                for j in range(i):
-                    v -= Li[j] * y[j]
-                y.append(v / Li[i])
+            ra = ga[a] - 2.0 * g0[a] + g00  # diag(QQ)
+            rhs = rprev + [ra]
+            v = ra
+            for x, z in zip(row, yprev):
+                v -= x * z
+            y = yprev + [v / row[-1]]
             L = [0.0] * m
             for i in range(m - 1, -1, -1):
                 v = y[i]
@@ -388,10 +420,11 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
                 L[i] = v / Lc[i][i]
             # ‖C‖² = Lᵀ QQ L = ½ Lᵀ diag(QQ), as 2 QQ L = diag(QQ)
             rr = 0.0
-            for i in range(m):
-                rr += L[i] * rhs[i]
+            for x, z in zip(L, rhs):
+                rr += x * z
             rr *= 0.5
-        else:  # ill-conditioned or first: Gaussian elimination with partial pivoting
+            state = Lc, y, rhs
+        else:  # ill-conditioned: Gaussian elimination with partial pivoting
             QQ = [[G[a][b] - g0[a] - g0[b] + g00 for b in rest] for a in rest]
             M = [[2.0 * v for v in row] + [row[i]] for i, row in enumerate(QQ)]
             for c in range(m):
@@ -411,48 +444,56 @@ def _grakel_cone(Gm: np.ndarray, draws: _LegacyDraws) -> float:
             for i in range(m - 1, -1, -1):
                 L[i] = (M[i][m] - sum(M[i][j] * L[j] for j in range(i + 1, m))) / M[i][i]
             rr = sum(L[i] * QQ[i][j] * L[j] for i in range(m) for j in range(m))
+            state = None
             if m == 1 and QQ[0][0] > 0:
-                chol[key] = [[math.sqrt(2.0 * QQ[0][0])]]
+                d = sqrt(2.0 * QQ[0][0])
+                ra = ga[a] - 2.0 * g0[a] + g00
+                state = [[d]], [ra / d], [ra]
         r1 = rest[0]
         g1 = G[r1]
         # ‖c‖² = ‖C‖² + 2⟨C, u_{R_1}⟩ + ‖u_{R_1}‖²
         cc = 0.0
-        for i in range(m):
-            cc += L[i] * (g1[rest[i]] - g0[r1])
+        g01 = g0[r1]
+        for x, b in zip(L, rest):
+            cc += x * (g1[b] - g01)
         cc = rr + 2.0 * cc + g1[r1]
-        return R, L, math.sqrt(max(rr, 0.0)), cc
+        return r0, r1, rest, L, sqrt(max(rr, 0.0)), cc, state
 
-    def dot_c(ball, q):  # ⟨u_q, c⟩
-        R, L, _, _ = ball
-        Gq = G[q]
-        if not L:
-            return Gq[R[0]]
-        g0q = Gq[R[0]]
-        v = Gq[R[1]]
-        for i in range(len(L)):
-            v += L[i] * (Gq[R[i + 1]] - g0q)
-        return v
-
-    def minidisk(P, R):
-        if not P:
-            if not R:
-                return None
-            return fitball(R)
-        p = P[draws.interval(len(P) - 1)]
-        Pp = P[:]
-        Pp.remove(p)
-        ball = minidisk(Pp, R)
-        pk = p % k
-        if ball is None:
-            d2, r = G[pk][pk], 0.0
-        else:
-            d2, r = G[pk][pk] - 2.0 * dot_c(ball, pk) + ball[3], ball[2]
-        if math.sqrt(max(d2, 0.0)) - r > 0.1 and p not in R:
-            ball = minidisk(Pp, R + [p])
+    def solve(P, R, state):
+        """GraKeL's ``minidisk(P, R)`` (P and R lists of point indices, P ∪ R ≠ ∅)."""
+        chain = removals(P)  # the nested calls' draws, in their order
+        ball = fitball(R, state) if R else None
+        here = ball[6] if R else None  # the factor of R, which R + [p] extends
+        for p, left in reversed(chain):
+            Gp = G[p]
+            if ball is None:
+                d2, r = Gp[p], 0.0
+            else:
+                r0, r1, rest, L, r, cc, _ = ball
+                v = Gp[r1]
+                if L:
+                    g0p = Gp[r0]
+                    for x, b in zip(L, rest):
+                        v += x * (Gp[b] - g0p)
+                d2 = Gp[p] - 2.0 * v + cc
+            # (p is never in R: P and R are disjoint, so GraKeL's "p not in R" holds)
+            if sqrt(max(d2, 0.0)) - r > 0.1:
+                ball = solve(left, R + [p], here) if left else fitball(R + [p], here)
         return ball
 
-    ball = minidisk(P0, [])
-    return min(dot_c(ball, i) for i in range(k)) / math.sqrt(ball[3])
+    ball = solve([(p - 1) % k for p in draws.permutation(k)], [], None)
+    r0, r1, rest, L, _, cc, _ = ball
+
+    def dot_c(q):  # ⟨u_q, c⟩
+        Gq = G[q]
+        v = Gq[r1]
+        if L:
+            g0q = Gq[r0]
+            for x, b in zip(L, rest):
+                v += x * (Gq[b] - g0q)
+        return v
+
+    return min(dot_c(i) for i in range(k)) / sqrt(cc)
 
 
 def _exact_cone(Gm: np.ndarray) -> float:
