@@ -296,3 +296,27 @@ def test_kernel_kmeans_says_when_it_did_not_converge():
     with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=1"):
         unsupervised.KernelKMeans(n_clusters=4, max_iter=1, n_init=1, tol=0.0,
                                   random_state=0).fit(Z)
+
+
+@pytest.mark.parametrize("make,y", [
+    (supervised.KernelRidge, Y_REG), (supervised.SVC, Y_CLS), (supervised.SVR, Y_REG),
+    (supervised.KernelLogisticRegression, Y_CLS), (unsupervised.KernelDensity, None),
+])
+def test_sample_weight_true_is_not_a_weight(make, y):
+    # True was read as the weight 1.0 for every sample
+    with pytest.raises(TypeError, match="sample_weight must be None, a float or an array"):
+        make().fit(X, y, sample_weight=True) if y is not None else \
+            make().fit(X, sample_weight=True)
+
+
+def test_ragged_nested_list():
+    with pytest.raises(ValueError, match="X must be a rectangular array of numbers"):
+        supervised.KernelRidge().fit([[1.0, 2.0], [3.0]], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("kw", [{"return_std": "yes"}, {"return_cov": "no"}])
+def test_gp_predict_flags(kw):
+    gp = supervised.GaussianProcessRegressor().fit(X, Y_REG)
+    arg = next(iter(kw))
+    with pytest.raises(TypeError, match=f"{arg} must be a bool"):
+        gp.predict(X, **kw)

@@ -29,7 +29,10 @@ def as_tensor(X, name: str = "X", *, dtype=None, device=None, allow_1d: bool = T
         raise TypeError(f"{name}: sparse input is not supported; pass a dense array "
                         f"(X.toarray())")
     elif isinstance(X, (np.ndarray, list, tuple)) or hasattr(X, "__array__"):
-        A = np.asarray(X)
+        try:
+            A = np.asarray(X)
+        except ValueError as exc:  # ragged nested lists
+            raise ValueError(f"{name} must be a rectangular array of numbers: {exc}") from None
         if A.dtype == object:
             A = A.astype(np.float64)  # TypeError naming the offending element if not numeric
         elif A.dtype.kind in "US":
@@ -172,6 +175,9 @@ def check_sample_weight(sample_weight, n: int, *, dtype=torch.float64, device=No
     weight ≤ 0 out), with at least ``min_positive`` positive entries — else a ValueError
     naming ``sample_weight``."""
     check_not_meta(sample_weight, "sample_weight")
+    if isinstance(sample_weight, (bool, np.bool_)):
+        raise TypeError(f"sample_weight must be None, a float or an array of shape ({n},), "
+                        f"got {sample_weight!r}")
     if isinstance(sample_weight, numbers.Real) or (isinstance(sample_weight, torch.Tensor)
                                                    and sample_weight.dim() == 0):
         # one weight for every sample

@@ -562,6 +562,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         std : Tensor of the shape of ``mean``, if ``return_std``
         cov : Tensor of shape (n_test, n_test) or (n_test, n_test, r), if ``return_cov``
         """
+        check_bool(return_std, "return_std")
+        check_bool(return_cov, "return_cov")
         if return_std and return_cov:
             raise ValueError("At most one of return_std or return_cov can be requested.")
         Xt, mean, var, cov = self._posterior(X, return_std, return_cov)
