@@ -320,3 +320,14 @@ def test_gp_predict_flags(kw):
     arg = next(iter(kw))
     with pytest.raises(TypeError, match=f"{arg} must be a bool"):
         gp.predict(X, **kw)
+
+
+def test_feature_kernel_dtype_mismatch_and_nan_features():
+    net = torch.nn.Linear(3, 2).double()
+    with pytest.raises(TypeError, match="X has dtype torch.float32 but feature_map's"):
+        tk.FeatureKernel(net, tk.RBF())(X.float()).to_dense()  # was torch's matmul error
+    # features that are NaN (here: every entry <= 10 becomes NaN): the Gram matrix was NaN
+    nan_net = torch.nn.Sequential(torch.nn.Linear(3, 2).double(),
+                                  torch.nn.Threshold(10.0, float("nan")))
+    with pytest.raises(ValueError, match="feature_map gave NaN or infinity on X"):
+        tk.FeatureKernel(nan_net, tk.RBF())(X)

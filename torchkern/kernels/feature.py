@@ -1,4 +1,5 @@
 """Kernels on learned features: k(φ(x), φ(y))."""
+import torch
 from torch import nn
 
 from .base import Kernel
@@ -32,12 +33,20 @@ class FeatureKernel(Kernel):
         self.base = base
 
     def _features(self, X, name):
+        dtypes = {p.dtype for p in self.feature_map.parameters() if p.is_floating_point()}
+        if dtypes and X.dtype not in dtypes:
+            have = ", ".join(sorted(str(d) for d in dtypes))
+            raise TypeError(f"{name} has dtype {X.dtype} but feature_map's parameters have "
+                            f"dtype {have}: cast one to the other (e.g. feature_map.to("
+                            f"{X.dtype}))")
         Z = self.feature_map(X)
         if Z.dim() == 1:
             Z = Z.unsqueeze(-1)
         if Z.dim() != 2 or Z.shape[0] != X.shape[0]:
             raise ValueError(f"feature_map must map {name} of shape {tuple(X.shape)} to "
                              f"({X.shape[0]}, p), got {tuple(Z.shape)}")
+        if not bool(torch.isfinite(Z.detach()).all()):  # O(n p): as cheap as φ itself
+            raise ValueError(f"feature_map gave NaN or infinity on {name}")
         return Z
 
     def formula(self, X, Y=None):
