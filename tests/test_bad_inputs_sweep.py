@@ -331,3 +331,14 @@ def test_feature_kernel_dtype_mismatch_and_nan_features():
                                   torch.nn.Threshold(10.0, float("nan")))
     with pytest.raises(ValueError, match="feature_map gave NaN or infinity on X"):
         tk.FeatureKernel(nan_net, tk.RBF())(X)
+
+
+@pytest.mark.parametrize("codes,lengths,match", [
+    (torch.tensor([[0, 1, 9], [2, 3, 0]]), torch.tensor([3, 2]), r"codes must lie in \[0, 4\)"),
+    (torch.tensor([[0, -2, 1]]), torch.tensor([3]), r"codes must lie in \[0, 4\)"),
+    (torch.tensor([0, 1, 2]), torch.tensor([4, -1]), "lengths must be >= 0"),
+])
+def test_sequence_set_codes_outside_the_alphabet(codes, lengths, match):
+    # a code 9 over the 4 letters of DNA gave k-mer numbers of no k-mer, silently
+    with pytest.raises(ValueError, match=match):
+        tk.sequences.SequenceSet(codes, lengths, "ACGT")

@@ -83,7 +83,15 @@ class SequenceSet(KernelInput):
         elif codes.dim() != 1 or codes.numel() != int(lengths.sum()):
             raise ValueError(f"codes must be packed (total length,) or padded (n, L), got "
                              f"{tuple(codes.shape)} for lengths summing to {int(lengths.sum())}")
-        self.flat, self.lengths, self.alphabet = codes.long(), lengths, alphabet
+        if lengths.numel() and int(lengths.min()) < 0:
+            raise ValueError(f"lengths must be >= 0, got a length {int(lengths.min())}")
+        codes = codes.long()
+        top = len(alphabet) if alphabet is not None else 0x110000  # letters or code points
+        if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= top):
+            raise ValueError(f"codes must lie in [0, {top}) (positions in the alphabet "
+                             f"{alphabet!r}), got the range [{int(codes.min())}, "
+                             f"{int(codes.max())}]")
+        self.flat, self.lengths, self.alphabet = codes, lengths, alphabet
         self.starts = _starts(lengths)
         self.dtype, self.device = dtype, codes.device
 
