@@ -342,3 +342,11 @@ def test_sequence_set_codes_outside_the_alphabet(codes, lengths, match):
     # a code 9 over the 4 letters of DNA gave k-mer numbers of no k-mer, silently
     with pytest.raises(ValueError, match=match):
         tk.sequences.SequenceSet(codes, lengths, "ACGT")
+
+
+@pytest.mark.parametrize("value,error", [(True, TypeError), ("a", TypeError),
+                                         (float("nan"), ValueError), (0.0, ValueError)])
+def test_class_weight_values(value, error):
+    # True was the weight 1.0; 'a' raised float()'s error without naming class_weight
+    with pytest.raises(error, match=r"class_weight\[0\] must be"):
+        supervised.SVC(class_weight={0: value}).fit(X, Y_CLS)

@@ -8,7 +8,7 @@ import torch
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
-from .._validation import check_not_meta
+from .._validation import check_not_meta, check_positive
 
 
 def warn_column_vector() -> None:
@@ -83,7 +83,6 @@ def class_weights(class_weight, classes: np.ndarray, codes: np.ndarray) -> np.nd
         key = label.item() if hasattr(label, "item") else label
         if key not in index:
             raise ValueError(f"class_weight has label {label!r}, which is not in y")
-        if not float(value) > 0:
-            raise ValueError(f"class_weight[{label!r}] must be > 0, got {value!r}")
+        check_positive(value, f"class_weight[{label!r}]")  # a real number, finite and > 0
         w[index[key]] = float(value)
     return w
