@@ -16,8 +16,9 @@ def test_random_walk_edge_labels_on_graphs_without_edges():
     the set used to fail with a ZeroDivisionError."""
     def bare(labels):
         n = len(labels)
-        return Data(x=torch.tensor(labels)[:, None], edge_index=torch.zeros(2, 0, dtype=torch.long),
-                    edge_attr=torch.zeros(0, 1, dtype=torch.long), num_nodes=n)
+        return Data(x=torch.tensor(labels)[:, None], num_nodes=n,
+                    edge_index=torch.zeros(2, 0, dtype=torch.long),
+                    edge_attr=torch.zeros(0, 1, dtype=torch.long))
     X = [bare([0, 0, 1]), bare([0]), bare([1, 1])]
     lab = [d.x[:, 0] for d in X]
     matched = np.array([[(a[:, None] == b[None, :]).sum().item() for b in lab] for a in lab])

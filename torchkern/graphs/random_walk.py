@@ -320,7 +320,8 @@ class RandomWalk(GraphKernel):
         label ids, C) of X and of Y, or None."""
         K = torch.zeros(len(X), len(Y), dtype=X.dtype, device=X.device)
         ex, ey = (None, None) if edges is None else edges
-        side = int(math.sqrt(_PRODUCT_BUDGET // (1 if ex is None else max(1, ex[1]))))  # C = 0: no edge
+        # C edge labels per step; C = 0 when no graph of the set has an edge
+        side = int(math.sqrt(_PRODUCT_BUDGET // (1 if ex is None else max(1, ex[1]))))
         xblocks = list(X.size_chunks(side, power=1))
         yblocks = xblocks if sym else list(Y.size_chunks(side, power=1))
         for I, (gx, nx) in enumerate(xblocks):
