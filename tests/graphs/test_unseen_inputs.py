@@ -1,11 +1,64 @@
 """Graph kernels on inputs the other tests do not use — graphs without edges, one-node and
 regular graphs, negative and non-contiguous label ids, labels unseen in the fitted set —
 against GraKeL 0.1.11 and against closed forms; each test guards a fix found that way."""
+import warnings
+
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
 import torchkern.graphs as tg
+
+import grakel  # noqa: E402  (the test extra installs it: never skipped)
+
+
+def und(pairs):
+    """An undirected edge_index (both directions) from a list of pairs."""
+    e = sorted({(a, b) for a, b in pairs} | {(b, a) for a, b in pairs})
+    return torch.tensor(e, dtype=torch.long).t() if e else torch.zeros(2, 0, dtype=torch.long)
+
+
+def graph(pairs, labels):
+    """A graph with ``x`` the integer labels as one column (any ints: negative, large)."""
+    return Data(x=torch.tensor(labels)[:, None], edge_index=und(pairs), num_nodes=len(labels))
+
+
+def to_grakel(graphs):
+    """GraKeL's input: the adjacency matrix (isolated nodes kept) and the raw labels."""
+    out = []
+    for d in graphs:
+        A = np.zeros((d.num_nodes, d.num_nodes))
+        A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
+        out.append([A, dict(enumerate(d.x[:, 0].tolist()))])
+    return out
+
+
+def unseen_graphs():
+    """Regular graphs (Petersen, cube, K4, a 4-regular circulant), two triangles, a star,
+    a path with isolated nodes; labels from {−7, 3, 42, 1000}, seeded; Y adds a label
+    (99999) that X lacks."""
+    rng = np.random.default_rng(0)
+    pet = ([(i, (i + 1) % 5) for i in range(5)] + [(i, i + 5) for i in range(5)]
+           + [(5 + i, 5 + (i + 2) % 5) for i in range(5)], 10)
+    cube = ([(a, b) for a in range(8) for b in range(a + 1, 8) if bin(a ^ b).count("1") == 1], 8)
+    k4 = ([(i, j) for i in range(4) for j in range(i + 1, 4)], 4)
+    circ = ([(i, (i + d) % 8) for i in range(8) for d in (1, 2)], 8)
+    tris = ([(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)], 6)
+    star = ([(0, i) for i in range(1, 6)], 6)
+    iso = ([(0, 1), (1, 2)], 5)
+    pool = np.array([-7, 3, 42, 1000])
+    X = [graph(e, rng.choice(pool, n).tolist()) for e, n in (pet, cube, k4, tris, star, iso)]
+    Y = [graph(e, rng.choice(pool, n).tolist()) for e, n in (circ, pet)]
+    Y.append(graph([(0, 1), (1, 2), (2, 3)], [3, 99999, 3, -7]))
+    return X, Y
+
+
+def grakel_ref(kernel, X, Y=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GraKeL's format-change warnings
+        if Y is None:
+            return kernel.fit_transform(to_grakel(X))
+        return kernel.fit(to_grakel(X)).transform(to_grakel(Y))
 
 
 # -- random walk with edge labels on graphs without edges ------------------------------------
@@ -30,3 +83,23 @@ def test_random_walk_edge_labels_on_graphs_without_edges():
             np.testing.assert_array_equal(k(X[:1], X[1:]).to_dense().numpy(), want[:1, 1:])
     k = tg.RandomWalk(0.1, p=2, edge_labels=True)
     np.testing.assert_array_equal(k([X[0]]).to_dense().numpy(), matched[:1, :1])
+
+
+# -- core framework: min_core ----------------------------------------------------------------
+
+def test_core_framework_min_core_equals_grakel_with_min_core_set():
+    """GraKeL 0.1.11's constructor discards ``min_core`` (its values are always those of
+    min_core = −1, the default, which the other tests compare); set as an attribute it
+    is used, and its values are torchkern's for every min_core, k(X) and k(Y, X)."""
+    X, Y = unseen_graphs()
+    for mc in (0, 1, 2):
+        def theirs():
+            k = grakel.CoreFramework(base_graph_kernel=(grakel.WeisfeilerLehman,
+                                                        dict(n_iter=2)))
+            k.min_core = mc
+            return k
+        ours = tg.CoreFramework(tg.WeisfeilerLehman(n_iter=2), min_core=mc)
+        np.testing.assert_array_equal(ours(X).to_dense().numpy(), grakel_ref(theirs(), X))
+        np.testing.assert_array_equal(ours(Y, X).to_dense().numpy(),
+                                      grakel_ref(theirs(), X, Y))
+    assert grakel.CoreFramework(min_core=2).min_core == -1  # what the docstring says

@@ -114,7 +114,10 @@ class CoreFramework(CountFeatureKernel):
     :func:`core_numbers`), δ the largest core number in the set, c₀ = ``min_core``
     (−1: from the 0-core, the whole graph, up); a graph without an i-core adds nothing
     at level i. This is GraKeL 0.1.11's ``CoreFramework(base_graph_kernel=...,
-    min_core=...)``.
+    min_core=...)`` — except that GraKeL 0.1.11's constructor discards its ``min_core``
+    argument (it stores −1 whatever is passed), so GraKeL's values are always those of
+    ``min_core=-1``; setting the attribute after construction (``k.min_core = c``)
+    gives GraKeL's values for c, which are these.
 
     Parameters
     ----------
