@@ -760,7 +760,7 @@ class _Lengthscale:
     """Mixin: a ``lengthscale`` hyperparameter, scalar or one per dimension (ARD)."""
 
     def _init_lengthscale(self, lengthscale, ard_dims):
-        ls = real_tensor(lengthscale, "lengthscale")
+        ls = real_tensor(lengthscale, f"{type(self).__name__}: lengthscale")
         if ls.dim() > 1:
             raise ValueError(f"lengthscale must be a float or a 1-D tensor, got shape {tuple(ls.shape)}")
         if ls.dim() == 1 and ls.numel() > 1:
