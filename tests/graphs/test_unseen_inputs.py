@@ -24,12 +24,14 @@ def graph(pairs, labels):
 
 
 def to_grakel(graphs):
-    """GraKeL's input: the adjacency matrix (isolated nodes kept) and the raw labels."""
+    """GraKeL's input: the adjacency matrix (isolated nodes kept), the raw labels, one
+    edge label (0) for every edge."""
     out = []
     for d in graphs:
         A = np.zeros((d.num_nodes, d.num_nodes))
         A[d.edge_index[0].numpy(), d.edge_index[1].numpy()] = 1
-        out.append([A, dict(enumerate(d.x[:, 0].tolist()))])
+        out.append([A, dict(enumerate(d.x[:, 0].tolist())),
+                    {tuple(e): 0 for e in d.edge_index.t().tolist()}])
     return out
 
 
@@ -103,3 +105,24 @@ def test_core_framework_min_core_equals_grakel_with_min_core_set():
         np.testing.assert_array_equal(ours(Y, X).to_dense().numpy(),
                                       grakel_ref(theirs(), X, Y))
     assert grakel.CoreFramework(min_core=2).min_core == -1  # what the docstring says
+
+
+# -- subgraph matching: weights given as numbers ----------------------------------------------
+
+def test_subgraph_matching_weight_sequence_equals_grakel_callable():
+    """``lw`` as k numbers λ_1..λ_k: GraKeL 0.1.11 fails on a sequence, and its callable
+    lw(i), i = 0..k, weighs size i + 1 (the value at i = k is unused: 0 and 7 give the
+    same Gram)."""
+    X, Y = unseen_graphs()
+    X = X[:5]  # GraKeL's SubgraphMatching needs edges on every graph: no isolated node
+    for w in ([0.5, 0.0, 2.0], [1.0, 3.0, 0.25]):
+        ours = tg.SubgraphMatching(k=3, lw=w)
+        for last in (0.0, 7.0):
+            theirs = grakel.SubgraphMatching(k=3, ke=None,
+                                             lw=lambda i, w=w, last=last: (w + [last])[i])
+            np.testing.assert_allclose(ours(X).to_dense().numpy(), grakel_ref(theirs, X),
+                                       rtol=1e-12)
+            theirs = grakel.SubgraphMatching(k=3, ke=None,
+                                             lw=lambda i, w=w, last=last: (w + [last])[i])
+            np.testing.assert_allclose(ours(Y, X).to_dense().numpy(),
+                                       grakel_ref(theirs, X, Y), rtol=1e-12)

@@ -231,7 +231,9 @@ class SubgraphMatching(CountFeatureKernel):
         Largest subgraph size, k ≥ 1.
     lw : {"uniform", "increasing", "decreasing", "strong_decreasing"} or sequence
         The weights λ_s of the sizes s = 1..k: 1, s, 1/s, 1/s² (GraKeL's names), or k
-        non-negative numbers.
+        non-negative numbers λ_1..λ_k. GraKeL 0.1.11 fails on a sequence (it accepts k
+        numbers, then reshapes them to k + 1); its callable ``lw(i)``, i = 0..k, is the
+        same weighting with λ_s = lw(s − 1) (its value at i = k is never used).
     node_labels : bool
         Match node labels (``x``); False compares structure only.
     edge_labels : bool
