@@ -126,3 +126,24 @@ def test_subgraph_matching_weight_sequence_equals_grakel_callable():
                                              lw=lambda i, w=w, last=last: (w + [last])[i])
             np.testing.assert_allclose(ours(Y, X).to_dense().numpy(),
                                        grakel_ref(theirs, X, Y), rtol=1e-12)
+
+
+# -- neighborhood hash: labels that are not 0 .. L-1 ------------------------------------------
+
+def test_neighborhood_hash_codes_for_labels_not_numbered_from_zero():
+    """Labels 1, 2, 5: GraKeL 0.1.11 gives them the codes torchkern gives to 0, 1, 2 (the
+    first entries of its draw, in set order); torchkern's codes follow the label values,
+    so k(X) and k(Y, X) are blocks of k(X ∪ Y)."""
+    X, Y = unseen_graphs()
+    remap = {-7: 1, 3: 2, 42: 5, 1000: 2, 99999: 5}
+    for d in X + Y:
+        d.x = torch.tensor([[remap[v]] for v in d.x[:, 0].tolist()])
+    packed = [Data(x=torch.tensor([[{1: 0, 2: 1, 5: 2}[v]] for v in d.x[:, 0].tolist()]),
+                   edge_index=d.edge_index, num_nodes=d.num_nodes) for d in X]
+    for nh_type in ("simple", "count_sensitive"):
+        k = tg.NeighborhoodHash(R=3, nh_type=nh_type, random_state=4)
+        want = grakel_ref(grakel.NeighborhoodHash(R=3, nh_type=nh_type, random_state=4), X)
+        np.testing.assert_allclose(k(packed).to_dense().numpy(), want, rtol=1e-14)
+        full = k(X + Y).to_dense().numpy()
+        np.testing.assert_allclose(k(X).to_dense().numpy(), full[:6, :6], rtol=1e-14)
+        np.testing.assert_allclose(k(Y, X).to_dense().numpy(), full[6:, :6], rtol=1e-14)

@@ -142,12 +142,16 @@ class NeighborhoodHash(GraphKernel):
     #_a(G_r) the number of nodes of G with label a after r rounds (k(G, G) = 1). This
     is GraKeL 0.1.11's ``NeighborhoodHash(R, nh_type, bits, random_state)``, codes
     included: label number v (:func:`label_numbers`: the column of the 1 of a one-hot
-    ``x``, or the value of an integer column) gets entry v of
+    ``x``, or the value of a non-negative integer column) gets entry v of
     ``numpy.random.RandomState(random_state).permutation(2**bits)`` (further permutations
     for v ≥ 2^bits), the code GraKeL gives to label v when a data set's labels are
     0 … L−1 (its ``choice`` without replacement is that permutation's prefix, assigned
     in the iteration order of a Python set of small integers: increasing). A label's
-    code depends on the label alone, so k(X_train) and k(X_test, X_train) agree.
+    code depends on the label alone, so k(X_train) and k(X_test, X_train) agree. For
+    other labels GraKeL's codes, and so its values, differ: its ``fit`` draws the codes
+    for the labels it sees, in the iteration order of their Python set (labels
+    1, 2, 5 get the first three entries, not entries 1, 2, 5), and its ``transform``
+    gives a label unseen in ``fit`` no code (None).
 
     Parameters
     ----------
@@ -170,9 +174,11 @@ class NeighborhoodHash(GraphKernel):
     neighbours is the parity of a segment sum per bit. The multiset intersection c_r is
     an inner product of sparse 0/1 features (one per (label, t) with t below the count
     of the label), so each round is a sparse feature product; the Gram (a ratio of them)
-    is computed block of rows by block. Labels given by several columns (not one-hot)
-    are numbered by rank among the distinct rows of the set, which does depend on the
-    set: one-hot encode them for train/test use.
+    is computed block of rows by block. Labels given by several columns (not one-hot),
+    and an integer column with a negative entry, are numbered by rank among the
+    distinct rows of the set, which does depend on the set (k(X) is then not a block of
+    k(X ∪ Y)): one-hot encode them, or shift an integer column to values ≥ 0 by the same
+    amount in every set, for train/test use.
 
     References
     ----------
