@@ -194,6 +194,9 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
     W = t[:, None, None] * I - 1.0           # t I − J + Y, Y = 0: positive definite
     X = I / n                                # trace 1, supported on edges ∪ diagonal
     pad = (~used).to(dt)
+    # M_kl scale_k scale_l (scales 0, 1/2 or 1: exact in either order), and the padding
+    # variables' identity block
+    scale2, pad_block = scale[:, :, None] * scale[:, None, :], torch.diag_embed(pad)
 
     # flat indices of the (m, m) gathers of n × n matrices, fixed for the whole solve
     flat = {(r, c): (rr[:, :, None] * n + cc[:, None, :]).reshape(B, m * m)
@@ -235,17 +238,22 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
         mu = gap / n
         L, info = torch.linalg.cholesky_ex(torch.cat([W, X]))
         ok = info == 0
-        L = torch.where(ok[:, None, None], L, torch.eye(n, dtype=dt))
+        if not bool(ok.all()):
+            L = torch.where(ok[:, None, None], L, torch.eye(n, dtype=dt))
         done |= ~ok[B:]
         Xi = torch.cholesky_inverse(L[B:])
         # Schur matrix M_kl = ⟨B_k, W B_l X⁻¹⟩ (W[b, a] = W[a, b]ᵀ: symmetric W, X⁻¹)
+        # (in place: the (m, m) temporaries are most of an iteration's memory traffic)
         Wab, Xab = gather(W, ("a", "b")), gather(Xi, ("a", "b"))
-        M = (gather(W, ("a", "a")) * gather(Xi, ("b", "b")) + Wab * Xab.transpose(1, 2)
-             + Wab.transpose(1, 2) * Xab + gather(W, ("b", "b")) * gather(Xi, ("a", "a")))
-        M = M * scale[:, :, None] * scale[:, None, :] + torch.diag_embed(pad)
+        M = gather(W, ("a", "a")).mul_(gather(Xi, ("b", "b")))
+        M.add_(Wab * Xab.transpose(1, 2))
+        M.add_(Xab.mul_(Wab.transpose(1, 2)))
+        M.add_(gather(W, ("b", "b")).mul_(gather(Xi, ("a", "a"))))
+        M.mul_(scale2).add_(pad_block)
         LU, piv, info = torch.linalg.lu_factor_ex(M)
         done |= info != 0
-        LU = torch.where(info[:, None, None] == 0, LU, torch.eye(m, dtype=dt).expand(B, m, m))
+        if bool((info != 0).any()):
+            LU = torch.where(info[:, None, None] == 0, LU, torch.eye(m, dtype=dt).expand(B, m, m))
         Md = torch.linalg.lu_solve(LU, piv, is_diag[:, :, None])[..., 0]
         dMd = (is_diag * Md).sum(1)
 
