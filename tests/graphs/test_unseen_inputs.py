@@ -147,3 +147,22 @@ def test_neighborhood_hash_codes_for_labels_not_numbered_from_zero():
         full = k(X + Y).to_dense().numpy()
         np.testing.assert_allclose(k(X).to_dense().numpy(), full[:6, :6], rtol=1e-14)
         np.testing.assert_allclose(k(Y, X).to_dense().numpy(), full[6:, :6], rtol=1e-14)
+
+
+# -- normalization of graphs whose self-similarity is 0 ---------------------------------------
+
+def test_normalized_zero_rows_where_grakel_divides_zero_by_zero():
+    """One-node and edgeless graphs have k(G, G) = 0 under ShortestPath and EdgeHistogram:
+    normalized, their rows are 0 here and NaN in GraKeL 0.1.11; elsewhere the two agree."""
+    X, Y = unseen_graphs()
+    X = X + [graph([], [3]), graph([], [3, 42, 3])]
+    for d in X:  # one edge label, 0 (as to_grakel gives GraKeL)
+        d.edge_attr = torch.zeros(d.edge_index.shape[1], 1, dtype=torch.long)
+    for ours, theirs in ((tg.ShortestPath(normalize=True), grakel.ShortestPath(normalize=True)),
+                         (tg.EdgeHistogram(normalize=True),
+                          grakel.EdgeHistogram(normalize=True))):
+        K, R = ours(X).to_dense().numpy(), grakel_ref(theirs, X)
+        bad = np.isnan(R)
+        assert bad[-2:].all() and bad[:, -2:].all() and not bad[:-2, :-2].any()
+        np.testing.assert_array_equal(K[bad], 0.0)
+        np.testing.assert_allclose(K[~bad], R[~bad], rtol=1e-14)

@@ -259,7 +259,8 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
     Parameters
     ----------
     normalize : bool
-        Cosine normalization, applied lazily.
+        Cosine normalization, applied lazily. A graph without edges has k(G, G) = 0 and
+        gets a zero row; GraKeL 0.1.11 gives NaN there (0/0).
 
     References
     ----------

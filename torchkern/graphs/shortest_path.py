@@ -180,7 +180,9 @@ class ShortestPath(CountFeatureKernel):
     with_labels : bool
         Whether the endpoint labels are part of the feature.
     normalize : bool
-        Cosine normalization, applied lazily.
+        Cosine normalization, applied lazily. A graph with no pair at finite distance
+        (one node, no edge) has k(G, G) = 0 and gets a zero row; GraKeL 0.1.11 gives
+        NaN there (0/0).
 
     Notes
     -----
