@@ -350,3 +350,15 @@ def test_class_weight_values(value, error):
     # True was the weight 1.0; 'a' raised float()'s error without naming class_weight
     with pytest.raises(error, match=r"class_weight\[0\] must be"):
         supervised.SVC(class_weight={0: value}).fit(X, Y_CLS)
+
+
+@pytest.mark.parametrize("make,arg,y", [
+    (lambda: supervised.SVC(C=torch.tensor([1.0, 2.0])), "C", Y_CLS),
+    (lambda: supervised.KernelLogisticRegression(C=[1.0, 2.0]), "C", Y_CLS),
+    (lambda: supervised.GaussianProcessRegressor(noise=[0.1, 0.2]), "noise", Y_REG),
+    (lambda: unsupervised.KernelDensity(bandwidth=[1.0, 2.0]), "bandwidth", None),
+])
+def test_scalar_hyperparameter_given_an_array(make, arg, y):
+    # were broadcasting errors or float()'s TypeError, naming no argument
+    with pytest.raises(ValueError, match=rf"^{arg} must be a single number, got shape \(2,\)"):
+        make().fit(X) if y is None else make().fit(X, y)

@@ -158,10 +158,14 @@ def real_tensor(value, name: str) -> torch.Tensor:
     return t
 
 
-def check_positive(value, name: str, *, allow_zero: bool = False) -> None:
-    """Raise ValueError unless every entry of ``value`` is > 0 (or >= 0); TypeError (from
-    :func:`real_tensor`) unless it is a real number or an array of them."""
+def check_positive(value, name: str, *, allow_zero: bool = False,
+                   scalar: bool = True) -> None:
+    """Raise ValueError unless every entry of ``value`` is > 0 (or >= 0) and, with
+    ``scalar``, it is a single number; TypeError (from :func:`real_tensor`) unless it is a
+    real number or an array of them."""
     t = real_tensor(value, name)
+    if scalar and t.numel() != 1:
+        raise ValueError(f"{name} must be a single number, got shape {tuple(t.shape)}")
     ok = (t >= 0) if allow_zero else (t > 0)
     if not bool(torch.isfinite(t).all()) or not bool(ok.all()):
         bound = ">= 0" if allow_zero else "> 0"
