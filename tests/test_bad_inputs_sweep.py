@@ -362,3 +362,17 @@ def test_scalar_hyperparameter_given_an_array(make, arg, y):
     # were broadcasting errors or float()'s TypeError, naming no argument
     with pytest.raises(ValueError, match=rf"^{arg} must be a single number, got shape \(2,\)"):
         make().fit(X) if y is None else make().fit(X, y)
+
+
+@pytest.mark.parametrize("idx,match", [
+    ([0.5], "idx must hold integers"),  # X[[0.5]] read row 0
+    ([70, 1], r"idx holds indices outside \[0, 10\)"),
+    ("a", "idx must be an int, a slice, a boolean mask or integer indices"),
+])
+def test_take_checks_indices_of_tensor_inputs(idx, match):
+    from torchkern.inputs import take
+    with pytest.raises(IndexError, match=match):
+        take(X, idx)
+    rows = torch.tensor([True, False] * 5)
+    assert torch.equal(take(X, rows), X[rows])
+    assert torch.equal(take(X, [-1, 2]), X[[9, 2]])

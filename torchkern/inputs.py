@@ -36,7 +36,11 @@ def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
         return torch.arange(n, device=device)[idx]
     if isinstance(idx, (int, np.integer)):
         idx = [int(idx)]
-    t = torch.as_tensor(np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx)
+    try:
+        t = torch.as_tensor(np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx)
+    except (TypeError, ValueError, RuntimeError):
+        raise IndexError(f"{name} must be an int, a slice, a boolean mask or integer "
+                         f"indices, got {idx!r}") from None
     if t.dtype == torch.bool:
         if t.numel() != n:
             raise IndexError(f"{name}: a boolean mask must have length {n}, got {t.numel()}")
@@ -193,9 +197,8 @@ def take(X, idx):
     """The samples ``idx`` of a kernel input (rows of a tensor, items of a KernelInput)."""
     if isinstance(X, KernelInput):
         return X.take(as_index(idx, len(X)))
-    if isinstance(idx, torch.Tensor):
-        idx = idx.to(X.device)
-    return X[idx]
+    # checked as for a KernelInput: X[[0.5]] would read row 0, silently
+    return X[as_index(idx, X.shape[0], device=X.device)]
 
 
 def concat(parts):
