@@ -1184,7 +1184,7 @@ class LovaszTheta(_ThetaKernel):
     centre makes nearly exhaustive — almost every point lands outside the ball it is
     tested against, so a subset fits close to 2^s balls of O(s²) each (1,000
     Erdős–Rényi graphs of 10–30 nodes, defaults: about 170 balls a subset, 3 points
-    inside; 13 s of SDPs and 40 s of cones, one thread).
+    inside; 11 s of SDPs and 40 s of cones, one thread).
 
     References
     ----------
