@@ -376,3 +376,10 @@ def test_take_checks_indices_of_tensor_inputs(idx, match):
     rows = torch.tensor([True, False] * 5)
     assert torch.equal(take(X, rows), X[rows])
     assert torch.equal(take(X, [-1, 2]), X[[9, 2]])
+
+
+def test_concat_of_inputs_of_different_widths():
+    from torchkern.inputs import concat
+    with pytest.raises(ValueError, match="inputs of different widths"):
+        concat([X, X[:, :2]])  # was torch.cat's size error
+    assert torch.equal(concat([X[:4], X[4:]]), X)

@@ -209,4 +209,10 @@ def concat(parts):
         if len(kinds) > 1:
             raise TypeError(f"cannot concatenate inputs of kinds {sorted(k.__name__ for k in kinds)}")
         return type(parts[0]).concat(parts)
+    if any(isinstance(p, KernelInput) for p in parts):
+        raise TypeError("cannot concatenate a tensor with a structured kernel input")
+    widths = {tuple(p.shape[1:]) for p in parts}
+    if len(widths) > 1:
+        raise ValueError(f"cannot concatenate inputs of different widths: sample shapes "
+                         f"{sorted(widths)}")
     return torch.cat(parts)
