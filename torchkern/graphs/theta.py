@@ -161,38 +161,62 @@ def _edge_pairs(G: GraphSet):
 _SIGMA_MIN, _STEP = 0.3, 0.9
 
 
+def _sdp_sizes(n: int, n_edges: int) -> tuple:
+    """(n', m'): the sizes a graph of n nodes and ``n_edges`` edges is solved at by
+    :func:`_lovasz_group` — n rounded up to even (a dummy node, decoupled), n + edges up
+    to a multiple of 4 (padding variables) — a function of the graph alone."""
+    return n + n % 2, -(-(n + n_edges) // 4) * 4
+
+
 def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
     """The Lovász SDP of graphs with n ≥ 2 nodes each, one batch (see
-    :func:`lovasz_theta_sdp`). Returns (θ (B,), W (B, n, n), converged (B,))."""
+    :func:`lovasz_theta_sdp`). Returns (θ (B,), W (B, n, n), converged (B,)).
+
+    Every graph of the batch is solved at the sizes :func:`_sdp_sizes` gives (equal
+    for all: the caller groups by them), so that each matrix of a batched operation
+    starts at a multiple of 32 bytes from the batch's start and its arithmetic is the
+    same wherever it sits in whatever batch (batched LAPACK and matmul kernels round
+    differently at other offsets; on graphs whose optimal slack is not unique that
+    moved W by up to 0.2 between two batches holding the same graph)."""
     B = len(edges)
     dt = torch.float64
-    m = n + max((len(e) for e in edges), default=0)
+    n_real = n
+    n, m = _sdp_sizes(n_real, max((len(e) for e in edges), default=0))
+    if any(_sdp_sizes(n_real, len(e)) != (n, m) for e in edges):
+        raise ValueError("_lovasz_group: the graphs of a batch must share _sdp_sizes")
     # the dual variables X: n diagonal entries, then one entry per edge; padding
     # variables (index -1) are kept at zero with an identity block of the Schur matrix
     ia = torch.zeros(B, m, dtype=torch.long)
     ib = torch.zeros(B, m, dtype=torch.long)
     used = torch.zeros(B, m, dtype=torch.bool)
-    ia[:, :n] = torch.arange(n)
-    ib[:, :n] = torch.arange(n)
-    used[:, :n] = True
+    ia[:, :n_real] = torch.arange(n_real)
+    ib[:, :n_real] = torch.arange(n_real)
+    used[:, :n_real] = True
     for g, e in enumerate(edges):
         if len(e):
-            ia[g, n:n + len(e)] = torch.as_tensor(e[:, 0])
-            ib[g, n:n + len(e)] = torch.as_tensor(e[:, 1])
-            used[g, n:n + len(e)] = True
-    scale = torch.where(torch.arange(m) < n, 0.5, 1.0).to(dt).expand(B, m) * used
-    is_diag = (torch.arange(m) < n).to(dt).expand(B, m)
+            ia[g, n_real:n_real + len(e)] = torch.as_tensor(e[:, 0])
+            ib[g, n_real:n_real + len(e)] = torch.as_tensor(e[:, 1])
+            used[g, n_real:n_real + len(e)] = True
+    scale = torch.where(torch.arange(m) < n_real, 0.5, 1.0).to(dt).expand(B, m) * used
+    is_diag = (torch.arange(m) < n_real).to(dt).expand(B, m)
     bidx = torch.arange(B)[:, None]
-    I = torch.eye(n, dtype=dt).expand(B, n, n)
+    # the graph's nodes, and a dummy node (odd n_real) that stays outside the problem:
+    # W and X are 1 on its diagonal and 0 elsewhere on its row and column throughout
+    real = (torch.arange(n) < n_real).to(dt)
+    I = torch.diag(real).expand(B, n, n)     # the identity of the graph's nodes
+    dummy = torch.diag(1.0 - real).expand(B, n, n)
+    J = (real[:, None] * real[None, :]).expand(B, n, n)  # also the graph's block in ⟨W, X⟩
     Wm = torch.zeros(B, n, n, dtype=torch.bool)  # where ΔW must vanish: the edges
+    Wm[:, n_real:, :] = True                 # and the dummy node's row and column
+    Wm[:, :, n_real:] = True
     for g, e in enumerate(edges):
         if len(e):
             Wm[g, e[:, 0], e[:, 1]] = True
             Wm[g, e[:, 1], e[:, 0]] = True
 
-    t = torch.full((B,), float(n + 1), dtype=dt)
-    W = t[:, None, None] * I - 1.0           # t I − J + Y, Y = 0: positive definite
-    X = I / n                                # trace 1, supported on edges ∪ diagonal
+    t = torch.full((B,), float(n_real + 1), dtype=dt)
+    W = t[:, None, None] * I - J + dummy     # t I − J + Y, Y = 0: positive definite
+    X = I / n_real + dummy                   # trace 1, supported on edges ∪ diagonal
     pad = (~used).to(dt)
     # M_kl scale_k scale_l (scales 0, 1/2 or 1: exact in either order), and the padding
     # variables' identity block
@@ -225,17 +249,31 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
         a = torch.where(ok, (step * a).clamp_max(1.0), torch.zeros_like(a))
         return a[:B], a[B:]
 
+    def gap_of(W, X, t, last, done):
+        """⟨W, X⟩ on the graph's block; a step that raised it (rounding, near the
+        singular optimum) taken back to ``last``, its graph marked done."""
+        gap = (W * X * J).sum((1, 2))
+        if last is not None:
+            up = (gap > last[0]) & ~done
+            if bool(up.any()):
+                u = up[:, None, None]
+                W, X = torch.where(u, last[1], W), torch.where(u, last[2], X)
+                t, gap = torch.where(up, last[3], t), torch.where(up, last[0], gap)
+                done = done | up
+        return gap, W, X, t, done
+
     done = torch.zeros(B, dtype=torch.bool)
-    step, history = _STEP, []
+    step, history, last = _STEP, [], None
     for _ in range(max_iter):
-        gap = (W * X).sum((1, 2))
+        gap, W, X, t, done = gap_of(W, X, t, last, done)
+        last = (gap, W, X, t)
         done |= gap <= tol * t.abs().clamp_min(1.0)
         history.append(gap)
         if len(history) > 3:  # stalled: the Schur system is too ill-conditioned
             done |= gap > 0.9 * history[-4]
         if bool(done.all()):
             break
-        mu = gap / n
+        mu = gap / n_real
         L, info = torch.linalg.cholesky_ex(torch.cat([W, X]))
         ok = info == 0
         if not bool(ok.all()):
@@ -273,7 +311,8 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
 
         dW_a, dX_a, _ = direction(-W)
         ap, ad = max_steps(L, ok, dW_a, dX_a)
-        mu_a = ((W + ap[:, None, None] * dW_a) * (X + ad[:, None, None] * dX_a)).sum((1, 2)) / n
+        mu_a = ((W + ap[:, None, None] * dW_a) * (X + ad[:, None, None] * dX_a)
+                * J).sum((1, 2)) / n_real
         sigma = ((mu_a / mu).clamp(0.0, 1.0) ** 3).clamp_min(_SIGMA_MIN)
         C = dW_a @ dX_a @ Xi
         R = (sigma * mu)[:, None, None] * Xi - W - (C + C.transpose(1, 2)) / 2
@@ -285,8 +324,9 @@ def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
         W = W + ap[:, None, None] * dW
         t = t + ap * dt_
         X = X + ad[:, None, None] * dX
-    gap = (W * X).sum((1, 2))
-    return t, (W + W.transpose(1, 2)) / 2, gap / t.abs().clamp_min(1.0)
+    gap, W, X, t, done = gap_of(W, X, t, last, done)
+    W = ((W + W.transpose(1, 2)) / 2)[:, :n_real, :n_real]
+    return t, W, gap / t.abs().clamp_min(1.0)
 
 
 def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
@@ -325,7 +365,11 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
     unknown per node and per edge (sparse graphs: few) and is solved by LU, which holds
     up longer than Cholesky as X nears singularity; near a gap of 10⁻⁸ it becomes too
     ill-conditioned to go further, where the method stops (θ is then an upper bound
-    within about 10⁻⁸). The centering parameter is kept ≥ 0.3 and steps at 0.9 of the
+    within about 10⁻⁸; a step that raised the duality gap there is taken back, and the
+    graph stops at the iterate before it). The graphs are batched by their padded sizes
+    (n to even, n + edges to a multiple of 4, decoupled padding), which makes each
+    graph's arithmetic, and so its W, independent of the other graphs of the call.
+    The centering parameter is kept ≥ 0.3 and steps at 0.9 of the
     way to the boundary so that the iterates stay near the central path, whose limit is
     the analytic centre of the optimal face (Halická, de Klerk and Roos, 2002): W is the
     slack whose factor gives the orthonormal labelling u_i = (e + w_i)/√θ (Johansson et
@@ -336,13 +380,13 @@ def lovasz_theta_sdp(graphs, tol: float = 1e-9, max_iter: int = 60):
         raise ValueError(f"tol must be a finite float > 0, got {tol!r}")
     max_iter = check_int(max_iter, "max_iter")
     out = [None] * len(graphs)
-    groups = {}
+    groups = {}  # graphs solved at the same sizes (a function of the graph alone)
     for i, (n, pairs) in enumerate(graphs):
         if n <= 1:
             out[i] = (float(n), np.zeros((n, n)))
         else:
-            groups.setdefault(n, []).append(i)
-    for n, idx in groups.items():
+            groups.setdefault((n, _sdp_sizes(n, len(pairs))), []).append(i)
+    for (n, _), idx in groups.items():
         with one_thread():
             t, W, gap = _lovasz_group(n, [graphs[i][1] for i in idx], tol, max_iter)
         worst = float(gap.max())
@@ -1172,11 +1216,19 @@ class LovaszTheta(_ThetaKernel):
       instead of the first, so c is not the minimum cone's axis.
 
     GraKeL solves the SDP with cvxopt (default tolerances: gap 10⁻⁷ absolute, 10⁻⁶
-    relative); the interior-point method here runs to a gap of 10⁻¹² θ. Both approach
-    the analytic centre of the optimal face, so the labellings agree to about cvxopt's
-    tolerance, not to 10⁻¹⁰: GraKeL's features are reproduced to about 10⁻⁶ (the tests
-    say how close). Graphs with fewer nodes than the smallest subset size get φ = 0
-    (GraKeL divides by zero on them; it also fails on one-node graphs).
+    relative); the interior-point method here runs to a gap of 10⁻⁹ θ or as far as its
+    Schur system allows. Where the optimal slack W is unique the labellings agree to
+    about cvxopt's tolerance, not to 10⁻¹⁰, and GraKeL's features are reproduced to
+    about 10⁻⁶ (the tests say how close). Where it is not unique (many graphs: a
+    5-node lollipop, most Erdős–Rényi graphs of 10–30 nodes) both solvers return an
+    optimal W, each its own: θ agrees, the free entries of W — and the features — do
+    not (measured: up to 15 % of a feature on graphs of 10–11 nodes). This W is the
+    same for a graph whichever graphs it is computed with, so a graph's features
+    depend on the graph alone (``draws="graph"``). Graphs with fewer nodes than the
+    smallest subset size get φ = 0 (GraKeL divides by zero on them; it also fails on
+    one-node graphs). GraKeL reads only the upper triangle of the adjacency, so on a
+    graph given with one direction per edge it drops the edges (s, t) with s > t;
+    here an edge counts in either direction.
 
     Cost: the SDPs of all graphs of one size are solved together, O(n³ + m³) per
     graph and iteration with m = n + edges (20–35 iterations); the cone of each subset
