@@ -209,7 +209,7 @@ def _pm_unique(g, d=6, L=4, tol=1e-6):
         U = np.abs(U[:, np.argsort(w)[::-1]])
     else:
         sel, U = lam, np.abs(np.linalg.eigh(A)[1])
-    if (np.sort(np.abs(sel[:, None] - lam[None, :]), 1)[:, 1] < tol).any():
+    if n > 1 and (np.sort(np.abs(sel[:, None] - lam[None, :]), 1)[:, 1] < tol).any():
         return False
     frac = (U * 2 ** (L - 1)) % 1
     return not (np.minimum(frac, 1 - frac)[U * 2 ** (L - 1) > 0.5] < tol).any()
