@@ -7,8 +7,8 @@ input that gave wrong values, the right values against an independent reference)
   directed graphs gave wrong values silently).
 - RandomWalk: ``tol`` outside (0, 1) (``tol >= 1`` gave a zero Gram) and a ``lam`` that
   is not a real number.
-- NeighborhoodHash: a code table too large for memory (``bits=56``, a label number 2^62:
-  a hang or NumPy's MemoryError before).
+- NeighborhoodHash: a code table too large for memory (``bits=56``; a label number 2^62,
+  a hang or NumPy's MemoryError before, is now coded by hashing).
 - GraphSet: graphs whose ``x`` differ in width or dimension, or are not tensors.
 - CoreFramework: directed graphs (the peeling had no definition there).
 """
@@ -131,11 +131,14 @@ def test_random_walk_takes_a_real_lam_of_any_numeric_type():
 def test_neighborhood_hash_refuses_a_code_table_too_large_by_name():
     with pytest.raises(ValueError, match="NeighborhoodHash with bits=56 .* needs at least"):
         NeighborhoodHash(bits=56, random_state=0)(_cycles())
+    # a label number past 2^16 is coded by hashing, with no table up to it (2^62 was a
+    # hang in the draws, then a refusal): the same code whatever the set holds
     graphs = _cycles()
-    graphs[0].x = torch.tensor([[0], [2 ** 62], [1], [2]])  # was a hang in the draws
-    with pytest.raises(ValueError, match="bits=8 and node label numbers up to "
-                                         "4,611,686,018,427,387,904"):
-        NeighborhoodHash(random_state=0)(graphs)
+    graphs[0].x = torch.tensor([[0], [2 ** 62], [1], [2]])
+    k = NeighborhoodHash(random_state=0)
+    K, both = k(graphs).to_dense(), k(graphs[1:] + graphs).to_dense()
+    torch.testing.assert_close(K, both[2:, 2:], rtol=0, atol=0)
+    assert float(K[0, 1]) < 1.0  # the label 2^62 is not one of the others
 
 
 # -- GraphSet: x of different shapes ----------------------------------------------------

@@ -86,10 +86,14 @@ def test_neighborhood_hash_equals_grakel_on_mutag(mutag, nh_type):
 
 
 def test_neighborhood_hash_equals_grakel_with_colliding_codes(cuneiform):
-    # Cuneiform: two-column labels (distinct rows are labels); bits=3 gives 8 codes for
-    # more labels, the branch where GraKeL draws several blocks of codes
-    graphs = cuneiform[:60]
-    assert GraphSet(graphs).label_values.shape[0] > 8
+    # Cuneiform's labels (distinct rows of x) numbered 0..L-1 in one integer column;
+    # bits=3 gives 8 codes for more labels, the branch where GraKeL draws several blocks
+    # of codes
+    G = GraphSet(cuneiform[:60])
+    assert G.label_values.shape[0] > 8
+    graphs = [Data(x=G.node_label[int(G.ptr[i]):int(G.ptr[i + 1]), None],
+                   edge_index=d.edge_index, num_nodes=d.num_nodes)
+              for i, d in enumerate(cuneiform[:60])]
     for nh_type in ("simple", "count_sensitive"):
         ref = gk.NeighborhoodHash(R=4, nh_type=nh_type, bits=3, random_state=1).fit_transform(
             to_grakel(graphs))
@@ -117,6 +121,38 @@ def test_neighborhood_hash_cross_gram_is_the_block_of_the_joint_gram(mutag):
     V = torch.randn(30, 3, dtype=torch.float64)
     torch.testing.assert_close(K @ V, torch.as_tensor(full[:50, 50:]) @ V)
     torch.testing.assert_close(K.T.to_dense(), torch.as_tensor(full[50:, :50]))
+
+
+def test_neighborhood_hash_codes_of_other_label_rows_depend_on_the_row_alone():
+    """Rows of several 0/1 columns that are not one-hot (Cuneiform's labels) get number
+    d + Σ_j x_j 2^j; negative integers a hash of the value: a set's Grams are blocks of
+    those of a larger set whose new labels sort before the others (with the former
+    numbering by rank among the set's rows, every code moved: k(X_train) and
+    k(X_test, X_train) disagreed)."""
+    rng = np.random.default_rng(2)
+
+    def graph(rows):
+        n = len(rows)
+        s = torch.arange(n)
+        t = (s + 1) % n
+        return Data(x=torch.tensor(rows), num_nodes=n,
+                    edge_index=torch.stack([torch.cat([s, t]), torch.cat([t, s])]))
+
+    pool = [[0, 1, 0, 1, 0], [1, 0, 0, 0, 1], [0, 1, 1, 0, 0], [0, 0, 1, 0, 0]]
+    X = [graph([pool[i] for i in rng.integers(0, 4, 6)]) for _ in range(5)]
+    Y = [graph([[0, 0, 0, 1, 1], [0, 1, 0, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])]
+    G = GraphSet(X)
+    want = [5 + sum(2 ** j * v for j, v in enumerate(r)) if sum(r) != 1 else r.index(1)
+            for r in torch.cat([d.x for d in X]).tolist()]
+    assert label_numbers(G).tolist() == want
+    negative = [graph(rng.integers(-3, 3, (6, 1)).tolist()) for _ in range(5)]
+    new = [graph([[-9], [-5], [1], [0]])]
+    for A, B in ((X, Y), (negative, new)):
+        for nh_type in ("simple", "count_sensitive"):
+            k = NeighborhoodHash(R=3, nh_type=nh_type, random_state=1)
+            full = dense(k, B + A)
+            np.testing.assert_array_equal(dense(k, A), full[1:, 1:])
+            np.testing.assert_array_equal(dense(k, B, A), full[:1, 1:])
 
 
 # -- pyramid match -----------------------------------------------------------------------

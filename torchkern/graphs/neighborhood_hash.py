@@ -35,43 +35,94 @@ def segment_xor(index: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tens
     return ((par & 1) << shifts).sum(1)
 
 
+_HASHED = 1 << 62  # label_numbers: the flag of a number that is a hash of the label row
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic): a bijection of
+    64-bit words whose every output bit depends on every input bit."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(_MIX[1])
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(_MIX[2])
+    return h ^ (h >> np.uint64(31))
+
+
+def _row_hashes(V: np.ndarray, key: int) -> np.ndarray:
+    """A 64-bit hash of every row of the integral float64 array ``V`` (L, d), keyed:
+    the same row gives the same word in any set."""
+    h = np.full(V.shape[0], np.uint64(key), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for col in V.T.astype(np.int64).view(np.uint64):
+            h = _mix64((h + np.uint64(_MIX[0])) ^ _mix64(col + np.uint64(_MIX[0])))
+    return h
+
+
 def bit_labels(values: torch.Tensor, bits: int, random_state) -> torch.Tensor:
-    """Random ``bits``-bit codes of the label numbers ``values`` (non-negative int64):
-    label v gets entry v mod 2^bits of the (v div 2^bits)-th random permutation of
-    [0, 2^bits) drawn by NumPy's ``RandomState(random_state).permutation``. Labels
-    0 … L−1 thus get exactly GraKeL 0.1.11's codes (its ``choice(2**bits, L,
-    replace=False)`` is the first L entries of one such permutation; with more labels
-    than codes, it draws whole blocks), and a label's code does not depend on which other
-    labels a set holds."""
+    """Random ``bits``-bit codes of the label numbers ``values`` (non-negative int64,
+    from :func:`label_numbers`): label v gets entry v mod 2^bits of the
+    (v div 2^bits)-th random permutation of [0, 2^bits) drawn by NumPy's
+    ``RandomState(random_state).permutation``. Labels 0 … L−1 thus get exactly GraKeL
+    0.1.11's codes (its ``choice(2**bits, L, replace=False)`` is the first L entries of
+    one such permutation; with more labels than codes, it draws whole blocks), and a
+    label's code does not depend on which other labels a set holds. Numbers from
+    max(2^bits, 2^16) up (large label values, and the hashes of label rows that
+    :func:`label_numbers` flags with ``_HASHED``) get the top ``bits`` bits of the
+    number mixed with a key read from the first permutation instead: seeded as the
+    others, no table of permutations up to them (codes of distinct labels may then
+    coincide, as codes of numbers 2^bits apart do)."""
     rs = random_state if isinstance(random_state, np.random.RandomState) else \
         np.random.RandomState(random_state)
     top = 1 << bits
-    vmax = int(values.max()) if values.numel() else 0
+    hashed = values >= max(top, 1 << 16)
+    plain = values[~hashed]
+    vmax = int(plain.max()) if plain.numel() else 0
     blocks = vmax // top + 1
     check_memory(8 * top * blocks, f"NeighborhoodHash with bits={bits} and node label numbers "
                  f"up to {vmax:,} (one random permutation of [0, 2^bits) per 2^bits label "
                  f"numbers; lower bits, or number the labels 0, 1, ...)", "cpu")
-    perms = torch.from_numpy(np.concatenate([rs.permutation(top) for _ in range(blocks)]))
-    return perms.to(values.device)[values]
+    perms = np.concatenate([rs.permutation(top) for _ in range(blocks)])
+    codes = torch.from_numpy(perms).to(values.device)[torch.where(hashed, 0, values)]
+    if bool(hashed.any()):
+        key = np.uint64(int.from_bytes(perms[:8].astype(np.uint8).tobytes(), "little"))
+        h = values[hashed].cpu().numpy().astype(np.uint64)
+        with np.errstate(over="ignore"):
+            h = _mix64(h ^ _mix64(np.full_like(h, key)))
+        codes[hashed] = torch.from_numpy((h >> np.uint64(64 - bits)).astype(np.int64)
+                                         ).to(values.device)
+    return codes
 
 
 def label_numbers(G: GraphSet) -> torch.Tensor:
     """A number for the label of every node (N,) that depends on the label alone: the
-    column of the 1 of a one-hot row of ``x`` (``TUDataset``'s labels), the value of a
-    single non-negative integer column, 0 without ``x``; for other rows (several
-    columns: Cuneiform's two-column labels) the rank of the row among the distinct rows
-    of the set."""
+    value of a single non-negative integer column; the column of the 1 of a one-hot row
+    of ``x`` (``TUDataset``'s labels); d + Σ_j x_j 2^j for another 0/1 row of d ≤ 16
+    columns (several one-hot parts side by side, as Cuneiform's labels; past the d
+    one-hot numbers); 0 without ``x``. Any other row (a negative entry, several
+    columns of other integers) gets ``_HASHED`` plus 62 bits of a hash of its values,
+    which :func:`bit_labels` turns into a code by hashing, not by the permutations."""
     V = G.label_values
     if V.shape[1] == 0:
         return torch.zeros_like(G.node_label)
-    integral = bool((V == V.round()).all()) and bool((V >= 0).all())
-    if integral and bool(((V == 0) | (V == 1)).all()) and bool((V.sum(1) == 1).all()):
-        num = V.argmax(1)
-    elif integral and V.shape[1] == 1:
-        num = V[:, 0].long()
+    d = V.shape[1]
+    num = torch.full((V.shape[0],), -1, dtype=torch.long, device=V.device)
+    if d == 1:
+        ok = V[:, 0] >= 0
+        num[ok] = V[ok, 0].long()
     else:
-        return initial_labels(G)[0]
-    return num.to(G.node_label.device)[G.node_label]
+        binary = ((V == 0) | (V == 1)).all(1)
+        ones = V.sum(1)
+        hot = binary & (ones == 1)
+        num[hot] = V[hot].argmax(1)
+        multi = binary & ~hot
+        if d <= 16 and bool(multi.any()):
+            weights = 2 ** torch.arange(d, device=V.device, dtype=torch.long)
+            num[multi] = d + (V[multi].long() * weights).sum(1)
+    rest = num < 0
+    if bool(rest.any()):
+        words = _row_hashes(V[rest].cpu().double().numpy(), 0x6E68)  # "nh"
+        num[rest] = torch.from_numpy((words >> np.uint64(2)).astype(np.int64)).to(
+            V.device) | _HASHED
+    return num[G.node_label]
 
 
 def multiset_features(graph_of_node, labels, n_graphs):
@@ -146,8 +197,12 @@ class NeighborhoodHash(GraphKernel):
     ``numpy.random.RandomState(random_state).permutation(2**bits)`` (further permutations
     for v ≥ 2^bits), the code GraKeL gives to label v when a data set's labels are
     0 … L−1 (its ``choice`` without replacement is that permutation's prefix, assigned
-    in the iteration order of a Python set of small integers: increasing). A label's
-    code depends on the label alone, so k(X_train) and k(X_test, X_train) agree. For
+    in the iteration order of a Python set of small integers: increasing). Other rows —
+    several 0/1 columns that are not one-hot (Cuneiform's labels: number d + Σ_j x_j 2^j
+    past the d one-hot numbers), negative integers, several columns of other integers,
+    numbers from 2^16 up — get numbers or codes from the row itself (:func:`bit_labels`:
+    a seeded hash for the last three). Every label's code depends on the label alone,
+    so k(X_train) and k(X_test, X_train) agree. For
     other labels GraKeL's codes, and so its values, differ: its ``fit`` draws the codes
     for the labels it sees, in the iteration order of their Python set (labels
     1, 2, 5 get the first three entries, not entries 1, 2, 5), and its ``transform``
@@ -174,11 +229,9 @@ class NeighborhoodHash(GraphKernel):
     neighbours is the parity of a segment sum per bit. The multiset intersection c_r is
     an inner product of sparse 0/1 features (one per (label, t) with t below the count
     of the label), so each round is a sparse feature product; the Gram (a ratio of them)
-    is computed block of rows by block. Labels given by several columns (not one-hot),
-    and an integer column with a negative entry, are numbered by rank among the
-    distinct rows of the set, which does depend on the set (k(X) is then not a block of
-    k(X ∪ Y)): one-hot encode them, or shift an integer column to values ≥ 0 by the same
-    amount in every set, for train/test use.
+    is computed block of rows by block. Hashed codes (the rows above) may coincide for
+    two distinct labels, with probability about L²/2^(bits+1) for L such labels, as
+    GraKeL's codes repeat past 2^bits labels; one-hot or 0 … L−1 labels avoid it.
 
     References
     ----------
