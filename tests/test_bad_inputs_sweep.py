@@ -383,3 +383,24 @@ def test_concat_of_inputs_of_different_widths():
     with pytest.raises(ValueError, match="inputs of different widths"):
         concat([X, X[:, :2]])  # was torch.cat's size error
     assert torch.equal(concat([X[:4], X[4:]]), X)
+
+
+# -- a lazy product that is not finite ----------------------------------------------------
+@pytest.mark.parametrize("backend", ["dense", "blocked"])
+def test_kernel_matrix_product_with_nan_in_v_names_v(backend):
+    V = torch.ones(10, 2, dtype=torch.float64)
+    V[3, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"K @ V: V contains NaN"):
+        tk.RBF()(X, backend=backend) @ V
+    K = tk.RBF()(X, backend=backend)
+    V[3, 1] = 1.0
+    want = K.to_dense() @ V  # a finite V: the product as before
+    torch.testing.assert_close(K @ V, want)
+
+
+def test_kernel_matrix_product_that_overflows_says_so():
+    # a subnormal lengthscale: the scaled inputs are infinite, the kernel values NaN
+    K = tk.RBF(lengthscale=1e-320)(X)
+    assert not bool(torch.isfinite(K.to_dense()).all())  # what the product would return
+    with pytest.raises(ValueError, match=r"the product is not finite"):
+        K @ torch.ones(10, dtype=torch.float64)

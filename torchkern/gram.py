@@ -639,7 +639,8 @@ class KernelMatrix:
     ``rows(idx)`` / ``cols(idx)`` / ``submatrix(rows, cols)`` (dense pieces),
     ``row_blocks(size)``, ``centered()`` (feature-space centering, lazy), ``K1 + K2`` and
     ``c * K``. Gradients flow through ``@`` and every dense piece to the data and to the
-    kernel's hyperparameters.
+    kernel's hyperparameters. A product ``K @ V`` that is not finite is a ValueError
+    (naming V when V holds NaN or infinity, else the kernel values), never NaN out.
     """
 
     shape: tuple
@@ -674,6 +675,12 @@ class KernelMatrix:
             raise TypeError(f"K @ V: V has dtype {V.dtype} but K has dtype {self.dtype}")
         check_not_meta(V, "K @ V: V")
         out = self._matmul(V2)
+        if not bool(torch.isfinite(out.detach()).all()):  # no NaN out silently: say why
+            if not bool(torch.isfinite(V2.detach()).all()):
+                raise ValueError("K @ V: V contains NaN or infinity")
+            raise ValueError("K @ V: the product is not finite (NaN or infinity): kernel "
+                             "values overflowed or a hyperparameter is not finite; check "
+                             "the kernel's hyperparameters against the scale of the data")
         return out.squeeze(-1) if vec else out
 
     def matmul(self, V) -> torch.Tensor:
