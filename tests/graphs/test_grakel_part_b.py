@@ -55,8 +55,8 @@ def random_graphs(n_graphs, n_min, n_max, p, n_labels, seed):
 
 def to_grakel(graphs):
     """GraKeL graphs from adjacency matrices (isolated nodes kept), labelled by the label
-    numbers of ``label_numbers`` (the column of the 1 of one-hot rows, else the rank of
-    the row)."""
+    numbers of ``label_numbers`` (the column of the 1 of one-hot rows, the value of one
+    integer column, else a number of the row itself)."""
     G = GraphSet(graphs)
     lab = label_numbers(G).tolist()
     out = []

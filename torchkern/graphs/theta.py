@@ -170,14 +170,15 @@ def _sdp_sizes(n: int, n_edges: int) -> tuple:
 
 def _lovasz_group(n: int, edges: list, tol: float, max_iter: int):
     """The Lovász SDP of graphs with n ≥ 2 nodes each, one batch (see
-    :func:`lovasz_theta_sdp`). Returns (θ (B,), W (B, n, n), converged (B,)).
+    :func:`lovasz_theta_sdp`). Returns (θ (B,), W (B, n, n), the relative duality gap
+    reached (B,)).
 
     Every graph of the batch is solved at the sizes :func:`_sdp_sizes` gives (equal
     for all: the caller groups by them), so that each matrix of a batched operation
     starts at a multiple of 32 bytes from the batch's start and its arithmetic is the
     same wherever it sits in whatever batch (batched LAPACK and matmul kernels round
     differently at other offsets; on graphs whose optimal slack is not unique that
-    moved W by up to 0.2 between two batches holding the same graph)."""
+    moved W by up to 0.5 between two batches holding the same graph)."""
     B = len(edges)
     dt = torch.float64
     n_real = n
