@@ -1,6 +1,7 @@
 """Exact multiset ids of NSPDK (torchkern.graphs.nspdk.multiset_ids) against a brute-force
-grouping of sorted tuples, on the direct path and when every hash collides (the exact
-fallback)."""
+grouping of sorted tuples, on both direct paths (the count matrix of few groups × tokens,
+and the sort of the packed keys) and when every hash collides (the exact fallback)."""
+import pytest
 import torch
 
 import torchkern.graphs.nspdk as nspdk
@@ -15,30 +16,34 @@ def _same(ids, n_groups):
     return [[bool(ids[a] == ids[b]) for b in range(n_groups)] for a in range(n_groups)]
 
 
-def _case(seed):
+def _case(seed, spread=1):
+    # spread > 1: the same few tokens, numbered among n_tokens = 5 * spread, so that the
+    # 40 × n_tokens count cells exceed 2^16 and the ids come from the sort path
     g = torch.Generator().manual_seed(seed)
-    n_groups, n_tokens = 40, 5
+    n_groups, n_tokens = 40, 5 * spread
     # few tokens and short multisets: many equal multisets in different orders
     length = torch.randint(0, 4, (n_groups,), generator=g)
     group = torch.repeat_interleave(torch.arange(n_groups), length)
-    token = torch.randint(0, n_tokens, (group.numel(),), generator=g)
+    token = torch.randint(0, 5, (group.numel(),), generator=g) * spread
     perm = torch.randperm(group.numel(), generator=g)
     return group[perm], token[perm], n_groups, n_tokens
 
 
-def test_multiset_ids_equal_brute_force_grouping():
+@pytest.mark.parametrize("spread", [1, 400])
+def test_multiset_ids_equal_brute_force_grouping(spread):
     for seed in range(3):
-        group, token, n_groups, n_tokens = _case(seed)
+        group, token, n_groups, n_tokens = _case(seed, spread)
         ids, n_ids = nspdk.multiset_ids(group, token, n_groups, n_tokens)
         assert _same(ids, n_groups) == _brute(group, token, n_groups)
         assert n_ids == len(set(ids.tolist()))
 
 
-def test_multiset_ids_exact_when_every_hash_collides(monkeypatch):
+@pytest.mark.parametrize("spread", [1, 400])
+def test_multiset_ids_exact_when_every_hash_collides(monkeypatch, spread):
     # all codes 0: every group gets the same key, the check fails and the ids come from
     # the exact Weisfeiler-Lehman round
     monkeypatch.setattr(nspdk, "_mix", lambda h: torch.zeros_like(h))
-    group, token, n_groups, n_tokens = _case(7)
+    group, token, n_groups, n_tokens = _case(7, spread)
     ids, n_ids = nspdk.multiset_ids(group, token, n_groups, n_tokens)
     ref = _brute(group, token, n_groups)
     assert _same(ids, n_groups) == ref

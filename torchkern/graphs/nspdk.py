@@ -35,7 +35,10 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     """Exact ids of the multisets {token[k] : group[k] = g} for g < ``n_groups``: equal
     multisets get equal ids. Returns ``(ids (n_groups,), n_ids)``.
 
-    The (group, token) pairs are sorted as one packed int64 key g·T + t (one sort), so
+    With few groups × tokens (at most 4 per pair), the count matrix of the pairs, by one
+    ``bincount``, gives each group's multiset as a row: the rows get 64-bit keys, are
+    grouped by them, and each row is checked against its group's first member. Otherwise
+    the (group, token) pairs are sorted as one packed int64 key g·T + t (one sort), so
     that every group's tokens are a sorted run; each run gets a 64-bit key (its length and
     a sum of pseudo-random token codes: no sort of the runs), the groups are grouped by
     their keys, and the grouping is checked entry by entry (every group's sorted run
@@ -47,6 +50,16 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     T = max(int(n_tokens), 1)
     if n_groups * T >= 2 ** 62:
         return _multiset_ids_wl(group, token, n_groups, n_tokens)
+    if n_groups * T <= max(4 * token.numel(), 2 ** 16):
+        # few cells: the count matrix (groups × tokens) by one bincount, no sort; a
+        # group's row is its multiset, so equal rows are equal multisets
+        counts = torch.bincount(group * T + token, minlength=n_groups * T).view(n_groups, T)
+        codes = _mix((torch.arange(T, device=group.device) + 1) * _MIX[0])
+        h = _mix(counts.sum(1) * _MIX[2] + 1) + counts @ codes
+        inv, n_ids, rep = _group_by_key(h)
+        if torch.equal(counts.index_select(0, rep), counts):
+            return inv, n_ids
+        return _multiset_ids_wl(group, token, n_groups, n_tokens)
     srt = torch.sort(group * T + token).values
     g = torch.div(srt, T, rounding_mode="floor")
     t = srt - g * T
@@ -54,20 +67,26 @@ def multiset_ids(group: torch.Tensor, token: torch.Tensor, n_groups: int, n_toke
     start = torch.cumsum(length, 0) - length
     h = _mix(length * _MIX[2] + 1)
     h.index_add_(0, g, _mix((t + 1) * _MIX[0]))
-    # group the groups by key: one sort; any member represents its key
-    sk, perm = torch.sort(h)
-    new = torch.ones(n_groups, dtype=torch.bool, device=h.device)
-    new[1:] = sk[1:] != sk[:-1]
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.cumsum(new, 0) - 1
-    n_ids = int(inv.max()) + 1
-    rep = perm.index_select(0, new.nonzero().reshape(-1)).index_select(0, inv)
+    inv, n_ids, rep = _group_by_key(h)
     if torch.equal(length.index_select(0, rep), length):
         shift = (start.index_select(0, rep) - start).index_select(0, g)
         partner = torch.arange(t.numel(), device=t.device) + shift
         if torch.equal(t.index_select(0, partner), t):
             return inv, n_ids
     return _multiset_ids_wl(group, token, n_groups, n_tokens)
+
+
+def _group_by_key(h: torch.Tensor):
+    """``(ids, n_ids, rep)``: the groups numbered by their keys ``h`` (equal keys, equal
+    ids; by one sort), and ``rep[g]`` one group with g's key (the same for all of them)."""
+    sk, perm = torch.sort(h)
+    new = torch.ones(h.numel(), dtype=torch.bool, device=h.device)
+    new[1:] = sk[1:] != sk[:-1]
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.cumsum(new, 0) - 1
+    n_ids = int(inv.max()) + 1
+    rep = perm.index_select(0, new.nonzero().reshape(-1)).index_select(0, inv)
+    return inv, n_ids, rep
 
 
 class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
