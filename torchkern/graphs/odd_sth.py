@@ -192,11 +192,14 @@ class ODDSTh(GraphKernel):
             if sel.numel():
                 loc = torch.full((P,), -1, dtype=torch.long, device=G.device)
                 loc[sel] = torch.arange(sel.numel(), device=G.device)
-                ein = loc[src] >= 0
-                new, n_new = multiset_label_ids(labels[node[sel]], loc[src[ein]],
-                                                tid[dst[ein]], (L, n_ids))
+                parent = loc.index_select(0, src)
+                ein = (parent >= 0).nonzero().squeeze(1)  # the edges out of grown nodes
+                new, n_new = multiset_label_ids(
+                    labels.index_select(0, node.index_select(0, sel)),
+                    parent.index_select(0, ein),
+                    tid.index_select(0, dst.index_select(0, ein)), (L, n_ids))
                 child = torch.zeros(P, dtype=torch.float64, device=G.device)
-                child.index_add_(0, src, size[dst])
+                child.index_add_(0, src, size.index_select(0, dst))
                 size = size.clone()
                 size[sel] = 1 + child[sel]
                 grown_size = torch.zeros(n_new, dtype=torch.float64, device=G.device)
