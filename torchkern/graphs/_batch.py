@@ -300,6 +300,53 @@ def _integral(x: torch.Tensor) -> bool:
     return float(lo) == 0 and float(hi) == 0
 
 
+def _stamps(objs) -> tuple:
+    """(object, in-place version) of each object and of each item of a tuple among them
+    (the objects are kept: held, their ids cannot be reused)."""
+    out = []
+    for o in objs:
+        out.append((o, getattr(o, "_version", None)))
+        if isinstance(o, tuple):
+            out.extend((t, getattr(t, "_version", None)) for t in o)
+    return tuple(out)
+
+
+def _same_stamps(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`_stamps` are of the same objects, unmodified in between."""
+    return len(a) == len(b) and all(x is y and u == v for (x, u), (y, v) in zip(a, b))
+
+
+class _EdgeAttrGap:
+    """The ``edge_attr`` of a set in which some graphs have it and others not: no edge
+    label can be read from it, and reading one (:attr:`GraphSet.edge_label`,
+    :meth:`GraphSet.labelled_edges`) raises the ValueError ``message``, which names
+    ``edge_attr``. Kept in place of the rows, so that the kernels that read no edge
+    labels (WL, shortest path, ...) compare such a set as they compare it without
+    ``edge_attr``."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def fail(self):
+        raise ValueError(self.message)
+
+
+def _edge_attr_gap(vals, item: str = "graph"):
+    """An :class:`_EdgeAttrGap` when some of the ``edge_attr`` ``vals`` (of graphs, or of
+    the sets of graphs that ``item`` names) are None and others not (by identity: a
+    tensor's == is slow), else None."""
+    absent = list(map(operator.is_, vals, repeat(None)))
+    if not any(absent) or all(absent):
+        return None
+    i, j = absent.index(True), absent.index(False)
+    return _EdgeAttrGap(
+        f"edge_attr: {item} {i} has none while {item} {j} has one; this kernel reads "
+        f"edge_attr as edge labels, so every graph needs edge_attr (one row per edge; each "
+        f"distinct row one label): give every graph edge_attr, or remove it from all")
+
+
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False,
                compress: bool | int = True):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
@@ -619,6 +666,7 @@ class GraphSet(KernelInput):
         if not pending or group not in pending:
             return
         f, n = d["_reader"], int(self.ptr[-1])
+        kept = group == "edges" and self._labelled_valid()
         with one_thread():
             if group == "nodes":
                 x = None if f.node_attr == "x" else f.x()  # node_attr="x": no labels
@@ -632,11 +680,13 @@ class GraphSet(KernelInput):
             else:
                 ei, ea, eat = f.edges()
                 eat = _attributes(eat, ei.shape[1], "edge_attributes", f.device)
-                if ea is not None:  # label ids on first read (edge_label)
+                if isinstance(ea, torch.Tensor):  # label ids on first read (edge_label)
                     ea = _edge_rows(ea, ei.shape[1])
                 # duplicate edges are merged and the edges sorted on first read (_merge)
                 new = dict(_raw_edges=(ei, ea, eat))
         d.update(new)
+        if kept:  # the same edges, now read: the labelled edges stay valid
+            d["_labelled_stamps"] = self._edge_stamps()
         if group == "nodes":
             d.pop("_labelled_nodes", None)
         rest = pending - {group}
@@ -678,18 +728,22 @@ class GraphSet(KernelInput):
         if raw is None:
             return
         ei, ea, eat = raw
+        kept = self._labelled_valid()
+        rows = isinstance(ea, torch.Tensor)  # not None, nor an _EdgeAttrGap
         with one_thread():
             edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
-                                             positions=ea is not None or eat is not None,
+                                             positions=rows or eat is not None,
                                              ptr=self.ptr)
             eptr = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
             eat = eat if first is None or eat is None else _rows(eat, first)
-            ea = ea if first is None or ea is None else _rows(ea, first)
+            ea = ea if first is None or not rows else _rows(ea, first)
         # all at once, the raw edges dropped last: an error above leaves the set unmerged
         d.update(_eptr=eptr, _edge_index=edge_index, _edge_attributes=eat)
         if ea is not None:
             d["_edge_rows"] = ea
         del d["_raw_edges"]
+        if kept:  # the same edges, merged: the labelled edges stay valid
+            d["_labelled_stamps"] = self._edge_stamps()
 
     def _edge_field(name):  # noqa: N805 (a property factory used in the class body)
         def get(self):
@@ -716,10 +770,15 @@ class GraphSet(KernelInput):
     @property
     def edge_label(self) -> torch.Tensor | None:
         rows = self._edge_rows
+        if isinstance(rows, _EdgeAttrGap):  # some graphs have edge_attr, others not
+            rows.fail()
         if rows is not None:  # the rows of edge_attr, not yet read as labels
             _check_integral(rows, "edge_attr")
             ids, values = _label_ids(rows, rows.shape[0], "edge_attr", self.ptr.device)
+            kept = self._labelled_valid()
             self.__dict__.update(_edge_label=ids, _edge_label_values=values, _edge_rows=None)
+            if kept:  # the same labels, numbered: the labelled edges stay valid
+                self.__dict__["_labelled_stamps"] = self._edge_stamps()
         return self.__dict__.get("_edge_label")
 
     @edge_label.setter
@@ -773,9 +832,15 @@ class GraphSet(KernelInput):
         used as given when they hold no duplicate: sorted by (source, target) (as PyG's
         coalesced graphs are; one comparison pass), or checked by one scatter of per-graph
         (source, target) keys into Σ_g n_g² flags; else (duplicates, large unsorted
-        graphs, an edge between two graphs) the merged edges are read."""
+        graphs, an edge between two graphs) the merged edges are read.
+
+        The answer is kept with the set (a set used again: a fitted model's) while the
+        set's edge tensors it comes from (``edge_index``, ``eptr``, the edge labels or
+        ``edge_attr`` rows, ``ptr``) are the same objects, unchanged in place (their
+        ``_version``, which every in-place write bumps); after an in-place write to one
+        of them it is made again."""
         d = self.__dict__
-        if d.get("_labelled") is not None:  # kept: a set used again (a fitted model's)
+        if self._labelled_valid():  # kept: a set used again (a fitted model's)
             return d["_labelled"]
         with one_thread():
             local = None  # (graph of each edge, edge_attr) from a reader, edges unread
@@ -785,6 +850,8 @@ class GraphSet(KernelInput):
                 self._resolve("edges")
             raw = d.get("_raw_edges") if local is None else (None, local[1])
             out = None
+            if raw is not None and isinstance(raw[1], _EdgeAttrGap):
+                raw[1].fail()
             if raw is not None and raw[1] is not None:
                 graph = _graph_if_distinct(raw[0], self.ptr) if local is None else local[0]
                 if graph is not None:
@@ -799,13 +866,28 @@ class GraphSet(KernelInput):
                 graph = torch.repeat_interleave(self.num_edges,  # = arange(G) repeated
                                                 output_size=self.edge_label.numel())
                 out = graph, self.edge_label, self.edge_label_values
-        d["_labelled"] = out
+        d["_labelled"], d["_labelled_stamps"] = out, self._edge_stamps()
         return out
+
+    def _edge_stamps(self) -> tuple:
+        """:func:`_stamps` of the set's own edge tensors (``_EDGE_STATE``), as stored
+        now: what :meth:`labelled_edges` derives its answer from."""
+        d = self.__dict__
+        return _stamps([d.get(k) for k in _EDGE_STATE])
+
+    def _labelled_valid(self) -> bool:
+        """Whether the kept :meth:`labelled_edges` answer is still the set's: its edge
+        tensors the same objects, unmodified in place since (:meth:`_edge_stamps`)."""
+        d = self.__dict__
+        return d.get("_labelled") is not None and _same_stamps(d.get("_labelled_stamps", ()),
+                                                                self._edge_stamps())
 
     def _edge_label_parts(self, edges: torch.Tensor) -> dict:
         """The edge labels of the edges ``edges`` (positions in ``edge_index``), as
         keyword arguments of :meth:`_from_parts`: label ids if read, else the raw rows."""
         rows = self._edge_rows
+        if isinstance(rows, _EdgeAttrGap):  # no labels to take: the gap, kept
+            return dict(edge_label=None, edge_label_values=None, edge_rows=rows)
         if rows is not None:
             return dict(edge_label=None, edge_label_values=None,
                         edge_rows=rows.index_select(0, edges))
@@ -910,11 +992,14 @@ class GraphSet(KernelInput):
         parts = [p if p.device == device else p.to(device=device) for p in parts]
         ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
         raw = [p._edge_rows for p in parts]
-        has_e = [r is not None or p.edge_label is not None for p, r in zip(parts, raw)]
-        if any(has_e) and not all(has_e):
-            raise ValueError("cannot concatenate graph sets with and without edge labels")
-        erows = None
-        if all(r is not None for r in raw):  # none read as labels yet: the rows
+        erows = next((r for r in raw if isinstance(r, _EdgeAttrGap)), None)
+        if erows is None:
+            has_e = [r is not None or p.edge_label is not None for p, r in zip(parts, raw)]
+            erows = _edge_attr_gap([p if h else None for p, h in zip(parts, has_e)],
+                                   "the set of graphs")
+        if erows is not None:  # edge_attr in some graphs only: no edge labels to read
+            eids = evalues = None
+        elif all(r is not None for r in raw):  # none read as labels yet: the rows
             eids, evalues, erows = None, None, _cat_attributes(raw, "edge_attr", None)
         elif all(has_e):
             eids, evalues = unify_labels([(p.edge_label, p.edge_label_values) for p in parts])
@@ -939,15 +1024,16 @@ class GraphSet(KernelInput):
         self._resolve_all()
         d = self.__dict__
         d.pop("_labelled", None)
+        d.pop("_labelled_stamps", None)
         for name in [k for k in d if k.startswith("_count_key_")]:
             del d[name]  # the histogram kernels' (histogram._count_key)
         for name in ("ptr", "_edge_index", "_eptr", "node_label", "label_values", "_edge_label",
                      "_edge_label_values", "node_attributes", "_edge_attributes", "_edge_rows"):
             t = d.get(name)
-            if t is not None:
+            if isinstance(t, torch.Tensor):  # not None, nor an _EdgeAttrGap
                 d[name] = t.to(device)
         if "_raw_edges" in d:
-            d["_raw_edges"] = tuple(None if t is None else t.to(device)
+            d["_raw_edges"] = tuple(t.to(device) if isinstance(t, torch.Tensor) else t
                                     for t in d["_raw_edges"])
 
     def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
@@ -979,6 +1065,10 @@ def _cat(tensors, device, dim=0):
 
 
 _GROUPS = ("nodes", "node_attributes", "edges")
+
+# the stored edge fields of a GraphSet that GraphSet.labelled_edges derives from
+_EDGE_STATE = ("ptr", "_raw_edges", "_edge_index", "_eptr", "_edge_rows", "_edge_label",
+               "_edge_label_values")
 
 
 def _never() -> bool:
@@ -1143,15 +1233,16 @@ class _ListFields:
             self._local = (None,)
             eis, eas, eats = (self.field(k) for k in ("edge_index", "edge_attr",
                                                       "edge_attributes"))
+            gap = _edge_attr_gap(eas)  # edge_attr in some graphs only: no edge labels
             try:
                 if set(map(operator.attrgetter("dtype"), eis)) != {torch.int64}:
                     return None
                 ei = _cat(eis, self.device, 1)
-                ea = None if eas[0] is None else _cat(eas, self.device)
+                ea = gap if gap is not None or eas[0] is None else _cat(eas, self.device)
             except (AttributeError, RuntimeError, IndexError, TypeError):
                 return None  # said by edges()
             ecounts = np.fromiter(map(torch.Tensor.numel, eis), np.int64, len(eis)) // 2
-            if ea is not None:
+            if isinstance(ea, torch.Tensor):
                 width = 1 if ea.dim() == 1 else int(ea.shape[1]) if ea.dim() == 2 else 0
                 rows = np.fromiter(map(torch.Tensor.numel, eas), np.int64, len(eas))
                 if not width or not np.array_equal(rows, ecounts * width):
@@ -1182,11 +1273,12 @@ class _ListFields:
         if graph is None:
             return None
         ea = local[2]
-        return graph, None if ea is None else _edge_rows(ea, graph.numel())
+        return graph, ea if not isinstance(ea, torch.Tensor) else _edge_rows(ea, graph.numel())
 
     def edges(self):
         """``(edge_index, edge_attr, edge_attributes)``: the edges with global node ids
-        (checked per graph), the rows of the other two."""
+        (checked per graph), the rows of the other two; an :class:`_EdgeAttrGap` for
+        ``edge_attr`` when some graphs have it and others not."""
         local = getattr(self, "_local", None)
         if local is not None and local[0] is not None:  # concatenated and checked
             self._local = None
@@ -1223,13 +1315,14 @@ class _ListFields:
         ei = _global_edges(ei, counts, ecounts, own=True)  # ei: the fresh cat's
         ea = eat = None
         if eas[0] is not None:
-            try:  # a graph without edge_attr fails the cat: said by _all_or_none
+            try:  # a graph without edge_attr fails the cat: an _EdgeAttrGap
                 ea = _cat(eas, device)
             except (TypeError, RuntimeError):
-                _all_or_none(eas, "edge_attr")
-                _uncatenable(eas, "edge_attr", "E")
+                ea = _edge_attr_gap(eas)
+                if ea is None:
+                    _uncatenable(eas, "edge_attr", "E")
         else:
-            _all_or_none(eas, "edge_attr")
+            ea = _edge_attr_gap(eas)
         _all_or_none(eats, "edge_attributes")
         if eats[0] is not None:
             eat = _cat_attributes(eats, "edge_attributes", None, device)

@@ -6,7 +6,7 @@ import torch
 
 from .._validation import check_bool
 from ..gram import FeatureKernelMatrix, _as_index
-from ._batch import GraphSet, unify_labels
+from ._batch import GraphSet, _same_stamps, _stamps, unify_labels
 from ._labels import CountFeatureKernel, _int8_product_works, histogram, initial_labels
 
 __all__ = ["VertexHistogram", "EdgeHistogram"]
@@ -84,22 +84,6 @@ def _product(lx: torch.Tensor, ly: torch.Tensor, dtype) -> torch.Tensor:
         torch._int_mm(a, lyt, out=block)
         out[i:i + step].copy_(block)
     return out
-
-
-def _stamps(objs) -> tuple:
-    """(object, in-place version) of each object and of each item of a tuple among them
-    (the objects are kept: held, their ids cannot be reused)."""
-    out = []
-    for o in objs:
-        out.append((o, getattr(o, "_version", None)))
-        if isinstance(o, tuple):
-            out.extend((t, getattr(t, "_version", None)) for t in o)
-    return tuple(out)
-
-
-def _same_stamps(a: tuple, b: tuple) -> bool:
-    """Whether two :func:`_stamps` are of the same objects, unmodified in between."""
-    return len(a) == len(b) and all(x is y and u == v for (x, u), (y, v) in zip(a, b))
 
 
 class _DenseHistogram:
@@ -308,4 +292,4 @@ class EdgeHistogram(_DenseHistogram, CountFeatureKernel):
         return keys
 
     def _key_source(self, G: GraphSet) -> tuple:
-        return (G.__dict__.get("_labelled"),)  # dropped by G when its edges change
+        return (G.labelled_edges(),)  # made again by G when its edges change
