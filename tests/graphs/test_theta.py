@@ -184,6 +184,44 @@ def test_lovasz_sdp_of_a_graph_is_the_same_in_any_batch():
         assert abs(b[-1][0] - math.sqrt(5)) < 2e-8
 
 
+def test_lovasz_sdp_finished_graphs_leave_the_batch(monkeypatch):
+    """Graphs of one batch finish at different iterations and leave it then: a graph's θ
+    and W are bit-equal whether it is solved alone (a batch of one throughout) or with
+    others that finish before or after it, and so are LovaszTheta's features of a set
+    and the rows of them in a larger set; the Gram of the set equals its block of the
+    larger set's Gram."""
+    rng = np.random.default_rng(2)
+    n = 8
+    pairs = np.array(list(itertools.combinations(range(n), 2)))
+    gs = [(n, pairs[np.sort(rng.choice(len(pairs), E, replace=False))])
+          for E in (13, 14, 15, 16, 13, 14, 15)]  # n + E padded to 24: one batch
+    sizes = []
+    lu = torch.linalg.lu_factor_ex
+    monkeypatch.setattr(torch.linalg, "lu_factor_ex",
+                        lambda M, *a, **k: (sizes.append(M.shape[0]), lu(M, *a, **k))[1])
+    alone = [lovasz_theta_sdp([g])[0] for g in gs]
+    sizes.clear()
+    big = lovasz_theta_sdp(gs)
+    shrink_big, sizes[:] = list(sizes), []
+    sub = [1, 3, 4]
+    small = lovasz_theta_sdp([gs[i] for i in sub])
+    shrink_small = list(sizes)
+    # the batches shrank, differently (measured: 7, 3, 1 and 3, 2, 1)
+    assert shrink_big[0] == 7 and shrink_big[-1] < 7 and len(set(shrink_big)) > 2
+    assert shrink_small[0] == 3 and shrink_small[-1] < 3 and shrink_big != shrink_small
+    for (ta, Wa), (tb, Wb) in zip(alone, big):
+        assert ta == tb and np.array_equal(Wa, Wb)
+    for i, (t, W) in zip(sub, small):
+        assert t == alone[i][0] and np.array_equal(W, alone[i][1])
+    # and the kernel (a graph's own draws): the features of X are rows of those of X ∪ Y
+    data = [graph(n, e) for _, e in gs] + [cycle(5), petersen()]
+    k = LovaszTheta(n_samples=20, subsets_size_range=(2, 5))
+    F = k.features(data)
+    assert torch.equal(k.features([data[i] for i in sub]), F[sub])
+    K = k(data).to_dense()
+    assert torch.equal(k([data[i] for i in sub]).to_dense(), K[sub][:, sub])
+
+
 def test_lovasz_sdp_equals_cvxopt_theta(mutag, rand):
     # cvxopt's defaults (abstol 1e-7, reltol 1e-6) bound GraKeL's own accuracy: θ agrees to
     # that, not to 1e-10 (measured: 1.4e-7 relative on MUTAG, 1.2e-7 on the random graphs)
