@@ -32,7 +32,11 @@ class PermutationTestResult(NamedTuple):
     statistic : Tensor
         The observed statistic (0-d).
     p_value : float
-        (1 + #{null ≥ statistic}) / (1 + n_permutations).
+        (1 + #{null ≥ statistic}) / (1 + n_permutations), a permuted statistic that
+        equals the observed one up to the rounding of the arithmetic (16 units of the
+        working precision times the size of the summed terms) counting as ≥: ties, which
+        discrete data and duplicate points make common, keep the test at its level
+        (Phipson and Smyth 2010, "Permutation p-values should never be zero").
     reject : bool
         ``p_value <= alpha``: the null hypothesis is rejected at level α.
     null_distribution : Tensor of shape (n_permutations,)
@@ -55,10 +59,30 @@ def _check_test_params(est, estimators):
         raise ValueError(f"estimator must be one of {estimators}, got {est.estimator!r}")
 
 
-def _result(stats: torch.Tensor, alpha: float, dtype) -> PermutationTestResult:
-    """stats[0] is the observed statistic, stats[1:] the permuted ones (float64)."""
+# Tie tolerance of the p-value, in units of the rounding unit of the arithmetic times the
+# size of the terms the statistics are summed from (_tie_tolerance).
+_TIE_ULPS = 16
+
+
+def _tie_tolerance(dtype, scale: float) -> float:
+    """Absolute tolerance under which a permuted statistic counts as equal to the observed
+    one: ``_TIE_ULPS`` rounding units of ``dtype`` times ``scale``, a bound on the terms
+    the statistics are summed from (for MMD the largest k(z, z); for HSIC the product of
+    the largest entries of the two matrices). Labellings that give the same statistic in
+    exact arithmetic — the observed labelling drawn again, swapped duplicate points,
+    discrete data — came out of the products up to ~1 unit apart (measured: at most 1.0
+    float64 / 0.5 float32 units for N = 10 to 6,000), so an exact ``>=`` dropped some of
+    them and the p-value came out too small, the test too liberal (scipy's
+    ``permutation_test`` compares with a relative tolerance for the same reason)."""
+    return _TIE_ULPS * torch.finfo(dtype).eps * float(scale)
+
+
+def _result(stats: torch.Tensor, alpha: float, dtype, tie_tol: float = 0.0
+            ) -> PermutationTestResult:
+    """stats[0] is the observed statistic, stats[1:] the permuted ones (float64); a
+    permuted statistic within ``tie_tol`` below the observed one counts as a tie (≥)."""
     stat, null = stats[0], stats[1:]
-    p = (1 + int((null >= stat).sum())) / (1 + null.numel())
+    p = (1 + int((null >= stat - tie_tol).sum())) / (1 + null.numel())
     return PermutationTestResult(stat.to(dtype), p, bool(p <= alpha), null.to(dtype))
 
 
@@ -184,8 +208,11 @@ class MMDTest(BaseEstimator):
             S[:, 1:][member] = 1.0 / n
             del member
             U = K @ S
-            stats = _mmd_from_products(U, S, K.diag(), n, m, self.estimator)
-        return _result(stats, self.alpha, X.dtype)
+            diag = K.diag()
+            stats = _mmd_from_products(U, S, diag, n, m, self.estimator)
+            # |k(z, z')| <= max k(z, z) for a positive definite kernel
+            tie_tol = _tie_tolerance(U.dtype, diag.abs().max())
+        return _result(stats, self.alpha, X.dtype, tie_tol)
 
 
 # ------------------------------------------------------------------------------------
@@ -360,12 +387,13 @@ class HSICTest(BaseEstimator):
         with torch.no_grad():
             X, Y = _detach(X), _detach(Y)
             if method == "exact":
-                stats = _exact_hsic_stats(X, Y, kx, ky, self.n_permutations, self.estimator, gen)
+                stats, tie_tol = _exact_hsic_stats(X, Y, kx, ky, self.n_permutations,
+                                                   self.estimator, gen)
             else:
                 self.n_features_ = min(n, _DEFAULT_FEATURES if m is None else m)
-                stats = _nystrom_hsic_stats(X, Y, kx, ky, self.n_permutations, self.estimator,
-                                            gen, self.n_features_)
-        return _result(stats, self.alpha, X.dtype)
+                stats, tie_tol = _nystrom_hsic_stats(X, Y, kx, ky, self.n_permutations,
+                                                     self.estimator, gen, self.n_features_)
+        return _result(stats, self.alpha, X.dtype, tie_tol)
 
 
 def _detach(X):
@@ -373,7 +401,8 @@ def _detach(X):
 
 
 def _exact_hsic_stats(X, Y, kx, ky, P, estimator, gen):
-    """Observed and permuted HSIC (float64) from the dense Gram matrices."""
+    """Observed and permuted HSIC (float64) from the dense Gram matrices, and the tie
+    tolerance of their p-value (:func:`_tie_tolerance`)."""
     n, f64 = X.shape[0], torch.float64
     K = kx(X, backend="dense").to_dense().to(f64)
     L = ky(Y, backend="dense").to_dense().to(f64)
@@ -381,18 +410,22 @@ def _exact_hsic_stats(X, Y, kx, ky, P, estimator, gen):
                         + [randperm(n, gen, X.device) for _ in range(P)])
     if estimator == "biased":
         Kc, Lc = _center(K), _center(L)
-        return _permuted_frobenius(Kc, Lc, perms) / n**2
+        tie_tol = _tie_tolerance(f64, Kc.abs().max() * Lc.abs().max())
+        return _permuted_frobenius(Kc, Lc, perms) / n**2, tie_tol
     K.fill_diagonal_(0)
     L.fill_diagonal_(0)
+    tie_tol = _tie_tolerance(f64, 4 * K.abs().max() * L.abs().max())
     rk, rl = K.sum(1), L.sum(1)
     const = rk.sum() * rl.sum() / ((n - 1) * (n - 2))
     cross = rl[perms] @ rk
     return ((_permuted_frobenius(K, L, perms) + const - 2.0 * cross / (n - 2))
-            / (n * (n - 3)))
+            / (n * (n - 3))), tie_tol
 
 
 def _nystrom_hsic_stats(X, Y, kx, ky, P, estimator, gen, m, max_entries=2**22):
-    """Observed and permuted HSIC (float64) from centered Nyström features.
+    """Observed and permuted HSIC (float64) from centered Nyström features, and the tie
+    tolerance of their p-value (:func:`_tie_tolerance`; the statistics are at most
+    (‖Φ̃‖²_F/n)(‖Ψ̃‖²_F/n) by Cauchy–Schwarz, the scale of the products' rounding).
 
     The permutations come first in the generator's stream (as in the exact method) but
     are needed only after the features, which take the centers from the same generator:
@@ -434,7 +467,8 @@ def _nystrom_hsic_stats(X, Y, kx, ky, P, estimator, gen, m, max_entries=2**22):
             out.append((S - n / (n - 2) * ab + a.sum() * c.sum() / ((n - 1) * (n - 2)))
                        / (n * (n - 3)))
         done += bb
-    return torch.cat(out)
+    scale = F.pow(2).sum(dtype=f64) * G.pow(2).sum(dtype=f64) / n**2
+    return torch.cat(out), _tie_tolerance(F.dtype, 4 * scale)
 
 
 def _centered_features(nystroem, Z):

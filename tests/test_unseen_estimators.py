@@ -1,0 +1,159 @@
+"""Differential checks of the estimators' answers on awkward but valid data, each against
+an independent reference (scikit-learn, brute force, closed forms).
+
+The permutation tests' p-values come first: with discrete data (or duplicate points)
+many relabellings give the observed statistic exactly, and rounding in the batched
+products put some of those ties a unit below it; the exact ``>=`` then left them out and
+the p-value came out too small (0.27 instead of 0.39 for one case below), silently. The
+references here compute each distinct statistic once from the labelling's counts, so ties
+are exact in them.
+"""
+import numpy as np
+import pytest
+import torch
+from sklearn import svm as sk_svm
+from sklearn.gaussian_process import GaussianProcessRegressor as SkGP
+from sklearn.gaussian_process.kernels import RBF as SkRBF, ConstantKernel as SkConst
+from sklearn.linear_model import LogisticRegression
+
+import torchkern as tk
+from torchkern.stats import HSICTest, MMDTest
+
+
+def _rbf(A, B, ls=1.0):
+    d2 = ((np.asarray(A, float)[:, None, :] - np.asarray(B, float)[None, :, :]) ** 2).sum(-1)
+    return np.exp(-d2 / (2 * ls * ls))
+
+
+# --------------------------------------------------------------------------------------
+# Permutation tests: ties in the null distribution
+# --------------------------------------------------------------------------------------
+
+_VX = np.array([0.0, 1.0, 3.0])  # no symmetry: equal statistics <=> equal counts
+_VY = np.array([0.0, 2.0])
+
+
+def _mmd_reference_p(x, y, P, seed, estimator):
+    """Brute-force p-value of MMDTest's permutations (replayed from its generator) on
+    samples of the values _VX[x], _VX[y]: each labelling's statistic from the counts of
+    each value in the two samples, computed once per distinct count vector. Returns the
+    p-value and the smallest gap between distinct statistics (the reference is exact
+    when that gap is far above rounding)."""
+    n, m = len(x), len(y)
+    z = np.r_[x, y]
+    K = _rbf(_VX[:, None], _VX[:, None])
+    cache = {}
+
+    def statistic(first):
+        cx = np.bincount(z[first], minlength=3).astype(float)
+        cy = np.bincount(z[~first], minlength=3).astype(float)
+        key = tuple(cx)
+        if key not in cache:
+            sxx, syy, sxy = cx @ K @ cx, cy @ K @ cy, cx @ K @ cy
+            if estimator == "biased":
+                cache[key] = sxx / n**2 + syy / m**2 - 2 * sxy / (n * m)
+            else:  # k(z, z) = 1
+                cache[key] = ((sxx - n) / (n * (n - 1)) + (syy - m) / (m * (m - 1))
+                              - 2 * sxy / (n * m))
+        return key, cache[key]
+
+    observed = np.zeros(n + m, bool)
+    observed[:n] = True
+    key0, s0 = statistic(observed)
+    gen = torch.Generator().manual_seed(seed)
+    count = 0
+    for _ in range(P):
+        first = np.zeros(n + m, bool)
+        first[torch.randperm(n + m, generator=gen)[:n].numpy()] = True
+        key, s = statistic(first)
+        count += key == key0 or s > s0
+    return (1 + count) / (1 + P), np.diff(np.sort(list(cache.values()))).min()
+
+
+def _hsic_reference_p(x, y, P, seed, estimator):
+    """Brute-force p-value of HSICTest's permutations of y on the values _VX[x], _VY[y]:
+    each statistic (tr(KHLH)/n², or Song et al.'s U-statistic by its dense formula) once
+    per distinct contingency table of (x, permuted y)."""
+    n = len(x)
+    Kx, Ky = _rbf(_VX[:, None], _VX[:, None]), _rbf(_VY[:, None], _VY[:, None])
+    H = np.eye(n) - 1.0 / n
+    one = np.ones(n)
+    cache = {}
+
+    def statistic(yp):
+        T = np.zeros((3, 2))
+        np.add.at(T, (x, yp), 1)
+        key = tuple(T.ravel())
+        if key not in cache:
+            K, L = Kx[np.ix_(x, x)], Ky[np.ix_(yp, yp)]
+            if estimator == "biased":
+                cache[key] = np.trace(K @ H @ L @ H) / n**2
+            else:
+                K, L = K - np.eye(n), L - np.eye(n)  # zero diagonals (k(z, z) = 1)
+                cache[key] = (np.trace(K @ L) + (one @ K @ one) * (one @ L @ one)
+                              / ((n - 1) * (n - 2)) - 2 / (n - 2) * one @ K @ L @ one
+                              ) / (n * (n - 3))
+        return key, cache[key]
+
+    key0, s0 = statistic(y)
+    gen = torch.Generator().manual_seed(seed)
+    count = 0
+    for _ in range(P):
+        key, s = statistic(y[torch.randperm(n, generator=gen).numpy()])
+        count += key == key0 or s > s0
+    return (1 + count) / (1 + P), np.diff(np.sort(list(cache.values()))).min()
+
+
+@pytest.mark.parametrize("seed", [8, 10])
+@pytest.mark.parametrize("estimator", ["biased", "unbiased"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_mmd_test_counts_ties_of_discrete_data(seed, estimator, dtype):
+    rng = np.random.default_rng(seed)
+    x, y = rng.integers(0, 3, 7), rng.integers(0, 3, 10)
+    res = MMDTest(tk.RBF(1.0), n_permutations=100, estimator=estimator,
+                  random_state=seed).test(torch.tensor(_VX[x][:, None], dtype=dtype),
+                                          torch.tensor(_VX[y][:, None], dtype=dtype))
+    p, gap = _mmd_reference_p(x, y, 100, seed, estimator)
+    assert gap > 1e-9  # distinct statistics are far apart: the reference is exact
+    assert res.p_value == pytest.approx(p, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+@pytest.mark.parametrize("estimator", ["biased", "unbiased"])
+@pytest.mark.parametrize("method,dtype", [("exact", torch.float64),
+                                          ("nystrom", torch.float64),
+                                          ("nystrom", torch.float32)])
+def test_hsic_test_counts_ties_of_discrete_data(seed, estimator, method, dtype):
+    rng = np.random.default_rng(seed)
+    x, y = rng.integers(0, 3, 12), rng.integers(0, 2, 12)
+    # n_features = n: the Nyström features are exact up to rounding
+    res = HSICTest(tk.RBF(1.0), tk.RBF(1.0), n_permutations=100, estimator=estimator,
+                   random_state=seed, method=method, n_features=12).test(
+        torch.tensor(_VX[x][:, None], dtype=dtype), torch.tensor(_VY[y][:, None], dtype=dtype))
+    p, gap = _hsic_reference_p(x, y, 100, seed, estimator)
+    assert gap > 1e-9
+    assert res.p_value == pytest.approx(p, abs=1e-12)
+
+
+def test_permutation_p_value_keeps_distinct_statistics_apart():
+    """The tie tolerance is rounding-sized: on continuous data (no ties) the p-value is
+    the plain count of permuted statistics >= the observed one, from the brute-force
+    statistics of the same permutations."""
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(12, 2)), rng.normal(size=(9, 2)) + 0.4
+    res = MMDTest(tk.RBF(1.0), n_permutations=200, estimator="biased",
+                  random_state=2).test(torch.tensor(X), torch.tensor(Y))
+    Z = np.vstack([X, Y])
+    K = _rbf(Z, Z)
+    gen = torch.Generator().manual_seed(2)
+    null = []
+    for _ in range(200):
+        s = np.full(21, -1 / 9)
+        s[torch.randperm(21, generator=gen)[:12].numpy()] = 1 / 12
+        null.append(s @ K @ s)
+    s = np.r_[np.full(12, 1 / 12), np.full(9, -1 / 9)]
+    stat = s @ K @ s
+    assert float(res.statistic) == pytest.approx(stat, rel=1e-12)
+    np.testing.assert_allclose(res.null_distribution.numpy(), null, rtol=1e-10)
+    assert np.abs(np.array(null) - stat).min() > 1e-10  # no ties here
+    assert res.p_value == pytest.approx((1 + (np.array(null) >= stat).sum()) / 201)
