@@ -153,11 +153,21 @@ def check_input(kernel, X, name: str = "X", **kw):
 def check_fitted_input(kernel, X, X_fit, name: str = "X", estimator=None, **kw):
     """Predict-time data validated against the fitted data ``X_fit``: same kind, same
     number of features, cast to the fitted dtype and device. ``estimator`` (an estimator
-    or its name) makes the messages scikit-learn's; ``kw`` go to :func:`check_input`."""
+    or its name) makes the messages scikit-learn's; ``kw`` go to :func:`check_input`.
+    A kernel with a ``_check_fitted(X_fit, X, name)`` hook (the graph kernels) compares
+    only the fields it reads; otherwise ``X_fit.check_compatible(X, name)``."""
     X = check_input(kernel, X, name, **kw)
     if isinstance(X_fit, KernelInput):
-        X_fit.check_compatible(X, name)
-        return X.to(device=X_fit.device, dtype=X_fit.dtype)
+        hook = None if kernel is None or _is_precomputed(kernel) else \
+            getattr(kernel, "_check_fitted", None)
+        if hook is not None:
+            hook(X_fit, X, name)
+        else:
+            X_fit.check_compatible(X, name)
+        # moved only when on another device: a move reads every field (a graph set's
+        # unread fields, which its kernel may never read)
+        return X.to(device=None if X.device == X_fit.device else X_fit.device,
+                    dtype=X_fit.dtype)
     if isinstance(X, KernelInput):
         raise TypeError(f"{name} is a {type(X).__name__} but the model was fitted on a tensor")
     if X.shape[1] != X_fit.shape[1]:

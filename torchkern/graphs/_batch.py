@@ -977,20 +977,28 @@ class GraphSet(KernelInput):
             **self._edge_label_parts(edges))
 
     @classmethod
-    def concat(cls, parts, attributes: bool = True) -> "GraphSet":
+    def concat(cls, parts, attributes: bool = True, labels: bool = True) -> "GraphSet":
         """One set of the graphs of ``parts`` (GraphSets or anything GraphSet takes), in
         order; label ids renumbered over all of them. ``attributes=False`` leaves the
         continuous node and edge attributes out (None) without reading them: the union
-        of two sets for a kernel that reads none (their widths may then differ)."""
+        of two sets for a kernel that reads none (their widths may then differ).
+        ``labels=False`` gives every node one label (rows of width 0) without reading
+        the node labels: the union for a kernel that reads none (:class:`EdgeHistogram`).
+        Edge labels that some parts have and others not are kept as a gap that raises,
+        naming ``edge_attr``, when read (:attr:`edge_label`)."""
         with one_thread():
-            return cls._concat(parts, attributes)
+            return cls._concat(parts, attributes, labels)
 
     @classmethod
-    def _concat(cls, parts, attributes: bool = True) -> "GraphSet":
+    def _concat(cls, parts, attributes: bool = True, labels: bool = True) -> "GraphSet":
         parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in parts]
         device, dtype = parts[0].device, parts[0].dtype
         parts = [p if p.device == device else p.to(device=device) for p in parts]
-        ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
+        if labels:
+            ids, values = unify_labels([(p.node_label, p.label_values) for p in parts])
+        else:  # one label for all nodes, as a set without x has
+            ids = [torch.zeros(int(p.ptr[-1]), dtype=torch.long, device=device) for p in parts]
+            values = torch.zeros(1, 0, device=device)
         raw = [p._edge_rows for p in parts]
         erows = next((r for r in raw if isinstance(r, _EdgeAttrGap)), None)
         if erows is None:
@@ -1036,13 +1044,23 @@ class GraphSet(KernelInput):
             d["_raw_edges"] = tuple(t.to(device) if isinstance(t, torch.Tensor) else t
                                     for t in d["_raw_edges"])
 
-    def check_compatible(self, other: "GraphSet", name: str = "X") -> None:
+    def check_compatible(self, other: "GraphSet", name: str = "X", *,
+                         attributes: bool = True, labels: bool = True) -> None:
+        """Raise ValueError if ``other`` (graphs met at predict time) cannot be compared
+        with this (fitted) set: node attributes missing or of another width
+        (``attributes``), node-label rows of another width (``labels``). A kernel
+        checks only the fields it reads (``GraphKernel._check_fitted``): the others are
+        neither compared nor read."""
         super().check_compatible(other, name)
-        a, b = self.node_attributes, getattr(other, "node_attributes", None)
-        if a is not None and (b is None or b.shape[1] != a.shape[1]):
-            raise ValueError(f"{name} has node attributes of width "
-                             f"{None if b is None else b.shape[1]} but the model was fitted "
-                             f"on graphs whose node attributes have width {a.shape[1]}")
+        if attributes:
+            a, b = self.node_attributes, getattr(other, "node_attributes", None)
+            if a is not None and (b is None or b.shape[1] != a.shape[1]):
+                raise ValueError(f"{name} has node attributes of width "
+                                 f"{None if b is None else b.shape[1]} but the model was "
+                                 f"fitted on graphs whose node attributes have width "
+                                 f"{a.shape[1]}")
+        if not labels:
+            return
         w, v = int(self.label_values.shape[1]), int(other.label_values.shape[1])
         if w != v:
             raise ValueError(f"{name} has node labels of width {v} but the model was fitted on "
@@ -1847,6 +1865,21 @@ class GraphKernel(StructuredKernel):
         """Whether the kernel reads continuous attributes: not when its ``_graph_fields``
         leave the node attributes out (no such kernel reads edge attributes either)."""
         return self._graph_fields is None or "node_attributes" in self._graph_fields
+
+    @property
+    def _reads_node_labels(self) -> bool:
+        """Whether the kernel reads node labels (``x``): not when its ``_graph_fields``
+        leave the nodes out (:class:`EdgeHistogram`)."""
+        f = self._graph_fields
+        return f is None or "nodes" in f or "labelled_nodes" in f
+
+    def _check_fitted(self, X_fit: GraphSet, X: GraphSet, name: str = "X") -> None:
+        """Predict-time graphs ``X`` checked against the fitted ones ``X_fit``
+        (:func:`torchkern.inputs.check_fitted_input`) on the fields this kernel reads
+        only: node attributes (width, presence) where it reads attributes, node-label
+        widths where it reads node labels."""
+        X_fit.check_compatible(X, name, attributes=self._reads_attributes,
+                               labels=self._reads_node_labels)
 
     def check_input(self, X, name: str = "X", **kw) -> GraphSet:
         if not isinstance(X, GraphSet):

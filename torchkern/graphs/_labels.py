@@ -854,7 +854,8 @@ class CountFeatureKernel(GraphKernel):
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes,
+                                                labels=self._reads_node_labels)
         nx, n = len(X), len(U)
         counted = self._counts(U)
         if len(counted) == 3 and counted[2] > 4 * n:  # number the features that occur
