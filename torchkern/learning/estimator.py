@@ -11,6 +11,7 @@ from .._sharding import in_sharded_fit, sharded_fit
 from .._threads import one_thread
 from .._validation import as_generator
 from ..inputs import take
+from ..kernels import RBF
 from ..kernels.base import Kernel
 from .. import _optimize
 from .fit import minimize
@@ -43,6 +44,29 @@ def _regularization(estimator) -> float:
     return value
 
 
+def _kernel_to_learn(estimator):
+    """The kernel ``estimator.fit`` would use, to be learned: ``estimator.kernel``, or for
+    ``None`` the estimators' default ``RBF()`` (``torchkern._estimator.resolve_kernel``,
+    one layer up, resolves None the same way: tests/learning/test_learn_default_kernel.py
+    checks that they agree)."""
+    if not hasattr(estimator, "kernel"):
+        raise TypeError(f"{type(estimator).__name__} has no kernel parameter to learn")
+    kernel = estimator.kernel
+    if kernel is None:
+        kernel = RBF()
+    if isinstance(kernel, str):
+        raise TypeError(f"estimator.kernel={kernel!r} has no hyperparameters to learn: it "
+                        f"must be a torchkern Kernel (or None for the default RBF())")
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"estimator.kernel must be a torchkern Kernel (or None for the "
+                        f"default RBF()) to be learned, got {type(kernel).__name__}")
+    if not any(p.requires_grad for p in kernel.parameters()):
+        raise ValueError(f"estimator.kernel={kernel!r} has no hyperparameters to learn (no "
+                         f"parameter that requires grad); give the estimator a kernel with "
+                         f"some, e.g. a lengthscale or a variance (c * kernel)")
+    return kernel
+
+
 def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_iter=100,
                     n_iter=None, tol=None, lr=0.05, n_restarts=0, bounds=_optimize.BOUNDS,
                     validation_fraction=0.2, random_state=None, verbose=False):
@@ -52,10 +76,7 @@ def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max
         raise ValueError(f"objective must be one of {_OBJECTIVES}, got {objective!r}")
     if n_iter is not None:
         max_iter = n_iter
-    kernel = getattr(estimator, "kernel", None)
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"estimator.kernel must be a torchkern Kernel to be learned, got "
-                        f"{type(kernel).__name__}")
+    kernel = _kernel_to_learn(estimator)
     if y is None:
         raise ValueError(f"learning the kernel of {type(estimator).__name__} needs targets y")
     if objective == "auto":
@@ -164,7 +185,9 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     r"""Learn the estimator's kernel hyperparameters by gradient, then fit the estimator.
 
     The estimator API's path to learned bandwidths without writing a loop: a copy of
-    ``estimator.kernel`` is trained on one objective by :func:`fit_kernel` — by default
+    ``estimator.kernel`` — for ``kernel=None`` the default kernel its ``fit`` would use,
+    ``RBF()`` with lengthscale 1, as scikit-learn's ``GaussianProcessRegressor`` optimizes
+    its default kernel — is trained on one objective by :func:`fit_kernel` — by default
     L-BFGS-B on the log-hyperparameters within ``bounds``, run to SciPy's convergence
     test (relative decrease ≤ ``tol``, projected gradient ≤ 1e-5) or ``max_iter``
     iterations, with a :class:`~torchkern.linalg.ConvergenceWarning` naming the
@@ -202,8 +225,11 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
 
     Parameters
     ----------
-    estimator : estimator with a ``kernel`` parameter (a torchkern Kernel)
-        Modified in place: its ``kernel`` becomes the learned kernel; then fitted.
+    estimator : estimator with a ``kernel`` parameter (a torchkern Kernel or None)
+        Modified in place: its ``kernel`` becomes the learned kernel (for ``None``, the
+        learned default ``RBF()``); then fitted. A kernel without learnable hyperparameters
+        (``"precomputed"``, ``Linear()``) is refused with an error naming
+        ``estimator.kernel``.
     X : kernel input of n samples
     y : array of shape (n,) or (n, r)
     objective : str
