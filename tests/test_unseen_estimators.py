@@ -157,3 +157,31 @@ def test_permutation_p_value_keeps_distinct_statistics_apart():
     np.testing.assert_allclose(res.null_distribution.numpy(), null, rtol=1e-10)
     assert np.abs(np.array(null) - stat).min() > 1e-10  # no ties here
     assert res.p_value == pytest.approx((1 + (np.array(null) >= stat).sum()) / 201)
+
+
+# --------------------------------------------------------------------------------------
+# Gaussian processes: one target given as a column
+# --------------------------------------------------------------------------------------
+
+def test_gp_single_column_target_predicts_1d_as_sklearn():
+    """y of shape (n, 1): mean, std and cov come back for one target, (m,), (m,) and
+    (m, m), as scikit-learn's; they were (m, 1) and (m, m, 1), so ``mean - y_test``
+    broadcast to (m, m) silently."""
+    rng = np.random.default_rng(0)
+    X, Xt = rng.normal(size=(15, 2)), rng.normal(size=(4, 2))
+    y = (np.sin(X[:, 0]) + 2.0)[:, None]
+    for normalize in (False, True):
+        ours = tk.GaussianProcessRegressor(tk.RBF(1.0), noise=0.1,
+                                           normalize_y=normalize).fit(X, y)
+        ref = SkGP(SkConst(1.0, "fixed") * SkRBF(1.0, "fixed"), alpha=0.1, optimizer=None,
+                   normalize_y=normalize).fit(X, y)
+        mean, std = ours.predict(Xt, return_std=True)
+        rmean, rstd = ref.predict(Xt, return_std=True)
+        assert mean.shape == rmean.shape == (4,) and std.shape == rstd.shape == (4,)
+        np.testing.assert_allclose(mean, rmean, rtol=1e-10)
+        np.testing.assert_allclose(std, rstd, rtol=1e-8)
+        _, cov = ours.predict(Xt, return_cov=True)
+        np.testing.assert_allclose(cov, ref.predict(Xt, return_cov=True)[1], rtol=1e-8,
+                                   atol=1e-12)
+        assert ours.sample_y(Xt, 3, random_state=0).shape == ref.sample_y(Xt, 3).shape
+        assert ours.score(Xt, rmean[:, None]) == pytest.approx(1.0)

@@ -559,6 +559,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         Returns
         -------
         mean : Tensor of shape (n_test,) or (n_test, r)
+            (n_test,) for one target, whether y was fitted as (n,) or (n, 1), as
+            scikit-learn returns it.
         std : Tensor of the shape of ``mean``, if ``return_std``
         cov : Tensor of shape (n_test, n_test) or (n_test, n_test, r), if ``return_cov``
         """
@@ -571,13 +573,16 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         ys = self._y_std.to(dtype=mean.dtype, device=mean.device)
         ym = self._y_mean.to(dtype=mean.dtype, device=mean.device)
         mean = mean * ys + ym
-        out_mean = (mean[:, 0] if self._ravel else mean).to(dtype=dtype, device=device)
+        # one target, y of shape (n,) or (n, 1): 1-D results, as scikit-learn (a (m, 1) mean
+        # minus a (m,) y_test broadcasts to (m, m) without a word)
+        single = self._ravel or mean.shape[1] == 1
+        out_mean = (mean[:, 0] if single else mean).to(dtype=dtype, device=device)
         if return_std:
             std = var.sqrt()[:, None] * ys
-            return out_mean, (std[:, 0] if self._ravel else std).to(dtype=dtype, device=device)
+            return out_mean, (std[:, 0] if single else std).to(dtype=dtype, device=device)
         if return_cov:
             cov = cov[:, :, None] * ys ** 2
-            return out_mean, (cov[:, :, 0] if self._ravel else cov).to(dtype=dtype, device=device)
+            return out_mean, (cov[:, :, 0] if single else cov).to(dtype=dtype, device=device)
         return out_mean
 
     def sample_y(self, X, n_samples: int = 1, random_state=None) -> torch.Tensor:
