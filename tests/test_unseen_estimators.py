@@ -185,3 +185,26 @@ def test_gp_single_column_target_predicts_1d_as_sklearn():
                                    atol=1e-12)
         assert ours.sample_y(Xt, 3, random_state=0).shape == ref.sample_y(Xt, 3).shape
         assert ours.score(Xt, rmean[:, None]) == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------
+# Nadaraya–Watson: score's sample_weight and a constant target
+# --------------------------------------------------------------------------------------
+
+def test_nadaraya_watson_score_is_sklearn_r2():
+    """``score(X, y, sample_weight)`` is scikit-learn's weighted R² of the brute-force
+    predictions Σ k y / Σ k; the weights were ignored (R² 1.4 off here) and a constant y
+    gave -inf."""
+    from sklearn.metrics import r2_score
+    rng = np.random.default_rng(1)
+    X, Xt = rng.normal(size=(25, 2)), rng.normal(size=(8, 2))
+    y, yt = np.sin(X[:, 0]), np.cos(Xt[:, 0])
+    K = _rbf(Xt, X)
+    pred = K @ y / K.sum(1)
+    model = tk.NadarayaWatson(tk.RBF(1.0)).fit(X, y)
+    np.testing.assert_allclose(model.predict(Xt), pred, rtol=1e-12)
+    w = rng.uniform(0.1, 2.0, 8)
+    assert model.score(Xt, yt) == pytest.approx(r2_score(yt, pred), rel=1e-12)
+    assert model.score(Xt, yt, sample_weight=w) == pytest.approx(
+        r2_score(yt, pred, sample_weight=w), rel=1e-12)
+    assert model.score(Xt, np.ones(8)) == r2_score(np.ones(8), pred) == 0.0

@@ -12,6 +12,7 @@ from ..inputs import check_fitted_input, check_input, check_precomputed, n_featu
 from .._validation import as_tensor, as_vector, check_positive, check_sample_weight
 from ..kernels import RBF, Laplacian
 from ..kernels._ops import center, fast_form_dtype, sqdist, sqdist_exact
+from ..supervised._common import r2_score
 from ._common import check_int, generator, randn
 
 __all__ = ["KernelDensity", "NadarayaWatson"]
@@ -265,10 +266,7 @@ class NadarayaWatson(RegressorMixin, Estimator):
         return out[:, 0] if self.y_fit_.dim() == 1 else out
 
     def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R² of the predictions (averaged over outputs)."""
-        pred = self.predict(X)
-        y = as_vector(y, "y", n=pred.shape[0], dtype=pred.dtype, device=pred.device)
-        y, pred = y.reshape(len(y), -1), pred.reshape(len(y), -1)
-        ss_res = ((y - pred) ** 2).sum(0)
-        ss_tot = ((y - y.mean(0)) ** 2).sum(0)
-        return float((1 - ss_res / ss_tot).mean())
+        """Coefficient of determination R² of the predictions, weighted by
+        ``sample_weight`` and averaged over outputs (scikit-learn's ``r2_score``; a
+        constant y gives 1 if predicted exactly, else 0)."""
+        return r2_score(y, self.predict(X), sample_weight)
