@@ -208,3 +208,5 @@ def test_nadaraya_watson_score_is_sklearn_r2():
     assert model.score(Xt, yt, sample_weight=w) == pytest.approx(
         r2_score(yt, pred, sample_weight=w), rel=1e-12)
     assert model.score(Xt, np.ones(8)) == r2_score(np.ones(8), pred) == 0.0
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.score(Xt, yt, sample_weight=np.ones(3))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validation import as_vector
+from .._validation import as_vector, check_sample_weight
 
 _F64 = torch.float64
 
@@ -18,7 +18,7 @@ def r2_score(y, pred, sample_weight=None) -> float:
     if Y.shape != P.shape:
         raise ValueError(f"y has shape {tuple(Y.shape)} but predictions have {tuple(P.shape)}")
     w = torch.ones(Y.shape[0], dtype=_F64, device=P.device) if sample_weight is None else \
-        torch.as_tensor(sample_weight, dtype=_F64).to(P.device).reshape(-1)
+        check_sample_weight(sample_weight, Y.shape[0], device=P.device)
     num = (w[:, None] * (Y - P) ** 2).sum(0)
     mean = (w[:, None] * Y).sum(0) / w.sum()
     den = (w[:, None] * (Y - mean) ** 2).sum(0)
