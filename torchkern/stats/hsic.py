@@ -19,6 +19,7 @@ from .._config import config
 from ..inputs import check_input
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ._common import as_gram, check_kernel, row_sums
+from .mmd import _statistic
 
 __all__ = ["hsic", "hsic_biased", "hsic_unbiased"]
 
@@ -97,7 +98,7 @@ def hsic_biased(K, L) -> torch.Tensor:
     K, L, n = _check_pair(K, L)
     rk = row_sums(K) / n
     rl = row_sums(L) / n
-    return (_frobenius(K, L, rk, rl) / n**2).to(K.dtype)
+    return _statistic((_frobenius(K, L, rk, rl) / n**2).to(K.dtype))
 
 
 def hsic_unbiased(K, L) -> torch.Tensor:
@@ -132,7 +133,7 @@ def hsic_unbiased(K, L) -> torch.Tensor:
     rk, rl = row_sums(K).to(f64) - dk, row_sums(L).to(f64) - dl
     trace = _frobenius(K, L) - dk @ dl
     out = (trace + rk.sum() * rl.sum() / ((n - 1) * (n - 2)) - 2.0 * (rk @ rl) / (n - 2))
-    return (out / (n * (n - 3))).to(K.dtype)
+    return _statistic((out / (n * (n - 3))).to(K.dtype))
 
 
 def hsic(X, Y, kernel_x, kernel_y, estimator: str = "biased", *, backend=None) -> torch.Tensor:
