@@ -210,3 +210,28 @@ def test_nadaraya_watson_score_is_sklearn_r2():
     assert model.score(Xt, np.ones(8)) == r2_score(np.ones(8), pred) == 0.0
     with pytest.raises(ValueError, match="sample_weight"):
         model.score(Xt, yt, sample_weight=np.ones(3))
+
+
+# --------------------------------------------------------------------------------------
+# AverageMKL with the ridge classifier on NumPy data
+# --------------------------------------------------------------------------------------
+
+def test_average_mkl_ridge_on_numpy_against_sklearn():
+    """AverageMKL(estimator="krr") on NumPy X: the ridge outputs and labels of
+    scikit-learn's KernelRidge on the averaged Gram matrix (predict raised
+    AttributeError: the ridge returns NumPy for NumPy X); labels come back as NumPy, as
+    the SVC path gives them."""
+    from sklearn.kernel_ridge import KernelRidge as SkKRR
+    rng = np.random.default_rng(2)
+    X, Xt = rng.normal(size=(30, 2)), rng.normal(size=(10, 2))
+    labels = np.array(["no", "yes"])[(X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)]
+    model = tk.supervised.AverageMKL([tk.RBF(0.5), tk.RBF(2.0)], estimator="krr").fit(X, labels)
+    K = (_rbf(X, X, 0.5) + _rbf(X, X, 2.0)) / 2
+    Kt = (_rbf(Xt, X, 0.5) + _rbf(Xt, X, 2.0)) / 2
+    ref = SkKRR(alpha=1.0, kernel="precomputed").fit(K, np.where(labels == "yes", 1.0, -1.0))
+    f = ref.predict(Kt)
+    np.testing.assert_allclose(model.decision_function(Xt), f, rtol=1e-10)
+    pred = model.predict(Xt)
+    assert isinstance(pred, np.ndarray)
+    np.testing.assert_array_equal(pred, np.where(f > 0, "yes", "no"))
+    assert len(set(pred)) == 2

@@ -437,6 +437,7 @@ class _Combiner(ClassifierMixin, BaseEstimator):
                                                                else _F64))
         self.estimator_ = est
         self.classes_ = classes
+        self._numpy_labels = not isinstance(y, torch.Tensor)
         return self
 
     def decision_function(self, X):
@@ -451,9 +452,14 @@ class _Combiner(ClassifierMixin, BaseEstimator):
         check_fitted(self, "estimator_")
         if self.estimator == "svc":
             return self.estimator_.predict(X)
-        f = self.estimator_.predict(X)
+        # the ridge returns NumPy for NumPy X; labels follow the type of the fitted y, as
+        # the SVC's do
+        f = torch.as_tensor(self.estimator_.predict(X))
         codes = (f > 0).long() if f.dim() == 1 else f.argmax(1)
-        return decode_labels(self.classes_, codes)
+        labels = decode_labels(self.classes_, codes)
+        if self._numpy_labels and isinstance(labels, torch.Tensor):
+            return labels.cpu().numpy()
+        return labels
 
     def score(self, X, y):
         """Accuracy."""
