@@ -19,6 +19,7 @@ import torch
 
 from .._validation import as_tensor
 from ._common import check_kernel
+from .mmd import _statistic
 
 __all__ = ["KernelMeanEmbedding", "mean_embedding"]
 
@@ -78,7 +79,7 @@ class KernelMeanEmbedding:
         """
         self._check_compatible(other)
         K = self.kernel(self.points, other.points, backend=self.backend)
-        return self.weights @ (K @ other.weights)
+        return _statistic(self.weights @ (K @ other.weights))
 
     def norm(self) -> torch.Tensor:
         """‖f‖_H = √(wᵀ K w), O(n²) time, O(n) memory with a lazy backend.
@@ -86,7 +87,7 @@ class KernelMeanEmbedding:
         For the witness μ̂_P − μ̂_Q this is the biased (V-statistic) MMD estimate.
         """
         K = self.kernel(self.points, backend=self.backend)
-        return (self.weights @ (K @ self.weights)).clamp_min(0).sqrt()
+        return _statistic((self.weights @ (K @ self.weights)).clamp_min(0).sqrt())
 
     # -- algebra in H ------------------------------------------------------------------
     def _check_compatible(self, other):
