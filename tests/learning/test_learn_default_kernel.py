@@ -61,7 +61,8 @@ def test_fit_learn_kernel_with_kernel_none_keeps_the_parameter():
     model = torchkern.KernelRidge(alpha=0.05).fit(X, y, learn_kernel="loo")
     assert model.kernel is None  # the constructor parameter stays (scikit-learn's rule)
     ls = float(model.kernel_.lengthscale.detach())
-    assert _loo_numpy(X.numpy(), y.numpy(), ls, 0.05) < _loo_numpy(X.numpy(), y.numpy(), 1.0, 0.05)
+    x, t = X.numpy(), y.numpy()
+    assert _loo_numpy(x, t, ls, 0.05) < _loo_numpy(x, t, 1.0, 0.05)
     explicit = torchkern.KernelRidge(torchkern.RBF(ls), alpha=0.05).fit(X, y)
     torch.testing.assert_close(model.predict(X), explicit.predict(X), rtol=1e-10, atol=1e-12)
 

@@ -105,7 +105,7 @@ def _gauss(T):
 def _radau(T, b_last, a):
     """Per column e₁ᵀ log(T̂) e₁ for the Gauss–Radau rule with a node fixed at a < θ_min:
     T̂ is T extended by one row so that a is one of its eigenvalues (Golub and Meurant
-    2010, §6.2): α̂ = a + δ_k with (T − aI)δ = β_k² e_k."""
+    2010, ch. 6): α̂ = a + δ_k with (T − aI)δ = β_k² e_k."""
     p, k, _ = T.shape
     eye = torch.eye(k, dtype=T.dtype, device=T.device)
     rhs = torch.zeros(p, k, 1, dtype=T.dtype, device=T.device)
@@ -141,33 +141,38 @@ def _lanczos_quadrature(A, Q0, AQ0, steps, n, tol=DEFAULT_LANCZOS_TOL, check=Non
     cap = min(steps, n)
     check = slice(None) if check is None else check
     dtype = Q0.dtype
-    # basis[i, j] is the j-th Lanczos vector of column i (batched GEMVs reorthogonalize);
-    # it grows by doubling, so a process that converges early never holds the cap's memory
-    size = min(cap, 2 * _FIRST_CHECK)
-    basis = torch.empty(p, size, rows, dtype=dtype, device=Q0.device)
+    # chunks[c][i, j] is Lanczos vector c·_CHECK_EVERY + j of column i (batched GEMVs
+    # reorthogonalize); chunks are added as the process goes, so one that converges early
+    # never holds the cap's memory, and nothing is copied
+    chunks = []
     alpha = torch.zeros(cap, p, dtype=_FLOAT64, device=Q0.device)
     beta = torch.zeros(cap, p, dtype=_FLOAT64, device=Q0.device)
     q, w = Q0, AQ0
     history = []
     info = None
+    prev = None
     for j in range(cap):
-        if j == size:
-            size = min(cap, 2 * size)
-            grown = torch.empty(p, size, rows, dtype=dtype, device=Q0.device)
-            grown[:, :j] = basis
-            basis = grown
-        basis[:, j] = q.T
+        c, i = divmod(j, _CHECK_EVERY)
+        if i == 0:
+            chunks.append(torch.empty(p, min(_CHECK_EVERY, cap - j), rows, dtype=dtype,
+                                      device=Q0.device))
+        chunks[c][:, i] = q.T
         if j > 0:
             w = A @ q
         a = _inner(A, q, w)
         alpha[j] = a
         w = w - a.to(dtype) * q
         if j > 0:
-            w = w - beta[j - 1].to(dtype) * basis[:, j - 1].T
-        Vj = basis[:, : j + 1]
+            w = w - beta[j - 1].to(dtype) * prev
+        prev = q
+        blocks = chunks[:-1] + [chunks[-1][:, : i + 1]]
         wt = w.T.unsqueeze(-1)
-        for _ in range(2):
-            wt = wt - Vj.transpose(1, 2) @ _reduce(A, Vj @ wt)
+        for _ in range(2):  # classical Gram–Schmidt twice, one reduction per pass
+            coef = _reduce(A, torch.cat([V @ wt for V in blocks], dim=1))
+            at = 0
+            for V in blocks:
+                wt = wt - V.transpose(1, 2) @ coef[:, at:at + V.shape[1]]
+                at += V.shape[1]
         w = wt.squeeze(-1).T
         b = _col_norms(A, w)
         beta[j] = b
@@ -212,8 +217,9 @@ def _warn_quadrature(info, tol, lanczos_steps, what):
         f"{what}: the Lanczos quadrature did not converge in lanczos_steps={lanczos_steps} "
         f"steps: its estimated error is {info.error:.3g} on the log-determinant "
         f"({rel:.1e} of tr|log A| ≈ {info.scale:.4g}) > lanczos_tol={tol:.1e} — a bias "
-        f"beyond the probes' noise; raise lanczos_steps{hint}, or pass a preconditioner "
-        "(whitening clusters the spectrum near 1)", ConvergenceWarning, stacklevel=3)
+        f"(the estimate is too high), on top of the probes' noise; raise "
+        f"lanczos_steps{hint}, or pass a preconditioner (whitening clusters the spectrum "
+        "near 1)", ConvergenceWarning, stacklevel=3)
 
 
 class _Whitened:
