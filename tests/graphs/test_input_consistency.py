@@ -21,8 +21,9 @@ from torch_geometric.utils import coalesce
 
 import torchkern as tk
 from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
-from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphSet, PropagationAttr,
-                              ShortestPath, VertexHistogram, WeisfeilerLehman,
+from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet,
+                              Propagation, PropagationAttr, RandomWalk, ShortestPath,
+                              VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
 from torchkern.graphs.nspdk import NeighborhoodSubgraphPairwiseDistance
 
@@ -68,7 +69,9 @@ def dense(k, X, Y=None):
 
 # -- 1. predict-time checks on the fields the kernel reads ------------------------------------
 @pytest.mark.parametrize("kernel", [WeisfeilerLehman(n_iter=2), ShortestPath(),
-                                    VertexHistogram()], ids=lambda k: type(k).__name__)
+                                    VertexHistogram(), RandomWalk(lam=0.01),
+                                    Propagation(t_max=2), GraphletSampling(k=3, n_samples=None)],
+                         ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     train, test = graphs(16, seed=1), graphs(6, seed=2)
     y = torch.arange(16) % 2

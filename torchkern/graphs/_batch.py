@@ -668,7 +668,9 @@ class GraphSet(KernelInput):
         f, n = d["_reader"], int(self.ptr[-1])
         kept = group == "edges" and self._labelled_valid()
         with one_thread():
-            if group == "nodes":
+            if isinstance(f, _TakenFields):  # a part of a set: from that set
+                new = f.resolve(group)
+            elif group == "nodes":
                 x = None if f.node_attr == "x" else f.x()  # node_attr="x": no labels
                 if x is not None:
                     _check_integral(x)
@@ -807,7 +809,7 @@ class GraphSet(KernelInput):
         pass that numbers the labels present), kept with the set until the nodes are
         read. Raises what reading x raises."""
         d = self.__dict__
-        if "nodes" not in d.get("_pending", ()):
+        if "nodes" not in d.get("_pending", ()) or isinstance(d["_reader"], _TakenFields):
             return self.node_label, self.label_values
         hit = d.get("_labelled_nodes")
         if hit is None:
@@ -969,12 +971,23 @@ class GraphSet(KernelInput):
         nodes = segment_ranges(self.ptr[:-1][idx], nc)
         edges = segment_ranges(self.eptr[:-1][idx], ec)
         shift = torch.repeat_interleave(ptr[:-1] - self.ptr[:-1][idx], ec)
-        return GraphSet._from_parts(
-            ptr, _cols(self.edge_index, edges) + shift, eptr, self.node_label[nodes],
-            self.label_values, dtype=self.dtype,
-            node_attributes=None if self.node_attributes is None else self.node_attributes[nodes],
+        # node groups this set has not read yet stay unread in the part (_TakenFields)
+        lazy = [g for g in ("nodes", "node_attributes") if g in self.__dict__.get("_pending", ())]
+        out = GraphSet._from_parts(
+            ptr, _cols(self.edge_index, edges) + shift, eptr,
+            None if "nodes" in lazy else self.node_label[nodes],
+            None if "nodes" in lazy else self.label_values, dtype=self.dtype,
+            node_attributes=None if "node_attributes" in lazy or self.node_attributes is None
+            else self.node_attributes[nodes],
             edge_attributes=None if self.edge_attributes is None else self.edge_attributes[edges],
             **self._edge_label_parts(edges))
+        if lazy:
+            d = out.__dict__
+            for name in (("node_label", "label_values") if "nodes" in lazy else ()) + \
+                    (("node_attributes",) if "node_attributes" in lazy else ()):
+                del d[name]
+            d.update(_pending=frozenset(lazy), _reader=_TakenFields(self, nodes))
+        return out
 
     @classmethod
     def concat(cls, parts, attributes: bool = True, labels: bool = True) -> "GraphSet":
@@ -1346,6 +1359,23 @@ class _ListFields:
             eat = _cat_attributes(eats, "edge_attributes", None, device)
             self._check_rows(eats, eat, "edge_attributes", ecounts.cpu().numpy(), "edge")
         return ei, ea, eat
+
+
+class _TakenFields:
+    """The node field groups of a part of a set (:meth:`GraphSet.take`) that the set had
+    not read: read on first use from the set (its reads, its checks and errors) and
+    indexed by ``nodes``, the part's nodes in the set."""
+
+    def __init__(self, parent: GraphSet, nodes: torch.Tensor):
+        self.parent, self.nodes = parent, nodes
+
+    def resolve(self, group: str) -> dict:
+        p = self.parent
+        if group == "nodes":
+            return dict(node_label=p.node_label.index_select(0, self.nodes),
+                        label_values=p.label_values)
+        a = p.node_attributes
+        return dict(node_attributes=None if a is None else a.index_select(0, self.nodes))
 
 
 class _BatchFields:

@@ -135,6 +135,8 @@ class GraphletSampling(GraphKernel):
     tensor([[0., 0., 0., 1.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("edges",)  # a list of Data: no node label nor attribute read
+
     def __init__(self, k: int = 3, n_samples: int | None = 1000, random_state=None,
                  normalize: bool = False):
         super().__init__()

@@ -121,6 +121,8 @@ class Propagation(CountFeatureKernel):
     torch.Size([2, 2])
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, t_max: int = 5, w: float = 0.01, M: str = "TV", random_state: int = 0,
                  n_labels: int | None = None, normalize: bool = False):
         super().__init__()

@@ -151,6 +151,8 @@ class RandomWalk(GraphKernel):
     4.444444444444
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, lam: float, kind: str = "geometric", p: int | None = None,
                  labeled: bool = True, normalize: bool = False, tol: float = 1e-12,
                  max_iter: int = 1000, edge_labels: bool = False):
