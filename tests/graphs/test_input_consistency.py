@@ -22,7 +22,8 @@ from torch_geometric.utils import coalesce
 import torchkern as tk
 from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
 from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet,
-                              Propagation, PropagationAttr, RandomWalk, ShortestPath,
+                              NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
+                              PyramidMatch, RandomWalk, ShortestPath,
                               VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
 from torchkern.graphs.nspdk import NeighborhoodSubgraphPairwiseDistance
@@ -70,7 +71,8 @@ def dense(k, X, Y=None):
 # -- 1. predict-time checks on the fields the kernel reads ------------------------------------
 @pytest.mark.parametrize("kernel", [WeisfeilerLehman(n_iter=2), ShortestPath(),
                                     VertexHistogram(), RandomWalk(lam=0.01),
-                                    Propagation(t_max=2), GraphletSampling(k=3, n_samples=None)],
+                                    Propagation(t_max=2), GraphletSampling(k=3, n_samples=None),
+                                    NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2)],
                          ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     train, test = graphs(16, seed=1), graphs(6, seed=2)
@@ -82,6 +84,9 @@ def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     for other in (strip(test, "node_attributes"), wide, nan):  # nor read: NaN passes
         torch.testing.assert_close(model.decision_function(other), want, rtol=0, atol=0)
         assert torch.equal(model.predict(other), model.predict(test))
+    if isinstance(kernel, PyramidMatch):
+        return  # its embeddings are not unique where a graph has a repeated eigenvalue:
+        # k(X, Y) then depends on the graphs computed with it (k(X, X) != k(X) here)
     # and against the precomputed Gram of the graphs with no attributes at all
     ref = tk.SVC(kernel="precomputed", C=1.0).fit(dense(kernel, strip(train, "node_attributes")), y)
     K = dense(kernel, strip(test, "node_attributes"), strip(train, "node_attributes"))

@@ -491,7 +491,9 @@ class GraphSet(KernelInput):
       :class:`EdgeHistogram` and :class:`NeighborhoodSubgraphPairwiseDistance`. They are
       read on first use (``edge_label``): a float ``edge_attr`` whose entries are not all
       integers is refused there (ValueError naming ``edge_attr``) and ignored by the
-      kernels that read no edge labels.
+      kernels that read no edge labels. So is ``edge_attr`` that some graphs of the set
+      have and others not (a list, or two sets compared): the kernels that read no edge
+      labels compare the set as if no graph had it.
     - **Continuous attributes** are kept apart from the labels: node attributes are
       read from the Data field named ``node_attr`` (default ``"node_attributes"``, the
       field :func:`torchkern.datasets.read_tu` fills), edge attributes from the field

@@ -248,6 +248,8 @@ class NeighborhoodHash(GraphKernel):
             [1., 1.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, R: int = 3, nh_type: str = "simple", bits: int = 8, random_state=None,
                  normalize: bool = False):
         super().__init__()
@@ -286,7 +288,7 @@ class NeighborhoodHash(GraphKernel):
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         g = U.graph_of_node
         nx = len(X)
         mats = []

@@ -145,6 +145,8 @@ class ODDSTh(GraphKernel):
     tensor([[54.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, h: int = 3, lam: float = 1.0, normalize: bool = False):
         super().__init__()
         if not is_int(h) or h < 1:
@@ -238,7 +240,7 @@ class ODDSTh(GraphKernel):
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         g, col, vals, p = self._features(U)
         sq = torch.zeros(len(U), dtype=torch.float64, device=vals.device)
         sq.index_add_(0, g, vals.to(torch.float64) ** 2)

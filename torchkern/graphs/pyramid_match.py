@@ -347,6 +347,8 @@ class PyramidMatch(CountFeatureKernel):
     tensor([[9.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, with_labels: bool = True, L: int = 4, d: int = 6,
                  normalize: bool = False):
         super().__init__()
@@ -380,7 +382,7 @@ class PyramidMatch(CountFeatureKernel):
         (:class:`~torchkern.graphs._labels.SparseFeatureKernelMatrix`).
         ``unit_rows``: cosine normalization."""
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         n, nx = len(U), len(X)
         parts, w, p, bounds = self._level_features(U)
         n_entries = sum(r.numel() for r, _ in parts)
