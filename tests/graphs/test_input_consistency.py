@@ -213,3 +213,23 @@ def test_edge_histogram_after_an_in_place_edit_of_an_edge_label(source):
     np.testing.assert_array_equal(dense(k, G).numpy(), want)
     np.testing.assert_array_equal(dense(k, GraphSet(edited)).numpy(), want)
 
+
+
+def test_edge_histogram_cross_gram_ignores_node_labels_on_the_sparse_path(monkeypatch):
+    """Many edge labels (one per edge): the sparse path, which unites X and Y
+    (``GraphSet.concat(labels=False)``), with X's x of one column and Y without x."""
+    from torchkern.graphs._labels import CountFeatureKernel
+    g = torch.Generator().manual_seed(16)
+    X = []
+    for _ in range(40):
+        e = coalesce(torch.randint(0, 30, (2, 80), generator=g), num_nodes=30)
+        X.append(Data(x=torch.randint(0, 3, (30, 1), generator=g), edge_index=e, num_nodes=30,
+                      edge_attr=torch.randint(0, 10 ** 6, (e.shape[1], 1), generator=g)))
+    calls = []
+    sparse = CountFeatureKernel._gram
+    monkeypatch.setattr(CountFeatureKernel, "_gram",
+                        lambda self, *a, **kw: calls.append(1) or sparse(self, *a, **kw))
+    Y = strip(X[30:], "x")
+    K = dense(EdgeHistogram(), X[:30], Y)
+    assert calls  # the sparse path
+    np.testing.assert_array_equal(K.numpy(), gram_from_counts(X[:30], Y, edge_labels))
