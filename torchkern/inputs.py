@@ -154,16 +154,16 @@ def check_fitted_input(kernel, X, X_fit, name: str = "X", estimator=None, **kw):
     """Predict-time data validated against the fitted data ``X_fit``: same kind, same
     number of features, cast to the fitted dtype and device. ``estimator`` (an estimator
     or its name) makes the messages scikit-learn's; ``kw`` go to :func:`check_input`.
-    A kernel with a ``_check_fitted(X_fit, X, name)`` hook (the graph kernels) compares
-    only the fields it reads; otherwise ``X_fit.check_compatible(X, name)``."""
+    A kernel with a ``_check_fitted(X_fit, X, name)`` hook (the graph kernels), or a sum
+    or scaling of such kernels, compares only the fields its terms read; otherwise
+    ``X_fit.check_compatible(X, name)``."""
     X = check_input(kernel, X, name, **kw)
     if isinstance(X_fit, KernelInput):
-        hook = None if kernel is None or _is_precomputed(kernel) else \
-            getattr(kernel, "_check_fitted", None)
-        if hook is not None:
-            hook(X_fit, X, name)
-        else:
+        hooks = None if kernel is None or _is_precomputed(kernel) else _fitted_checks(kernel)
+        if hooks is None:
             X_fit.check_compatible(X, name)
+        for hook in hooks or ():
+            hook(X_fit, X, name)
         # moved only when on another device: a move reads every field (a graph set's
         # unread fields, which its kernel may never read)
         return X.to(device=None if X.device == X_fit.device else X_fit.device,
@@ -176,6 +176,27 @@ def check_fitted_input(kernel, X, X_fit, name: str = "X", estimator=None, **kw):
         raise ValueError(f"{name} has {X.shape[1]} features, but {who or 'the model'} is "
                          f"expecting {X_fit.shape[1]} features as input")
     return X.to(dtype=X_fit.dtype, device=X_fit.device)
+
+
+def _fitted_checks(kernel):
+    """The ``_check_fitted`` hooks of ``kernel``: its own, else those of every term of a
+    kernel made of others (a sum's ``kernels``, a scaled kernel's ``base``); None when
+    one has none (then the input's own, full check applies)."""
+    hook = getattr(kernel, "_check_fitted", None)
+    if hook is not None:
+        return [hook]
+    terms = getattr(kernel, "kernels", None)
+    if terms is None and getattr(kernel, "base", None) is not None:
+        terms = [kernel.base]
+    if not terms or not all(hasattr(t, "check_input") for t in terms):
+        return None
+    hooks = []
+    for t in terms:
+        h = _fitted_checks(t)
+        if h is None:
+            return None
+        hooks += h
+    return hooks
 
 
 def check_precomputed(X, n_fit: int | None = None, name: str = "X", square: bool = False):

@@ -93,6 +93,18 @@ def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     torch.testing.assert_close(ref.decision_function(K), want, rtol=1e-12, atol=1e-12)
 
 
+def test_sums_and_scalings_check_what_their_terms_read():
+    train, test = graphs(12, seed=17), graphs(4, seed=18)
+    y = torch.arange(12) % 2
+    bare = strip(test, "node_attributes")
+    for kernel in (2.0 * WeisfeilerLehman(n_iter=1), WeisfeilerLehman(n_iter=1) + ShortestPath()):
+        model = tk.SVC(kernel=kernel).fit(train, y)
+        assert torch.equal(model.decision_function(bare), model.decision_function(test))
+    model = tk.SVC(kernel=WeisfeilerLehman(n_iter=1) + GraphHopper()).fit(train, y)
+    with pytest.raises(ValueError, match="X has node attributes of width None"):
+        model.predict(bare)
+
+
 def test_predict_without_edge_attr_for_a_kernel_that_reads_no_edge_labels():
     train, test = graphs(12, seed=3), graphs(5, seed=4)
     y = torch.linspace(0, 1, 12, dtype=torch.float64)
