@@ -72,7 +72,8 @@ def dense(k, X, Y=None):
 @pytest.mark.parametrize("kernel", [WeisfeilerLehman(n_iter=2), ShortestPath(),
                                     VertexHistogram(), RandomWalk(lam=0.01),
                                     Propagation(t_max=2), GraphletSampling(k=3, n_samples=None),
-                                    NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2)],
+                                    NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2),
+                                    NeighborhoodSubgraphPairwiseDistance(r=1, d=1)],
                          ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     train, test = graphs(16, seed=1), graphs(6, seed=2)

@@ -159,6 +159,8 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
             [4., 4.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
     def __init__(self, r: int = 3, d: int = 4, normalize: bool = False):
         super().__init__()
         if not is_int(r) or r < 0:
@@ -307,7 +309,7 @@ class NeighborhoodSubgraphPairwiseDistance(GraphKernel):
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         g, lev, col, cnt, p = self._levels(U)
         vals = cnt.to(X.dtype)
         n_levels = (self.r + 1) * (self.d + 1)
