@@ -378,9 +378,9 @@ def logdet(
     matrix), O(n p m) memory for the reorthogonalized bases, O(p m³ / 10) for the
     convergence checks, plus a CG solve of width p for the gradient. Its error is the
     Hutchinson error of tr log A (relative error ~ √(2/p)·‖log A − diag‖_F / abs(log det
-    A)) plus the quadrature error, held below ``lanczos_tol``. GPyTorch runs a fixed
-    number of quadrature steps (its ``max_lanczos_quadrature_iterations``, 20 by default)
-    without a check.
+    A)) plus the quadrature error, held below ``lanczos_tol``. GPyTorch cuts its
+    quadrature (the tridiagonal of its CG solve) at ``max_lanczos_quadrature_iterations``
+    steps, 20 by default, with no estimate of the quadrature error.
 
     References
     ----------
