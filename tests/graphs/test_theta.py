@@ -184,6 +184,18 @@ def test_lovasz_sdp_of_a_graph_is_the_same_in_any_batch():
         assert abs(b[-1][0] - math.sqrt(5)) < 2e-8
 
 
+def test_lovasz_sdp_complete_graphs():
+    """θ(K_n) = n and the slack is W = nI − J, the only feasible one (no non-edge). From
+    9 nodes on, the first interior-point step from the starting point raised the duality
+    gap, was taken back and the solve stopped there (θ = n + 1: a RuntimeError)."""
+    out = sdp([complete(n) for n in (9, 10, 13)])
+    for n, (theta, W) in zip((9, 10, 13), out):
+        # measured: θ 4e-10 to 6e-10 above n, W = θI − J (cvxopt, GraKeL's solver: θ
+        # 1.5e-8 to 2.6e-8 below n)
+        assert n - 1e-12 <= theta < n + 2e-8
+        assert np.abs(W - (n * np.eye(n) - 1)).max() < 2e-8
+
+
 def test_lovasz_sdp_finished_graphs_leave_the_batch(monkeypatch):
     """Graphs of one batch finish at different iterations and leave it then: a graph's θ
     and W are bit-equal whether it is solved alone (a batch of one throughout) or with
