@@ -33,6 +33,11 @@ _NYSTROM_DEFAULT_CENTERS = 1_000
 # Nyström on float32 data: the fit's bound on the relative gap to the float64 fit above
 # which the kernel is evaluated in float64 (_refine_in_float64).
 _FLOAT32_GAP = 1e-4
+# The same bound for "cg", which keeps float32 kernel values below it: the bound
+# eps₃₂·‖K‖₂/α overestimated the measured gap of float32 CG's predictions 30-130 times
+# (3,000-6,000 points in 3-d, RBF, α = 1 to 1e-3: gap 1.5e-6 at a bound of 1.7e-4, 1.3e-3
+# to 5.7e-3 at 0.17), so below 3e-3 the float32 fit stays within ~1e-4 of float64.
+_CG_FLOAT32_GAP = 3e-3
 
 
 def _cg_centers(n: int) -> int:
@@ -196,15 +201,15 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
                                alpha)
 
 
-def _float32_unresolved(Kmm, n: int, alpha: torch.Tensor) -> bool:
-    """eps₃₂·(n/m)·‖K_mm‖₂ / min α > _FLOAT32_GAP (K_mm float64, m × m, a tensor or a
+def _float32_unresolved(Kmm, n: int, alpha: torch.Tensor, gap: float = _FLOAT32_GAP) -> bool:
+    """eps₃₂·(n/m)·‖K_mm‖₂ / min α > ``gap`` (K_mm float64, m × m, a tensor or a
     KernelMatrix; m = n for the full K), ‖K_mm‖₂ = λ_max(K_mm) by Lanczos
     (:func:`~torchkern.linalg.eigsh`, to 10⁻³ relative: an estimate is all the test
     needs; no copy of K)."""
     m = Kmm.shape[0]
     norm = abs(float(eigsh(Kmm, 1, tol=1e-3, random_state=0)[0][0])) * n / m
     a = float(alpha.min())
-    return a == 0 or torch.finfo(torch.float32).eps * norm / a > _FLOAT32_GAP
+    return a == 0 or torch.finfo(torch.float32).eps * norm / a > gap
 
 
 # --------------------------------------------------------------------------------------
@@ -276,8 +281,8 @@ class KernelRidge(RegressorMixin, Estimator):
     dual_coef_ : Tensor of shape (n,) or (n, r)
         c; with ``"nystrom"`` the center coefficients β, shape (m,) or (m, r). In the
         data's dtype, except float64 for float32 data where float32 cannot resolve α
-        (``"cholesky"``, ``"nystrom"``; Notes): ``predict`` then evaluates the kernel in
-        float64 and returns float32.
+        (every solver; Notes): ``predict`` then evaluates the kernel in float64 and
+        returns float32.
     X_fit_ : Tensor or KernelInput
         The points that ``predict`` evaluates the kernel against: the training data, or
         the m centers for ``"nystrom"`` (``None`` with a precomputed kernel).
@@ -312,8 +317,12 @@ class KernelRidge(RegressorMixin, Estimator):
     eps₃₂·‖K‖₂/α > 10⁻⁴ (‖K‖₂ estimated from K, or (n/m)‖K_mm‖₂ for ``"nystrom"``),
     ``"nystrom"`` evaluates K_nm and K_mm in float64 from the float32 inputs and keeps β
     in float64; ``"cholesky"`` always evaluates K in float64 (it factors in float64
-    anyway) and keeps c in float64 there. ``"cg"`` uses the float32 kernel values (where
-    float32 cannot resolve the system its refinement stalls and warns).
+    anyway) and keeps c in float64 there. ``"cg"`` keeps float32 kernel values while
+    eps₃₂·‖K‖₂/α ≤ 3·10⁻³ (the bound overestimated its measured gap to float64 30–130
+    times: ≤ ~10⁻⁴ there) and above evaluates K in float64 (twice the memory of a stored
+    K, float64 products) and keeps c in float64: float32 CG's predictions were 6·10⁻³ off,
+    without a warning, on 6,000 points with α = 10⁻³, where the float32 inputs themselves
+    allow 4·10⁻⁸.
 
     Examples
     --------
@@ -437,6 +446,19 @@ class KernelRidge(RegressorMixin, Estimator):
             if not (f64 and _float32_unresolved(K, K.shape[0], alpha)):
                 C = C.to(Y.dtype)
         else:
+            if (type(X) is torch.Tensor and X.dtype == torch.float32
+                    and not callable(getattr(kernel, "shard_vectors", None))
+                    and _float32_unresolved(K, K.shape[0], alpha, _CG_FLOAT32_GAP)):
+                # float32 cannot resolve α: the coefficients of the ill-conditioned system
+                # cancel in float32 products (predictions 6e-3 off on 6,000 points with
+                # α = 1e-3, where the float32 inputs allow 4e-8), and CG's residual test
+                # passes without a warning. K is evaluated in float64 from the float32
+                # inputs, as for "nystrom"; c stays float64 (predict then too).
+                K = kernel_matrix(kernel, X.to(_F64), backend=self.backend, reuse=True)
+                Y = Y.to(_F64)
+                if s is not None:
+                    s = s.to(_F64)
+                    K = K.scaled(s)
             n_centers = (0 if self.preconditioner is None else
                          _cg_centers(K.shape[0]) if self.n_centers is None else self.n_centers)
             C, self.n_iter_ = _solve_cg(K, Y, alpha, rank=n_centers, tol=self._tol(),
