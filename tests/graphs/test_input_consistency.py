@@ -145,6 +145,24 @@ def test_kernels_reading_attributes_refuse_other_widths_at_predict(kernel):
         model.predict(strip(graphs(3, seed=8), "node_attributes"))
 
 
+@pytest.mark.parametrize("kernel", [GraphHopper(), PropagationAttr(t_max=2)],
+                         ids=lambda k: type(k).__name__)
+def test_kernels_reading_attributes_only_ignore_node_labels_at_predict(kernel):
+    train, test = graphs(10, seed=19), graphs(4, seed=20)
+    y = torch.linspace(0, 1, 10, dtype=torch.float64)
+    model = tk.KernelRidge(kernel=kernel, alpha=0.1).fit(train, y)
+    want = model.predict(test)
+    for other in (replace(test, x=lambda g: torch.cat([g.x, g.x], 1)), strip(test, "x"),
+                  replace(test, x=lambda g: torch.rand(g.num_nodes, 1))):  # not labels, unread
+        torch.testing.assert_close(model.predict(other), want, rtol=0, atol=0)
+    # the reference: ridge on the Gram of the graphs without x (np.linalg.solve)
+    bare = strip(train, "x")
+    K = dense(kernel, bare).numpy()
+    alpha = np.linalg.solve(K + 0.1 * np.eye(10), y.numpy())
+    np.testing.assert_allclose(want.numpy(), dense(kernel, strip(test, "x"), bare).numpy() @ alpha,
+                               rtol=1e-10, atol=1e-10)
+
+
 def test_wl_still_refuses_another_node_label_width_at_predict():
     model = tk.SVC(kernel=WeisfeilerLehman(n_iter=1)).fit(graphs(8, seed=9), torch.arange(8) % 2)
     with pytest.raises(ValueError, match="X has node labels of width 2 but the model was "

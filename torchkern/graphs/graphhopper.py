@@ -202,6 +202,8 @@ class GraphHopper(GraphKernel):
     tensor([[27.]], dtype=torch.float64)
     """
 
+    _graph_fields = ("node_attributes", "edges")  # a list of Data: no x read
+
     def __init__(self, kernel_type: str = "linear", mu: float = 1.0,
                  node_attr: str = "node_attributes", normalize: bool = False):
         super().__init__()
@@ -237,7 +239,7 @@ class GraphHopper(GraphKernel):
         return M.reshape(M.shape[0], -1), self._attributes(U, "X")
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], labels=self._reads_node_labels)
         if Y is not None and X.node_attributes.shape[1] != Y.node_attributes.shape[1]:
             raise ValueError(f"the node attributes of X (width {X.node_attributes.shape[1]}) "
                              f"and Y (width {Y.node_attributes.shape[1]}) are not comparable")

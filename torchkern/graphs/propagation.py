@@ -265,6 +265,8 @@ class PropagationAttr(CountFeatureKernel):
     torch.Size([1, 1])
     """
 
+    _graph_fields = ("node_attributes", "edges")  # a list of Data: no x read
+
     def __init__(self, t_max: int = 5, w: float = 4.0, M: str = "L1", random_state: int = 0,
                  node_attr: str = "node_attributes", normalize: bool = False):
         super().__init__()
