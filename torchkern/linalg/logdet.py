@@ -57,13 +57,14 @@ def _check_count(value, name):
 # Gauss quadrature error control: the first check after this many steps, then every
 # _CHECK_EVERY steps (each check is p eigendecompositions of order m + 1).
 _FIRST_CHECK = 10
-_ONE_THREAD_MAX_ROWS = 1000
 _CHECK_EVERY = 10
 DEFAULT_LANCZOS_TOL = 1e-3
+# CPU Lanczos processes on vectors of at most this many rows run on one torch thread.
+_ONE_THREAD_MAX_ROWS = 1000
 
 
-class QuadratureInfo(NamedTuple):
-    """How far the Lanczos quadrature of :func:`logdet` went (internal)."""
+class _QuadratureInfo(NamedTuple):
+    """How far the Lanczos quadrature of :func:`logdet` went."""
 
     steps: int
     error: float      # estimated |bias| of n·mean(quadratures), on the log-det scale
@@ -145,9 +146,9 @@ def _quadrature(A, Q0, AQ0, steps, n, tol, check):
     is A @ Q0, already known; n is A's order (Q0 holds this process's rows of the vectors
     when A is sharded). ``check`` (a boolean mask or slice of the columns, default all)
     selects the columns whose mean n·mean(quadrature) is the estimate: every
-    ``_CHECK_EVERY`` steps its quadrature error is bounded by the gap between the Gauss
-    and the Gauss–Radau rules, and the process stops once that is ≤ tol times the estimate
-    of tr|log A|. Returns (quadratures of shape (p,) in float64, QuadratureInfo).
+    ``_CHECK_EVERY`` steps its quadrature error is estimated by the gap between the Gauss
+    and the Gauss–Radau rules (see :func:`logdet`), and the process stops once that is ≤ tol times the estimate
+    of tr|log A|. Returns (quadratures of shape (p,) in float64, _QuadratureInfo).
     """
     rows, p = Q0.shape
     cap = min(steps, n)
@@ -210,7 +211,7 @@ def _quadrature(A, Q0, AQ0, steps, n, tol, check):
             rate = float("nan")
             if len(history) > 1 and history[-2][1] > 0 and error > 0:
                 rate = (error / history[-2][1]) ** (1.0 / (k - history[-2][0]))
-            info = QuadratureInfo(k, error, scale, error <= tol * scale, rate)
+            info = _QuadratureInfo(k, error, scale, error <= tol * scale, rate)
             if info.converged or bool(done[check].all()):
                 return gauss, info._replace(converged=True)
     return gauss, info
@@ -252,7 +253,7 @@ def _whitens(preconditioner):
 
 def _slq_logdet(A, n, num_probes, lanczos_steps, lanczos_tol, generator, preconditioner,
                 cg_tol, cg_max_iter):
-    """(SLQ estimate of log det A, the QuadratureInfo of its Lanczos processes)."""
+    """(SLQ estimate of log det A, the _QuadratureInfo of its Lanczos processes)."""
     if _whitens(preconditioner):
         if _sharded(A):
             raise ValueError("logdet: a whitening preconditioner is not supported on a "
