@@ -70,6 +70,7 @@ def dense(k, X, Y=None):
 
 # -- 1. predict-time checks on the fields the kernel reads ------------------------------------
 @pytest.mark.parametrize("kernel", [WeisfeilerLehman(n_iter=2), ShortestPath(),
+                                    WeisfeilerLehmanOptimalAssignment(n_iter=2),
                                     VertexHistogram(), RandomWalk(lam=0.01),
                                     Propagation(t_max=2), GraphletSampling(k=3, n_samples=None),
                                     NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2),
