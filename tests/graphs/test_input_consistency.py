@@ -24,8 +24,9 @@ from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
 from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet,
                               NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
                               PyramidMatch, RandomWalk, ShortestPath,
-                              VertexHistogram, WeisfeilerLehman,
+                              SubgraphMatching, VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
+from torchkern.graphs.multiscale_laplacian import MultiscaleLaplacian
 from torchkern.graphs.nspdk import NeighborhoodSubgraphPairwiseDistance
 
 
@@ -74,7 +75,9 @@ def dense(k, X, Y=None):
                                     VertexHistogram(), RandomWalk(lam=0.01),
                                     Propagation(t_max=2), GraphletSampling(k=3, n_samples=None),
                                     NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2),
-                                    NeighborhoodSubgraphPairwiseDistance(r=1, d=1)],
+                                    NeighborhoodSubgraphPairwiseDistance(r=1, d=1),
+                                    SubgraphMatching(k=3),
+                                    MultiscaleLaplacian(features="labels", L=1, random_state=0)],
                          ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     train, test = graphs(16, seed=1), graphs(6, seed=2)
@@ -146,7 +149,8 @@ def test_kernels_reading_attributes_refuse_other_widths_at_predict(kernel):
         model.predict(strip(graphs(3, seed=8), "node_attributes"))
 
 
-@pytest.mark.parametrize("kernel", [GraphHopper(), PropagationAttr(t_max=2)],
+@pytest.mark.parametrize("kernel", [GraphHopper(), PropagationAttr(t_max=2),
+                                    MultiscaleLaplacian(L=1, random_state=0)],
                          ids=lambda k: type(k).__name__)
 def test_kernels_reading_attributes_only_ignore_node_labels_at_predict(kernel):
     train, test = graphs(10, seed=19), graphs(4, seed=20)

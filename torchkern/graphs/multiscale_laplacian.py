@@ -305,6 +305,10 @@ class MultiscaleLaplacian(GraphKernel):
     #: the features depend on the set the basis is fitted on (read by torchkern.stats.mmd2)
     fits_data = True
 
+    @property
+    def _graph_fields(self):  # a list of Data: the attributes or the labels, as features says
+        return ("node_attributes" if self.features == "attributes" else "nodes", "edges")
+
     def __init__(self, L: int = 3, gamma: float = 0.01, heta: float = 0.01,
                  n_samples: int = 50, P: int = 10, random_state: int | None = None,
                  features: str = "attributes", node_attr: str = "node_attributes",

@@ -292,6 +292,10 @@ class SubgraphMatching(CountFeatureKernel):
     tensor([[19.]], dtype=torch.float64)
     """
 
+    @property
+    def _graph_fields(self):  # a list of Data: node attributes only for node_kernel
+        return ("nodes", "edges") if self.node_kernel is None else None
+
     def __init__(self, k: int = 5, lw="uniform", node_labels: bool = True,
                  edge_labels: bool = False, normalize: bool = False,
                  node_kernel: str | None = None, lengthscale: float = 1.0,
@@ -578,7 +582,7 @@ class SubgraphMatching(CountFeatureKernel):
 
     def _gram(self, X: GraphSet, Y: GraphSet | None, unit_rows: bool = False):
         self._check_pair(X, Y)
-        U = X if Y is None else GraphSet.concat([X, Y])
+        U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         if self.node_kernel is not None:
             K = self._attribute_gram(U, "X" if Y is None else "X and Y").to(X.dtype)
             if unit_rows:
