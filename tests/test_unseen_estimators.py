@@ -260,3 +260,71 @@ def test_krr_cg_float32_small_alpha_matches_float64():
     assert pred.dtype == np.float32
     expected = ref.predict(Xt.astype(float))
     assert np.linalg.norm(pred - expected) / np.linalg.norm(expected) < 1e-5
+
+
+# --------------------------------------------------------------------------------------
+# Guards from the sweep: awkward inputs that agree with the references today
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("solver", ["auto", "smo"])
+def test_svm_zero_sample_weights_and_string_labels_against_sklearn(solver):
+    """Weights of 0 leave samples out, string labels with a one-sample class: the
+    decision values and labels of scikit-learn's SVC with its own RBF kernel (its
+    kernel="precomputed" path mis-indexes the support vectors when weights drop samples,
+    so it is no reference here), and SVR likewise."""
+    rng = np.random.default_rng(4)
+    X, Xt = rng.normal(size=(30, 2)), rng.normal(size=(9, 2))
+    y = np.array(["a", "b", "c"])[np.digitize(X[:, 0], [-0.4, 0.4])]
+    y[0] = "d"
+    w = np.r_[np.zeros(3), rng.uniform(0.5, 2.0, 27)]
+    w[0] = 1.0
+    ours = tk.SVC(tk.RBF(1.0), tol=1e-8, solver=solver).fit(X, y, sample_weight=w)
+    ref = sk_svm.SVC(gamma=0.5, tol=1e-8).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.decision_function(Xt), ref.decision_function(Xt),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(ours.predict(Xt), ref.predict(Xt))
+    z = np.sin(X[:, 0])
+    reg = tk.SVR(tk.RBF(1.0), tol=1e-8).fit(X, z, sample_weight=w)
+    np.testing.assert_allclose(reg.predict(Xt), sk_svm.SVR(gamma=0.5, tol=1e-8).fit(
+        X, z, sample_weight=w).predict(Xt), rtol=1e-5, atol=1e-6)
+
+
+def test_klr_multinomial_weighted_against_penalized_logistic_regression():
+    """Multinomial kernel logistic regression with sample weights and string labels is
+    scikit-learn's LogisticRegression (the same C-weighted loss and ½‖f‖² penalty) on
+    the features K = ΦΦᵀ; probabilities agree and argmax(proba) is predict."""
+    rng = np.random.default_rng(5)
+    X, Xt = rng.normal(size=(30, 2)), rng.normal(size=(9, 2))
+    y = np.array(["x", "y", "z"])[np.digitize(X[:, 0] + 0.3 * rng.normal(size=30),
+                                                [-0.4, 0.4])]
+    w = rng.uniform(0.1, 3.0, 30)
+    lam, U = np.linalg.eigh(_rbf(X, X))
+    keep = lam > 1e-10 * lam.max()
+    U, lam = U[:, keep], lam[keep]
+    F, Ft = U * np.sqrt(lam), _rbf(Xt, X) @ U / np.sqrt(lam)
+    ref = LogisticRegression(C=2.0, tol=1e-12, max_iter=100000).fit(F, y, sample_weight=w)
+    ours = tk.KernelLogisticRegression(tk.RBF(1.0), C=2.0).fit(X, y, sample_weight=w)
+    proba = ours.predict_proba(Xt)
+    np.testing.assert_allclose(proba, ref.predict_proba(Ft), atol=1e-5)
+    np.testing.assert_array_equal(ours.predict(Xt), ours.classes_[np.asarray(proba).argmax(1)])
+
+
+def test_gp_normalized_single_sample_and_kpca_rank_deficient_against_sklearn():
+    """n = 1 with normalize_y (the target's std is 0: scikit-learn scales by 1) and a
+    kernel PCA asked for as many components as points (the centered Gram has rank n - 1):
+    scikit-learn's numbers."""
+    from sklearn.decomposition import KernelPCA as SkKPCA
+    rng = np.random.default_rng(6)
+    X, Xt = rng.normal(size=(3, 2)), rng.normal(size=(4, 2))
+    gp = tk.GaussianProcessRegressor(tk.RBF(1.0), noise=0.1, normalize_y=True).fit(X[:1], [2.5])
+    ref = SkGP(SkConst(1.0, "fixed") * SkRBF(1.0, "fixed"), alpha=0.1, optimizer=None,
+               normalize_y=True).fit(X[:1], [2.5])
+    for a, b in zip(gp.predict(Xt, return_std=True), ref.predict(Xt, return_std=True)):
+        np.testing.assert_allclose(a, b, rtol=1e-10)
+    ours = tk.KernelPCA(tk.RBF(1.0), n_components=3).fit(X)
+    skp = SkKPCA(3, kernel="rbf", gamma=0.5, eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(ours.eigenvalues_, skp.eigenvalues_, atol=1e-12)
+    Z, R = np.asarray(ours.transform(Xt)), skp.transform(Xt)
+    signs = np.sign((Z * R).sum(0))
+    signs[signs == 0] = 1
+    np.testing.assert_allclose(Z * signs, R, atol=1e-10)
