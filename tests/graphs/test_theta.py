@@ -225,6 +225,13 @@ def test_lovasz_sdp_finished_graphs_leave_the_batch(monkeypatch):
         assert ta == tb and np.array_equal(Wa, Wb)
     for i, (t, W) in zip(sub, small):
         assert t == alone[i][0] and np.array_equal(W, alone[i][1])
+    # a graph given again is solved once, its result the same as solved alone (a copy)
+    sizes.clear()
+    again = lovasz_theta_sdp([gs[2], gs[5], gs[2], gs[2]])
+    assert sizes[0] == 2
+    for (t, W), i in zip(again, (2, 5, 2, 2)):
+        assert t == alone[i][0] and np.array_equal(W, alone[i][1])
+    assert again[0][1] is not again[2][1]
     # and the kernel (a graph's own draws): the features of X are rows of those of X ∪ Y
     data = [graph(n, e) for _, e in gs] + [cycle(5), petersen()]
     k = LovaszTheta(n_samples=20, subsets_size_range=(2, 5))
