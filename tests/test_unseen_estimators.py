@@ -20,6 +20,12 @@ import torchkern as tk
 from torchkern.stats import HSICTest, MMDTest
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """One torch thread (tests/conftest.py): the small eigh and matmul calls of these
+    fits slow down 10-20x with two spinning threads on the shared CI CPUs."""
+
+
 def _rbf(A, B, ls=1.0):
     d2 = ((np.asarray(A, float)[:, None, :] - np.asarray(B, float)[None, :, :]) ** 2).sum(-1)
     return np.exp(-d2 / (2 * ls * ls))
@@ -328,3 +334,21 @@ def test_gp_normalized_single_sample_and_kpca_rank_deficient_against_sklearn():
     signs = np.sign((Z * R).sum(0))
     signs[signs == 0] = 1
     np.testing.assert_allclose(Z * signs, R, atol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_krr_precomputed_float32_gram_small_alpha(solver):
+    """A float32 precomputed Gram matrix with α = 1e-5: the predictions of scikit-learn's
+    float64 KernelRidge on the same float32 values (the coefficients were kept in
+    float64 but multiplied in float32 at predict time: 1.5e-2 off, silently)."""
+    from sklearn.kernel_ridge import KernelRidge as SkKRR
+    rng = np.random.default_rng(7)
+    X, Xt = rng.normal(size=(800, 3)), rng.normal(size=(100, 3))
+    y = np.sin(X).sum(1) + 0.1 * rng.normal(size=800)
+    K, Kt = _rbf(X, X).astype(np.float32), _rbf(Xt, X).astype(np.float32)
+    expected = SkKRR(alpha=1e-5, kernel="precomputed").fit(K.astype(float), y).predict(
+        Kt.astype(float))
+    model = tk.KernelRidge("precomputed", alpha=1e-5, solver=solver).fit(K, y.astype(np.float32))
+    pred = model.predict(Kt)
+    assert pred.dtype == np.float32
+    assert np.linalg.norm(pred - expected) / np.linalg.norm(expected) < 1e-5
