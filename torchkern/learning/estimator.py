@@ -44,6 +44,27 @@ def _regularization(estimator) -> float:
     return value
 
 
+def _noise_parameter(estimator):
+    """The name of the estimator's parameter that is the noise variance σ² of the GP
+    whose marginal likelihood the ``"lml"`` / ``"map"`` objectives maximize — a GP's
+    ``noise``, kernel ridge regression's ``alpha`` (its solution is that GP's posterior
+    mean) — declared by the estimator class as ``_noise_variance_param``; None for the
+    others."""
+    name = getattr(type(estimator), "_noise_variance_param", None)
+    return name if name is not None and hasattr(estimator, name) else None
+
+
+def _noise_start(estimator) -> float:
+    """Where the learned noise variance starts: the estimator's σ² (its
+    :func:`_noise_parameter`) when that is one positive number, else 1."""
+    name = _noise_parameter(estimator)
+    try:
+        value = float(getattr(estimator, name)) if name is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
+    return value if math.isfinite(value) and value > 0 else 1.0
+
+
 def _kernel_to_learn(estimator):
     """The kernel ``estimator.fit`` would use, to be learned: ``estimator.kernel``, or for
     ``None`` the estimators' default ``RBF()`` (``torchkern._estimator.resolve_kernel``,
@@ -70,8 +91,10 @@ def _kernel_to_learn(estimator):
 def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_iter=100,
                     n_iter=None, tol=None, lr=0.05, n_restarts=0, bounds=_optimize.BOUNDS,
                     validation_fraction=0.2, random_state=None, verbose=False):
-    """(a trained copy of ``estimator.kernel``, the :class:`KernelLearningResult`): the one
-    implementation behind :func:`learn_kernel` and ``fit(..., learn_kernel=...)``."""
+    """(a trained copy of ``estimator.kernel``, the :class:`KernelLearningResult`, {name:
+    value} of the estimator parameters learned with it — its noise variance under the
+    ``"lml"`` / ``"map"`` objectives): the one implementation behind :func:`learn_kernel`
+    and ``fit(..., learn_kernel=...)``."""
     if objective not in _OBJECTIVES:
         raise ValueError(f"objective must be one of {_OBJECTIVES}, got {objective!r}")
     if n_iter is not None:
@@ -124,7 +147,7 @@ def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_
                              "(e.g. RBF(lengthscale_prior=Gamma(3.0, 6.0)) or "
                              "kernel.set_prior('lengthscale', prior)) or give the estimator "
                              "a noise_prior")
-        noise = _optimize.Noise()
+        noise = _optimize.Noise(_noise_start(estimator))
         items.append(noise)
         n = Xk.shape[0]
 
@@ -139,7 +162,19 @@ def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_
                           lr=lr, n_restarts=n_restarts, random_state=random_state,
                           verbose=verbose, what=f"learn_kernel ({objective!r} objective)")
     kernel.requires_grad_(True)
-    return kernel, result
+    return kernel, result, _learned_params(estimator, items)
+
+
+def _learned_params(estimator, items) -> dict:
+    """The estimator parameters set from what was learned besides the kernel: its noise
+    variance (:func:`_noise_parameter`) when the noise was learned; {} otherwise (the
+    learned noise of an estimator without one is in the result's hyperparameters
+    only)."""
+    name = _noise_parameter(estimator)
+    noises = [it for it in items if isinstance(it, _optimize.Noise)]
+    if name is None or not noises:
+        return {}
+    return {name: float(noises[0].value.detach())}
 
 
 def _fit_options(estimator, spec) -> dict:
@@ -162,18 +197,22 @@ def _fit_options(estimator, spec) -> dict:
 
 
 def fit_with_learned_kernel(fit, estimator, X, y, spec, args, kwargs):
-    """``fit(estimator, X, *args, **kwargs)`` with ``estimator.kernel`` replaced by the
-    kernel learned as ``spec`` says, for the length of the fit: the constructor parameter
-    is left as it was (scikit-learn's rule), the learned kernel is the fitted ``kernel_``,
+    """``fit(estimator, X, *args, **kwargs)`` with ``estimator.kernel`` (and, under the
+    ``"lml"`` / ``"map"`` objectives, its noise variance) replaced by those learned as
+    ``spec`` says, for the length of the fit: the constructor parameters are left as they
+    were (scikit-learn's rule), the learned kernel is the fitted ``kernel_``,
     how it was learned is ``learn_kernel_result_`` and its losses are
     ``kernel_learning_history_``."""
-    kernel, result = _learned_kernel(estimator, X, y, **_fit_options(estimator, spec))
-    original = estimator.kernel
+    kernel, result, params = _learned_kernel(estimator, X, y, **_fit_options(estimator, spec))
+    original = {name: getattr(estimator, name) for name in ("kernel", *params)}
     estimator.kernel = kernel
+    for name, value in params.items():
+        setattr(estimator, name, value)
     try:
         out = fit(estimator, X, *args, **kwargs)
     finally:
-        estimator.kernel = original
+        for name, value in original.items():
+            setattr(estimator, name, value)
     estimator.learn_kernel_result_ = result
     estimator.kernel_learning_history_ = result.history
     return out
@@ -205,7 +244,13 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     - ``"alignment"`` — the centered kernel-target alignment (:func:`kernel_alignment`;
       Cortes, Mohri and Rostamizadeh 2012), for classifiers (labels one-hot encoded);
     - ``"lml"`` — the Gaussian-process log marginal likelihood per sample with a learned
-      noise variance (from 1; :func:`log_marginal_likelihood`), plus the log priors of the
+      noise variance σ² (:func:`log_marginal_likelihood`), from the estimator's own σ² —
+      ``GaussianProcessRegressor``'s ``noise``, ``KernelRidge``'s ``alpha`` (its solution
+      is that GP's posterior mean) — or from 1 for the others; the learned σ² then
+      becomes that parameter (set by this function; the fitted model's under ``fit(...,
+      learn_kernel=)``, the constructor's left as it was), so the estimator is fitted
+      with the noise its kernel was learned for (for the others it is only in the
+      result's ``hyperparameters["noise"]``), plus the log priors of the
       hyperparameters when the kernel has priors (``RBF(lengthscale_prior=...)``) or the
       estimator a ``noise_prior`` (GaussianProcessRegressor): then the MAP objective
       :func:`log_posterior` / n, GPyTorch's ``ExactMarginalLogLikelihood``;
@@ -227,7 +272,8 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     ----------
     estimator : estimator with a ``kernel`` parameter (a torchkern Kernel or None)
         Modified in place: its ``kernel`` becomes the learned kernel (for ``None``, the
-        learned default ``RBF()``); then fitted. A kernel without learnable hyperparameters
+        learned default ``RBF()``) and, under ``"lml"`` / ``"map"``, its noise variance
+        (``noise`` / ``alpha``) the learned one; then fitted. A kernel without learnable hyperparameters
         (``"precomputed"``, ``Linear()``) is refused with an error naming
         ``estimator.kernel``.
     X : kernel input of n samples
@@ -276,11 +322,11 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     >>> float(model.kernel.lengthscale.detach()) < 1.0, model.learn_kernel_result_.converged
     (True, True)
     """
-    kernel, result = _learned_kernel(
+    kernel, result, params = _learned_kernel(
         estimator, X, y, objective, optimizer=optimizer, max_iter=max_iter, n_iter=n_iter,
         tol=tol, lr=lr, n_restarts=n_restarts, bounds=bounds,
         validation_fraction=validation_fraction, random_state=random_state, verbose=verbose)
-    estimator.set_params(kernel=kernel)
+    estimator.set_params(kernel=kernel, **params)
     estimator.fit(X, y)
     estimator.learn_kernel_result_ = result
     estimator.kernel_learning_history_ = result.history

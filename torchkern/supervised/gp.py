@@ -173,6 +173,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     (torch.Size([3]), torch.Size([3]))
     """
 
+    _noise_variance_param = "noise"  # learn_kernel's "lml" / "map" objectives learn it
+
     def __init__(self, kernel=None, noise=1e-2, mean="zero", normalize_y=False, method="auto",
                  tol=1e-6, max_iter=None, num_probes=30, random_state=None, optimizer="lbfgs",
                  verbose=False, backend=None, n_restarts_optimizer=0,
