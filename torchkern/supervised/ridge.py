@@ -212,6 +212,29 @@ def _float32_unresolved(Kmm, n: int, alpha: torch.Tensor, gap: float = _FLOAT32_
     return a == 0 or torch.finfo(torch.float32).eps * norm / a > gap
 
 
+def _cg_float32_unresolved(K, alpha: torch.Tensor) -> bool:
+    """eps₃₂·λ̂/min α > _CG_FLOAT32_GAP for the CG solver's float32 K, with λ̂ ≤ ‖K‖₂ the
+    Rayleigh quotient of K²v for v = 1 + a Gaussian vector (three steps of the power
+    method; Golub and Van Loan, "Matrix Computations", 4th ed., §8.2): three products with
+    K where Lanczos (:func:`_float32_unresolved`) takes 21 — this test runs before every
+    float32 CG fit, whose whole solve may take a dozen products. On RBF, Laplacian and
+    linear Gram matrices of 3,000-6,000 points λ̂ was 0.9-1.0 times ‖K‖₂ (0.53 for a
+    nearly diagonal K, RBF(0.05) in 3-d, whose flat spectrum power steps separate
+    slowly); an estimate from below keeps float32 only where the 30-130-fold slack of the
+    bound (_CG_FLOAT32_GAP) covers it."""
+    a = float(alpha.min())
+    if a == 0:
+        return True
+    n = K.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    v = (1.0 + torch.randn(n, generator=gen, dtype=_F64)).to(K.device)
+    for _ in range(2):
+        v = (K @ (v / v.norm()).to(K.dtype)).to(_F64)
+    u = v / v.norm()
+    lam = abs(float(u @ (K @ u.to(K.dtype)).to(_F64)))
+    return torch.finfo(torch.float32).eps * lam / a > _CG_FLOAT32_GAP
+
+
 # --------------------------------------------------------------------------------------
 # The estimator
 # --------------------------------------------------------------------------------------
@@ -448,7 +471,7 @@ class KernelRidge(RegressorMixin, Estimator):
         else:
             if (type(X) is torch.Tensor and X.dtype == torch.float32
                     and not callable(getattr(kernel, "shard_vectors", None))
-                    and _float32_unresolved(K, K.shape[0], alpha, _CG_FLOAT32_GAP)):
+                    and _cg_float32_unresolved(K, alpha)):
                 # float32 cannot resolve α: the coefficients of the ill-conditioned system
                 # cancel in float32 products (predictions 6e-3 off on 6,000 points with
                 # α = 1e-3, where the float32 inputs allow 4e-8), and CG's residual test
