@@ -98,6 +98,25 @@ def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     torch.testing.assert_close(ref.decision_function(K), want, rtol=1e-12, atol=1e-12)
 
 
+def test_unread_attributes_stay_unread_through_fit_take_and_pickle():
+    """A WL model fitted on graphs whose node attributes hold NaN (never read) equals the
+    model fitted on clean attributes, saved and loaded too; its support vectors, pickled,
+    hold their own fields (not the training set), the error of reading the attributes
+    kept for their first read."""
+    import pickle
+    train, test = graphs(20, seed=21), graphs(5, seed=22)
+    y = torch.arange(20) % 2
+    nan = replace(train, node_attributes=lambda g: torch.full((g.num_nodes, 2), float("nan")))
+    want = tk.SVC(kernel=WeisfeilerLehman(n_iter=1)).fit(train, y).decision_function(test)
+    model = tk.SVC(kernel=WeisfeilerLehman(n_iter=1)).fit(nan, y)
+    assert torch.equal(model.decision_function(test), want)
+    loaded = pickle.loads(pickle.dumps(model))
+    assert torch.equal(loaded.decision_function(test), want)
+    assert loaded.support_vectors_.__dict__["_reader"].parent is None
+    with pytest.raises(ValueError, match="node_attributes contains NaN"):
+        loaded.support_vectors_.node_attributes  # noqa: B018
+
+
 def test_sums_and_scalings_check_what_their_terms_read():
     train, test = graphs(12, seed=17), graphs(4, seed=18)
     y = torch.arange(12) % 2

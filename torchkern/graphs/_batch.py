@@ -565,6 +565,8 @@ class GraphSet(KernelInput):
                 self._build(graphs, node_attr, _GROUPS if _read is None else _read)
         if dtype is not None or device is not None:
             moved = self.to(device=device, dtype=dtype)
+            if device is not None:
+                moved._resolve_all()  # a set built for a device holds all its fields
             self.__dict__.clear()  # the moved set's fields only (no groups left to read)
             self.__dict__.update(moved.__dict__)
 
@@ -1043,8 +1045,11 @@ class GraphSet(KernelInput):
 
     def _move(self, device) -> None:
         # the edge fields by their stored names: moving them must not read edge_attr, nor
-        # merge the edges (done on the device, on first read)
-        self._resolve_all()
+        # merge the edges (done on the device, on first read). The field groups not read
+        # yet are read for another device only: on its own device (a fitted model casting
+        # graphs to its device) a set reads no field its kernel does not read
+        if torch.device(device) != self.ptr.device:
+            self._resolve_all()
         d = self.__dict__
         d.pop("_labelled", None)
         d.pop("_labelled_stamps", None)
@@ -1366,12 +1371,28 @@ class _ListFields:
 class _TakenFields:
     """The node field groups of a part of a set (:meth:`GraphSet.take`) that the set had
     not read: read on first use from the set (its reads, its checks and errors) and
-    indexed by ``nodes``, the part's nodes in the set."""
+    indexed by ``nodes``, the part's nodes in the set. Pickled (a fitted model saved),
+    it holds the part's fields only, not the set: they are read then, and an error
+    reading one is kept and raised on its first use."""
 
     def __init__(self, parent: GraphSet, nodes: torch.Tensor):
-        self.parent, self.nodes = parent, nodes
+        self.parent, self.nodes, self.done = parent, nodes, None
+
+    def __getstate__(self):
+        done = {}
+        for group in ("nodes", "node_attributes"):
+            try:
+                done[group] = (None, self.resolve(group))
+            except (ValueError, TypeError) as e:
+                done[group] = (e, None)
+        return {"parent": None, "nodes": None, "done": done}
 
     def resolve(self, group: str) -> dict:
+        if self.done is not None:
+            error, fields = self.done[group]
+            if error is not None:
+                raise error
+            return fields
         p = self.parent
         if group == "nodes":
             return dict(node_label=p.node_label.index_select(0, self.nodes),
