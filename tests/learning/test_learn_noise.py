@@ -68,6 +68,14 @@ def test_fit_learn_kernel_lml_fits_with_the_learned_noise():
     _check_against_dense(gp, learned, X, y, Xt)
 
 
+def test_learn_kernel_lml_sets_kernel_ridge_alpha():
+    X, y, Xt = _data()
+    krr = learn_kernel(torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.5), X, y, "lml")
+    learned = krr.learn_kernel_result_.hyperparameters["noise"]
+    assert krr.alpha == pytest.approx(learned, rel=1e-12)
+    _check_against_dense(krr, learned, X, y, Xt)
+
+
 def test_loo_objective_leaves_the_noise_parameter():
     X, y, _ = _data()
     krr = learn_kernel(torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.5), X, y, "loo")

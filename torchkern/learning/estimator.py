@@ -54,17 +54,6 @@ def _noise_parameter(estimator):
     return name if name is not None and hasattr(estimator, name) else None
 
 
-def _noise_start(estimator) -> float:
-    """Where the learned noise variance starts: the estimator's σ² (its
-    :func:`_noise_parameter`) when that is one positive number, else 1."""
-    name = _noise_parameter(estimator)
-    try:
-        value = float(getattr(estimator, name)) if name is not None else 1.0
-    except (TypeError, ValueError):
-        return 1.0
-    return value if math.isfinite(value) and value > 0 else 1.0
-
-
 def _kernel_to_learn(estimator):
     """The kernel ``estimator.fit`` would use, to be learned: ``estimator.kernel``, or for
     ``None`` the estimators' default ``RBF()`` (``torchkern._estimator.resolve_kernel``,
@@ -147,7 +136,7 @@ def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_
                              "(e.g. RBF(lengthscale_prior=Gamma(3.0, 6.0)) or "
                              "kernel.set_prior('lengthscale', prior)) or give the estimator "
                              "a noise_prior")
-        noise = _optimize.Noise(_noise_start(estimator))
+        noise = _optimize.Noise()  # from 1, as scikit-learn's WhiteKernel
         items.append(noise)
         n = Xk.shape[0]
 
@@ -244,10 +233,9 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     - ``"alignment"`` — the centered kernel-target alignment (:func:`kernel_alignment`;
       Cortes, Mohri and Rostamizadeh 2012), for classifiers (labels one-hot encoded);
     - ``"lml"`` — the Gaussian-process log marginal likelihood per sample with a learned
-      noise variance σ² (:func:`log_marginal_likelihood`), from the estimator's own σ² —
-      ``GaussianProcessRegressor``'s ``noise``, ``KernelRidge``'s ``alpha`` (its solution
-      is that GP's posterior mean) — or from 1 for the others; the learned σ² then
-      becomes that parameter (set by this function; the fitted model's under ``fit(...,
+      noise variance σ² (from 1; :func:`log_marginal_likelihood`), which then becomes
+      the estimator's σ² — ``GaussianProcessRegressor``'s ``noise``, ``KernelRidge``'s
+      ``alpha`` (its solution is that GP's posterior mean) (set by this function; the fitted model's under ``fit(...,
       learn_kernel=)``, the constructor's left as it was), so the estimator is fitted
       with the noise its kernel was learned for (for the others it is only in the
       result's ``hyperparameters["noise"]``), plus the log priors of the

@@ -356,6 +356,10 @@ class KernelRidge(RegressorMixin, Estimator):
     torch.Size([5])
     """
 
+    # learn_kernel's "lml" / "map" objectives learn it: (K + αI)c = y is the posterior
+    # mean of the GP of noise variance α
+    _noise_variance_param = "alpha"
+
     def __init__(self, kernel=None, alpha=1.0, solver="auto", n_centers=None, tol=None,
                  max_iter=None, random_state=None, verbose=False, backend=None,
                  preconditioner="nystrom"):
