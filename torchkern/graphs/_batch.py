@@ -1368,31 +1368,39 @@ class _ListFields:
         return ei, ea, eat
 
 
+# the node field groups a part of a set may leave unread, and their fields
+_TAKEN_GROUPS = (("nodes", ("node_label", "label_values")),
+                 ("node_attributes", ("node_attributes",)))
+
+
 class _TakenFields:
     """The node field groups of a part of a set (:meth:`GraphSet.take`) that the set had
     not read: read on first use from the set (its reads, its checks and errors) and
     indexed by ``nodes``, the part's nodes in the set. Pickled (a fitted model saved),
     it holds the part's fields only, not the set: they are read then, and an error
-    reading one is kept and raised on its first use."""
+    reading one is kept and raised on its first use. The pickle holds tensors and the
+    errors only (no names: equal parts pickle to equal bytes, as ``joblib.hash`` needs)."""
 
-    def __init__(self, parent: GraphSet, nodes: torch.Tensor):
-        self.parent, self.nodes, self.done = parent, nodes, None
+    def __init__(self, parent: GraphSet | None, nodes: torch.Tensor | None, done=None):
+        self.parent, self.nodes, self.done = parent, nodes, done
 
-    def __getstate__(self):
-        done = {}
-        for group in ("nodes", "node_attributes"):
+    def __reduce__(self):
+        done = []
+        for group, names in _TAKEN_GROUPS:
             try:
-                done[group] = (None, self.resolve(group))
+                fields = self.resolve(group)
+                done.append((None, tuple(fields[k] for k in names)))
             except (ValueError, TypeError) as e:
-                done[group] = (e, None)
-        return {"parent": None, "nodes": None, "done": done}
+                done.append((e, None))
+        return _TakenFields, (None, None, tuple(done))
 
     def resolve(self, group: str) -> dict:
         if self.done is not None:
-            error, fields = self.done[group]
+            i = 0 if group == "nodes" else 1
+            error, values = self.done[i]
             if error is not None:
                 raise error
-            return fields
+            return dict(zip(_TAKEN_GROUPS[i][1], values))
         p = self.parent
         if group == "nodes":
             return dict(node_label=p.node_label.index_select(0, self.nodes),
