@@ -326,7 +326,7 @@ def logdet(
     several times too small, but then it exceeds the tolerance anyway: on seven test
     spectra, condition numbers up to 10⁸, no stop left a bias above the tolerance); SLQ
     stops once this bound, summed as in the estimate, is at most
-    ``lanczos_tol`` times the estimate of tr|log A| (= |log det A| when all eigenvalues
+    ``lanczos_tol`` times the estimate of ``tr|log A|`` (= ``|log det A|`` when all eigenvalues
     lie on one side of 1), and warns with a :class:`ConvergenceWarning` (the bound, and
     the number of steps that would reach ``lanczos_tol`` at the rate seen) when
     ``lanczos_steps`` run out first.
@@ -345,9 +345,9 @@ def logdet(
         The most Lanczos steps m per probe (SLQ); fewer when the quadrature converges
         first. A ConvergenceWarning says when they were not enough.
     lanczos_tol : float
-        Bound on the quadrature error (the bias) relative to tr|log A| (SLQ): 1e-3, below
+        Bound on the quadrature error (the bias) relative to ``tr|log A|`` (SLQ): 1e-3, below
         the probes' relative standard error at p = 30 on kernel matrices. Whitened by a
-        preconditioner, this is relative to tr|log(M^{-1/2} A M^{-1/2})|, the part SLQ
+        preconditioner, this is relative to ``tr|log(M^{-1/2} A M^{-1/2})|``, the part SLQ
         estimates.
     preconditioner : optional
         A low-rank-plus-ridge preconditioner M ≈ A (:class:`PivotedCholesky`,
