@@ -224,3 +224,25 @@ def test_int8_patterns_equal_grakel_on_mutag(with_labels, L):
     torch.testing.assert_close(KXY.to_dense(), K[:20, 20:], rtol=0, atol=1e-12)
     torch.testing.assert_close(KXY.T.rows(idx), K[20:][idx, :20], rtol=0, atol=1e-12)
     torch.testing.assert_close(KXY.diag(), K[:20, 20:].diagonal(), rtol=0, atol=1e-12)
+
+
+def test_embeddings_do_not_depend_on_the_place_in_the_batch():
+    # a graph of 5 nodes with the eigenvalue -1 twice (its eigenvectors: any basis of a
+    # plane): batched at odd places, LAPACK's rounding (by alignment) picked another basis
+    # than at even places, so k(X) and k(X, X) differed (by 2.5 on 16 small graphs)
+    edges = [(0, 2), (0, 3), (0, 4), (1, 4), (2, 3), (2, 4), (3, 4)]
+    A = adjacency(5, edges)
+    lam = np.linalg.eigvalsh(A)
+    assert np.sum(np.abs(lam + 1) < 1e-12) == 2  # the repeated eigenvalue
+    ei = torch.tensor(edges).T
+    g = Data(edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=5)
+    E = pm.node_embeddings(GraphSet([g] * 5), 4).view(5, 5, 4)
+    for i in range(1, 5):
+        assert torch.equal(E[i], E[0])
+    # |u| is an orthonormal eigenbasis's, up to signs: against NumPy's spectrum
+    U = pm._batched_eigh(torch.as_tensor(A)[None])[1][0].numpy()
+    np.testing.assert_allclose(U.T @ A @ U, np.diag(lam), atol=1e-12)
+    k = PyramidMatch(L=2, d=4)
+    others = [Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=3), g, g]
+    X = [g] + others
+    torch.testing.assert_close(k(X).to_dense(), k(X, X).to_dense(), rtol=0, atol=0)

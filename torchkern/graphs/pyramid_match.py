@@ -73,12 +73,43 @@ def _tie_tol(lam) -> float:
     return _TIE_TOL * max(1.0, float(np.abs(lam).max()))
 
 
+# batched eigendecompositions run on matrices padded to a multiple of this many rows
+_EIGH_ROWS = 8
+
+
+def _batched_eigh(A: torch.Tensor):
+    """``torch.linalg.eigh`` of the symmetric matrices A (B, n, n), each computed the same
+    whatever its place in the batch: ``(λ (B, n) ascending, U (B, n, n))``.
+
+    LAPACK's rounding depends on where a matrix starts in memory (its SIMD kernels treat
+    unaligned ends apart): in a batch of n × n float64 matrices, n = 5, the matrices at
+    odd places got other eigenvectors than those at even places. Bit-equal values do not
+    need them, but a repeated eigenvalue's eigenvectors are any basis of its eigenspace,
+    and so PyramidMatch's embedding of a graph depended on the graphs beside it (k(X) ≠
+    k(X, X) by up to 2.5). Each matrix is padded to a multiple of ``_EIGH_ROWS`` rows
+    with isolated rows (every matrix and spectrum then starts on a 64-byte boundary);
+    the padded matrix is block diagonal, so the reduction keeps the blocks apart exactly
+    and the padding's eigenpairs (eigenvalue 0, unit vectors on the padding) are
+    dropped: those whose vector has no weight on the first n rows."""
+    B, n = A.shape[0], A.shape[1]
+    m = -(-n // _EIGH_ROWS) * _EIGH_ROWS
+    if m == n:
+        return torch.linalg.eigh(A)
+    P = A.new_zeros(B, m, m)
+    P[:, :n, :n] = A
+    lam, U = torch.linalg.eigh(P)
+    U = U[:, :n, :]
+    padding = (U * U).sum(1) < 0.5  # exactly 0 or 1
+    keep = torch.argsort(padding.to(torch.int8), dim=1, stable=True)[:, :n]
+    return lam.gather(1, keep), U.gather(2, keep[:, None, :].expand(-1, n, -1))
+
+
 def _largest_modulus_eigh(A: torch.Tensor, d: int) -> torch.Tensor:
     """Unit eigenvectors (B, n, d) of the d eigenvalues of largest modulus of the
     symmetric matrices A (B, n, n), n > d, in decreasing order of eigenvalue (equal ones
-    by index), from the full decomposition (``torch.linalg.eigh``, any device). The
+    by index), from the full decomposition (:func:`_batched_eigh`, any device). The
     choice is :func:`_ends`, run on all B spectra at once."""
-    lam, U = torch.linalg.eigh(A)  # ascending
+    lam, U = _batched_eigh(A)  # ascending
     B, n = lam.shape
     tol = _TIE_TOL * lam.abs().amax(1).clamp_min(1.0)
     i = torch.zeros(B, dtype=torch.long, device=A.device)  # taken from the bottom
@@ -200,7 +231,7 @@ def node_embeddings(G: GraphSet, d: int) -> torch.Tensor:
             continue
         A = G.dense_adjacency(gids, n, torch.float64)
         if n <= d + 1:  # every eigenvector (the d largest eigenvalues' for n = d + 1)
-            lam, U = torch.linalg.eigh(A)  # ascending
+            lam, U = _batched_eigh(A)  # ascending
             order = torch.argsort(lam, dim=1, descending=True, stable=True)[:, :d]
             U = U.gather(2, order[:, None, :].expand(-1, n, -1))
         else:
