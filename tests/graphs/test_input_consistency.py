@@ -21,10 +21,10 @@ from torch_geometric.utils import coalesce
 
 import torchkern as tk
 from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
-from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet,
+from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet, LovaszTheta,
                               NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
                               PyramidMatch, RandomWalk, ShortestPath,
-                              SubgraphMatching, VertexHistogram, WeisfeilerLehman,
+                              SubgraphMatching, SVMTheta, VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
 from torchkern.graphs.multiscale_laplacian import MultiscaleLaplacian
 from torchkern.graphs.nspdk import NeighborhoodSubgraphPairwiseDistance
@@ -77,7 +77,9 @@ def dense(k, X, Y=None):
                                     NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2),
                                     NeighborhoodSubgraphPairwiseDistance(r=1, d=1),
                                     SubgraphMatching(k=3),
-                                    MultiscaleLaplacian(features="labels", L=1, random_state=0)],
+                                    MultiscaleLaplacian(features="labels", L=1, random_state=0),
+                                    LovaszTheta(n_samples=4, subsets_size_range=(2, 3)),
+                                    SVMTheta(n_samples=4, subsets_size_range=(2, 3))],
                          ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):
     train, test = graphs(16, seed=1), graphs(6, seed=2)

@@ -1087,6 +1087,8 @@ class _ThetaKernel(GraphKernel):
     """Common part: features per graph (one value per subset size), Gram = base kernel
     of the features, normalization from the same features."""
 
+    _graph_fields = ("edges",)  # a list of Data: no node label nor attribute read
+
     def __init__(self, n_samples, subsets_size_range, random_state, draws, base_kernel,
                  normalize):
         super().__init__()
