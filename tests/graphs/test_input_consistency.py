@@ -21,8 +21,8 @@ from torch_geometric.utils import coalesce
 
 import torchkern as tk
 from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
-from torchkern.graphs import (EdgeHistogram, GraphHopper, GraphletSampling, GraphSet, LovaszTheta,
-                              NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
+from torchkern.graphs import (CoreFramework, EdgeHistogram, GraphHopper, GraphletSampling,
+                              GraphSet, HadamardCode, LovaszTheta, NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
                               PyramidMatch, RandomWalk, ShortestPath,
                               SubgraphMatching, SVMTheta, VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
@@ -79,6 +79,9 @@ def dense(k, X, Y=None):
                                     SubgraphMatching(k=3),
                                     MultiscaleLaplacian(features="labels", L=1, random_state=0),
                                     LovaszTheta(n_samples=4, subsets_size_range=(2, 3)),
+                                    CoreFramework(WeisfeilerLehman(n_iter=1)),
+                                    CoreFramework(ShortestPath()),
+                                    HadamardCode(VertexHistogram(), n_iter=2),
                                     SVMTheta(n_samples=4, subsets_size_range=(2, 3))],
                          ids=lambda k: type(k).__name__)
 def test_predict_ignores_attributes_the_kernel_does_not_read(kernel):

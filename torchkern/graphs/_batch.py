@@ -1909,6 +1909,13 @@ def _graph_list(X, name: str):
     return None
 
 
+def _with_base_fields(own: tuple, base) -> tuple | None:
+    """The ``_graph_fields`` of a kernel that reads ``own`` and runs ``base`` on its
+    graphs (CoreFramework, HadamardCode): ``own`` when the base kernel reads no node
+    attributes, else every field (None)."""
+    return None if base._reads_attributes else own
+
+
 class GraphKernel(StructuredKernel):
     """Base of kernels between graphs: inputs become a :class:`GraphSet`.
 

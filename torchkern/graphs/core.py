@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, is_undirected, segment_ranges
+from ._batch import GraphSet, _with_base_fields, is_undirected, segment_ranges
 from ._labels import CountFeatureKernel, _squares, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -182,6 +182,10 @@ class CoreFramework(CountFeatureKernel):
         out = super()._structural_args()
         out["base_kernel"] = self.base_kernel
         return out
+
+    @property
+    def _graph_fields(self):  # a list of Data: the edges, node labels, and the base's
+        return _with_base_fields(("nodes", "edges"), self.base_kernel)
 
     def extra_repr(self) -> str:
         return f"min_core={self.min_core}, normalize={self.normalize}"

@@ -7,7 +7,7 @@ import warnings
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, _label_ids, check_memory, sorted_unique
+from ._batch import GraphSet, _label_ids, _with_base_fields, check_memory, sorted_unique
 from ._labels import _MIX, CountFeatureKernel, _random_codes, initial_labels, label_items
 
 __all__ = ["HadamardCode", "hadamard_code_labels"]
@@ -162,6 +162,10 @@ class HadamardCode(CountFeatureKernel):
         out = super()._structural_args()
         out["base_kernel"] = self.base_kernel
         return out
+
+    @property
+    def _graph_fields(self):  # a list of Data: the edges, node labels, and the base's
+        return _with_base_fields(("nodes", "edges"), self.base_kernel)
 
     def extra_repr(self) -> str:
         return f"n_iter={self.n_iter}, normalize={self.normalize}"
