@@ -352,3 +352,15 @@ def test_krr_precomputed_float32_gram_small_alpha(solver):
     pred = model.predict(Kt)
     assert pred.dtype == np.float32
     assert np.linalg.norm(pred - expected) / np.linalg.norm(expected) < 1e-5
+
+
+def test_kernel_ridge_refit_with_another_solver_keeps_no_nystrom_state():
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(60, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(X[:, 0])
+    m = tk.KernelRidge(tk.RBF(1.0), alpha=0.1, solver="nystrom", n_centers=10).fit(X, y)
+    assert m.center_indices_.shape == (10,)
+    m.set_params(solver="cholesky").fit(X, y)
+    assert not hasattr(m, "center_indices_")
+    fresh = tk.KernelRidge(tk.RBF(1.0), alpha=0.1, solver="cholesky").fit(X, y)
+    torch.testing.assert_close(m.predict(X), fresh.predict(X), rtol=0, atol=0)

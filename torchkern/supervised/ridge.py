@@ -419,6 +419,7 @@ class KernelRidge(RegressorMixin, Estimator):
         sharded = callable(getattr(kernel, "shard_vectors", None)) and \
             kernel.shard_vectors(X, self.solver != "cholesky")
         solver = self._choose_solver(n, sharded)
+        self.__dict__.pop("center_indices_", None)  # a refit with another solver has none
         alpha = _check_alpha(self.alpha, Y2.shape[1], solver in ("cg", "nystrom"), solver)
         w = None if sample_weight is None else check_sample_weight(sample_weight, n, dtype=dtype,
                                                                     device=device)
