@@ -100,7 +100,13 @@ def _gauss(T):
     w = Y[:, 0, :] ** 2
     live = torch.where(w > 0, theta, torch.ones_like(theta))
     if not bool((live > 0).all()):
-        raise ValueError("A is not positive definite: Lanczos found a non-positive Ritz value")
+        low = float(live.min())
+        raise ValueError(f"A is not positive definite: Lanczos found a non-positive Ritz "
+                         f"value ({low:.3g}, largest {float(theta.max()):.3g}). In float32 "
+                         f"a matrix whose smallest eigenvalue is below about 1e-7 of its "
+                         f"largest (a kernel matrix with a small noise or jitter) is not "
+                         f"positive definite to working precision: use float64 data, or a "
+                         f"larger noise")
     logt = theta.clamp(min=torch.finfo(_FLOAT64).tiny).log()
     return (w * logt).sum(1), (w * logt.abs()).sum(1), theta[:, 0]
 
