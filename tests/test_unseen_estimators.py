@@ -8,6 +8,8 @@ the p-value came out too small (0.27 instead of 0.39 for one case below), silent
 references here compute each distinct statistic once from the labelling's counts, so ties
 are exact in them.
 """
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -364,3 +366,21 @@ def test_kernel_ridge_refit_with_another_solver_keeps_no_nystrom_state():
     assert not hasattr(m, "center_indices_")
     fresh = tk.KernelRidge(tk.RBF(1.0), alpha=0.1, solver="cholesky").fit(X, y)
     torch.testing.assert_close(m.predict(X), fresh.predict(X), rtol=0, atol=0)
+
+
+def test_nadaraya_watson_warns_where_the_weights_are_subnormal():
+    X = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    y = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    m = tk.NadarayaWatson(tk.RBF(1.0)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        near = m.predict(torch.tensor([[0.5]], dtype=torch.float64))  # no warning
+    assert float(near) == pytest.approx(1.5, abs=1e-12)
+    # at 38 the weights are exp(-722) (subnormal) and exp(-684.5): a total ~3e-298, below
+    # tiny/eps = 1e-292
+    q = torch.tensor([[38.0]], dtype=torch.float64)
+    k = torch.exp(-0.5 * (q - X.T) ** 2)[0]
+    assert 0 < float(k.sum()) < torch.finfo(torch.float64).tiny / torch.finfo(torch.float64).eps
+    with pytest.warns(RuntimeWarning, match="subnormal"):
+        far = m.predict(q)
+    assert float(far) == pytest.approx(float((k * y).sum() / k.sum()), rel=1e-6)

@@ -262,6 +262,16 @@ class NadarayaWatson(RegressorMixin, Estimator):
         if bool(bad.any()):
             warnings.warn(f"NadarayaWatson: {int(bad.sum())} point(s) have zero total kernel "
                           f"weight; they get the training mean", RuntimeWarning, stacklevel=2)
+        # a total weight below tiny/eps: the weights that count (≥ eps · total) may be
+        # subnormal, holding fewer digits than the dtype's
+        info = torch.finfo(K.dtype)
+        weak = (den > 0) & (den < info.tiny / info.eps)
+        if bool(weak.any()):
+            warnings.warn(f"NadarayaWatson: {int(weak.sum())} point(s) have a total kernel "
+                          f"weight below {info.tiny / info.eps:.1e}, where the weights are "
+                          f"subnormal numbers of fewer digits: their predictions lose "
+                          f"precision (a wider kernel, or float64 data)", RuntimeWarning,
+                          stacklevel=2)
         out = torch.where(bad, Y.mean(0, keepdim=True), num / torch.where(bad, 1.0, den))
         return out[:, 0] if self.y_fit_.dim() == 1 else out
 
