@@ -1941,6 +1941,41 @@ class GraphKernel(StructuredKernel):
         f = self._graph_fields
         return f is None or "nodes" in f or "labelled_nodes" in f
 
+    def _fixed_draws(self, torch_seed: bool = False):
+        """The random state of one call, the same for every call of this kernel object, so
+        that k(X), k(X, Y) and a fitted model's training and test Grams share their draws
+        (as GraKeL's kernels, which draw once when fitted): ``random_state`` as an int
+        seed as it is; None a seed drawn once for the object, from NumPy's global
+        generator (torch's with ``torch_seed``), so that ``np.random.seed`` /
+        ``torch.manual_seed`` make it reproducible; a ``numpy.random.RandomState`` or
+        ``torch.Generator`` the state it had at the first call, replayed on a copy at
+        each call. Kept while ``random_state`` is the same object (``set_params`` gives
+        a new one)."""
+        rs = self.random_state
+        hit = self.__dict__.get("_draws_of")
+        if hit is None or hit[0] is not rs:
+            if rs is None:
+                seed = int(torch.randint(2 ** 62, ())) if torch_seed else \
+                    int(np.random.randint(2 ** 32, dtype=np.int64))
+                hit = (rs, seed)
+            elif isinstance(rs, np.random.RandomState):
+                hit = (rs, rs.get_state())
+            elif isinstance(rs, torch.Generator):
+                hit = (rs, (rs.device, rs.get_state()))
+            else:
+                hit = (rs, rs)
+            self.__dict__["_draws_of"] = hit
+        state = hit[1]
+        if isinstance(rs, np.random.RandomState):
+            out = np.random.RandomState()
+            out.set_state(state)
+            return out
+        if isinstance(rs, torch.Generator):
+            out = torch.Generator(state[0])
+            out.set_state(state[1])
+            return out
+        return state
+
     def _check_fitted(self, X_fit: GraphSet, X: GraphSet, name: str = "X") -> None:
         """Predict-time graphs ``X`` checked against the fitted ones ``X_fit``
         (:func:`torchkern.inputs.check_fitted_input`) on the fields this kernel reads

@@ -89,7 +89,9 @@ class GraphletSampling(GraphKernel):
     of a graph with n nodes picks its k-subset by Floyd's algorithm from row s. So a
     graph's features depend on the graph and ``random_state`` only — not on its position
     or the other graphs in the call — and the Gram of training and test sets stay
-    consistent (pass an int ``random_state``; None draws a new table each call).
+    consistent: every call of one kernel object draws the same table (``random_state``
+    None: a seed drawn once for the object from torch's global generator; a Generator:
+    its state at the first call, replayed).
 
     Parameters
     ----------
@@ -179,7 +181,7 @@ class GraphletSampling(GraphKernel):
     def _uniforms(self, device):
         if self.n_samples is None:
             return None
-        gen = as_generator(self.random_state)
+        gen = as_generator(self._fixed_draws(torch_seed=True))
         gdev = gen.device if gen is not None else device
         return torch.rand(self.n_samples, self.k, generator=gen, device=gdev,
                           dtype=torch.float64).to(device)

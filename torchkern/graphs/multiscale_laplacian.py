@@ -254,7 +254,8 @@ class MultiscaleLaplacian(GraphKernel):
         Seed of the landmark draws (below 2^32): numpy ``RandomState(random_state)``
         shuffles the nodes (numbered graph after graph) once for level 0 and again for
         each level, the landmarks being the first ``n_samples`` — GraKeL's draws, so both
-        give the same values for the same seed. ``None``: an unseeded draw.
+        give the same values for the same seed. ``None``: a seed drawn once for this
+        kernel object (from NumPy's global generator), the same for all its calls.
     features : {"attributes", "labels"}
         The node features read (see above).
     node_attr : str
@@ -404,7 +405,7 @@ class MultiscaleLaplacian(GraphKernel):
         phi, values = self._phi(X)
         if not bool(torch.isfinite(phi).all()):
             raise ValueError("X: the node attributes must be finite")
-        rs = np.random.RandomState(self.random_state)
+        rs = np.random.RandomState(self._fixed_draws())
         perm = np.arange(N)
         ns = min(N, self.n_samples)
         chunks = _Chunks(X, 2 ** (self.L - 1) if self.L else 0)

@@ -217,8 +217,10 @@ class NeighborhoodHash(GraphKernel):
         Width of the label codes (GraKeL's default 8). With more distinct labels than
         2^bits codes, codes repeat (labels collide).
     random_state : int, numpy RandomState or None
-        Seed of the label codes; None draws new codes on every call, so k(X, Y) and
-        k(X, X) then disagree — pass an int in estimators.
+        Seed of the label codes. None: a seed drawn once for this kernel object (from
+        NumPy's global generator), so that every call of the object — k(X), k(X, Y), a
+        fitted model's training and test Grams — uses the same codes, as GraKeL's fitted
+        kernel does; a RandomState: its state at the first call, replayed at each.
     normalize : bool
         Cosine normalization; the diagonal is 1 already, so it changes nothing (kept for
         a uniform interface).
@@ -272,7 +274,7 @@ class NeighborhoodHash(GraphKernel):
 
     def hashed_labels(self, G: GraphSet):
         """The codes of every node after rounds 1..R: a list of R int64 tensors (N,)."""
-        lab = bit_labels(label_numbers(G), self.bits, self.random_state)
+        lab = bit_labels(label_numbers(G), self.bits, self._fixed_draws())
         src, dst = G.edge_index
         n = lab.numel()
         out = []
