@@ -47,15 +47,18 @@ def _check_against_dense(model, noise, X, y, Xt):
     np.testing.assert_allclose(np.asarray(model.predict(Xt)), ref, rtol=0, atol=1e-10)
 
 
-def test_learn_kernel_lml_sets_the_gp_noise():
+@pytest.mark.parametrize("make, param", [
+    (lambda: torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), noise=0.5), "noise"),
+    (lambda: torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.5), "alpha")])
+def test_learn_kernel_lml_sets_the_noise_parameter(make, param):
     X, y, Xt = _data()
-    gp = learn_kernel(torchkern.GaussianProcessRegressor(torchkern.RBF(1.0), noise=0.5),
-                      X, y, "lml")
-    learned = gp.learn_kernel_result_.hyperparameters["noise"]
-    assert 1e-3 < learned < 0.05  # the data's 0.01, far from the start 0.5
-    assert gp.noise == pytest.approx(learned, rel=1e-12)
-    assert gp.noise_ == pytest.approx(learned, rel=1e-12)
-    _check_against_dense(gp, learned, X, y, Xt)
+    model = learn_kernel(make(), X, y, "lml")
+    learned = model.learn_kernel_result_.hyperparameters["noise"]
+    assert 1e-3 < learned < 0.05  # the data's 0.01, far from the start
+    assert getattr(model, param) == pytest.approx(learned, rel=1e-12)
+    if param == "noise":
+        assert model.noise_ == pytest.approx(learned, rel=1e-12)
+    _check_against_dense(model, learned, X, y, Xt)
 
 
 def test_fit_learn_kernel_lml_fits_with_the_learned_noise():
@@ -66,14 +69,6 @@ def test_fit_learn_kernel_lml_fits_with_the_learned_noise():
     learned = gp.learn_kernel_result_.hyperparameters["noise"]
     assert gp.noise_ == pytest.approx(learned, rel=1e-12)
     _check_against_dense(gp, learned, X, y, Xt)
-
-
-def test_learn_kernel_lml_sets_kernel_ridge_alpha():
-    X, y, Xt = _data()
-    krr = learn_kernel(torchkern.KernelRidge(torchkern.RBF(1.0), alpha=0.5), X, y, "lml")
-    learned = krr.learn_kernel_result_.hyperparameters["noise"]
-    assert krr.alpha == pytest.approx(learned, rel=1e-12)
-    _check_against_dense(krr, learned, X, y, Xt)
 
 
 def test_loo_objective_leaves_the_noise_parameter():

@@ -235,10 +235,11 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     - ``"lml"`` — the Gaussian-process log marginal likelihood per sample with a learned
       noise variance σ² (from 1; :func:`log_marginal_likelihood`), which then becomes
       the estimator's σ² — ``GaussianProcessRegressor``'s ``noise``, ``KernelRidge``'s
-      ``alpha`` (its solution is that GP's posterior mean) (set by this function; the fitted model's under ``fit(...,
-      learn_kernel=)``, the constructor's left as it was), so the estimator is fitted
-      with the noise its kernel was learned for (for the others it is only in the
-      result's ``hyperparameters["noise"]``), plus the log priors of the
+      ``alpha`` (its solution is that GP's posterior mean); set by this function, the
+      fitted model's under ``fit(..., learn_kernel=)`` (the constructor's left as it
+      was), so the estimator is fitted with the noise its kernel was learned for (for
+      the others it is only in the result's ``hyperparameters["noise"]``), plus the log
+      priors of the
       hyperparameters when the kernel has priors (``RBF(lengthscale_prior=...)``) or the
       estimator a ``noise_prior`` (GaussianProcessRegressor): then the MAP objective
       :func:`log_posterior` / n, GPyTorch's ``ExactMarginalLogLikelihood``;
@@ -261,8 +262,8 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     estimator : estimator with a ``kernel`` parameter (a torchkern Kernel or None)
         Modified in place: its ``kernel`` becomes the learned kernel (for ``None``, the
         learned default ``RBF()``) and, under ``"lml"`` / ``"map"``, its noise variance
-        (``noise`` / ``alpha``) the learned one; then fitted. A kernel without learnable hyperparameters
-        (``"precomputed"``, ``Linear()``) is refused with an error naming
+        (``noise`` / ``alpha``) the learned one; then fitted. A kernel without learnable
+        hyperparameters (``"precomputed"``, ``Linear()``) is refused with an error naming
         ``estimator.kernel``.
     X : kernel input of n samples
     y : array of shape (n,) or (n, r)

@@ -368,8 +368,9 @@ def _check_loo_probes(what, C, d, d_in, ZW, p):
     if bad or rel > _LOO_PROBE_RTOL:
         why = f"; it was <= 0 in {bad} of {d.numel()} rows" if bad else ""
         warnings.warn(f"{what} (cg): the {p}-probe estimate of diag (K + alpha*I)⁻¹ leaves the "
-                      f"value uncertain by about {rel:.0%} (from the probes' spread){why}; raise num_probes (the error falls as 1/√num_probes), "
-                      f"raise alpha, or use method='exact'", ConvergenceWarning, stacklevel=4)
+                      f"value uncertain by about {rel:.0%} (from the probes' spread){why}; "
+                      f"raise num_probes (the error falls as 1/√num_probes), raise alpha, "
+                      f"or use method='exact'", ConvergenceWarning, stacklevel=4)
 
 
 def _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter, backend,

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_positive, is_int
 from ._common import (
     ConvergenceWarning,
     _check_operator,
@@ -128,12 +128,6 @@ def _radau(T, b_last, a):
     return (Y[:, 0, :] ** 2 * theta.clamp(min=torch.finfo(_FLOAT64).tiny).log()).sum(1)
 
 
-def _check_tol(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-            or not math.isfinite(value):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
 def _lanczos_quadrature(A, Q0, AQ0, steps, n, tol=DEFAULT_LANCZOS_TOL, check=None):
     """:func:`_quadrature` on one torch thread for CPU vectors of at most
     ``_ONE_THREAD_MAX_ROWS`` rows: its steps are short batched GEMVs (reorthogonalization)
@@ -153,8 +147,9 @@ def _quadrature(A, Q0, AQ0, steps, n, tol, check):
     when A is sharded). ``check`` (a boolean mask or slice of the columns, default all)
     selects the columns whose mean n·mean(quadrature) is the estimate: every
     ``_CHECK_EVERY`` steps its quadrature error is estimated by the gap between the Gauss
-    and the Gauss–Radau rules (see :func:`logdet`), and the process stops once that is ≤ tol times the estimate
-    of tr|log A|. Returns (quadratures of shape (p,) in float64, _QuadratureInfo).
+    and the Gauss–Radau rules (see :func:`logdet`), and the process stops once that is
+    ≤ tol times the estimate of tr|log A|. Returns (quadratures of shape (p,) in float64,
+    _QuadratureInfo).
     """
     rows, p = Q0.shape
     cap = min(steps, n)
@@ -404,7 +399,7 @@ def logdet(
         return 2 * _exact_cholesky(A).diagonal().log().sum().to(A.dtype)
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
-    _check_tol(lanczos_tol, "lanczos_tol")
+    check_positive(lanczos_tol, "lanczos_tol")
     value, info = _slq_logdet(
         A, n, num_probes, lanczos_steps, lanczos_tol, _generator(random_state), preconditioner,
         cg_tol, cg_max_iter if cg_max_iter is not None else min(10 * n, 1000),
@@ -522,7 +517,7 @@ def inv_quad_logdet(
 
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
-    _check_tol(lanczos_tol, "lanczos_tol")
+    check_positive(lanczos_tol, "lanczos_tol")
     if max_iter is None:
         max_iter = min(10 * n, 1000)
     gen = _generator(random_state)
