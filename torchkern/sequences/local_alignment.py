@@ -57,17 +57,26 @@ def local_alignment_pairs(xc, xl, yc, yl, scores, go: float, ge: float) -> torch
     (logaddexp, logcumsumexp; any length)."""
     Lx, Ly = xc.shape[1], yc.shape[1]
     xc, yc = xc.clamp_min(0), yc.clamp_min(0)
-    # log(largest / smallest nonzero weight): ≤ 2^(Lx+Ly) alignments of score ≤ max S per
-    # aligned pair, against e^{min S} times the longest gaps.
-    span = (float(scores.max()) * min(Lx, Ly) - float(scores.min()) + 2 * go
-            + (Lx + Ly) * (math.log(2) + ge))
-    rows = _la_scaled_rows if span < _SCALED_SPAN else _la_log_rows
+    s_max, s_min = max(float(scores.max()), 0.0), min(float(scores.min()), 0.0)
+    # log(largest / smallest nonzero weight), the empty prefix "1" among them: ≤ 2^(Lx+Ly)
+    # alignments of score ≤ max S⁺ per aligned pair, against e^{min S⁻} times the longest
+    # gaps.
+    span = s_max * min(Lx, Ly) - s_min + 2 * go + (Lx + Ly) * (math.log(2) + ge)
+    # log of the largest intermediate above a row's top: e^{βS} times (1 + M + X + Y) ≤ 4
+    # tops, plus X, summed over ≤ Ly terms that the decayed cumulative sum weights by up
+    # to e^{-go + min(Ly ge, _CUMSUM_SCALE)}.
+    peak = (s_max + math.log(6 * Ly)
+            + max(0.0, min((Ly - 1) * ge, _CUMSUM_SCALE) - go))
+    scaled = span < _SCALED_SPAN and _TOP + peak < _LOG_MAX
+    rows = _la_scaled_rows if scaled else _la_log_rows
     return rows(xc, xl, yc, yl, scores, go, ge)
 
 
-# The scaled evaluation puts each row's largest weight at e^597 and lets λ^{-t} in the
-# decayed cumulative sums reach e^100: weights spanning up to e^1300 stay above e^-703.
+# The scaled evaluation puts each row's largest weight (the empty prefix's included) at
+# e^597 and lets λ^{-t} in the decayed cumulative sums reach e^100: weights spanning up to
+# e^1300 stay above e^-703; a row's intermediates may reach e^709 (float64's largest).
 _TOP, _CUMSUM_SCALE, _SCALED_SPAN = 597.0, 100.0, 1300.0
+_LOG_MAX = 709.0
 
 
 def _la_scaled_rows(xc, xl, yc, yl, scores, go, ge):
@@ -98,8 +107,10 @@ def _la_scaled_rows(xc, xl, yc, yl, scores, go, ge):
             Z = decayed_cumsum(a_open * (M + X), a_ext, 1, _CUMSUM_SCALE)
         Y = torch.cat([torch.zeros_like(s), Z[:, :-1]], 1)
         total = torch.logaddexp(total, M.sum(1).log() + s[:, 0])
+        # The top includes the empty prefix e^{-s}: where every alignment weighs far less
+        # than 1 (negative scores, large β), a top of M, X, Y alone sent e^{-s} past e^709.
         top = torch.maximum(torch.maximum(M.amax(1), X.amax(1)), Y.amax(1))[:, None]
-        shift = torch.where(top > 0, _TOP - top.clamp_min(1e-300).log(), torch.zeros_like(top))
+        shift = _TOP - torch.maximum(top.log(), -s)
         scale = shift.exp()
         M, X, Y, s = M * scale, X * scale, Y * scale, s - shift
     return total

@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..gram import DenseKernelMatrix, KernelMatrix
-from ..kernels.structured import StructuredKernel
+from ..kernels.structured import StructuredKernel, _inv_sqrt
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
@@ -15,8 +15,9 @@ from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
 __all__ = ["Substring"]
 
 
-def substring_pairs(xc, xl, yc, yl, k: int, lam: float, dtype) -> torch.Tensor:
-    """K_k(x_p, y_p) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)).
+def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
+                    ) -> torch.Tensor:
+    """K_k(x_p, y_p) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)), float64.
 
     Lodhi et al.'s recursion over prefixes, with K'_0 = 1:
     K''_i(sa, tb) = λ K''_i(sa, t) + [a = b] λ² K'_{i-1}(s, t) and
@@ -25,30 +26,40 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, dtype) -> torch.Tensor:
     T_i(p, q) = [x_p = y_q] λ² K'_{i-1}(x[:p-1], y[:q-1]), and K_k = Σ_{p, q} T_k(p, q).
     Each level is thus a 2-D decayed cumulative sum of the previous one. In the variables
     λ^{-(p+q)} T_i the decay disappears: a level is two plain cumulative sums and one
-    product with the match matrix (float64 inside; long strings whose λ^{-(p+q)} would leave
-    the float64 range take segmented decayed sums instead). Level i only needs positions
-    ≥ i, so the grids shrink by one per level."""
+    product with the match matrix (long strings whose λ^{-(p+q)} would leave the float64
+    range take segmented decayed sums instead). Level i only needs positions ≥ i, so the
+    grids shrink by one per level.
+
+    ``gaps_only`` returns K_k / λ^{2k} = Σ λ^{(gaps in x) + (gaps in y)} instead, each
+    common subsequence weighted by λ to its number of skipped letters: ≥ 1 on the diagonal
+    of a string of length ≥ k whatever λ, where K_k itself may underflow (λ^{2k} is 1e-40
+    for k = 10, λ = 0.01); the cosine normalization is the same for both."""
     P, Lx = xc.shape
     Ly = yc.shape[1]
-    dev = xc.device
+    dev, f64 = xc.device, torch.float64
+    if k > min(Lx, Ly):                       # no pair holds a common k-subsequence
+        return torch.zeros(P, dtype=f64, device=dev)
     inside_x = torch.arange(Lx, device=dev) < xl[:, None]
     inside_y = torch.arange(Ly, device=dev) < yl[:, None]
     match = (xc[:, :, None] == yc[:, None, :]) & inside_x[:, :, None] & inside_y[:, None, :]
     if (Lx + Ly) * abs(math.log(lam)) < 200:
-        E = match.to(torch.float64)
-        px = lam ** -torch.arange(1, Lx + 1, dtype=torch.float64, device=dev)
-        py = lam ** -torch.arange(1, Ly + 1, dtype=torch.float64, device=dev)
-        T = E * (lam ** 2 * px[:, None] * py[None, :])          # λ^{-(p+q)} T_1
+        # T_1's factor: λ², or λ^{2-2k} (gaps_only: the k levels' λ² divided out at once),
+        # within e^{±200} as k ≤ (Lx + Ly) / 2.
+        first = lam ** 2 if not gaps_only else lam ** (2 - 2 * k)
+        E = match.to(f64)
+        px = lam ** -torch.arange(1, Lx + 1, dtype=f64, device=dev)
+        py = lam ** -torch.arange(1, Ly + 1, dtype=f64, device=dev)
+        T = E * (first * px[:, None] * py[None, :])              # λ^{-(p+q)} T_1
         for i in range(1, k):
             C = T.cumsum(1).cumsum(2)
             T = E[:, i:, i:] * C[:, :-1, :-1]                    # λ^{-(p+q)} T_{i+1}
-        return (T / (px[k - 1:, None] * py[None, k - 1:])).sum((1, 2)).to(dtype)
-    T = match.to(dtype) * lam ** 2
+        return (T / (px[k - 1:, None] * py[None, k - 1:])).sum((1, 2))
+    step = 1.0 if gaps_only else lam ** 2                        # one level's λ²
+    T = match.to(f64) * step
     for i in range(1, k):
         kp = decayed_cumsum(decayed_cumsum(T, lam, 2), lam, 1)  # K'_i on positions ≥ i
-        T = T.new_zeros(0) if T.shape[1] <= 1 or T.shape[2] <= 1 else (
-            match[:, i:, i:].to(dtype) * lam ** 2 * kp[:, :-1, :-1])
-    return T.sum((1, 2)) if T.numel() else torch.zeros(P, dtype=dtype, device=dev)
+        T = match[:, i:, i:].to(f64) * step * kp[:, :-1, :-1]
+    return T.sum((1, 2))
 
 
 class Substring(StructuredKernel):
@@ -81,7 +92,10 @@ class Substring(StructuredKernel):
     :math:`O(k \cdot |x| \cdot |x'|)` per pair, vectorized over pairs and positions: each of
     its k levels is two cumulative sums along the positions of the two strings, evaluated
     for tiles of pairs of similar lengths at once. The Gram matrix is dense (every entry is
-    a DP).
+    a DP). The DP runs in float64 whatever the input's dtype; with ``normalize=True`` it
+    computes K / λ^{2k} (each common subsequence weighted by λ to the number of letters it
+    skips) and normalizes that, so the cosine stays exact where K itself underflows
+    (λ^{2k} = 1e-40 for k = 10, λ = 0.01, below float32's normal range).
 
     Exact values (k = 2): K(cat, cat) = 2λ⁴ + λ⁶, K(cat, car) = λ⁴, K(cat, bar) = 0.
 
@@ -107,14 +121,26 @@ class Substring(StructuredKernel):
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
         return as_sequences(X, self.alphabet, name)
 
-    def _pairs(self, dtype):
-        return functools.partial(substring_pairs, k=self.k, lam=float(self.lam), dtype=dtype)
+    def _pairs(self):
+        return functools.partial(substring_pairs, k=self.k, lam=float(self.lam),
+                                 gaps_only=self.normalize)
 
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
-        return DenseKernelMatrix(pairwise_gram(X, Y, self._pairs(X.dtype), _cells))
+        # The DP runs in float64 and, when normalizing, on K / λ^{2k} (see substring_pairs),
+        # normalized here before the cast: in float32 (or for tiny λ in float64) K itself
+        # underflows to subnormals or 0, and the cosine of those was silently wrong.
+        X64, Y64 = X.to(dtype=torch.float64), None if Y is None else Y.to(dtype=torch.float64)
+        K = pairwise_gram(X64, Y64, self._pairs(), _cells)
+        if self.normalize:
+            dx = K.diagonal() if Y is None else pairwise_diag(X64, self._pairs(), _cells)
+            dy = dx if Y is None else pairwise_diag(Y64, self._pairs(), _cells)
+            K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dy)[None, :]
+        return DenseKernelMatrix(K.to(X.dtype))
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
-        return pairwise_diag(X, self._pairs(X.dtype), _cells)
+        if self.normalize:      # _gram normalized already: the base class scales by 1
+            return (X.lengths >= self.k).to(X.dtype)
+        return pairwise_diag(X.to(dtype=torch.float64), self._pairs(), _cells).to(X.dtype)
 
 
 def _cells(Lx: int, Ly: int) -> int:
