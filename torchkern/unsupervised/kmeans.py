@@ -92,19 +92,25 @@ def _labels_from_centers(K, diag, idx):
     return _point_distances(K, diag, idx).argmin(1)
 
 
-def _relocate_empty(D, labels, k):
-    """Give each empty cluster the point farthest from its own cluster (sklearn's rule)."""
+def _relocate_empty(D, labels, k, weights=None):
+    """Give each empty cluster the point farthest from its own cluster (sklearn's rule).
+    With sample weights only points of positive weight move: a cluster of zero mass has
+    no mean (its distances are +inf), so a zero-weight point would leave it empty."""
     counts = torch.bincount(labels, minlength=k)
     empty = (counts == 0).nonzero().flatten().tolist()
     if not empty:
         return labels
     labels = labels.clone()
     own = D.gather(1, labels[:, None])[:, 0].clone()
+    if weights is not None:
+        own[weights <= 0] = -math.inf
     for c in empty:
         counts = torch.bincount(labels, minlength=k)
         movable = counts[labels] > 1
         own[~movable] = -math.inf
         i = int(own.argmax())
+        if own[i] == -math.inf:  # no point can move: every cluster left holds one point
+            break
         labels[i] = c
         own[i] = -math.inf
     return labels
@@ -115,8 +121,16 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
     inertia decreased by at most ``tol`` (relative). Returns the final labels, the
     inertia with respect to the cluster means that produced them, those means (as the
     weights Z and squared norms s), the number of iterations and whether they converged
-    (False: stopped by ``max_iter``). One product K Z per iteration."""
+    (False: stopped by ``max_iter``). One product K Z per iteration.
+
+    An empty cluster gets a point (:func:`_relocate_empty`); where the data hold fewer
+    distinct points (of positive weight) than clusters, the next assignment empties it
+    again — the moved point ties with its duplicates' cluster — and the relocated
+    labellings repeat. A labelling met twice after a relocation is such a cycle: the
+    iteration stops there, converged, with the empty clusters (as scikit-learn's KMeans,
+    which then warns that fewer distinct clusters than ``n_clusters`` were found)."""
     prev = math.inf
+    seen = set()
     for it in range(1, max_iter + 1):
         D, Z, s = _distances(K, diag, labels, k, weights)
         inertia = _inertia(D, labels, weights)
@@ -127,7 +141,12 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
             # E-step: labels_ and predict() agree, inertia_ is exact for those centers.
             if bool((torch.bincount(new, minlength=k) > 0).all()):
                 return new, _inertia(D, new, weights), Z, s, it, True
-        labels = _relocate_empty(D, new, k)
+        labels = _relocate_empty(D, new, k, weights)
+        if not bool((labels == new).all()):
+            key = labels.cpu().numpy().tobytes()
+            if key in seen:
+                return new, _inertia(D, new, weights), Z, s, it, True
+            seen.add(key)
         prev = inertia
     D, Z, s = _distances(K, diag, labels, k, weights)
     new = D.argmin(1)
@@ -167,6 +186,11 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
             out = _lloyd(K, diag, labels, n_clusters, max_iter, tol, weights)
             if best is None or out[1] < best[1]:
                 best = out
+    found = int(torch.unique(best[0]).numel())
+    if found < n_clusters:
+        warnings.warn(f"Number of distinct clusters ({found}) found smaller than n_clusters "
+                      f"({n_clusters}): fewer distinct points (of positive weight) than "
+                      f"clusters, possibly duplicate points", ConvergenceWarning, stacklevel=3)
     if not best[5]:
         warnings.warn(f"kernel k-means did not converge in max_iter={max_iter} Lloyd "
                       f"iterations: the labels still changed and the inertia still fell by "
@@ -306,7 +330,9 @@ class KernelKMeans(ClusterMixin, Estimator):
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._center_weights = Z
-        self._center_sqnorms = s
+        # a cluster of no mass has no mean: predict never picks it (its weights are 0,
+        # and a squared norm of 0 would make it the nearest of all)
+        self._center_sqnorms = torch.where(Z.sum(0) > 0, s, torch.full_like(s, math.inf))
         if not is_precomputed(kernel) and n_features(X) is not None:
             self.n_features_in_ = n_features(X)
         return self
