@@ -1,8 +1,11 @@
 r"""The MMD witness function μ̂_P − μ̂_Q."""
 from __future__ import annotations
 
+import torch
+
 from ._common import check_kernel, check_samples
 from .embedding import KernelMeanEmbedding, mean_embedding
+from .mmd import _statistic
 
 __all__ = ["witness"]
 
@@ -32,9 +35,29 @@ def witness(X, Y, kernel, *, normalize: bool = False, backend=None) -> KernelMea
     -------
     KernelMeanEmbedding
         Callable on a (k, d) tensor; also offers ``norm()`` and ``inner()``.
+
+    Raises
+    ------
+    ValueError
+        With ``normalize=True``, where ‖f‖²_H is zero up to its rounding error (16·√N
+        units of max k(z, z)·‖w‖₁² for the N pooled points): X and Y have the same
+        empirical distribution (e.g. one is a permutation of the other), and f/‖f‖_H
+        would be NaN or amplified rounding noise.
     """
     X, Y = check_samples(X, Y, kernel=check_kernel(kernel))
     f = mean_embedding(X, kernel, backend=backend) - mean_embedding(Y, kernel, backend=backend)
     if normalize:
-        f = f / f.norm()
+        K = kernel(f.points, backend=backend)
+        sq = f.weights @ (K @ f.weights)
+        # ‖f‖² = wᵀKw sums N² terms of size up to max k(z, z)·|w_i w_j| (a p.d. kernel):
+        # its rounding error grows like √N units of max k(z, z)·‖w‖₁², ‖w‖₁ = 2
+        N = f.n_points
+        floor = (16 * torch.finfo(K.dtype).eps * N ** 0.5 * 4.0
+                 * float(K.diag().detach().abs().max()))
+        if not float(sq.detach()) > floor:
+            raise ValueError(f"the witness of X and Y is zero up to rounding (‖f‖² = "
+                             f"{float(sq.detach()):.3g}, rounding level {floor:.3g}): X and Y "
+                             f"have the same empirical distribution, so normalize=True has no "
+                             f"direction to return")
+        f = f / _statistic(sq.sqrt())
     return f

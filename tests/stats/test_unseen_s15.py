@@ -1,0 +1,32 @@
+"""Unusual-but-valid inputs to torchkern.stats, against independent references (dense
+NumPy/SciPy sums, brute force)."""
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+import torchkern as tk
+from torchkern.stats import witness
+
+
+def _rbf(A, B, ls):
+    return np.exp(-cdist(A, B, "sqeuclidean") / (2 * ls**2))
+
+
+def test_normalized_witness_of_one_empirical_distribution_is_refused():
+    """Y a permutation of X (or X itself): μ̂_P − μ̂_Q = 0, and f/‖f‖ was NaN (refused as
+    'weights contains NaN', naming no argument) or rounding noise amplified by 1/√(1e-18)
+    and returned silently. A small but real witness (a shift of 1e-3) is still
+    normalized: the dense f/√(wᵀKw) from NumPy."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5, 2))
+    for Y in (X, X[::-1].copy()):
+        with pytest.raises(ValueError, match="witness of X and Y is zero"):
+            witness(X, Y, tk.RBF(1.0), normalize=True)
+    Y = X + 1e-3
+    Z = rng.normal(size=(4, 2))
+    P = np.r_[X, Y]
+    w = np.r_[np.full(5, 1 / 5), np.full(5, -1 / 5)]
+    expected = _rbf(Z, P, 1.0) @ w / np.sqrt(w @ _rbf(P, P, 1.0) @ w)
+    f = witness(X, Y, tk.RBF(1.0), normalize=True)
+    np.testing.assert_allclose(np.asarray(f(Z).detach()), expected, rtol=1e-7)
+    assert float(f.norm()) == pytest.approx(1.0, rel=1e-7)
