@@ -236,7 +236,7 @@ class GraphHopper(GraphKernel):
 
     def _node_features(self, U: GraphSet):
         M = hopper_matrices(U)
-        return M.reshape(M.shape[0], -1), self._attributes(U, "X")
+        return M.flatten(1), self._attributes(U, "X")
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         U = X if Y is None else GraphSet.concat([X, Y], labels=self._reads_node_labels)
@@ -248,7 +248,7 @@ class GraphHopper(GraphKernel):
         if self.kernel_type == "linear":
             phi = torch.zeros(len(U), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=U.device)
-            phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).reshape(M.shape[0], -1))
+            phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
             phi = phi.to(X.dtype)
             if Y is None:
                 return FeatureKernelMatrix(phi)
@@ -289,7 +289,7 @@ class GraphHopper(GraphKernel):
         if self.kernel_type == "linear":
             phi = torch.zeros(len(X), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=X.device)
-            phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).reshape(M.shape[0], -1))
+            phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
             return (phi * phi).sum(1).to(X.dtype)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
         for gids, n in X.size_chunks(_BLOCK // 64):

@@ -261,7 +261,7 @@ class RandomWalk(GraphKernel):
             return self._finite((phi * phi).sum(1))
         (labels,), edges = self._labels([X])
         edges = None if edges is None else edges[0]
-        C = 1 if edges is None else edges[1]
+        C = 1 if edges is None else max(1, edges[1])  # C = 0: no graph has an edge
         d = torch.zeros(len(X), dtype=X.dtype, device=X.device)
         for g, n in X.size_chunks(_PRODUCT_BUDGET // C, power=2):
             A, L = _block(X, labels, g, n, -1, edges)
