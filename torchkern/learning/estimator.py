@@ -149,7 +149,8 @@ def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_
     with one_thread(Xk.device.type == "cpu" and len(Xk) <= _optimize.SINGLE_THREAD_MAX_N):
         result = minimize(loss, coords, optimizer=optimizer, max_iter=max_iter, tol=tol,
                           lr=lr, n_restarts=n_restarts, random_state=random_state,
-                          verbose=verbose, what=f"learn_kernel ({objective!r} objective)")
+                          verbose=verbose, what=f"learn_kernel ({objective!r} objective)",
+                          log_objective=objective in ("loo", "gcv", "holdout"))
     kernel.requires_grad_(True)
     return kernel, result, _learned_params(estimator, items)
 
@@ -246,6 +247,11 @@ def learn_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max_it
     - ``"map"`` — the same, requiring at least one prior (a ValueError otherwise);
     - ``"auto"`` — ``"alignment"`` for classifiers (``SVC``,
       ``KernelLogisticRegression``), ``"loo"`` otherwise.
+
+    The error objectives ``"loo"``, ``"gcv"`` and ``"holdout"`` are minimized as their
+    logarithm (same minimizer), so that the convergence tests, absolute for objectives
+    below 1, hold relative to the error whatever the units of y; the result reports the
+    objective itself.
 
     The same learning runs inside ``estimator.fit(X, y, learn_kernel=objective)`` (or
     ``learn_kernel={"objective": ..., "max_iter": ..., ...}`` with this function's keyword

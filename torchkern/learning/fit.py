@@ -15,6 +15,7 @@ from .. import _optimize
 __all__ = ["fit_kernel", "KernelLearningResult"]
 
 _OPTIMIZERS = ("lbfgs", "adam")
+_TINY = torch.finfo(torch.float64).tiny
 
 
 @dataclass(repr=False)
@@ -102,10 +103,20 @@ def _check(max_iter, tol, gtol, lr, patience, n_restarts):
 
 def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
              gtol=_optimize.GTOL, lr=0.05, patience=10, n_restarts=0, random_state=None,
-             verbose=False, callback=None, what="fit_kernel") -> KernelLearningResult:
+             verbose=False, callback=None, what="fit_kernel",
+             log_objective=False) -> KernelLearningResult:
     """:func:`fit_kernel` on :class:`~torchkern._optimize.Coordinates`: runs from
     the given start and ``n_restarts`` random ones, keeps the best, warns (``what`` names
-    the caller) and returns the :class:`KernelLearningResult`."""
+    the caller) and returns the :class:`KernelLearningResult`.
+
+    ``log_objective``: for an objective f ≥ 0 (an error measure in the targets' units),
+    the optimizers minimize log f instead, so that their convergence tests — SciPy's
+    relative decrease (f_k − f_k+1) / max(|f_k|, |f_k+1|, 1) ≤ ``tol`` and projected
+    gradient ≤ ``gtol``, and ``torch.optim``'s improvement ≤ ``tol`` · max(1, |best|),
+    all absolute for |f| < 1 — hold relative to f: the same run whatever the units of
+    the targets (LOO errors of 1e-5 stopped at the start as "converged"). The minimizer
+    is the same; the result's ``loss``, ``history``, ``run_losses`` and the relative
+    change it reports are those of f itself."""
     _check(max_iter, tol, gtol, lr, patience, n_restarts)
     name, factory = _optimizer_factory(optimizer, lr)
     if n_restarts and (coords.log_bounds is None or not coords.mask.any()):
@@ -116,13 +127,18 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
         value = objective()
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
             raise TypeError("objective() must return a 0-d tensor")
-        return value.reshape(())
+        value = value.reshape(())
+        if log_objective:  # f = 0 (targets all zero) is a flat log f, not -inf
+            return value.to(torch.float64).clamp_min(_TINY).log()
+        return value
 
     def run(theta0, label):
         coords.set(theta0)
         bar = progress_bar(verbose, max_iter, f"{what} ({name}{label})")
 
         def on_step(loss):
+            if log_objective:
+                loss = math.exp(loss)
             if bar is not None:
                 bar.set_postfix(loss=f"{loss:.6g}", refresh=False)
                 bar.update(1)
@@ -133,7 +149,8 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
 
                 def step(loss):
                     on_step(loss)
-                    if callback is not None and callback(len(stop), loss):
+                    if callback is not None and callback(
+                            len(stop), math.exp(loss) if log_objective else loss):
                         stop["by"] = "callback"
                         raise StopIteration
                     stop[len(stop)] = loss
@@ -146,10 +163,15 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
                 return res
             return _optimize.torch_optim(coords, evaluate, factory, max_iter=max_iter,
                                          tol=1e-6 if tol is None else tol, patience=patience,
-                                         on_step=on_step, callback=callback)
+                                         on_step=on_step, callback=user_callback)
         finally:
             if bar is not None:
                 bar.close()
+
+    user_callback = callback
+    if callback is not None and log_objective:
+        def user_callback(step, loss):
+            return callback(step, math.exp(loss))
 
     start = coords.clip(coords.get())
     runs = _optimize.best_of_runs(run, coords, start, n_restarts, random_state)
@@ -158,7 +180,9 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
                          f"not positive definite) at the initial hyperparameters "
                          f"{coords.describe(start)}")
     best, losses, evals = runs
-    reason = _reason(best, name, max_iter, tol, gtol)
+    if log_objective:
+        best, losses = _from_log(best, name), [math.exp(f) for f in losses]
+    reason = _reason(best, name, max_iter, tol, gtol, log_objective)
     _warn(best, reason, coords, what, name, n_restarts, losses)
     hp = {nm: math.exp(t) for nm, t, m in zip(coords.names, best["theta"], coords.mask) if m}
     return KernelLearningResult(loss=float(best["f"]), history=list(best["history"]),
@@ -168,7 +192,25 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
                                 hyperparameters=hp)
 
 
-def _reason(res, name, max_iter, tol, gtol) -> str:
+def _from_log(res, name) -> dict:
+    """A run of :func:`minimize` on log f reported in f: its final value and history
+    exponentiated, and ``change`` the relative decrease (a − b) / max(a, b) of f over the
+    span the optimizer's own test measured (the last iteration of L-BFGS-B, the last tenth
+    of the ``torch.optim`` steps)."""
+    logs = list(res["history"])
+    out = dict(res, f=math.exp(res["f"]), history=[math.exp(h) for h in logs])
+    if name == "lbfgs":
+        pair = (logs[-2] if len(logs) > 1 else logs[0], res["f"])
+    else:
+        tail = max(1, len(logs) // 10)
+        pair = (logs[-tail - 1], logs[-1]) if len(logs) > tail else None
+    if pair is not None and all(math.isfinite(t) for t in pair):
+        a, b = math.exp(pair[0]), math.exp(pair[1])
+        out["change"] = (a - b) / max(a, b) if max(a, b) > 0 else 0.0
+    return out
+
+
+def _reason(res, name, max_iter, tol, gtol, log_objective=False) -> str:
     """Why a run stopped, with the numbers."""
     change = f"last relative change of the objective {res['change']:.2e}"
     if name != "lbfgs":
@@ -180,7 +222,9 @@ def _reason(res, name, max_iter, tol, gtol) -> str:
     where = f"after {res['nit']} iterations"
     if res["plateau"]:
         where += f" ({res['plateau']} of them probe steps off a flat start)"
-    numbers = f"{change}, largest projected gradient entry {res['pg']:.2e} (log-hyperparameters)"
+    of = " of log(objective)" if log_objective else ""
+    numbers = (f"{change}, largest projected gradient entry{of} {res['pg']:.2e} "
+               f"(log-hyperparameters)")
     if res["status"] == 0:
         return f"converged {where}: {res['message']} ({numbers})"
     if res["status"] == 1:
@@ -255,7 +299,10 @@ def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, 
     lengthscale far below the data's distances makes the Gram matrix the identity to 1e-12,
     a plateau that gradient tests alone take for an optimum (and where the sign of the
     gradient is rounding); L-BFGS-B goes on from the lowest probe. For deterministic
-    objectives (exact LOO, GCV, likelihood, alignment, a fixed holdout split).
+    objectives (exact LOO, GCV, likelihood, alignment, a fixed holdout split). Both tests
+    are absolute for |f| < 1: an objective in the targets' units (an error of 1e-5) meets
+    them at once; minimize its logarithm, or scale it to order 1, as :func:`learn_kernel`
+    does for its error objectives.
 
     **optimizer="adam"**, a ``torch.optim.Optimizer`` class (built with ``lr``) or a
     callable ``params -> Optimizer``: ``max_iter`` steps ``opt.step(closure)`` on the raw
