@@ -53,3 +53,29 @@ def test_kmeans_zero_weight_initial_center_equals_sklearn():
     assert len({(a, b) for a, b in zip(labels, sk.labels_)}) == 3
     assert km.inertia_ == pytest.approx(sk.inertia_, rel=1e-10)
     np.testing.assert_array_equal(np.asarray(km.predict(X)), labels)
+
+
+def test_kpca_refuses_an_indefinite_gram_as_sklearn():
+    """A precomputed symmetric matrix with significant negative eigenvalues: scikit-learn
+    refuses it ('significant negative eigenvalues'); KernelPCA clipped them to 0 and
+    returned components of a geometry that does not exist. A p.s.d. Gram of rank 3 with
+    n_components = n (the rest round-off, some slightly negative) still gives
+    scikit-learn's eigenvalues."""
+    from sklearn.decomposition import KernelPCA as SkKPCA
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(8, 8))
+    K = (A + A.T) / 2
+    for k in (8, None):
+        with pytest.raises(ValueError, match="significant negative eigenvalues"):
+            SkKPCA(k, kernel="precomputed", eigen_solver="dense").fit(K)
+        with pytest.raises(ValueError, match="significant negative eigenvalues"):
+            tk.KernelPCA("precomputed", n_components=k).fit(K)
+    # top 3 of the same indefinite matrix are positive: both accept them
+    ours = tk.KernelPCA("precomputed", n_components=3).fit(K)
+    ref = SkKPCA(3, kernel="precomputed", eigen_solver="dense").fit(K)
+    np.testing.assert_allclose(np.asarray(ours.eigenvalues_), ref.eigenvalues_, rtol=1e-12)
+    F = rng.normal(size=(8, 3))
+    G = F @ F.T
+    ours = tk.KernelPCA("precomputed", n_components=8).fit(G)
+    ref = SkKPCA(8, kernel="precomputed", eigen_solver="dense").fit(G)
+    np.testing.assert_allclose(np.asarray(ours.eigenvalues_), ref.eigenvalues_, atol=1e-12)

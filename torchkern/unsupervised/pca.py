@@ -56,8 +56,25 @@ class _TiledDense(DenseKernelMatrix):
 
 def _psd_clip(evals, dtype):
     """Round-off eigenvalues → 0: negative ones, and positive ones below 1e-12 (float64)
-    or 1e-6 (float32) of the largest (as scikit-learn's ``_check_psd_eigenvalues``)."""
-    ratio = 1e-12 if dtype == torch.float64 else 1e-6
+    or 1e-6 (float32) of the largest (as scikit-learn's ``_check_psd_eigenvalues``).
+
+    A computed eigenvalue below −1e-5 (float64) or −5e-3 (float32) times the largest
+    positive one, and below −1e-10 (−1e-6), is not round-off: the centered Gram matrix is
+    indefinite (a kernel that is not positive semi-definite, or a precomputed matrix that
+    is no Gram matrix), and kernel PCA, which needs the feature-space geometry, is
+    refused with scikit-learn's thresholds rather than run on the clipped spectrum."""
+    double = dtype == torch.float64
+    ratio = 1e-12 if double else 1e-6
+    neg_ratio, neg_value = (1e-5, 1e-10) if double else (5e-3, 1e-6)
+    top, low = float(evals.max()), float(evals.min())
+    if top < 0 and low < -neg_value:
+        raise ValueError(f"kernel: every computed eigenvalue of the centered Gram matrix is "
+                         f"negative (largest {top:.3g}): the kernel (or the precomputed "
+                         f"matrix) is not positive semi-definite")
+    if low < -neg_ratio * max(top, 0.0) and low < -neg_value:
+        raise ValueError(f"kernel: the centered Gram matrix has significant negative "
+                         f"eigenvalues ({low:.3g}, largest {top:.3g}): the kernel (or the "
+                         f"precomputed matrix) is not positive semi-definite")
     top = evals.abs().max()
     return torch.where(evals < ratio * top, torch.zeros_like(evals), evals)
 
