@@ -147,6 +147,18 @@ def safe_sqrt(t):
     return (t.relu() + SQRT_EPS).sqrt()
 
 
+def log1p(t):
+    """log(1 + t), accurate for |t| ≪ 1 where log(1 + t) is not: ``torch.log1p`` on torch
+    tensors; on KeOps LazyTensors (which have no log1p) log w + (t − (w − 1)) / w with
+    w = 1 + t rounded — for |t| ≤ 1, t − (w − 1) is exactly the rounding error of w
+    (Fast2Sum; Dekker 1971, "A floating-point technique for extending the available
+    precision", Numer. Math. 18), and log(1 + t) = log w + log(1 + (t − (w − 1)) / w)."""
+    if is_torch(t):
+        return t.log1p()
+    w = t + 1.0
+    return w.log() + (t - (w - 1.0)) / w
+
+
 def dot(x, y):
     """⟨x, y⟩ with the feature dimension kept (one matrix product on torch blocks)."""
     if is_torch(x) and x.dim() == 3 and x.shape[1] == 1 and y.dim() == 3 and y.shape[0] == 1:
