@@ -79,3 +79,24 @@ def test_kpca_refuses_an_indefinite_gram_as_sklearn():
     ours = tk.KernelPCA("precomputed", n_components=8).fit(G)
     ref = SkKPCA(8, kernel="precomputed", eigen_solver="dense").fit(G)
     np.testing.assert_allclose(np.asarray(ours.eigenvalues_), ref.eigenvalues_, atol=1e-12)
+
+
+def test_kcca_score_of_a_constant_variate_is_not_the_correlation_of_rounding():
+    """score on held-out pairs whose X is one point repeated: the canonical variates of X
+    are constant, and their Pearson correlation is undefined (NumPy's corrcoef: NaN).
+    score returned the correlation of rounding noise (-0.37 here), silently; one pair
+    gave NaN silently. Varied pairs: the mean of NumPy's corrcoef of the variates."""
+    rng = np.random.default_rng(0)
+    z = rng.uniform(-1, 1, (50, 1))
+    X, Y = np.c_[np.cos(2 * z), np.sin(2 * z)], z ** 2
+    m = tk.KernelCCA(tk.RBF(1.0), tk.RBF(1.0), n_components=2, reg=0.1).fit(X[:40], Y[:40])
+    U, V = m.transform(X[40:], Y[40:])
+    expected = np.mean([np.corrcoef(U[:, j], V[:, j])[0, 1] for j in range(2)])
+    assert m.score(X[40:], Y[40:]) == pytest.approx(expected, rel=1e-12)
+    Xc = np.repeat(X[:1], 5, 0)
+    Uc = np.asarray(m.transform(Xc))  # one point's variates five times: constant columns
+    assert np.all(np.ptp(Uc, 0) <= 1e-12 * np.abs(Uc).max(0))
+    with pytest.warns(RuntimeWarning, match="constant"):
+        assert np.isnan(m.score(Xc, Y[:5]))
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        m.score(X[:1], Y[:1])

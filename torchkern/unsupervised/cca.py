@@ -1,6 +1,9 @@
 """Regularized kernel canonical correlation analysis."""
 from __future__ import annotations
 
+import math
+import warnings
+
 import torch
 from sklearn.base import TransformerMixin
 
@@ -234,8 +237,27 @@ class KernelCCA(TransformerMixin, Estimator):
 
     def score(self, X, y):
         """Mean over components of the Pearson correlation of the canonical variates of
-        (X, Y) — e.g. on held-out pairs."""
+        (X, Y) — e.g. on held-out pairs (at least 2).
+
+        A variate that is constant on these pairs up to rounding (its centered norm at
+        most 16·√m units of its largest magnitude, e.g. X one point repeated) has no
+        correlation: that component's is NaN, with a ``RuntimeWarning`` (SciPy's
+        ``pearsonr`` convention), instead of the correlation of rounding noise."""
         U, V = self.transform(X, y)
-        U, V = U - U.mean(0), V - V.mean(0)
-        corr = (U * V).sum(0) / (U.norm(dim=0) * V.norm(dim=0))
+        m = U.shape[0]
+        if m < 2:
+            raise ValueError(f"score needs at least 2 pairs (X, y) to correlate, got {m}")
+        U, V = U.to(_F64), V.to(_F64)
+        Uc, Vc = U - U.mean(0), V - V.mean(0)
+        nu, nv = Uc.norm(dim=0), Vc.norm(dim=0)
+        eps = torch.finfo(self._dtype).eps
+        flat = ((nu <= 16 * eps * m ** 0.5 * U.abs().amax(0))
+                | (nv <= 16 * eps * m ** 0.5 * V.abs().amax(0)))
+        corr = (Uc * Vc).sum(0) / (nu * nv)
+        if bool(flat.any()):
+            which = flat.nonzero().flatten().tolist()
+            warnings.warn(f"KernelCCA.score: canonical variate(s) {which} are constant on "
+                          f"these {m} pairs: their correlation is undefined (NaN)",
+                          RuntimeWarning, stacklevel=3)
+            corr = torch.where(flat, torch.full_like(corr, math.nan), corr)
         return float(corr.mean())
