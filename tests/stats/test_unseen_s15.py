@@ -30,3 +30,19 @@ def test_normalized_witness_of_one_empirical_distribution_is_refused():
     f = witness(X, Y, tk.RBF(1.0), normalize=True)
     np.testing.assert_allclose(np.asarray(f(Z).detach()), expected, rtol=1e-7)
     assert float(f.norm()) == pytest.approx(1.0, rel=1e-7)
+
+
+def test_dtype_mismatches_name_the_arguments():
+    """Mixed float32/float64 inputs were refused in terms of the internal names ('X and
+    Y' for a mean embedding's query Z, 'K and L' for hsic's X and Y)."""
+    import torch
+    from torchkern.stats import hsic, mean_embedding
+    X = torch.randn(6, 2, dtype=torch.float64)
+    k = tk.RBF(1.0)
+    mu = mean_embedding(X, k)
+    with pytest.raises(TypeError, match="Z has dtype torch.float32"):
+        mu(X.float())
+    with pytest.raises(TypeError, match="embeddings' points have dtypes"):
+        mu.inner(mean_embedding(X.float(), k))
+    with pytest.raises(TypeError, match="X and Y must have the same dtype"):
+        hsic(X.float(), X, k, tk.RBF(1.0))

@@ -69,6 +69,9 @@ class KernelMeanEmbedding:
         if Z.shape[1] != self.points.shape[1]:
             raise ValueError(f"Z has {Z.shape[1]} features but the embedding's points have "
                              f"{self.points.shape[1]}")
+        if Z.dtype != self.points.dtype:
+            raise TypeError(f"Z has dtype {Z.dtype} but the embedding's points have "
+                            f"{self.points.dtype}")
         return self.kernel(Z, self.points, backend=self.backend) @ self.weights
 
     def inner(self, other: "KernelMeanEmbedding") -> torch.Tensor:
@@ -98,6 +101,9 @@ class KernelMeanEmbedding:
         if other.points.shape[1] != self.points.shape[1]:
             raise ValueError(f"the embeddings live on inputs of {self.points.shape[1]} and "
                              f"{other.points.shape[1]} features")
+        if other.points.dtype != self.points.dtype:
+            raise TypeError(f"the embeddings' points have dtypes {self.points.dtype} and "
+                            f"{other.points.dtype}")
 
     def __add__(self, other):
         if not isinstance(other, KernelMeanEmbedding):

@@ -165,6 +165,8 @@ def hsic(X, Y, kernel_x, kernel_y, estimator: str = "biased", *, backend=None) -
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must hold the same number of (paired) samples, got "
                          f"{X.shape[0]} and {Y.shape[0]}")
+    if isinstance(X, torch.Tensor) and isinstance(Y, torch.Tensor) and X.dtype != Y.dtype:
+        raise TypeError(f"X and Y must have the same dtype, got {X.dtype} and {Y.dtype}")
     K = kernel_x(X, backend=backend)
     L = kernel_y(Y, backend=backend)
     if estimator == "unbiased":
