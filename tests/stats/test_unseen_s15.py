@@ -46,3 +46,19 @@ def test_dtype_mismatches_name_the_arguments():
         mu.inner(mean_embedding(X.float(), k))
     with pytest.raises(TypeError, match="X and Y must have the same dtype"):
         hsic(X.float(), X, k, tk.RBF(1.0))
+
+
+def test_default_kernel_of_a_constant_sample_names_it():
+    """A constant Y has no median-heuristic bandwidth: the error named no sample. With a
+    kernel given the test runs: HSIC of a constant sample is 0 for every pairing, so
+    p = 1 (brute force: every statistic ties)."""
+    from torchkern.stats import HSICTest, MMDTest
+    rng = np.random.default_rng(0)
+    X, Yc = rng.normal(size=(10, 2)), np.ones((10, 1))
+    with pytest.raises(ValueError, match="^Y: .*pass kernel_y="):
+        HSICTest(n_permutations=5, random_state=0).test(X, Yc)
+    with pytest.raises(ValueError, match=r"^X and Y \(pooled\): .*pass kernel="):
+        MMDTest(n_permutations=5, random_state=0).test(np.ones((3, 2)), np.ones((4, 2)))
+    res = HSICTest(tk.RBF(1.0), tk.RBF(1.0), n_permutations=20, random_state=0).test(X, Yc)
+    assert float(res.statistic) == pytest.approx(0.0, abs=1e-15)
+    assert res.p_value == 1.0

@@ -86,6 +86,15 @@ def _result(stats: torch.Tensor, alpha: float, dtype, tie_tol: float = 0.0
     return PermutationTestResult(stat.to(dtype), p, bool(p <= alpha), null.to(dtype))
 
 
+def _median_rbf(X, Y, gen, name, param):
+    """The default kernel: an RBF with the median-heuristic lengthscale of X (pooled with
+    Y), its failure (every point the same) naming the sample and the parameter to pass."""
+    try:
+        return RBF(lengthscale=median_heuristic(X, Y, random_state=gen))
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}; pass {param}= explicitly") from None
+
+
 # ------------------------------------------------------------------------------------
 # MMD
 # ------------------------------------------------------------------------------------
@@ -192,7 +201,7 @@ class MMDTest(BaseEstimator):
                              f"in Y, got {n} and {m}")
         gen = generator(self.random_state)
         if kernel is None:
-            kernel = RBF(lengthscale=median_heuristic(X, Y, random_state=gen))
+            kernel = _median_rbf(X, Y, gen, "X and Y (pooled)", "kernel")
         self.kernel_ = kernel
         N, P = n + m, self.n_permutations
         with torch.no_grad():
@@ -382,9 +391,9 @@ class HSICTest(BaseEstimator):
             # so the global one is only used to seed a private one.
             gen = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
         if kx is None:
-            kx = RBF(lengthscale=median_heuristic(X, random_state=gen))
+            kx = _median_rbf(X, None, gen, "X", "kernel_x")
         if ky is None:
-            ky = RBF(lengthscale=median_heuristic(Y, random_state=gen))
+            ky = _median_rbf(Y, None, gen, "Y", "kernel_y")
         self.kernel_x_, self.kernel_y_ = kx, ky
         self.method_ = method
         self.n_features_ = None
