@@ -26,3 +26,28 @@ def test_rational_quadratic_with_large_alpha(dtype, tol, backend):
             K = tk.RationalQuadratic(0.8, alpha=alpha)(Xt, Yt, backend=backend).to_dense()
         assert np.abs(K.double().numpy() - ref).max() < tol
     np.testing.assert_allclose(ref, np.exp(-D2 / 2), atol=1e-15)  # the RBF limit
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_data_is_computed_in_float32(dtype):
+    # In half precision the formulas overflowed (‖x − y‖² > 65504: float16 Matérn NaN at
+    # 300 lengthscales, Linear inf) or kept no digits (ArcCosine(1) off by 97 % in float16,
+    # 460 % in bfloat16), silently. The data's values are kept; the Gram matrix is float32.
+    for spread, k in [(300.0, tk.Matern(1.5, 1.0)), (300.0, tk.Linear()),
+                      (1.0, tk.ArcCosine(1)), (1.0, tk.Periodic(1.0, period=2.0))]:
+        Xh = torch.tensor(X * spread).to(dtype)
+        with torch.no_grad():
+            K = k(Xh, backend="blocked").to_dense()
+            ref = k.double()(Xh.double(), backend="dense").to_dense()
+        assert K.dtype == torch.float32
+        err = ((K.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-6, (type(k).__name__, err)
+    # a deep kernel's network takes the data in its own (half) dtype; the base kernel's
+    # values come in float32
+    net = torch.nn.Linear(3, 2).to(dtype)
+    Xh = torch.tensor(X).to(dtype)
+    K = tk.FeatureKernel(net, tk.RBF(1.0))(Xh).to_dense()
+    with torch.no_grad():
+        ref = tk.RBF(1.0).double()(net(Xh).double()).to_dense()
+    assert K.dtype == torch.float32
+    assert (K.detach().double() - ref).abs().max() < 1e-6

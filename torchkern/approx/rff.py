@@ -8,6 +8,7 @@ from torch import nn
 
 from .._validation import as_tensor, is_int
 from ..gram import FeatureKernelMatrix
+from ..kernels.base import upcast_half
 from .spectral import Draws, as_generator, assemble, decompose, draw, law_params
 
 __all__ = ["RandomFourierFeatures"]
@@ -200,8 +201,9 @@ class RandomFourierFeatures(nn.Module):
 
     # -- the map -----------------------------------------------------------------------
     def forward(self, X) -> torch.Tensor:
-        """Φ(X), shape (n, n_features), in X's dtype and on X's device."""
-        X = as_tensor(X, "X")
+        """Φ(X), shape (n, n_features), in X's dtype (float32 for float16 / bfloat16 data,
+        as the kernels compute) and on X's device."""
+        X = upcast_half(as_tensor(X, "X"))
         if self.in_features is None or self.omega_0 is None:
             self.resample(X.shape[1])
             for name in self._buffer_names():

@@ -26,6 +26,19 @@ def inv_softplus(value: torch.Tensor) -> torch.Tensor:
     return value + torch.log(-torch.expm1(-value))
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def upcast_half(X: torch.Tensor) -> torch.Tensor:
+    """float16 / bfloat16 ``X`` as float32 (other dtypes as they are): kernel formulas in
+    half precision overflow (‖x − y‖² > 65504 in float16 made Matérn Gram matrices NaN at
+    distances of 256 lengthscales, Linear and Polynomial inf) and keep two or three digits
+    (the arc-cosine kernel was off by 97 % on unit data), so vector kernels compute on
+    half-precision data in float32 and return float32 matrices, as the eigensolvers need
+    anyway."""
+    return X.float() if X.dtype in _HALF else X
+
+
 def _from_bytes(cls, data: bytes):
     """An object of ``cls`` with the state that :class:`PicklesByValue` saved."""
     obj = cls.__new__(cls)
@@ -140,6 +153,8 @@ class Kernel(PicklesByValue, nn.Module):
     #: False for kernels on structured inputs (graphs, strings, nodes): they have no
     #: vector formula (scikit-learn's ``requires_vector_input``).
     vector_input = True
+    #: :meth:`check_input` makes float16 / bfloat16 data float32 (:func:`upcast_half`).
+    _upcast_half = True
 
     def __init__(self, *, active_dims=None):
         super().__init__()
@@ -485,11 +500,13 @@ class Kernel(PicklesByValue, nn.Module):
     def check_input(self, X, name: str = "X", **kw):
         """``X`` as this kernel takes it (see :mod:`torchkern.inputs`): for vector kernels
         a floating 2-D tensor of shape (n, d) (a 1-D input is n samples of one feature);
-        keyword arguments go to :func:`torchkern._validation.as_tensor`."""
+        keyword arguments go to :func:`torchkern._validation.as_tensor`. float16 and
+        bfloat16 data become float32 (:func:`upcast_half`)."""
         if isinstance(X, KernelInput):
             raise TypeError(f"{type(self).__name__} is a kernel on vectors; {name} is a "
                             f"{type(X).__name__}")
-        return as_tensor(X, name, **kw)
+        X = as_tensor(X, name, **kw)
+        return upcast_half(X) if self._upcast_half else X
 
     # -- evaluation --------------------------------------------------------------------
     def formula(self, X: torch.Tensor, Y: torch.Tensor | None = None) -> Formula:

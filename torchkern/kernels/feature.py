@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from .base import Kernel
+from .base import Kernel, upcast_half
 
 __all__ = ["FeatureKernel"]
 
@@ -47,7 +47,11 @@ class FeatureKernel(Kernel):
                              f"({X.shape[0]}, p), got {tuple(Z.shape)}")
         if not bool(torch.isfinite(Z.detach()).all()):  # O(n p): as cheap as φ itself
             raise ValueError(f"feature_map gave NaN or infinity on {name}")
-        return Z
+        return upcast_half(Z)  # the base kernel computes in float32 at least
+
+    #: φ takes X in its own dtype (a half-precision network takes half-precision data);
+    #: its features are upcast instead.
+    _upcast_half = False
 
     def formula(self, X, Y=None):
         zx = self._features(X, "X")
