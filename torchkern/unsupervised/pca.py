@@ -74,7 +74,9 @@ def _psd_clip(evals, dtype):
     if low < -neg_ratio * max(top, 0.0) and low < -neg_value:
         raise ValueError(f"kernel: the centered Gram matrix has significant negative "
                          f"eigenvalues ({low:.3g}, largest {top:.3g}): the kernel (or the "
-                         f"precomputed matrix) is not positive semi-definite")
+                         f"precomputed matrix) is not positive semi-definite, or its "
+                         f"entries carry rounding errors that large (e.g. a dot-product "
+                         f"kernel on data far from the origin); ask for fewer components")
     top = evals.abs().max()
     return torch.where(evals < ratio * top, torch.zeros_like(evals), evals)
 
