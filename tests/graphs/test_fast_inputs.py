@@ -3,8 +3,8 @@
 - a GraphSet from an InMemoryDataset (read from its collated storage and ``slices``), from
   its index views (a slice, a permutation, a boolean mask), from a Batch and from a list of
   Data holds the edges, labels and attributes a per-graph Python reference builds: the
-  distinct edges of every graph with global node ids, sorted; the first occurrence's
-  attributes for a duplicated edge;
+  distinct edges of every graph with global node ids, sorted; a duplicated edge's rows
+  (equal: duplicates with other ``edge_attr`` rows are refused where read);
 - the edges are merged on first read, so ``take``/``concat``/``to`` before that read give
   the same sets as after it;
 - VertexHistogram / EdgeHistogram equal k(G, G') = Σ_ℓ c_ℓ(G) c_ℓ(G') from label counts
@@ -26,7 +26,7 @@ from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
 
 def graphs_with_everything(m, seed=0, n_labels=3):
     """Random graphs with one-hot float x, integer edge_attr (one label column), float
-    node_attributes and edge_attributes; some edges duplicated (with other attributes),
+    node_attributes and edge_attributes; some edges duplicated (with the same rows),
     some graphs without edges, isolated nodes."""
     rng = np.random.default_rng(seed)
     out = []
@@ -36,13 +36,25 @@ def graphs_with_everything(m, seed=0, n_labels=3):
         e = rng.integers(0, n, (2, k))
         e = np.concatenate([e, e[::-1], e[:, : k // 3]], 1)  # both ways, a few twice
         x = np.eye(n_labels)[rng.integers(0, n_labels, n)]
+        ea = rng.integers(0, 4, (e.shape[1], 1))
+        na = rng.normal(size=(n, 2))
+        eat = rng.normal(size=(e.shape[1], 3))
+        first = same_rows_for_duplicates(e, n)
         out.append(Data(x=torch.tensor(x, dtype=torch.float32),
                         edge_index=torch.tensor(e, dtype=torch.long),
-                        edge_attr=torch.tensor(rng.integers(0, 4, (e.shape[1], 1))),
-                        node_attributes=torch.tensor(rng.normal(size=(n, 2))),
-                        edge_attributes=torch.tensor(rng.normal(size=(e.shape[1], 3))),
+                        edge_attr=torch.tensor(ea[first]),
+                        node_attributes=torch.tensor(na),
+                        edge_attributes=torch.tensor(eat[first]),
                         num_nodes=n))
     return out
+
+
+def same_rows_for_duplicates(e, n):
+    """For every column of the (2, E) array ``e``, the column of its edge's first
+    occurrence: the rows of a duplicate edge copied from its first occurrence, since
+    duplicates with other ``edge_attr`` rows are refused by the kernels that read them."""
+    _, first, inv = np.unique(e[0] * max(n, 1) + e[1], return_index=True, return_inverse=True)
+    return first[inv.reshape(-1)]
 
 
 def reference(graphs):
@@ -585,13 +597,17 @@ def test_unsorted_edges_are_told_distinct_by_flags_or_by_a_sort(data, monkeypatc
     np.testing.assert_array_equal(EdgeHistogram()(distinct).to_dense().numpy(),
                                   gram_from_counts(distinct, distinct, edge_labels))
     dup = [Data(x=g.x, edge_index=torch.cat([g.edge_index, g.edge_index[:, :1]], 1),
-                edge_attr=torch.cat([g.edge_attr, g.edge_attr[:1] + 7]), num_nodes=g.num_nodes)
+                edge_attr=torch.cat([g.edge_attr, g.edge_attr[:1]]), num_nodes=g.num_nodes)
            for g in distinct]
     G = GraphSet(dup)
     G.labelled_edges()
-    assert "_raw_edges" not in G.__dict__  # a duplicate: merged (the first row kept)
+    assert "_raw_edges" not in G.__dict__  # a duplicate: merged
     np.testing.assert_array_equal(EdgeHistogram()(dup).to_dense().numpy(),
                                   gram_from_counts(distinct, distinct, edge_labels))
+    i = next(i for i, g in enumerate(distinct) if g.num_edges)
+    dup[i].edge_attr = torch.cat([distinct[i].edge_attr, distinct[i].edge_attr[:1] + 7])
+    with pytest.raises(ValueError, match=rf"edge_attr: graph {i} lists the edge"):
+        EdgeHistogram()(dup)  # a duplicate with another label: no one label to count
     b = Batch.from_data_list(distinct[:4])
     b.edge_index = torch.cat([b.edge_index, torch.tensor([[int(b.ptr[1])], [0]])], 1)
     b.edge_attr = torch.cat([b.edge_attr, torch.tensor([[9]])])

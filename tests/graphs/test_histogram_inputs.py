@@ -19,7 +19,8 @@ import torch
 from torch_geometric.data import Batch, Data
 from torch_geometric.utils import coalesce
 
-from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts, node_labels
+from tests.graphs.test_fast_inputs import (edge_labels, gram_from_counts, node_labels,
+                                          same_rows_for_duplicates)
 from tests.graphs.test_graph_inputs import SmallGraphs as Saved
 from torchkern.graphs import EdgeHistogram, GraphSet, VertexHistogram
 from torchkern.graphs import _batch
@@ -46,6 +47,7 @@ def labelled_graphs(m, seed=0, coalesced=True, empty=True):
             e, a = torch.cat([e, e[:, extra]], 1), torch.cat([a, a[extra]])
             p = torch.as_tensor(rng.permutation(e.shape[1]))
             e, a = e[:, p], a[p]
+            a = a[same_rows_for_duplicates(e.numpy(), n)]  # a pair drawn twice: one label
         x = torch.nn.functional.one_hot(torch.as_tensor(rng.integers(0, 4, n)), 4).float()
         out.append(Data(x=x, edge_index=e, edge_attr=a, num_nodes=n))
     return out

@@ -65,3 +65,87 @@ def test_random_walk_edge_labels_normalized_on_graphs_without_edges():
     np.testing.assert_allclose(k(X).to_dense().numpy(), C[:3, :3], rtol=1e-14)
     np.testing.assert_allclose(k(X, Y).to_dense().numpy(), C[:3, 3:], rtol=1e-14)
     assert math.isclose(float(k([Y[1]]).to_dense()), 1.0, rel_tol=1e-14)
+
+
+# -- continuous edge attributes: read by no kernel ----------------------------------------------
+
+def attributed(m=6, seed=0):
+    """``m`` small undirected graphs (a path plus chords), one-hot labels from 3, bond
+    labels from 2, 2-dim node attributes."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(m):
+        n = int(rng.integers(3, 7))
+        A = np.triu(rng.random((n, n)) < 0.4, 1)
+        A[np.arange(n - 1), np.arange(1, n)] = True
+        s, t = np.nonzero(A | A.T)
+        bond = np.triu(rng.integers(0, 2, (n, n)), 1)
+        bond = bond + bond.T
+        out.append(Data(x=torch.eye(3)[rng.integers(0, 3, n)],
+                        edge_index=torch.as_tensor(np.stack([s, t])),
+                        edge_attr=torch.as_tensor(bond[s, t])[:, None],
+                        node_attributes=torch.as_tensor(rng.normal(size=(n, 2))),
+                        num_nodes=n))
+    return out
+
+
+EDGE_ATTRIBUTE_BLIND = [tg.WeisfeilerLehman(n_iter=2), tg.GraphHopper(),
+                        tg.HadamardCode(n_iter=2), tg.EdgeHistogram()]
+
+
+@pytest.mark.parametrize("kernel", EDGE_ATTRIBUTE_BLIND, ids=lambda k: type(k).__name__)
+def test_edge_attributes_in_some_graphs_or_of_other_widths_are_ignored(kernel):
+    """No graph kernel reads the continuous ``edge_attributes`` (nor does any of GraKeL
+    0.1.11's: its graphs hold edge labels only), so a set in which some graphs have them
+    and others not, or of different widths, is compared as the same graphs without
+    them — from a list, a list of Batches, k(X, Y) either way. Such sets used to be
+    refused when read (ValueError), while k(X, Y) of the two halves was not."""
+    from torch_geometric.data import Batch
+    plain = attributed()
+    ref = kernel(plain).to_dense().numpy()
+    mixed = [Data(**dict(g)) for g in plain]
+    for g in mixed[:3]:
+        g.edge_attributes = torch.ones(g.num_edges, 2)
+    widths = [Data(**dict(g), edge_attributes=torch.ones(g.num_edges, 1 + i % 2))
+              for i, g in enumerate(plain)]
+    for graphs in (mixed, widths, [Batch.from_data_list(mixed[:3]), *mixed[3:]]):
+        np.testing.assert_array_equal(kernel(graphs).to_dense().numpy(), ref)
+    # the cross Grams: equal to the blocks of the Gram up to rounding (GraphHopper sums
+    # its floating terms in another order)
+    np.testing.assert_allclose(kernel(mixed[:3], mixed[3:]).to_dense().numpy(), ref[:3, 3:],
+                               rtol=1e-13, atol=0)
+    np.testing.assert_allclose(kernel(mixed[3:], mixed[:3]).to_dense().numpy(), ref[3:, :3],
+                               rtol=1e-13, atol=0)
+    G = tg.GraphSet(widths)
+    with pytest.raises(ValueError, match=r"edge_attributes of different widths \[1, 2\]"):
+        G.edge_attributes  # noqa: B018
+    with pytest.raises(ValueError, match="edge_attributes: graph 3 has none"):
+        tg.GraphSet(mixed).take(torch.tensor([0, 1])).edge_attributes  # noqa: B018
+
+
+def test_duplicate_edges_with_different_edge_labels_are_refused_where_read():
+    """An edge listed twice with different ``edge_attr`` rows has no one label (GraKeL's
+    edge dictionaries hold one label per edge; merging kept the first row silently):
+    the kernels that read edge labels refuse it naming ``edge_attr`` and the edge; the
+    others compare the merged simple graph; duplicates with equal rows are merged. The
+    edge-label histogram of the merged graph is counted here by hand."""
+    ei = torch.tensor([[0, 1, 1, 2, 0, 1], [1, 0, 2, 1, 1, 0]])
+    x = torch.eye(2)[[0, 1, 1]]
+    simple = Data(x=x, edge_index=ei[:, :4], edge_attr=torch.tensor([[0], [0], [1], [1]]),
+                  num_nodes=3)
+    clash = Data(x=x, edge_index=ei, edge_attr=torch.tensor([[0], [0], [1], [1], [1], [1]]),
+                 num_nodes=3)
+    twice = Data(x=x, edge_index=ei, edge_attr=torch.tensor([[0], [0], [1], [1], [0], [0]]),
+                 num_nodes=3)
+    for k in (tg.EdgeHistogram(), tg.WeisfeilerLehman(n_iter=1, edge_labels=True),
+              tg.RandomWalk(lam=0.1, edge_labels=True)):
+        with pytest.raises(ValueError, match=r"edge_attr: graph 1 lists the edge \(0, 1\) "
+                                             r"more than once with different edge_attr"):
+            k([simple, clash]).to_dense()
+    # equal duplicates: merged; per label (0: 2 directed edges, 1: 2) the histogram
+    h = np.array([2.0, 2.0])
+    np.testing.assert_array_equal(tg.EdgeHistogram()([simple, twice]).to_dense().numpy(),
+                                  np.full((2, 2), h @ h))
+    wl = tg.WeisfeilerLehman(n_iter=2)
+    np.testing.assert_array_equal(wl([simple, clash]).to_dense().numpy(),
+                                  wl([simple, simple]).to_dense().numpy())

@@ -347,6 +347,46 @@ def _edge_attr_gap(vals, item: str = "graph"):
         f"distinct row one label): give every graph edge_attr, or remove it from all")
 
 
+class _EdgeAttributesGap(_EdgeAttrGap):
+    """The ``edge_attributes`` of a set in which some graphs have them and others not,
+    or of different widths: no kernel of :mod:`torchkern.graphs` reads continuous edge
+    attributes (nor does any of GraKeL 0.1.11's), so such a set is compared as one
+    without them; reading :attr:`GraphSet.edge_attributes` raises the ValueError
+    ``message``, which names ``edge_attributes``."""
+
+    __slots__ = ()
+
+
+def _stack_edge_attributes(eats, device):
+    """The ``edge_attributes`` of several graphs or sets stacked (None when none has
+    them), or an :class:`_EdgeAttributesGap` when some have them and others not, or
+    their widths differ. A part that is a gap makes the whole a gap."""
+    gap = next((e for e in eats if isinstance(e, _EdgeAttrGap)), None)
+    if gap is not None:
+        return gap
+    absent = list(map(operator.is_, eats, repeat(None)))
+    if all(absent):
+        return None
+    if any(absent):
+        i, j = absent.index(True), absent.index(False)
+        return _EdgeAttributesGap(
+            f"edge_attributes: graph {i} has none while graph {j} has them; no graph kernel "
+            f"reads continuous edge attributes, so the set is compared as one without them, "
+            f"but they cannot be stacked: give every graph edge_attributes of one width, or "
+            f"none")
+    try:
+        return _cat_attributes(eats, "edge_attributes", None, device)
+    except ValueError:
+        widths = sorted({1 if e.dim() == 1 else int(e.shape[1]) if e.dim() == 2 else -1
+                         for e in eats})
+        if len(widths) < 2 or widths[0] < 0:
+            raise
+        return _EdgeAttributesGap(
+            f"edge_attributes of different widths {widths}: no graph kernel reads "
+            f"continuous edge attributes, so the set is compared as one without them, but "
+            f"they cannot be stacked: give every graph edge_attributes of one width, or none")
+
+
 def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: bool = False,
                compress: bool | int = True):
     """(ids (n,), distinct rows (L, d)): each distinct row of ``rows`` is one label; no rows
@@ -485,7 +525,8 @@ class GraphSet(KernelInput):
       edge is a *directed* graph: Weisfeiler–Lehman neighbours are out-neighbours, shortest
       paths and walks follow the edge directions (as GraKeL does with a one-way edge
       dictionary). Call ``torch_geometric.utils.to_undirected`` first to compare it as
-      undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept.
+      undirected. Duplicate edges are merged (the graphs are simple); self-loops are kept
+      (the kernels whose definitions have no room for them ignore them: see each).
     - **Edge labels**: each distinct row of ``edge_attr`` is one label, used by
       ``WeisfeilerLehman(edge_labels=True)``, ``RandomWalk(edge_labels=True)``,
       :class:`EdgeHistogram` and :class:`NeighborhoodSubgraphPairwiseDistance`. They are
@@ -494,11 +535,19 @@ class GraphSet(KernelInput):
       kernels that read no edge labels. So is ``edge_attr`` that some graphs of the set
       have and others not (a list, or two sets compared): the kernels that read no edge
       labels compare the set as if no graph had it.
+    - **Duplicate edges** are merged (the first occurrence kept, the edges sorted by
+      (source, target)); duplicates whose ``edge_attr`` (or ``edge_attributes``) rows
+      differ leave the field a gap that raises, naming it and the edge, when read: the
+      kernels that read edge labels refuse such a set, the others compare the merged
+      graph.
     - **Continuous attributes** are kept apart from the labels: node attributes are
       read from the Data field named ``node_attr`` (default ``"node_attributes"``, the
       field :func:`torchkern.datasets.read_tu` fills), edge attributes from the field
       ``"edge_attributes"``; both are optional, and only the kernels that say so read
-      them (:class:`GraphHopper`, :class:`PropagationAttr`). ``node_attr="x"`` reads
+      node attributes (:class:`GraphHopper`, :class:`PropagationAttr`, ...). No kernel
+      reads edge attributes: a set in which some graphs have them and others not, or of
+      different widths, is compared as one without them (reading
+      :attr:`edge_attributes` then raises a ValueError naming them). ``node_attr="x"`` reads
       ``x`` itself as the attributes — the nodes then have no labels. A float ``x``
       whose entries are not all integers is refused (ValueError naming ``x``) rather
       than read as labels, which would make every node its own label. torch-geometric's
@@ -632,7 +681,7 @@ class GraphSet(KernelInput):
             _check_integral(x)
         node_label, label_values = _label_ids(x, n, "x", device, integral=True)
         self.node_attributes = _attributes(na, n, node_attr, device)
-        eat = _attributes(eat, ei.shape[1], "edge_attributes", device)
+        eat = _attributes(eat, ei.shape[1], "edge_attributes", device)  # one Batch: no gap
         if ea is not None:  # label ids on first read (edge_label): most kernels need none
             ea = _edge_rows(ea, ei.shape[1])
         self.ptr = ptr
@@ -685,7 +734,8 @@ class GraphSet(KernelInput):
                                                        f.device))
             else:
                 ei, ea, eat = f.edges()
-                eat = _attributes(eat, ei.shape[1], "edge_attributes", f.device)
+                if not isinstance(eat, _EdgeAttrGap):  # a gap: never read, kept
+                    eat = _attributes(eat, ei.shape[1], "edge_attributes", f.device)
                 if isinstance(ea, torch.Tensor):  # label ids on first read (edge_label)
                     ea = _edge_rows(ea, ei.shape[1])
                 # duplicate edges are merged and the edges sorted on first read (_merge)
@@ -737,11 +787,15 @@ class GraphSet(KernelInput):
         kept = self._labelled_valid()
         rows = isinstance(ea, torch.Tensor)  # not None, nor an _EdgeAttrGap
         with one_thread():
+            eat_rows = isinstance(eat, torch.Tensor)  # not None, nor an _EdgeAttributesGap
             edge_index, first = _merge_edges(ei, int(self.ptr[-1]),
-                                             positions=rows or eat is not None,
-                                             ptr=self.ptr)
+                                             positions=rows or eat_rows, ptr=self.ptr)
             eptr = torch.searchsorted(edge_index[0], self.ptr)  # sources are sorted
-            eat = eat if first is None or eat is None else _rows(eat, first)
+            if first is not None and first.numel() < ei.shape[1] and (rows or eat_rows):
+                ea, eat = _merge_duplicate_rows(ei, first, self.ptr, ea if rows else None,
+                                                eat if eat_rows else None, ea, eat)
+                rows, eat_rows = isinstance(ea, torch.Tensor), isinstance(eat, torch.Tensor)
+            eat = eat if first is None or not eat_rows else _rows(eat, first)
             ea = ea if first is None or not rows else _rows(ea, first)
         # all at once, the raw edges dropped last: an error above leaves the set unmerged
         d.update(_eptr=eptr, _edge_index=edge_index, _edge_attributes=eat)
@@ -768,9 +822,20 @@ class GraphSet(KernelInput):
 
     edge_index = _edge_field("_edge_index")
     eptr = _edge_field("_eptr")
-    edge_attributes = _edge_field("_edge_attributes")
+    _edge_attributes_raw = _edge_field("_edge_attributes")  # a gap kept as it is
     _edge_rows = _edge_field("_edge_rows")
     del _edge_field
+
+    @property
+    def edge_attributes(self) -> torch.Tensor | None:
+        eat = self._edge_attributes_raw
+        if isinstance(eat, _EdgeAttrGap):  # some graphs have them, others not (widths)
+            eat.fail()
+        return eat
+
+    @edge_attributes.setter
+    def edge_attributes(self, value) -> None:
+        self._edge_attributes_raw = value
 
     # -- edge labels, read lazily ------------------------------------------------------
     @property
@@ -983,7 +1048,7 @@ class GraphSet(KernelInput):
             None if "nodes" in lazy else self.label_values, dtype=self.dtype,
             node_attributes=None if "node_attributes" in lazy or self.node_attributes is None
             else self.node_attributes[nodes],
-            edge_attributes=None if self.edge_attributes is None else self.edge_attributes[edges],
+            edge_attributes=_take_rows(self._edge_attributes_raw, edges),
             **self._edge_label_parts(edges))
         if lazy:
             d = out.__dict__
@@ -1038,7 +1103,7 @@ class GraphSet(KernelInput):
         na = eat = None
         if attributes:
             na = _cat_attributes([p.node_attributes for p in parts], "node attributes", None)
-            eat = _cat_attributes([p.edge_attributes for p in parts], "edge attributes", None)
+            eat = _stack_edge_attributes([p._edge_attributes_raw for p in parts], device)
         return GraphSet._from_parts(ptr, edge_index, eptr, torch.cat(ids), values,
                                     None if eids is None else torch.cat(eids), evalues, dtype,
                                     na, eat, edge_rows=erows)
@@ -1288,10 +1353,8 @@ class _ListFields:
             counts = torch.from_numpy(self.counts).to(self.device)
             if not _local_valid(ei, torch.from_numpy(ecounts).to(self.device), counts):
                 return None
-            _all_or_none(eats, "edge_attributes")
-            eat = None
-            if eats[0] is not None:
-                eat = _cat_attributes(eats, "edge_attributes", None, self.device)
+            eat = _stack_edge_attributes(eats, self.device)
+            if isinstance(eat, torch.Tensor):  # not None, nor a gap (never read)
                 self._check_rows(eats, eat, "edge_attributes", ecounts, "edge")
                 eat = _attributes(eat, ei.shape[1], "edge_attributes", self.device)
             self._local = (ei, torch.from_numpy(ecounts).to(self.device), ea, eat)
@@ -1361,9 +1424,8 @@ class _ListFields:
                     _uncatenable(eas, "edge_attr", "E")
         else:
             ea = _edge_attr_gap(eas)
-        _all_or_none(eats, "edge_attributes")
-        if eats[0] is not None:
-            eat = _cat_attributes(eats, "edge_attributes", None, device)
+        eat = _stack_edge_attributes(eats, device)
+        if isinstance(eat, torch.Tensor):  # not None, nor a gap (never read)
             self._check_rows(eats, eat, "edge_attributes", ecounts.cpu().numpy(), "edge")
         return ei, ea, eat
 
@@ -1768,6 +1830,43 @@ def _from_batches(items, node_attr="node_attributes") -> "GraphSet":
     if run:
         parts.append(GraphSet(run, node_attr=node_attr))
     return parts[0] if len(parts) == 1 else GraphSet.concat(parts)
+
+
+def _merge_duplicate_rows(ei, first, ptr, ea, eat, ea_out, eat_out):
+    """Where an edge is listed more than once (``first``: the position of each distinct
+    edge's first occurrence, sorted by (source, target), from :func:`_merge_edges`), its
+    ``edge_attr`` rows ``ea`` and ``edge_attributes`` rows ``eat`` (None: not checked)
+    must agree: merging keeps the first, and a graph kernel compares simple graphs (as
+    GraKeL's edge dictionaries do, one label per edge). ``(ea_out, eat_out)``, a field
+    whose duplicates disagree replaced by a gap that raises, naming it and the edge,
+    when read (the kernels that do not read it compare the merged graph). Only called
+    when there are duplicates: one sort of the edges."""
+    key = ei[0] * max(int(ptr[-1]), 1) + ei[1]
+    _, inv = torch.unique(key, sorted=True, return_inverse=True)  # groups in first's order
+    out = []
+    for name, a, keep in (("edge_attr", ea, ea_out), ("edge_attributes", eat, eat_out)):
+        if a is not None:
+            a2 = a if a.dim() == 2 else a.reshape(a.shape[0], -1)
+            bad = (a2 != a2.index_select(0, first).index_select(0, inv)).any(1)
+            if a2.is_floating_point():
+                bad &= ~a2.isnan().any(1)  # NaN (never equal): refused when read
+            if bool(bad.any()):
+                k = int(bad.nonzero()[0, 0])
+                s, t = int(ei[0, k]), int(ei[1, k])
+                g = int(torch.searchsorted(ptr, ei[0, k:k + 1], right=True)[0]) - 1
+                s0, t0 = s - int(ptr[g]), t - int(ptr[g])
+                msg = (f"{name}: graph {g} lists the edge ({s0}, {t0}) more than once with "
+                       f"different {name} rows; a graph kernel compares simple graphs (one "
+                       f"row per edge; duplicates are merged): give each edge once, or "
+                       f"its duplicates equal rows")
+                keep = _EdgeAttrGap(msg) if name == "edge_attr" else _EdgeAttributesGap(msg)
+        out.append(keep)
+    return tuple(out)
+
+
+def _take_rows(a, idx: torch.Tensor):
+    """The rows ``idx`` of the attributes ``a``; None and a gap stay as they are."""
+    return a[idx] if isinstance(a, torch.Tensor) else a
 
 
 def _cols(ei: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

@@ -192,7 +192,7 @@ class HadamardCode(CountFeatureKernel):
         for ids, values in seq:
             Gi = GraphSet._from_parts(G.ptr, G.edge_index, G.eptr, ids, values, dtype=G.dtype,
                                       node_attributes=G.node_attributes,
-                                      edge_attributes=G.edge_attributes, **edges)
+                                      edge_attributes=G._edge_attributes_raw, **edges)
             r, c, v, p = self.base_kernel._entries(Gi)
             rows.append(r), cols.append(c + offset), vals.append(v)
             offset += p
