@@ -100,3 +100,28 @@ def test_kcca_score_of_a_constant_variate_is_not_the_correlation_of_rounding():
         assert np.isnan(m.score(Xc, Y[:5]))
     with pytest.raises(ValueError, match="at least 2 pairs"):
         m.score(X[:1], Y[:1])
+
+
+def test_spectral_refuses_a_stored_affinity_with_negative_entries():
+    """A precomputed affinity with one negative pair (positive degrees): the normalized
+    cut relaxation assumes nonnegative weights (Ng, Jordan and Weiss 2002); the labels
+    came back silently. The same matrix with the pair set to 0 clusters as the brute-force
+    normalized cut of two well-separated groups."""
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(6, 2)) * 0.3, rng.normal(size=(6, 2)) * 0.3 + 4]
+    A = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / 2)
+    A[0, 1] = A[1, 0] = -0.5
+    with pytest.raises(ValueError, match="negative entries"):
+        tk.SpectralClustering("precomputed", n_clusters=2, random_state=0).fit(A)
+    A[0, 1] = A[1, 0] = 0.0
+    labels = np.asarray(tk.SpectralClustering("precomputed", n_clusters=2,
+                                              random_state=0).fit(A).labels_)
+    d = A.sum(1)
+
+    def ncut(mask):
+        cut = A[np.ix_(mask, ~mask)].sum()
+        return cut / d[mask].sum() + cut / d[~mask].sum()
+
+    best = min((ncut(m), tuple(m)) for m in (np.array([(b >> i) & 1 for i in range(12)], bool)
+                                            for b in range(1, 2**11)))
+    np.testing.assert_array_equal(labels == labels[0], np.array(best[1]) == best[1][0])

@@ -8,7 +8,7 @@ from sklearn.base import ClusterMixin
 
 from .._estimator import Estimator, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_input, check_precomputed, n_features
-from ..gram import FeatureKernelMatrix, OperatorKernelMatrix
+from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import ConvergenceWarning, eigsh
 from ..linalg.eig import block_krylov_eigsh
 from .._validation import check_bool
@@ -28,6 +28,12 @@ def _spectral_operator(K, normalized):
     unnormalized: :math:`cI - L = cI - D + K` with c = 2 max d ≥ λ_max(L) (Gershgorin),
     whose top eigenvectors are the bottom eigenvectors of the Laplacian L = D − K.
     """
+    if isinstance(K, DenseKernelMatrix) and bool((K.tensor < 0).any()):
+        # a stored matrix is checked entry by entry (lazy ones only through their degrees,
+        # which would cost another pass over the entries)
+        raise ValueError(f"the affinity matrix has negative entries (min "
+                         f"{float(K.tensor.min()):.3g}); spectral clustering needs a "
+                         f"nonnegative affinity (a kernel with values >= 0, e.g. RBF)")
     d = K.sum(1)
     if not bool((d > 0).all()):
         raise ValueError("the affinity matrix has rows with non-positive sums; spectral "
