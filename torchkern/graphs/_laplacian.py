@@ -182,13 +182,39 @@ class _Graph:
         return self._cache[key]
 
     def eigh(self, kind: str):
-        """(λ ascending, clamped at 0; U) of the dense Laplacian, float64. O(n³) once."""
+        """(λ ascending, clamped at 0; U) of the dense Laplacian, float64. O(n³) once.
+
+        Both Laplacians have one zero eigenvalue per connected component (an isolated node
+        is one): the c smallest are set to exactly 0. Computed, they are rounding noise of
+        size ε‖L‖, and e^{−βλ} read 1 − β·1e-16‖L‖ on the null space (5e-6 off for edge
+        weights 1e6 and β = 1e4)."""
         key = ("eigh", kind)
         if key not in self._cache:
             with torch.no_grad():
                 lam, U = torch.linalg.eigh(self.laplacian(kind).to_dense())
-            self._cache[key] = (lam.clamp_min(0), U)
+            lam = lam.clamp_min(0)
+            lam[:self.components()[1].numel()] = 0.0
+            self._cache[key] = (lam, U)
         return self._cache[key]
+
+    def project_null(self, V: torch.Tensor, kind: str) -> torch.Tensor:
+        """P V for P the orthogonal projector onto the null space of the Laplacian ``kind``.
+
+        Per connected component c, ker L is spanned by 1_c and ker L̃ by D^{1/2} 1_c (by
+        e_i for an isolated node i, where L̃_ii = 0): P = Σ_c z_c z_cᵀ with z_c = s 1_c /
+        ‖s 1_c‖, s = 1 (combinatorial) or √d (normalized; 1 at isolated nodes).
+        O(n r)."""
+        labels, sizes = self.components()
+        if kind == "combinatorial":
+            s, mass = None, sizes
+        else:
+            d = self.degree
+            s = torch.where(d > 0, d.sqrt(), torch.ones_like(d))
+            mass = torch.zeros_like(sizes).index_add_(0, labels, s * s)
+        W = V if s is None else V * s[:, None]
+        sums = torch.zeros(sizes.numel(), V.shape[1], dtype=V.dtype, device=V.device)
+        out = (sums.index_add(0, labels, W) / mass[:, None])[labels]
+        return out if s is None else out * s[:, None]
 
     def components(self):
         """(labels (n,), sizes (c,) float64) of the connected components, O(n + edges)."""
@@ -218,6 +244,9 @@ def _tridiag_expm_e1(alpha, beta, t):
     if beta.shape[0]:
         T = T + torch.diag_embed(beta.T, 1) + torch.diag_embed(beta.T, -1)
     theta, Y = torch.linalg.eigh(T)
+    # L is positive semi-definite, so are the T_m: a negative Ritz value is rounding noise
+    # (of size ε‖L‖) that e^{−tθ} would amplify for large t.
+    theta = theta.clamp_min(0)
     z = t * theta
     small = z.abs() < 1e-8
     phi = torch.where(small, t * (1 - z / 2), -torch.expm1(-z) / torch.where(small, 1, theta))

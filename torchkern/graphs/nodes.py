@@ -320,8 +320,10 @@ class DiffusionKernel(_NodeKernel):
 
     Notes
     -----
-    ``"krylov"``: each product K @ V runs Lanczos on L for the r columns of V at once,
-    e^{−βL}v ≈ ‖v‖ Q_m e^{−βT_m} e₁, until the estimated error is below ``tol``·‖v‖
+    ``"krylov"``: each product K @ V is PV + e^{−βL}(V − PV), with P the projector onto
+    ker L (one vector per connected component, exact), the second term by Lanczos on L
+    for the r columns at once, e^{−βL}v ≈ ‖v‖ Q_m e^{−βT_m} e₁, until the estimated error
+    is below ``tol``·‖v‖
     (default ``max_iter`` 500 steps); cost O(m·nnz(L)·r), m ≈ √(β‖L‖) + a few, memory
     O(nnz(L) + n·r·m) (beyond 256 MB or the size of L the basis is replayed, not stored).
     ``diag()`` on the operator form is exact and costs one application per node.
@@ -358,8 +360,13 @@ class DiffusionKernel(_NodeKernel):
     def _apply(self, g, V):
         L = g.laplacian(self._kind)
         store = max(_LANCZOS_STORE_BYTES, 16 * L.values().numel())
-        return expm_action(L, V, self.beta.to(_F64), tol=self.tol,
-                           max_iter=self.max_iter or 500, store_bytes=store)
+        # e^{−βL}V = PV + e^{−βL}(V − PV), P the projector onto ker L (known exactly, per
+        # connected component). Lanczos on the whole of V met the null space as Ritz
+        # values of size ε‖L‖ instead of 0, and e^{−βθ} lost up to all of PV for large
+        # β‖L‖ (1% off at β = 1e8 with edge weights 1e6) while its error estimate passed.
+        P = g.project_null(V, self._kind)
+        return P + expm_action(L, V - P, self.beta.to(_F64), tol=self.tol,
+                               max_iter=self.max_iter or 500, store_bytes=store)
 
 
 class RegularizedLaplacian(_NodeKernel):
@@ -378,9 +385,11 @@ class RegularizedLaplacian(_NodeKernel):
 
     Notes
     -----
-    ``"krylov"``: each product K @ V solves (L + εI)X = V by conjugate gradients on the
-    sparse L with a Jacobi preconditioner (:func:`torchkern.linalg.cg`, relative residual
-    ``tol``); O(k·nnz(L)·r) with k ≲ √((λ_max + ε)/ε)·log(1/tol), O(nnz(L) + n r) memory.
+    ``"krylov"``: each product K @ V is PV/ε + (L + εI)⁻¹(V − PV), with P the projector
+    onto ker L (one vector per connected component), the solve by conjugate gradients on
+    the sparse L with a Jacobi preconditioner (:func:`torchkern.linalg.cg`, relative
+    residual ``tol``); O(k·nnz(L)·r) with k ≲ √((λ_max + ε)/(λ₂ + ε))·log(1/tol) for the
+    smallest nonzero eigenvalue λ₂, O(nnz(L) + n r) memory.
 
     References
     ----------
@@ -403,7 +412,11 @@ class RegularizedLaplacian(_NodeKernel):
     def _apply(self, g, V):
         eps = self.eps.to(_F64)
         A = _SparseOperator(g.laplacian(self._kind), eps)
-        return self._cg(A, V, _laplacian_diag(g, self._kind) + eps)
+        # (L + εI)⁻¹V = PV/ε + (L + εI)⁻¹(V − PV), P the projector onto ker L: CG then
+        # meets only the eigenvalues ≥ λ₂ + ε, not ε itself (condition (λ_max + ε)/(λ₂ + ε)
+        # rather than (λ_max + ε)/ε).
+        P = g.project_null(V, self._kind)
+        return P / eps + self._cg(A, V - P, _laplacian_diag(g, self._kind) + eps)
 
 
 class PStepRandomWalk(_NodeKernel):
