@@ -12,8 +12,8 @@ import torch
 
 from .._config import FAST_FORM_MAX_ROUNDOFF  # the fast form's round-off bound
 
-# Added under square roots: keeps the gradient of ‖x − y‖ finite (zero) at x = y while
-# changing values by at most 1e-15.
+# The floor under square roots (safe_sqrt): keeps the gradient of ‖x − y‖ finite (zero) at
+# x = y; √0 reads 1e-15.
 SQRT_EPS = 1e-30
 
 
@@ -143,8 +143,13 @@ def sqdist_exact(x, y):
 
 
 def safe_sqrt(t):
-    """√t with a finite (zero) gradient at t = 0; t is clipped at 0 against round-off."""
-    return (t.relu() + SQRT_EPS).sqrt()
+    """√max(t, SQRT_EPS): √t (exactly, above 1e-30) with a zero gradient where t ≤ 1e-30
+    — at t = 0 and where round-off made t negative. Written as relu(t − ε) + ε: KeOps
+    differentiates relu by a step that is 1 at 0 (torch: 0), so relu(t) + ε gave KeOps
+    the gradient 1/(2√ε) = 5e14 times ∂t at t = 0, which is round-off where t cancels
+    (the arc-cosine kernel's ‖x‖²‖y‖² − ⟨x, y⟩² on its diagonal: KeOps gradients off by
+    1–10 %)."""
+    return ((t - SQRT_EPS).relu() + SQRT_EPS).sqrt()
 
 
 def log1p(t):
