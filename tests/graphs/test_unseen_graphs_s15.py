@@ -149,3 +149,80 @@ def test_duplicate_edges_with_different_edge_labels_are_refused_where_read():
     wl = tg.WeisfeilerLehman(n_iter=2)
     np.testing.assert_array_equal(wl([simple, clash]).to_dense().numpy(),
                                   wl([simple, simple]).to_dense().numpy())
+
+
+# -- self-loops and one-way edges -----------------------------------------------------------------
+
+def looped(m=8, seed=3):
+    """Random graphs with both directions of every edge, one-hot labels from 3, bond
+    labels, 2-dim attributes, and self-loops on one or two nodes of each graph."""
+    from tests.graphs.test_grakel_part_a import random_graphs
+    out = []
+    for i, g in enumerate(random_graphs(m, seed=seed, connected=True)):
+        n = g.num_nodes
+        loops = torch.tensor([[0, n - 1], [0, n - 1]]) if i % 2 == 0 else torch.tensor([[1], [1]])
+        g.edge_index = torch.cat([g.edge_index, loops], 1)
+        g.edge_attr = torch.cat([g.edge_attr, torch.ones(loops.shape[1], 1)])
+        out.append(g)
+    return out
+
+
+def test_self_loops_equal_grakel():
+    """GraKeL 0.1.11 reads a self-loop from its adjacency matrix: WL (and WL over shortest
+    paths), shortest path, the unlabelled random walk, the histograms, WL-OA, the core
+    framework, propagation with labels and attributes, GraphHopper and SVM-θ equal it
+    on graphs with loops, as docs/graphs.md says (exact integers, floats to 1e-12)."""
+    import warnings
+
+    import grakel
+
+    from tests.graphs.test_grakel_part_a import ref
+    from tests.graphs.test_propagation_labels import grakel_gram
+    from tests.graphs.test_theta import adjacency
+    graphs = looped()
+    pairs = [
+        (tg.WeisfeilerLehman(n_iter=2), grakel.WeisfeilerLehman(n_iter=2), "labels"),
+        (tg.WeisfeilerLehman(n_iter=1, base="shortest_path"),
+         grakel.WeisfeilerLehman(n_iter=1, base_graph_kernel=grakel.ShortestPath), "labels"),
+        (tg.RandomWalk(lam=0.01, labeled=False),
+         grakel.RandomWalk(lamda=0.01, method_type="baseline"), "labels"),
+        (tg.EdgeHistogram(), grakel.EdgeHistogram(), "labels"),
+        (tg.WeisfeilerLehmanOptimalAssignment(n_iter=2),
+         grakel.WeisfeilerLehmanOptimalAssignment(n_iter=2), "labels"),
+        (tg.CoreFramework(tg.WeisfeilerLehman(n_iter=1)),
+         grakel.CoreFramework(base_graph_kernel=(grakel.WeisfeilerLehman, dict(n_iter=1))),
+         "labels"),
+        (tg.PropagationAttr(t_max=2, random_state=0),
+         grakel.PropagationAttr(t_max=2, random_state=0), "attributes"),
+        (tg.GraphHopper(), grakel.GraphHopper(kernel_type="linear"), "attributes"),
+    ]
+    for ours, theirs, what in pairs:
+        K = ours(graphs).to_dense().numpy()
+        np.testing.assert_allclose(K, ref(theirs, graphs, what=what), rtol=1e-12, atol=0,
+                                   err_msg=type(ours).__name__)
+    K = tg.Propagation(t_max=2, random_state=0, n_labels=3)(graphs).to_dense().numpy()
+    np.testing.assert_array_equal(K, grakel_gram(grakel.Propagation(t_max=2, random_state=0),
+                                                 graphs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        R = grakel.SvmTheta(n_samples=5, subsets_size_range=(2, 4), random_state=0,
+                            metric=lambda x, y: (x.T @ y).item()).fit_transform(
+            [[adjacency(d)] for d in graphs])
+    K = tg.SVMTheta(n_samples=5, subsets_size_range=(2, 4), random_state=0,
+                    draws="grakel")(graphs).to_dense().numpy()
+    np.testing.assert_allclose(K, R, rtol=1e-12, atol=0)
+
+
+def test_nspdk_self_loops_and_one_way_edges_equal_its_definition():
+    """NSPDK on graphs with self-loops (an edge of the neighbourhood subgraph) and with
+    one-way edges (distances follow the directions) equals the brute-force evaluation of
+    its definition in tests/graphs/test_grakel_part_b.py."""
+    from tests.graphs.test_grakel_part_b import nspdk_brute_force
+    graphs = looped(6, seed=5)
+    oneway = [Data(x=g.x, edge_index=g.edge_index[:, g.edge_index[0] <= g.edge_index[1]],
+                   num_nodes=g.num_nodes) for g in graphs]
+    for gs in ([Data(x=g.x, edge_index=g.edge_index, num_nodes=g.num_nodes) for g in graphs],
+               oneway):
+        want, _ = nspdk_brute_force(gs, 2, 3)
+        got = tg.NeighborhoodSubgraphPairwiseDistance(r=2, d=3)(gs).to_dense().numpy()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
