@@ -125,3 +125,32 @@ def test_spectral_refuses_a_stored_affinity_with_negative_entries():
     best = min((ncut(m), tuple(m)) for m in (np.array([(b >> i) & 1 for i in range(12)], bool)
                                             for b in range(1, 2**11)))
     np.testing.assert_array_equal(labels == labels[0], np.array(best[1]) == best[1][0])
+
+
+def test_float32_dot_product_gram_far_from_the_origin_warns():
+    """A linear kernel on float32 data 1000 spreads from the origin: the Gram's entries
+    (~10⁶) carry rounding errors of ~0.1, the size of the distances kernel k-means needs.
+    Against scikit-learn's KMeans (which centers the data) from the same centers the
+    inertia was 0.7% off (float32 agrees to 1e-6 otherwise), silently. Now a RuntimeWarning says how many digits are left;
+    the same data centered (the same distances) warn nothing and agree to float32
+    precision, and float64 stays exact."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2)) + np.repeat(rng.normal(scale=2, size=(4, 2)), 50, 0)
+    idx = rng.choice(200, 4, replace=False)
+    far = (X + 1000).astype(np.float32)
+    sk = KMeans(4, init=far[idx], n_init=1, tol=0, algorithm="lloyd").fit(far)
+    with pytest.warns(RuntimeWarning, match="relative precision of only"):
+        km = tk.KernelKMeans(tk.Linear(), n_clusters=4, init=idx, n_init=1, tol=0).fit(far)
+    assert abs(km.inertia_ / sk.inertia_ - 1) > 1e-3  # digits lost, as the warning says
+    with pytest.warns(RuntimeWarning, match="KernelPCA: the float32 Gram"):
+        tk.KernelPCA(tk.Linear(), n_components=2).fit(far)
+    near = far - far.mean(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        km = tk.KernelKMeans(tk.Linear(), n_clusters=4, init=idx, n_init=1, tol=0).fit(near)
+        assert km.inertia_ == pytest.approx(sk.inertia_, rel=1e-5)
+        km64 = tk.KernelKMeans(tk.Linear(), n_clusters=4, init=idx, n_init=1,
+                               tol=0).fit(far.astype(np.float64))
+    sk64 = KMeans(4, init=far[idx].astype(np.float64), n_init=1, tol=0,
+                  algorithm="lloyd").fit(far.astype(np.float64))
+    assert km64.inertia_ == pytest.approx(sk64.inertia_, rel=1e-9)
