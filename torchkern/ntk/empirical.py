@@ -56,6 +56,22 @@ def _check_input(X, name: str, dtype, device) -> torch.Tensor:
     return X
 
 
+def _slots(model: nn.Module) -> dict:
+    """{name of each distinct slot: name of the tensor it holds}: the parameters and buffers
+    as ``named_parameters``/``named_buffers`` list them without duplicates, plus every other
+    (module, attribute) slot that holds one of them (a shared submodule appears once, a
+    tensor assigned to two modules' attributes twice)."""
+    slots, seen, first = {}, set(), {}
+    for named in (model.named_parameters, model.named_buffers):
+        for name, t in named(remove_duplicate=False):
+            path, _, attr = name.rpartition(".")
+            key = (id(model.get_submodule(path)), attr)
+            if key not in seen:
+                seen.add(key)
+                slots[name] = first.setdefault(id(t), name)
+    return slots
+
+
 class _Net:
     """A network as a pure function of (parameters, inputs), with the Jacobian products
     the NTK needs. Parameters that do not require grad are held fixed (not in θ)."""
@@ -70,6 +86,7 @@ class _Net:
         fixed = {k: v.detach() for k, v in model.named_parameters() if not v.requires_grad}
         fixed.update({k: v.detach() for k, v in model.named_buffers()})
         self.fixed, self.model = fixed, model
+        self.slots = _slots(model)
         first = next(iter(self.params.values()))
         floating = [p for p in self.params.values() if p.is_floating_point()]
         self.dtype = floating[0].dtype if floating else torch.get_default_dtype()
@@ -80,7 +97,13 @@ class _Net:
     # -- the network as a function ----------------------------------------------------
     def batch(self, p, X):
         """f(X; p) as an (b, o) tensor."""
-        out = functional_call(self.model, (p, self.fixed), (X,))
+        # One value per slot (module, attribute), tied ones by hand: functional_call's
+        # own weight tying (torch 2.13) left the call's detached tensors in place of the
+        # parameters of a submodule reachable by two paths (pytorch/pytorch#164759), so
+        # the caller's network lost them from parameters() and from autograd.
+        values = {slot: p[name] if name in p else self.fixed[name]
+                  for slot, name in self.slots.items()}
+        out = functional_call(self.model, values, (X,), tie_weights=False)
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"the model must return one tensor, got {type(out).__name__}")
         if out.dim() == 0 or out.shape[0] != X.shape[0]:
