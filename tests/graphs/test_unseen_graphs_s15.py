@@ -226,3 +226,19 @@ def test_nspdk_self_loops_and_one_way_edges_equal_its_definition():
         want, _ = nspdk_brute_force(gs, 2, 3)
         got = tg.NeighborhoodSubgraphPairwiseDistance(r=2, d=3)(gs).to_dense().numpy()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+# -- indexing a set ------------------------------------------------------------------------------
+
+def test_a_graph_set_takes_every_slice_a_list_takes():
+    """X[slice] of a GraphSet is the list's slice, negative steps and empty slices
+    included (a negative step was a ValueError from torch's slicing): its Gram is the
+    list slice's, whose Gram is WL's by GraKeL elsewhere."""
+    graphs = attributed()
+    G = tg.GraphSet(graphs)
+    k = tg.WeisfeilerLehman(n_iter=2)
+    for sl in (slice(None, None, -1), slice(None, None, -2), slice(4, 0, -3), slice(-2, None),
+               slice(1, 5, 2)):
+        np.testing.assert_array_equal(k(G[sl]).to_dense().numpy(),
+                                      k(graphs[sl]).to_dense().numpy())
+    assert len(G[3:1]) == 0 and len(G[::-1]) == len(graphs)
