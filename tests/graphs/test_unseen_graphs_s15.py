@@ -242,3 +242,27 @@ def test_a_graph_set_takes_every_slice_a_list_takes():
         np.testing.assert_array_equal(k(G[sl]).to_dense().numpy(),
                                       k(graphs[sl]).to_dense().numpy())
     assert len(G[3:1]) == 0 and len(G[::-1]) == len(graphs)
+
+
+# -- the set's dtype -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cells", [None, 0], ids=["int8-patterns", "sparse"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_pyramid_match_gives_the_dtype_of_the_set(monkeypatch, cells, normalize):
+    """A float32 GraphSet gets a float32 Gram, as from every other graph kernel (pyramid
+    match gave float64 on both of its paths), equal to the float64 Gram rounded."""
+    from torchkern.graphs import pyramid_match
+    if cells is not None:
+        monkeypatch.setattr(pyramid_match, "_PATTERN_CELLS", cells)
+    graphs = attributed()
+    k = tg.PyramidMatch(L=3, d=3, normalize=normalize)
+    ref = k(graphs).to_dense()
+    for K in (k(tg.GraphSet(graphs, dtype=torch.float32)),
+              k(tg.GraphSet(graphs[:2], dtype=torch.float32),
+                tg.GraphSet(graphs[2:], dtype=torch.float32))):
+        assert K.dtype == torch.float32
+        got = K.to_dense()
+        assert got.dtype == torch.float32
+        want = ref if got.shape == ref.shape else ref[:2, 2:]
+        torch.testing.assert_close(got.double(), want, rtol=2e-7, atol=0)
+        assert (K @ torch.ones(K.shape[1])).dtype == torch.float32

@@ -272,12 +272,13 @@ class _PatternMatrix(KernelMatrix):
 
     backend = "features"
 
-    def __init__(self, groups, shape):
+    def __init__(self, groups, shape, dtype=torch.float64):
         self.groups = [(w, bx, bx if by is None else by) for w, bx, by in groups]
-        self.shape, self.dtype, self.device = tuple(shape), torch.float64, torch.device("cpu")
+        self.shape, self.dtype, self.device = tuple(shape), dtype, torch.device("cpu")
 
     def _transpose(self):
-        return _PatternMatrix([(w, by, bx) for w, bx, by in self.groups], self.shape[::-1])
+        return _PatternMatrix([(w, by, bx) for w, bx, by in self.groups], self.shape[::-1],
+                              self.dtype)
 
     def _product(self, idx=None):
         out = torch.zeros(self.shape[0] if idx is None else idx.numel(), self.shape[1],
@@ -285,7 +286,7 @@ class _PatternMatrix(KernelMatrix):
         for w, bx, by in self.groups:
             out.add_(_int8_product(bx if idx is None else bx.index_select(0, idx), by),
                      alpha=w)
-        return out
+        return out.to(self.dtype)  # summed in float64, given in the set's dtype
 
     def rows(self, idx):
         return self._product(_as_index(idx, self.shape[0], self.device))
@@ -301,7 +302,7 @@ class _PatternMatrix(KernelMatrix):
         out = torch.zeros(k, dtype=torch.float64)
         for w, bx, by in self.groups:
             out.add_((bx[:k] & by[:k]).sum(1), alpha=w)  # 0/1: the columns both hold
-        return out
+        return out.to(self.dtype)
 
 
 class PyramidMatch(CountFeatureKernel):
@@ -433,7 +434,8 @@ class PyramidMatch(CountFeatureKernel):
                     groups.append([w[j], lo, hi])
             K = _PatternMatrix([(float(wj), B[:nx, lo:hi].contiguous(),
                                  None if Y is None else B[nx:, lo:hi].contiguous())
-                                for wj, lo, hi in groups], (nx, nx if Y is None else n - nx))
+                                for wj, lo, hi in groups], (nx, nx if Y is None else n - nx),
+                               X.dtype)
             if not unit_rows:
                 return K
             sq = torch.zeros(n, dtype=torch.float64)  # ‖φ‖² = Σ w over a graph's features
@@ -445,11 +447,12 @@ class PyramidMatch(CountFeatureKernel):
                 sq = torch.zeros(n, dtype=vals.dtype, device=vals.device).index_add_(
                     0, rows, vals * vals)
                 vals = vals * sq.rsqrt().index_select(0, rows)
+            vals = vals.to(X.dtype)
             inx = rows < nx
             return SparseFeatureKernelMatrix(*[
                 _coo(rows[m] - off, cols[m], vals[m], (k, p)) for m, off, k
                 in ([(inx, 0, nx)] if Y is None else [(inx, 0, nx), (~inx, nx, n - nx)])])
-        unit = torch.where(sq > 0, sq.rsqrt(), 0.0)
+        unit = torch.where(sq > 0, sq.rsqrt(), 0.0).to(X.dtype)
         return K.scaled(unit[:nx], None if Y is None else unit[nx:])
 
     def _entries(self, G: GraphSet, levels=None):
