@@ -100,14 +100,21 @@ def _ard(factors):
 
 @dataclass
 class Term:
-    """One product term: k_i = (Π scales) · (Π factors), each factor a supported kernel."""
+    """One product term: k_i = (Π scales) · (Π factors), each factor a supported kernel.
+    ``columns[j]`` is the list of input columns factor j reads (its ``active_dims``,
+    composed with those of the kernels around it), or None for every column."""
 
     scales: list
     factors: list
+    columns: list = None
+
+    def __post_init__(self):
+        if self.columns is None:
+            self.columns = [None] * len(self.factors)
 
     @property
     def ard_dims(self) -> int | None:
-        return _ard(self.factors)
+        return _ard([f for f, c in zip(self.factors, self.columns) if c is None])
 
 
 @dataclass
@@ -122,12 +129,19 @@ class Spectrum:
         return [f for t in self.terms for f in t.factors]
 
     @property
+    def columns(self) -> list:
+        """The columns each factor reads (None: all), in :attr:`factors` order."""
+        return [c for t in self.terms for c in t.columns]
+
+    @property
     def scales(self) -> list:
         return [s for t in self.terms for s in t.scales]
 
     @property
     def ard_dims(self) -> int | None:
-        return _ard(self.factors)
+        """The ARD dimension of the factors that read every column (None if none has one):
+        the input's width. Factors on ``active_dims`` count their own columns."""
+        return _ard([f for f, c in zip(self.factors, self.columns) if c is None])
 
 
 @dataclass
@@ -148,23 +162,36 @@ def _unsupported(kernel) -> TypeError:
                      f"products and c * k of these)")
 
 
-def _terms(kernel) -> list:
+def _terms(kernel, cols=None) -> list:
+    """The product terms of ``kernel``, whose input columns are ``cols`` of the data (None:
+    all of them); a kernel's ``active_dims`` selects among those."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a torchkern Kernel, got {type(kernel).__name__}")
+    if getattr(kernel, "active_dims", None) is not None:
+        dims = kernel.active_dims.tolist()
+        if cols is not None and max(dims) >= len(cols):
+            raise ValueError(f"{type(kernel).__name__} has active_dims={dims} but reads "
+                             f"{len(cols)} columns")
+        cols = dims if cols is None else [cols[i] for i in dims]
     if isinstance(kernel, ScaleKernel):
-        return [Term([kernel] + t.scales, t.factors) for t in _terms(kernel.base)]
+        return [Term([kernel] + t.scales, t.factors, t.columns)
+                for t in _terms(kernel.base, cols)]
     if isinstance(kernel, SumKernel):
-        return [t for k in kernel.kernels for t in _terms(k)]
+        return [t for k in kernel.kernels for t in _terms(k, cols)]
     if isinstance(kernel, ProductKernel):
         # (Σ_i a_i)(Σ_j b_j) = Σ_ij a_i b_j: multiply out, then each term is a product.
-        parts = [_terms(k) for k in kernel.kernels]
+        parts = [_terms(k, cols) for k in kernel.kernels]
         if math.prod(len(p) for p in parts) > MAX_TERMS:
             raise ValueError(f"the kernel expands into more than {MAX_TERMS} product terms "
                              f"(a product of sums): random Fourier features are not supported")
-        return [Term([s for t in combo for s in t.scales], [f for t in combo for f in t.factors])
+        return [Term([s for t in combo for s in t.scales], [f for t in combo for f in t.factors],
+                     [c for t in combo for c in t.columns])
                 for combo in itertools.product(*parts)]
     if isinstance(kernel, _SUPPORTED):
-        return [Term([], [kernel])]
+        if cols is not None and kernel.ard_dims is not None and kernel.ard_dims != len(cols):
+            raise ValueError(f"{type(kernel).__name__} has ard_dims={kernel.ard_dims} but "
+                             f"reads {len(cols)} columns (active_dims)")
+        return [Term([], [kernel], [cols])]
     raise _unsupported(kernel)
 
 
@@ -342,9 +369,23 @@ def draw(spectrum: Spectrum, n: int, d: int, generator=None, orthogonal: bool = 
         if free:
             comp = torch.multinomial(prob, free, replacement=True, generator=generator)
             counts = [c + int(b) for c, b in zip(counts, torch.bincount(comp, minlength=m))]
-    omega = [_standardized(f, n_i, d, generator, orthogonal)
-             for t, n_i in zip(spectrum.terms, counts) for f in t.factors]
+    omega = [_embedded(f, cols, n_i, d, generator, orthogonal)
+             for t, n_i in zip(spectrum.terms, counts) for f, cols in zip(t.factors, t.columns)]
     return Draws(omega, counts, prob)
+
+
+def _embedded(factor, cols, n, d, generator, orthogonal) -> torch.Tensor:
+    """:func:`_standardized` draws of a factor that reads the columns ``cols`` of
+    d-dimensional data (None: all): drawn in len(cols) dimensions (the factor's own
+    kernel), zero in the other columns, (n, d)."""
+    if cols is None:
+        return _standardized(factor, n, d, generator, orthogonal)
+    if max(cols) >= d:
+        raise ValueError(f"{type(factor).__name__} reads the columns {cols} (active_dims) "
+                         f"but the data has {d} features")
+    out = torch.zeros(n, d, **{k: v for k, v in _kw(generator).items() if k != "generator"})
+    out[:, cols] = _standardized(factor, n, len(cols), generator, orthogonal)
+    return out
 
 
 def _divisor(f, device):
@@ -370,8 +411,15 @@ def assemble(spectrum: Spectrum, draws: Draws, like: torch.Tensor | None = None)
     blocks = []
     for t in spectrum.terms:
         w = None
-        for f in t.factors:
-            wf = next(it) / _divisor(f, dev)
+        for f, cols in zip(t.factors, t.columns):
+            omega = next(it)
+            if cols is None:
+                wf = omega / _divisor(f, dev)
+            else:  # its columns scaled, the others (zero) left: one factor per column
+                idx = torch.as_tensor(cols, device=dev)
+                inv = (1 / _divisor(f, dev)).reshape(-1).expand(len(cols))
+                wf = omega * torch.ones(omega.shape[1], dtype=torch.float64,
+                                        device=dev).index_copy(0, idx, inv)
             w = wf if w is None else w + wf
         blocks.append(w)
     W = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
