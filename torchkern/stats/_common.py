@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..inputs import KernelInput, check_input
-from ..gram import DenseKernelMatrix, KernelMatrix
+from ..gram import DenseKernelMatrix, FeatureKernelMatrix, FormulaKernelMatrix, KernelMatrix
 from ..kernels import Kernel
 
 def check_kernel(kernel, name: str = "kernel") -> Kernel:
@@ -71,3 +71,48 @@ def randperm(n: int, gen: torch.Generator | None, device) -> torch.Tensor:
     """A random permutation of range(n) drawn on the generator's device, moved to ``device``."""
     gen_device = gen.device if gen is not None else torch.device("cpu")
     return torch.randperm(n, generator=gen, device=gen_device).to(device)
+
+
+def warn_if_centering_cancels(trace, mean, n, dtype, who):
+    r"""Warn where centering in feature space cancels most digits of the Gram matrix.
+
+    Kernel PCA, kernel k-means, MMD and HSIC see the data only through the centered Gram
+    matrix K̃ = HKH (feature-space distances and covariances do not move with the mean
+    embedding), whose trace tr K̃ = Σ_i K_ii − 1ᵀK1/n is the total feature-space variance
+    (``trace`` is tr K = Σ_i K_ii, ``mean`` is 1ᵀK1/n²).
+    Each entry of K carries a rounding error of up to ε·max K_ii, so the entries of K̃ —
+    of the size tr K̃ / n — keep a relative precision of about ε·tr K / tr K̃. Where
+    that is above 10⁻³ (a dot-product kernel on float32 data far from the origin:
+    offset 10³ gives 5·10⁻²; an RBF so wide that K ≈ 11ᵀ) a ``RuntimeWarning`` says so:
+    the results hold fewer than three digits. Cost: O(1) given the trace and the mean.
+    """
+    import os
+    import sys
+    import warnings
+    tr = float(trace)
+    centered = tr - n * float(mean)
+    if centered == 0 or not tr > 0:  # identical points: nothing varies, nothing is lost
+        return
+    # a negative tr K̃ (impossible for a p.s.d. kernel) is rounding alone
+    lost = torch.finfo(dtype).eps * tr / abs(centered)
+    if lost > 1e-3:
+        # point at the caller's line: the first frame outside torchkern (and torch's
+        # no_grad decorators)
+        roots = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
+        level, frame = 2, sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(roots):
+            level, frame = level + 1, frame.f_back
+        warnings.warn(f"{who}: the {str(dtype).replace('torch.', '')} Gram matrix varies "
+                      f"around its mean by {centered / tr:.1e} of its diagonal, so the "
+                      f"entries of the centered Gram keep a relative precision of only "
+                      f"~{lost:.0e} (small components and distances lose digits first): "
+                      f"center the data (a dot-product kernel), or use float64",
+                      RuntimeWarning, stacklevel=level)
+
+
+def cheap_trace(K: KernelMatrix):
+    """tr K (float64) where the diagonal costs O(n) (stored, formula or feature Gram
+    matrices), else None (a generic diagonal reads n rows)."""
+    if isinstance(K, (DenseKernelMatrix, FormulaKernelMatrix, FeatureKernelMatrix)):
+        return K.diag().detach().sum(dtype=torch.float64)
+    return None

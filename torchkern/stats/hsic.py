@@ -18,7 +18,7 @@ import torch
 from .._config import config
 from ..inputs import check_input
 from ..gram import DenseKernelMatrix, KernelMatrix
-from ._common import as_gram, check_kernel, row_sums
+from ._common import as_gram, check_kernel, cheap_trace, row_sums, warn_if_centering_cancels
 from .mmd import _statistic
 
 __all__ = ["hsic", "hsic_biased", "hsic_unbiased"]
@@ -98,6 +98,11 @@ def hsic_biased(K, L) -> torch.Tensor:
     K, L, n = _check_pair(K, L)
     rk = row_sums(K) / n
     rl = row_sums(L) / n
+    for M, r, name in ((K, rk, "K"), (L, rl, "L")):
+        tr = cheap_trace(M)
+        if tr is not None:
+            warn_if_centering_cancels(tr, float(r.detach().mean()), n, M.dtype,
+                                      f"hsic ({name})")
     return _statistic((_frobenius(K, L, rk, rl) / n**2).to(K.dtype))
 
 
@@ -131,6 +136,9 @@ def hsic_unbiased(K, L) -> torch.Tensor:
     f64 = torch.float64
     dk, dl = K.diag().to(f64), L.diag().to(f64)
     rk, rl = row_sums(K).to(f64) - dk, row_sums(L).to(f64) - dl
+    for d, r, M, name in ((dk, rk, K, "K"), (dl, rl, L, "L")):
+        warn_if_centering_cancels(d.detach().sum(), float((r + d).detach().sum()) / n**2, n,
+                                  M.dtype, f"hsic ({name})")
     trace = _frobenius(K, L) - dk @ dl
     out = (trace + rk.sum() * rl.sum() / ((n - 1) * (n - 2)) - 2.0 * (rk @ rl) / (n - 2))
     return _statistic((out / (n * (n - 3))).to(K.dtype))

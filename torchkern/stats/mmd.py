@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from ..inputs import concat
-from ._common import as_gram, check_kernel, check_samples, total
+from ._common import (as_gram, check_kernel, check_samples, cheap_trace, total,
+                      warn_if_centering_cancels)
 
 __all__ = ["mmd2", "mmd2_biased", "mmd2_unbiased", "mmd2_linear"]
 
@@ -81,8 +82,19 @@ def mmd2_biased(Kxx, Kyy, Kxy) -> torch.Tensor:
         0-d, in the dtype of ``Kxx``; differentiable.
     """
     Kxx, Kyy, Kxy, n, m = _check_grams(Kxx, Kyy, Kxy)
-    out = total(Kxx) / n**2 + total(Kyy) / m**2 - 2.0 * total(Kxy) / (n * m)
+    txx, tyy, txy = total(Kxx), total(Kyy), total(Kxy)
+    dx, dy = cheap_trace(Kxx), cheap_trace(Kyy)
+    if dx is not None and dy is not None:
+        _warn_pooled(dx + dy, txx, tyy, txy, n, m, Kxx.dtype)
+    out = txx / n**2 + tyy / m**2 - 2.0 * txy / (n * m)
     return _statistic(out.to(Kxx.dtype))
+
+
+def _warn_pooled(trace, txx, tyy, txy, n, m, dtype):
+    """The cancellation warning of the pooled Gram matrix [[Kxx, Kxy], [Kyx, Kyy]]."""
+    N = n + m
+    warn_if_centering_cancels(trace, float((txx + tyy + 2.0 * txy).detach()) / N**2, N,
+                              dtype, "mmd2")
 
 
 def mmd2_unbiased(Kxx, Kyy, Kxy) -> torch.Tensor:
@@ -113,9 +125,11 @@ def mmd2_unbiased(Kxx, Kyy, Kxy) -> torch.Tensor:
     if n < 2 or m < 2:
         raise ValueError(f"the unbiased MMD estimator needs at least 2 samples on each side, "
                          f"got n={n} and m={m}")
-    sxx = total(Kxx) - Kxx.diag().sum(dtype=torch.float64)
-    syy = total(Kyy) - Kyy.diag().sum(dtype=torch.float64)
-    out = sxx / (n * (n - 1)) + syy / (m * (m - 1)) - 2.0 * total(Kxy) / (n * m)
+    txx, tyy, txy = total(Kxx), total(Kyy), total(Kxy)
+    dx, dy = Kxx.diag().sum(dtype=torch.float64), Kyy.diag().sum(dtype=torch.float64)
+    _warn_pooled(dx.detach() + dy.detach(), txx, tyy, txy, n, m, Kxx.dtype)
+    sxx, syy = txx - dx, tyy - dy
+    out = sxx / (n * (n - 1)) + syy / (m * (m - 1)) - 2.0 * txy / (n * m)
     return _statistic(out.to(Kxx.dtype))
 
 

@@ -18,7 +18,8 @@ from .._validation import is_int, is_real
 from ..inputs import check_input, concat
 from ..approx import Nystroem
 from ..kernels import RBF
-from ._common import check_kernel, check_samples, generator, randperm
+from ._common import (check_kernel, check_samples, generator, randperm,
+                      warn_if_centering_cancels)
 from .bandwidth import median_heuristic
 
 __all__ = ["PermutationTestResult", "MMDTest", "HSICTest"]
@@ -218,6 +219,9 @@ class MMDTest(BaseEstimator):
             del member
             U = K @ S
             diag = K.diag()
+            warn_if_centering_cancels(diag.sum(dtype=torch.float64),
+                                      float(U[:, 0].sum(dtype=torch.float64)) / N**2, N,
+                                      U.dtype, "MMDTest")
             stats = _mmd_from_products(U, S, diag, n, m, self.estimator)
             # sᵀKs from U = KS in U's dtype: |k(z, z')| <= max k(z, z) (a positive definite
             # kernel), rounding errors of U's N-term sums grow like √N, and ‖s‖² = 1/n + 1/m
@@ -417,8 +421,12 @@ def _exact_hsic_stats(X, Y, kx, ky, P, estimator, gen):
     """Observed and permuted HSIC (float64) from the dense Gram matrices, and the tie
     tolerance of their p-value (:func:`_tie_tolerance`)."""
     n, f64 = X.shape[0], torch.float64
-    K = kx(X, backend="dense").to_dense().to(f64)
-    L = ky(Y, backend="dense").to_dense().to(f64)
+    K = kx(X, backend="dense").to_dense()
+    L = ky(Y, backend="dense").to_dense()
+    for M, name in ((K, "K"), (L, "L")):
+        warn_if_centering_cancels(M.diagonal().sum(dtype=f64), float(M.sum(dtype=f64)) / n**2,
+                                  n, M.dtype, f"HSICTest ({name})")
+    K, L = K.to(f64), L.to(f64)
     perms = torch.stack([torch.arange(n, device=X.device)]
                         + [randperm(n, gen, X.device) for _ in range(P)])
     if estimator == "biased":

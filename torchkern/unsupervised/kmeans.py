@@ -326,7 +326,8 @@ class KernelKMeans(ClusterMixin, Estimator):
             # feature-space distances are those of the centered Gram: one product K1
             mean = (K @ torch.ones(n, dtype=K.dtype, device=K.device)).sum(
                 dtype=torch.float64) / n**2
-            warn_if_centering_cancels(K.diag(), mean, n, K.dtype, "KernelKMeans")
+            warn_if_centering_cancels(K.diag().sum(dtype=torch.float64), mean, n, K.dtype,
+                                      "KernelKMeans")
         labels, inertia, Z, s, n_iter = _kernel_kmeans(
             K, self.n_clusters, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, random_state=self.random_state, verbose=self.verbose, weights=w)

@@ -313,7 +313,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         with one_thread(tiled):
             Kc = _centered_symmetric(K)
             if isinstance(K, _CHEAP_DIAG):
-                warn_if_centering_cancels(K.diag(), Kc.mean, n, K.dtype, "KernelPCA")
+                warn_if_centering_cancels(K.diag().detach().sum(dtype=torch.float64), Kc.mean,
+                                          n, K.dtype, "KernelPCA")
             evals, evecs = self._top_eigenpairs(Kc, k, solver)
             evals = _psd_clip(evals, K.dtype)
             evecs = _flip_signs(evecs)
