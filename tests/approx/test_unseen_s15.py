@@ -41,3 +41,25 @@ def test_random_features_active_dims_beyond_the_data_are_refused():
     rff = RandomFourierFeatures(tk.RBF(1.0, active_dims=[5]), 10, random_state=0)
     with pytest.raises(ValueError, match="active_dims"):
         rff(X)
+
+
+def test_nystroem_of_a_float32_deep_kernel():
+    # fit evaluated K_ZZ on the centres cast to float64, which a FeatureKernel refuses
+    # when its network is float32 (a TypeError on valid input); now K_ZZ in the data's
+    # dtype for such kernels. Reference: the projection k_Z(x)ᵀ K_ZZ⁺ k_Z(y) on the
+    # network's features, in float64.
+    from torchkern.approx import Nystroem
+    torch.manual_seed(0)
+    Xf = torch.randn(50, 3)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+    ny = Nystroem(tk.FeatureKernel(net, tk.RBF(1.0)), n_components=10, random_state=0).fit(Xf)
+    P = ny.transform(Xf).detach().double().numpy()
+    with torch.no_grad():
+        F = net(Xf).double().numpy()
+    Z = F[ny.component_indices_.numpy()]
+    ref = _rbf_cross(F, Z) @ np.linalg.pinv(_rbf_cross(Z, Z), hermitian=True) @ _rbf_cross(Z, F)
+    assert np.abs(P @ P.T - ref).max() < 1e-5
+
+
+def _rbf_cross(A, B):
+    return np.exp(-0.5 * cdist(A, B) ** 2)
