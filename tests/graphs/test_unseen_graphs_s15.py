@@ -266,3 +266,31 @@ def test_pyramid_match_gives_the_dtype_of_the_set(monkeypatch, cells, normalize)
         want = ref if got.shape == ref.shape else ref[:2, 2:]
         torch.testing.assert_close(got.double(), want, rtol=2e-7, atol=0)
         assert (K @ torch.ones(K.shape[1])).dtype == torch.float32
+
+
+# -- PyG's sparse adjacency ------------------------------------------------------------------
+
+def test_graphs_with_adj_t_instead_of_edge_index_are_refused():
+    """``torch_geometric.transforms.ToSparseTensor`` replaces ``edge_index`` by a sparse
+    ``adj_t``: such graphs were read as graphs without edges (WL gave 3 for a path
+    against itself instead of 6), silently. They are refused by name, from a list and a
+    Batch; with ``remove_edge_index=False`` (edge_index kept) the Gram is the original
+    graphs'. A kernel that reads no edges (VertexHistogram) still takes them."""
+    import warnings
+
+    import torch_geometric.transforms as T
+    from torch_geometric.data import Batch
+    graphs = attributed(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's beta warning on sparse CSR tensors
+        sparse = [T.ToSparseTensor(layout=torch.sparse_csr)(Data(**dict(g))) for g in graphs]
+        kept = [T.ToSparseTensor(layout=torch.sparse_csr, remove_edge_index=False)(
+            Data(**dict(g))) for g in graphs]
+    k = tg.WeisfeilerLehman(n_iter=2)
+    for X in (graphs[:2] + sparse[2:], Batch.from_data_list(sparse)):
+        with pytest.raises(ValueError, match="no edge_index but a sparse adjacency matrix "
+                                             "'adj_t'"):
+            k(X)
+    np.testing.assert_array_equal(k(kept).to_dense().numpy(), k(graphs).to_dense().numpy())
+    np.testing.assert_array_equal(tg.VertexHistogram()(sparse).to_dense().numpy(),
+                                  tg.VertexHistogram()(graphs).to_dense().numpy())

@@ -647,6 +647,7 @@ class GraphSet(KernelInput):
             x, ei, ea = get("x"), get("edge_index"), get("edge_attr")
             na, eat = get(node_attr), get("edge_attributes")
             if ei is None:
+                _refuse_sparse_adjacency(get, "the Batch")
                 ei = torch.zeros(2, 0, dtype=torch.long, device=counts.device)
             ei = check_edge_index(ei, int(counts.sum()), "the Batch")
             device = ei.device
@@ -1393,6 +1394,8 @@ class _ListFields:
             dtypes = set(map(operator.attrgetter("dtype"), eis))
         except AttributeError:  # a graph without edge_index (no edges), or not a tensor
             if any(map(operator.is_, eis, repeat(None))):
+                for i in (i for i, e in enumerate(eis) if e is None):
+                    _refuse_sparse_adjacency(self.stores[i].get, f"graph {i}")
                 empty = torch.zeros(2, 0, dtype=torch.long, device=device)
                 eis = [empty if e is None else e for e in eis]
             try:
@@ -1491,6 +1494,7 @@ class _BatchFields:
     def edges(self):
         ei = self.store.get("edge_index")
         if ei is None:
+            _refuse_sparse_adjacency(self.store.get, "the Batch")
             ei = torch.zeros(2, 0, dtype=torch.long, device=self.device)
         ei = check_edge_index(ei, int(self.counts.sum()), "the Batch").to(self.device)
         _check_within_graphs(ei, self.counts.to(self.device), "the Batch")
@@ -1862,6 +1866,21 @@ def _merge_duplicate_rows(ei, first, ptr, ea, eat, ea_out, eat_out):
                 keep = _EdgeAttrGap(msg) if name == "edge_attr" else _EdgeAttributesGap(msg)
         out.append(keep)
     return tuple(out)
+
+
+def _refuse_sparse_adjacency(get, where: str) -> None:
+    """Refuse (ValueError) a graph with no ``edge_index`` that holds its edges in a sparse
+    adjacency matrix (``adj_t``, as ``torch_geometric.transforms.ToSparseTensor`` leaves
+    it, or ``adj``): read as a graph without edges, its edges would be lost silently.
+    ``get``: the graph's (or Batch's) field getter."""
+    for key in ("adj_t", "adj"):
+        if get(key) is not None:
+            raise ValueError(
+                f"{where} has no edge_index but a sparse adjacency matrix {key!r} (what "
+                f"torch_geometric.transforms.ToSparseTensor leaves): graph kernels read the "
+                f"edges from edge_index, so they would compare it as a graph without edges. "
+                f"Pass the graphs with edge_index (ToSparseTensor(remove_edge_index=False), "
+                f"or the graphs before that transform)")
 
 
 def _take_rows(a, idx: torch.Tensor):
