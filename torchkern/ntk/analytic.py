@@ -22,6 +22,9 @@ _ACTIVATIONS = ("relu", "erf")
 # (block, m, d) temporaries but leaves the angle of near-identical inputs at ~1e-8.
 _EXACT_DIFF_MAX_DIM = 32
 _PARAMETERIZATIONS = ("ntk", "standard")
+# Added to the variance scale qx + qy before dividing by it (0 for a zero input without
+# bias); representable in float32.
+_TINY = 1e-30
 
 
 def _relu(qx, qy, c, e):
@@ -34,7 +37,12 @@ def _relu(qx, qy, c, e):
     e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative accuracy that
     qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a repeated input has
     θ = 0 exactly, and gradients stay finite there."""
-    s = safe_sqrt((e * ((qx + qy) * 2.0 - e) - (qx - qy) ** 2) * 0.25)
+    # In units of S = qx + qy: safe_sqrt's floor (1e-15) is then relative to the inputs'
+    # scale; on s itself it set θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for inputs of
+    # norm 1e-6 and 130% for 1e-8 (and t ~ q² underflows in float32 for q < 1e-19).
+    S = qx + qy + _TINY
+    e_s, d_s = e / S, (qx - qy) / S
+    s = safe_sqrt((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25) * S
     theta = s.atan2(c)
     rest = theta * -1.0 + math.pi  # π − θ
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
