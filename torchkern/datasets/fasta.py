@@ -92,13 +92,17 @@ def read_sequence_csv(path) -> tuple[list[str], torch.Tensor, list[str]]:
         text (the message gives the file and the line number).
     """
     text = io.StringIO(_read_text(path), newline="")
-    rows = [[c.strip() for c in r] for r in csv.reader(text) if any(c.strip() for c in r)]
+    reader = csv.reader(text)
+    # (line number, cells) of the non-blank rows: messages name the file's own line
+    numbered = [(reader.line_num, [c.strip() for c in r]) for r in reader]
+    numbered = [(i, r) for i, r in numbered if any(r)]
+    rows = [r for _, r in numbered]
     if not rows or len(rows[0]) < 3 or not rows[0][0].isdigit():
         raise ValueError(f"{path}: the first line must be 'n_samples, n_features, "
                          f"class names...', got {rows[0] if rows else 'an empty file'}")
     n, names = int(rows[0][0]), rows[0][2:]
     sequences, labels = [], []
-    for lineno, r in enumerate(rows[1:], 2):
+    for lineno, r in numbered[1:]:
         if len(r) < 2 or not r[1].lstrip("-").isdigit() or not 0 <= int(r[1]) < len(names):
             raise ValueError(f"{path}: line {lineno} must be 'sequence, label' with a label "
                              f"in 0..{len(names) - 1}, got {r}")
