@@ -294,3 +294,20 @@ def test_graphs_with_adj_t_instead_of_edge_index_are_refused():
     np.testing.assert_array_equal(k(kept).to_dense().numpy(), k(graphs).to_dense().numpy())
     np.testing.assert_array_equal(tg.VertexHistogram()(sparse).to_dense().numpy(),
                                   tg.VertexHistogram()(graphs).to_dense().numpy())
+
+
+@pytest.mark.parametrize("field", ["node_attributes", "edge_attributes"])
+def test_attributes_that_are_not_2d_tensors_are_refused_by_name(field):
+    """A graph whose attributes are a NumPy array, a list or a 3-D tensor: a TypeError /
+    ValueError naming the field and the graph (an AttributeError or a RuntimeError from
+    torch.cat before)."""
+    graphs = attributed(3)
+    for g in graphs:
+        g.edge_attributes = torch.ones(g.num_edges, 2)
+    k = tg.GraphHopper()
+    for bad, err in ((np.ones((graphs[1].num_nodes, 2)), TypeError), ([[1.0, 2.0]], TypeError),
+                     (torch.ones(2, 2, 2), ValueError)):
+        X = [Data(**dict(g)) for g in graphs]
+        X[1][field] = bad
+        with pytest.raises(err, match=f"{field} must .*graph 1 has"):
+            k(X)

@@ -1787,6 +1787,14 @@ def _cat_attributes(parts, name, dtype, device=None):
     if not all(present):
         raise ValueError(f"some graphs have {name} and others not: give every graph {name} "
                          f"or none")
+    bad = next((i for i, p in enumerate(parts) if not isinstance(p, torch.Tensor)), None)
+    if bad is not None:
+        raise TypeError(f"{name} must be a tensor in every graph (graph {bad} has a "
+                        f"{type(parts[bad]).__name__})")
+    bad = next((i for i, p in enumerate(parts) if p.dim() not in (1, 2)), None)
+    if bad is not None:
+        raise ValueError(f"{name} must have shape (rows, d) in every graph (graph {bad} has "
+                         f"shape {tuple(parts[bad].shape)})")
     widths = {1 if p.dim() == 1 else int(p.shape[1]) for p in parts}
     if len(widths) > 1:
         raise ValueError(f"{name} of different widths {sorted(widths)} cannot be compared")
