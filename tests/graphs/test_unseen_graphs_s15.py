@@ -169,14 +169,16 @@ def looped(m=8, seed=3):
 
 def test_self_loops_equal_grakel():
     """GraKeL 0.1.11 reads a self-loop from its adjacency matrix: WL (and WL over shortest
-    paths), shortest path, the unlabelled random walk, the histograms, WL-OA, the core
-    framework, propagation with labels and attributes, GraphHopper and SVM-θ equal it
-    on graphs with loops, as docs/graphs.md says (exact integers, floats to 1e-12)."""
+    paths), shortest path, the unlabelled random walk, the histograms, WL-OA, pyramid
+    match, the core framework, neighborhood hash, propagation with labels and
+    attributes, GraphHopper and SVM-θ equal it on graphs with loops, as docs/graphs.md
+    says (exact integers, floats to 1e-12)."""
     import warnings
 
     import grakel
 
     from tests.graphs.test_grakel_part_a import ref
+    from tests.graphs.test_grakel_part_b import to_grakel as nh_graphs
     from tests.graphs.test_propagation_labels import grakel_gram
     from tests.graphs.test_theta import adjacency
     graphs = looped()
@@ -186,7 +188,10 @@ def test_self_loops_equal_grakel():
          grakel.WeisfeilerLehman(n_iter=1, base_graph_kernel=grakel.ShortestPath), "labels"),
         (tg.RandomWalk(lam=0.01, labeled=False),
          grakel.RandomWalk(lamda=0.01, method_type="baseline"), "labels"),
+        (tg.ShortestPath(), grakel.ShortestPath(), "labels"),
+        (tg.VertexHistogram(), grakel.VertexHistogram(), "labels"),
         (tg.EdgeHistogram(), grakel.EdgeHistogram(), "labels"),
+        (tg.PyramidMatch(L=3, d=3), grakel.PyramidMatch(L=3, d=3), "labels"),
         (tg.WeisfeilerLehmanOptimalAssignment(n_iter=2),
          grakel.WeisfeilerLehmanOptimalAssignment(n_iter=2), "labels"),
         (tg.CoreFramework(tg.WeisfeilerLehman(n_iter=1)),
@@ -200,6 +205,9 @@ def test_self_loops_equal_grakel():
         K = ours(graphs).to_dense().numpy()
         np.testing.assert_allclose(K, ref(theirs, graphs, what=what), rtol=1e-12, atol=0,
                                    err_msg=type(ours).__name__)
+    K = tg.NeighborhoodHash(R=2, nh_type="count_sensitive", random_state=0)(graphs)
+    np.testing.assert_array_equal(K.to_dense().numpy(), grakel.NeighborhoodHash(
+        R=2, nh_type="count_sensitive", random_state=0).fit_transform(nh_graphs(graphs)))
     K = tg.Propagation(t_max=2, random_state=0, n_labels=3)(graphs).to_dense().numpy()
     np.testing.assert_array_equal(K, grakel_gram(grakel.Propagation(t_max=2, random_state=0),
                                                  graphs))
