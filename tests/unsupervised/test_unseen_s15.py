@@ -154,3 +154,24 @@ def test_float32_dot_product_gram_far_from_the_origin_warns():
     sk64 = KMeans(4, init=far[idx].astype(np.float64), n_init=1, tol=0,
                   algorithm="lloyd").fit(far.astype(np.float64))
     assert km64.inertia_ == pytest.approx(sk64.inertia_, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_centers", [None, 40])
+def test_kcca_rounding_eigen_directions_are_not_features(n_centers):
+    """Linear kernels with a small reg recover classical CCA (NumPy SVD of the whitened
+    cross-covariance, float64). On float32 data (and float64 data 1000 spreads off the
+    origin) the centered Gram's rounding eigenvalues, above the 1e-10·λ_max cut, were
+    kept as ~95 features per view, which the whitening blew up: ρ = (0.956, 0.872, 0.735)
+    for (0.919, 0.728, 0.064), silently; the Nyström features were rounded in float32
+    products (ρ₃ 0.50 at an offset of 100)."""
+    from tests.unsupervised.test_cca import _classical_cca, _linear_views
+    X, Y = _linear_views(n=200)
+    ref = _classical_cca(X, Y)
+    cases = [(X.astype(np.float32), Y.astype(np.float32), 1e-5),
+             (X + 1000, Y + 1000, 1e-6)]
+    if n_centers is not None:
+        cases.append(((X + 100).astype(np.float32), (Y + 100).astype(np.float32), 2e-3))
+    for A, B, rtol in cases:
+        m = tk.KernelCCA(tk.Linear(), tk.Linear(), n_components=3, reg=1e-6,
+                         n_centers=n_centers, random_state=0).fit(A, B)
+        np.testing.assert_allclose(np.asarray(m.canonical_correlations_), ref, rtol=rtol)
