@@ -823,7 +823,9 @@ class CountFeatureKernel(GraphKernel):
 
     def features(self, X) -> torch.Tensor:
         """φ of every graph of X as a sparse COO tensor (n_graphs, n_features); the
-        feature numbering is that of this set's dictionary."""
+        feature numbering is that of this set's dictionary. The counts themselves,
+        whatever ``normalize``: with ``normalize=True`` the kernel is the cosine of these
+        rows, ⟨φ, φ'⟩ / (‖φ‖ ‖φ'‖) (0 for a zero row), not their dot product."""
         X = self.check_input(X, "X")
         rows, cols, vals, p = self._entries(X)
         return _coo(rows, cols, vals.to(X.dtype), (len(X), p))

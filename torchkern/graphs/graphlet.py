@@ -155,7 +155,8 @@ class GraphletSampling(GraphKernel):
         return f"k={self.k}, n_samples={self.n_samples}, normalize={self.normalize}"
 
     def features(self, X) -> torch.Tensor:
-        """φ of every graph of X: class frequencies, shape (n_graphs, 4 or 11)."""
+        """φ of every graph of X: class frequencies, shape (n_graphs, 4 or 11), whatever
+        ``normalize`` (with ``normalize=True`` the kernel is the cosine of these rows)."""
         X = self.check_input(X, "X")
         return self._features(X, self._uniforms(X.device))
 
