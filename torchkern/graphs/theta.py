@@ -1111,8 +1111,8 @@ class _ThetaKernel(GraphKernel):
         return None
 
     def features(self, X) -> torch.Tensor:
-        """φ of every graph of X: (n_graphs, max − min + 1), in the set's dtype, column j the mean
-        per-subset value over the subsets of size min + j drawn (0 where none is). The
+        """φ of every graph of X: (n_graphs, max − min + 1), in the set's dtype, column j
+        the mean per-subset value over the subsets of size min + j drawn (0 where none is). The
         embedding the kernel compares, whatever ``normalize`` and ``base_kernel``: the
         kernel is ⟨φ, φ'⟩, or ``base_kernel`` on φ, then cosine-normalized if asked."""
         X = self.check_input(X, "X")
