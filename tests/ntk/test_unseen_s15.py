@@ -104,3 +104,21 @@ def test_relu_kernels_of_tiny_inputs_match_neural_tangents(scale):
             torch.testing.assert_close(k(X, Y).to_dense(), ref, rtol=1e-6, atol=0)
         got32 = kernels[0](X.float(), Y.float()).to_dense()
         torch.testing.assert_close(got32, ref.float(), rtol=1e-4, atol=0)
+
+
+def test_erf_kernels_of_large_inputs_in_float32_match_neural_tangents():
+    # Inputs of pixel scale (first-layer variances ~3e5): (1 + 2qx)(1 + 2qy) − 4c² cancels
+    # to ε·q² near the diagonal; in float32 the NTK was 16% off. Through e = E (u − v)²
+    # from exact differences it keeps float32's accuracy (references from
+    # tests/ntk/make_unseen_references.py; neural-tangents' own float64 product form is
+    # good to ~1e-10 here)
+    ref_file = np.load(os.path.join(os.path.dirname(__file__), "unseen_references.npz"))
+    X = torch.tensor(ref_file["X"])
+    for kind, cls in (("ntk", NTK), ("nngp", NNGP)):
+        ref = torch.tensor(ref_file[f"{kind}_erf_d2"])
+        k = cls(2, "erf", weight_std=1.3, bias_std=0.1)
+        for backend in ("dense", "blocked"):
+            torch.testing.assert_close(k(X, backend=backend).to_dense(), ref, rtol=1e-8, atol=0)
+            got32 = k(X.float(), backend=backend).to_dense()
+            torch.testing.assert_close(got32.double(), ref, rtol=0,
+                                       atol=2e-6 * float(ref.abs().max()))
