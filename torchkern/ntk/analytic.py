@@ -112,8 +112,9 @@ class _InfiniteMLP(Kernel):
         plus = 1.0 if self.has_bias else 0.0  # gradient of f w.r.t. a standard bias
         act = _relu if self.activation == "relu" else _erf
         inv_d = 1.0 / fdim(x)
-        # The input "layer": covariances x·y/d, an empty NTK, and width d. ReLU also
-        # carries e = E (u − v)² (from exact differences: 0 for a repeated input).
+        # The input "layer": covariances x·y/d, an empty NTK, and width d, and e = E (u − v)²
+        # (from exact differences: 0 for a repeated input), which ReLU carries through
+        # the layers and erf's first layer uses.
         ax, ay, ac = fsum(x * x) * inv_d, fsum(y * y) * inv_d, dot(x, y) * inv_d
         ae = None
         if self.depth:
