@@ -100,3 +100,38 @@ def test_float32_dot_product_statistics_far_from_the_origin_warn():
         h = float(hsic(Xc.astype(f32), Yc.astype(f32), tk.Linear(), tk.Linear()))
     assert m == pytest.approx(mmd_ref, rel=1e-4)
     assert h == pytest.approx(hsic_ref, rel=1e-5)
+
+
+def test_witness_and_mean_embedding_of_strings_equal_kmer_count_sums():
+    """mmd2 took any kernel input but mean_embedding and witness only (n, d) arrays:
+    strings were refused ('X must hold numbers'). The witness of two sets of strings
+    under the 3-spectrum kernel against brute force: k(s, t) = Σ_u c_u(s) c_u(t) over
+    the 3-mer counts (collections.Counter)."""
+    from collections import Counter
+
+    from torchkern.stats import mean_embedding, mmd2
+    X = ["ACGTACGT", "ACGGGT", "TTTACG", "GATTACA"]
+    Y = ["GGGCCC", "ACGTTT", "CCCGGGA"]
+    Z = ["ACGTAC", "GGGCCCGGG", "TTTT"]
+
+    def counts(s):
+        return Counter(s[i:i + 3] for i in range(len(s) - 2))
+
+    def k(s, t):
+        a, b = counts(s), counts(t)
+        return sum(a[u] * b[u] for u in a)
+
+    expected = [np.mean([k(x, z) for x in X]) - np.mean([k(y, z) for y in Y]) for z in Z]
+    kern = tk.sequences.Spectrum(3)
+    f = witness(X, Y, kern)
+    np.testing.assert_allclose(np.asarray(f(Z).detach()), expected, rtol=1e-12)
+    P, w = X + Y, np.r_[np.full(4, 1 / 4), np.full(3, -1 / 3)]
+    sq = sum(w[i] * w[j] * k(P[i], P[j]) for i in range(7) for j in range(7))
+    assert float(f.norm()) ** 2 == pytest.approx(sq, rel=1e-12)
+    assert float(mmd2(X, Y, kern, "biased")) == pytest.approx(sq, rel=1e-12)
+    mu = mean_embedding(X, kern)
+    assert float(mu.inner(mean_embedding(Y, kern))) == pytest.approx(
+        np.mean([[k(x, y) for y in Y] for x in X]), rel=1e-12)
+    g = witness(X, Y, kern, normalize=True)
+    np.testing.assert_allclose(np.asarray(g(Z).detach()), np.array(expected) / np.sqrt(sq),
+                               rtol=1e-12)

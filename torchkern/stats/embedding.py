@@ -17,7 +17,7 @@ import numbers
 
 import torch
 
-from .._validation import as_tensor
+from ..inputs import KernelInput, check_input, concat
 from ._common import check_kernel
 from .mmd import _statistic
 
@@ -38,7 +38,8 @@ class KernelMeanEmbedding:
 
     Parameters
     ----------
-    points : Tensor of shape (n, d)
+    points : Tensor of shape (n, d), or any input of ``kernel`` (graphs, strings: a
+        :class:`~torchkern.inputs.KernelInput` of n items)
     weights : Tensor of shape (n,)
     kernel : Kernel
         Used as is, not copied, so that gradients reach its hyperparameters.
@@ -47,7 +48,8 @@ class KernelMeanEmbedding:
     """
 
     def __init__(self, points, weights, kernel, backend=None):
-        self.points = as_tensor(points, "points")
+        kernel = check_kernel(kernel)
+        self.points = check_input(kernel, points, "points", allow_1d=True)
         self.weights = torch.as_tensor(weights, dtype=self.points.dtype,
                                        device=self.points.device)
         if self.weights.shape != (self.points.shape[0],):
@@ -64,14 +66,20 @@ class KernelMeanEmbedding:
         return self.points.shape[0]
 
     def __call__(self, Z) -> torch.Tensor:
-        """f(z) = Σ_i w_i k(z_i, z) at every row of Z, shape (m,): one lazy product."""
-        Z = as_tensor(Z, "Z")
-        if Z.shape[1] != self.points.shape[1]:
-            raise ValueError(f"Z has {Z.shape[1]} features but the embedding's points have "
-                             f"{self.points.shape[1]}")
-        if Z.dtype != self.points.dtype:
-            raise TypeError(f"Z has dtype {Z.dtype} but the embedding's points have "
-                            f"{self.points.dtype}")
+        """f(z) = Σ_i w_i k(z_i, z) at every row (item) of Z, shape (m,): one lazy
+        product. Z is any input of the kernel of the embedding's kind (vectors, graphs,
+        strings)."""
+        Z = check_input(self.kernel, Z, "Z", allow_1d=True)
+        if isinstance(self.points, KernelInput):
+            self.points.check_compatible(Z, "Z")
+            Z = Z.to(dtype=self.points.dtype)
+        else:
+            if Z.shape[1] != self.points.shape[1]:
+                raise ValueError(f"Z has {Z.shape[1]} features but the embedding's points "
+                                 f"have {self.points.shape[1]}")
+            if Z.dtype != self.points.dtype:
+                raise TypeError(f"Z has dtype {Z.dtype} but the embedding's points have "
+                                f"{self.points.dtype}")
         return self.kernel(Z, self.points, backend=self.backend) @ self.weights
 
     def inner(self, other: "KernelMeanEmbedding") -> torch.Tensor:
@@ -98,6 +106,12 @@ class KernelMeanEmbedding:
             raise TypeError(f"expected a KernelMeanEmbedding, got {type(other).__name__}")
         if other.kernel is not self.kernel:
             raise ValueError("both embeddings must use the same kernel object")
+        if isinstance(self.points, KernelInput) or isinstance(other.points, KernelInput):
+            if type(other.points) is not type(self.points):
+                raise TypeError(f"the embeddings' points are a {type(self.points).__name__} "
+                                f"and a {type(other.points).__name__}")
+            self.points.check_compatible(other.points, "the other embedding's points")
+            return
         if other.points.shape[1] != self.points.shape[1]:
             raise ValueError(f"the embeddings live on inputs of {self.points.shape[1]} and "
                              f"{other.points.shape[1]} features")
@@ -109,7 +123,7 @@ class KernelMeanEmbedding:
         if not isinstance(other, KernelMeanEmbedding):
             return NotImplemented
         self._check_compatible(other)
-        return KernelMeanEmbedding(torch.cat([self.points, other.points]),
+        return KernelMeanEmbedding(concat([self.points, other.points]),
                                    torch.cat([self.weights, other.weights]),
                                    self.kernel, self.backend)
 
@@ -132,8 +146,9 @@ class KernelMeanEmbedding:
         return self * (1.0 / c)
 
     def __repr__(self):
-        return (f"KernelMeanEmbedding(n_points={self.n_points}, "
-                f"n_features={self.points.shape[1]}, kernel={self.kernel})")
+        what = (f"n_features={self.points.shape[1]}" if isinstance(self.points, torch.Tensor)
+                else f"points={type(self.points).__name__}")
+        return f"KernelMeanEmbedding(n_points={self.n_points}, {what}, kernel={self.kernel})"
 
 
 def mean_embedding(X, kernel, *, backend=None) -> KernelMeanEmbedding:
@@ -147,7 +162,7 @@ def mean_embedding(X, kernel, *, backend=None) -> KernelMeanEmbedding:
 
     Parameters
     ----------
-    X : Tensor or ndarray of shape (n, d)
+    X : Tensor or ndarray of shape (n, d), or any input of ``kernel`` (graphs, strings)
         Samples of P.
     kernel : Kernel
         Used as is (not copied): gradients reach its hyperparameters.
@@ -167,7 +182,8 @@ def mean_embedding(X, kernel, *, backend=None) -> KernelMeanEmbedding:
     >>> mu(torch.zeros(1, 2, dtype=torch.float64)).shape
     torch.Size([1])
     """
-    X = as_tensor(X, "X")
+    kernel = check_kernel(kernel)
+    X = check_input(kernel, X, "X", allow_1d=True)
     n = X.shape[0]
     w = torch.full((n,), 1.0 / n, dtype=X.dtype, device=X.device)
-    return KernelMeanEmbedding(X, w, check_kernel(kernel), backend)
+    return KernelMeanEmbedding(X, w, kernel, backend)
