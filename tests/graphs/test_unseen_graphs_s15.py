@@ -319,3 +319,26 @@ def test_attributes_that_are_not_2d_tensors_are_refused_by_name(field):
         X[1][field] = bad
         with pytest.raises(err, match=f"{field} must .*graph 1 has"):
             k(X)
+
+
+# -- label values beyond int64 -------------------------------------------------------------------
+
+def test_label_values_beyond_int64_are_refused_where_labels_are_numbered():
+    """Float labels hold integers, but 1e20 and 2e20 have no int64: neighborhood hash and
+    propagation, which number labels by value, cast them all to one number, silently (NH
+    gave 1 — identical graphs — for a path labelled 1e20, 2e20, 1e20 against one labelled
+    1e20 three times; 0 with labels 1, 2, 1 against 1, 1, 1). Refused naming x; the
+    kernels that compare label rows by value give the values of labels 1 and 2."""
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+
+    def path(labels):
+        return Data(x=torch.tensor(labels, dtype=torch.float64)[:, None], edge_index=ei,
+                    num_nodes=3)
+    big, small = [path([1e20, 2e20, 1e20]), path([1e20] * 3)], [path([1, 2, 1]), path([1] * 3)]
+    for k in (tg.NeighborhoodHash(R=1, random_state=0), tg.Propagation(t_max=2, random_state=0)):
+        with pytest.raises(ValueError, match="x: .* outside the int64 range"):
+            k(big)
+    np.testing.assert_array_equal(
+        tg.NeighborhoodHash(R=1, random_state=0)(small).to_dense().numpy(), np.eye(2))
+    for k in (tg.WeisfeilerLehman(n_iter=2), tg.ShortestPath(), tg.ODDSTh(h=2)):
+        np.testing.assert_array_equal(k(big).to_dense().numpy(), k(small).to_dense().numpy())

@@ -22,6 +22,22 @@ from ._batch import (_RADIX_FROM, GraphKernel, GraphSet, _lsd_order, compact, co
                      segment_ranges, sort_int64, sorted_unique)
 
 
+def int64_label_values(values: torch.Tensor, kernel: str) -> torch.Tensor:
+    """The distinct label rows ``values`` (L, d) as int64, for the kernels that number
+    labels by their values (:class:`NeighborhoodHash`, :class:`Propagation`). Float
+    rows hold integers (checked when the set was read), but one of magnitude 2^63 or
+    more has no int64: its cast would wrap (distinct labels becoming one), so it is a
+    ValueError naming ``x``."""
+    if values.is_floating_point() and values.numel():
+        lo, hi = (float(v) for v in torch.aminmax(values))
+        if hi >= 2.0 ** 63 or lo < -2.0 ** 63:
+            big = hi if hi >= -lo else lo
+            raise ValueError(f"x: {kernel} numbers node labels by their values as 64-bit "
+                             f"integers, and x holds the label value {big:g}, outside the "
+                             f"int64 range: renumber the labels (0, 1, ...)")
+    return values.long()
+
+
 class WLEdges(NamedTuple):
     """The edges a WL round reads, built once per set (:func:`wl_edges`): sources ``src``
     (sorted) and targets ``dst``, out-degrees ``deg`` and the first edge of every node

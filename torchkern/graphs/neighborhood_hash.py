@@ -7,7 +7,7 @@ import torch
 from .._validation import check_bool, is_int
 from ..gram import KernelMatrix, _as_index
 from ._batch import GraphKernel, GraphSet, check_memory, count_rows, segment_ranges
-from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
+from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels, int64_label_values
 
 __all__ = ["NeighborhoodHash"]
 
@@ -103,6 +103,7 @@ def label_numbers(G: GraphSet) -> torch.Tensor:
     V = G.label_values
     if V.shape[1] == 0:
         return torch.zeros_like(G.node_label)
+    int64_label_values(V, "NeighborhoodHash")  # refuses values no int64 holds
     d = V.shape[1]
     num = torch.full((V.shape[0],), -1, dtype=torch.long, device=V.device)
     if d == 1:

@@ -9,7 +9,7 @@ import torch
 
 from .._validation import check_bool, is_int
 from ._batch import GraphSet, check_memory, compact, sorted_unique
-from ._labels import CountFeatureKernel, histogram
+from ._labels import CountFeatureKernel, histogram, int64_label_values
 
 __all__ = ["Propagation", "PropagationAttr"]
 
@@ -155,7 +155,8 @@ class Propagation(CountFeatureKernel):
     def _label_draws(self, values: torch.Tensor):
         """Per-label draws: u_t(ℓ) for every distinct label row of ``values`` (L, d), each
         from its own stream, and b_t."""
-        rows = values.cpu().long().tolist() if values.numel() else [[]] * values.shape[0]
+        rows = int64_label_values(values.cpu(), "Propagation").tolist() if values.numel() \
+            else [[]] * values.shape[0]
         U = np.empty((len(rows), self.t_max))
         for i, v in enumerate(rows):
             a = np.random.default_rng([self.random_state, 1] + _seed_words(v))
