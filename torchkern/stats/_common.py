@@ -111,8 +111,12 @@ def warn_if_centering_cancels(trace, mean, n, dtype, who):
 
 
 def cheap_trace(K: KernelMatrix):
-    """tr K (float64) where the diagonal costs O(n) (stored, formula or feature Gram
-    matrices), else None (a generic diagonal reads n rows)."""
-    if isinstance(K, (DenseKernelMatrix, FormulaKernelMatrix, FeatureKernelMatrix)):
-        return K.diag().detach().sum(dtype=torch.float64)
-    return None
+    """tr K (float64) where the diagonal costs O(n) (stored, formula or dense-feature Gram
+    matrices), else None (a generic diagonal reads n rows; a sparse feature matrix's
+    would densify its features)."""
+    if isinstance(K, FeatureKernelMatrix):
+        if K.phi_x.layout != torch.strided or K.phi_y.layout != torch.strided:
+            return None
+    elif not isinstance(K, (DenseKernelMatrix, FormulaKernelMatrix)):
+        return None
+    return K.diag().detach().sum(dtype=torch.float64)

@@ -13,18 +13,16 @@ from .._progress import progress_bar
 from .._threads import one_thread
 from ..approx.nystroem import nystrom_basis, uniform_centers
 from .._validation import check_bool, check_positive, is_int
-from ..gram import DenseKernelMatrix, FeatureKernelMatrix, FormulaKernelMatrix, KernelMatrix
+from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
 from ..linalg.eig import _block_width
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
 from ..linalg.tiled import SYMMETRIC_MIN_COLS, symmetric_tiled_mm, tiled_mm
+from ..stats._common import cheap_trace
 from ._common import warn_if_centering_cancels
 
 __all__ = ["KernelPCA"]
-
-# Gram matrices whose diagonal costs O(n) (a generic one reads n rows)
-_CHEAP_DIAG = (DenseKernelMatrix, FormulaKernelMatrix, FeatureKernelMatrix)
 
 _SOLVERS = ("auto", "dense", "lanczos", "randomized")
 
@@ -312,9 +310,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         # that none of it waits at a parallel region for a thread another process holds.
         with one_thread(tiled):
             Kc = _centered_symmetric(K)
-            if isinstance(K, _CHEAP_DIAG):
-                warn_if_centering_cancels(K.diag().detach().sum(dtype=torch.float64), Kc.mean,
-                                          n, K.dtype, "KernelPCA")
+            trace = cheap_trace(K)
+            if trace is not None:
+                warn_if_centering_cancels(trace, Kc.mean, n, K.dtype, "KernelPCA")
             evals, evecs = self._top_eigenpairs(Kc, k, solver)
             evals = _psd_clip(evals, K.dtype)
             evecs = _flip_signs(evecs)
