@@ -85,3 +85,17 @@ def test_arccos_keops_gradients_equal_dense():
         ((k(Zr, backend=backend) @ V) ** 2).sum().backward()
         grads.append(Zr.grad)
     assert ((grads[1] - grads[0]).norm() / grads[0].norm()) < 1e-10
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1e9])
+def test_arccos_on_data_of_any_scale(scale):
+    # k_n(cx, cy) = c^{2n} k_n(x, y). sin θ came from √(‖x‖²‖y‖² − ⟨x,y⟩²) with a 1e-30
+    # floor under the root: float32 data of norm ~1e-9 gave Gram matrices 60 times too
+    # large, of norm 1e10 NaN (‖x‖²‖y‖² overflowed)
+    Xs = torch.tensor(X[:8] * scale, dtype=torch.float32)
+    for order in (0, 1, 2):
+        with torch.no_grad():
+            K = tk.ArcCosine(order)(Xs, backend="blocked").to_dense().double()
+            ref = tk.ArcCosine(order).double()(torch.tensor(X[:8]), backend="dense").to_dense()
+        ref = ref * scale ** (2 * order)
+        assert ((K - ref).abs().max() / ref.abs().max()).item() < 1e-6

@@ -88,12 +88,14 @@ class ArcCosine(Kernel):
 
     with θ the angle between x and y (Cho and Saul 2009, "Kernel methods for deep learning",
     NIPS).
-    For orders 1 and 2, θ is computed as atan2(√(‖x‖²‖y‖² − ⟨x,y⟩²), ⟨x,y⟩) from one
-    matrix product (J₁ and J₂ are flat at θ = 0, so the cancellation under the root costs
-    them nothing), with finite gradients at θ = 0. Order 0 is linear in θ, and that form
-    lost half the digits of nearly parallel pairs — its own diagonal read 1 − 2e-4 in
-    float32, 1 − 9e-9 in float64 —, so it takes θ = 2 atan2(‖x̂ − ŷ‖, ‖x̂ + ŷ‖) of the
-    unit vectors (Kahan 2006, "How futile are mindless assessments of roundoff in
+
+    Computed on the unit vectors x̂, ŷ (the kernel is homogeneous of degree 2n), so data
+    of any scale keeps its digits. For orders 1 and 2, θ = atan2(√(1 − ⟨x̂,ŷ⟩²), ⟨x̂,ŷ⟩)
+    from one matrix product (J₁ and J₂ are flat at θ = 0, so the cancellation under the
+    root costs them nothing), with finite gradients at θ = 0. Order 0 is linear in θ, and
+    that form lost half the digits of nearly parallel pairs — its own diagonal read
+    1 − 2e-4 in float32, 1 − 9e-9 in float64 —, so it takes θ = 2 atan2(‖x̂ − ŷ‖,
+    ‖x̂ + ŷ‖) (Kahan 2006, "How futile are mindless assessments of roundoff in
     floating-point computation?", §12), accurate to rounding at every angle, at the cost
     of the (n, m, d) differences.
     """
@@ -108,14 +110,18 @@ class ArcCosine(Kernel):
         return f"order={self.order}"
 
     def _k(self, x, y):
+        # on the unit vectors u, v (the kernel is homogeneous of degree 2n): sin θ under the
+        # root's 1e-30 floor was ‖x‖‖y‖ sin θ, and ‖x‖²‖y‖² overflowed float32 at ‖x‖ ~ 1e10
+        # (NaN Gram) and met the floor at ‖x‖ ~ 1e-8 (60 times too large)
+        xx, yy = fsum(x * x), fsum(y * y)
+        nx, ny = safe_sqrt(xx), safe_sqrt(yy)
+        u, v = x / nx, y / ny
         if self.order == 0:
-            u, v = x / safe_sqrt(fsum(x * x)), y / safe_sqrt(fsum(y * y))
             theta = safe_sqrt(fsum((u - v) ** 2)).atan2(safe_sqrt(fsum((u + v) ** 2))) * 2.0
             return (theta * -1.0 + math.pi) * (1.0 / math.pi)
-        xx, yy, xy = fsum(x * x), fsum(y * y), dot(x, y)
-        s = safe_sqrt(xx * yy - xy * xy)  # ‖x‖‖y‖ sin θ
-        theta = s.atan2(xy)
-        rest = (theta * -1.0 + math.pi)  # π − θ
+        c = dot(u, v)  # cos θ
+        s = safe_sqrt(fsum(u * u) * fsum(v * v) - c * c)  # sin θ
+        rest = s.atan2(c) * -1.0 + math.pi  # π − θ
         if self.order == 1:
-            return (s + rest * xy) * (1.0 / math.pi)
-        return (s * xy * 3.0 + rest * (xx * yy + xy * xy * 2.0)) * (1.0 / math.pi)
+            return nx * ny * (s + rest * c) * (1.0 / math.pi)
+        return xx * yy * (s * c * 3.0 + rest * (c * c * 2.0 + 1.0)) * (1.0 / math.pi)
