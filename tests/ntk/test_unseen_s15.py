@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from torchkern.ntk import NNGP, NTK, EmpiricalNTK, empirical_ntk, infinite_width
+from torchkern.ntk import NNGP, NTK, EmpiricalNTK, Erf, empirical_ntk, infinite_width
 
 D64 = torch.float64
 
@@ -112,13 +112,20 @@ def test_erf_kernels_of_large_inputs_in_float32_match_neural_tangents():
     # from exact differences it keeps float32's accuracy (references from
     # tests/ntk/make_unseen_references.py; neural-tangents' own float64 product form is
     # good to ~1e-10 here)
+    # infinite_width of the same torch network (10% off in float32) runs the layers up to
+    # its first erf in float64
     ref_file = np.load(os.path.join(os.path.dirname(__file__), "unseen_references.npz"))
     X = torch.tensor(ref_file["X"])
+    net = nn.Sequential(nn.Linear(10, 7), Erf(), nn.Linear(7, 7), Erf(), nn.Linear(7, 1))
     for kind, cls in (("ntk", NTK), ("nngp", NNGP)):
         ref = torch.tensor(ref_file[f"{kind}_erf_d2"])
-        k = cls(2, "erf", weight_std=1.3, bias_std=0.1)
-        for backend in ("dense", "blocked"):
-            torch.testing.assert_close(k(X, backend=backend).to_dense(), ref, rtol=1e-8, atol=0)
-            got32 = k(X.float(), backend=backend).to_dense()
-            torch.testing.assert_close(got32.double(), ref, rtol=0,
-                                       atol=2e-6 * float(ref.abs().max()))
+        for k in (cls(2, "erf", weight_std=1.3, bias_std=0.1),
+                  infinite_width(net, kind=kind, weight_std=1.3, bias_std=0.1)):
+            for backend in ("dense", "blocked"):
+                torch.testing.assert_close(k(X, backend=backend).to_dense(), ref, rtol=1e-8,
+                                           atol=0)
+                got32 = k(X.float(), backend=backend).to_dense()
+                assert got32.dtype == torch.float32
+                torch.testing.assert_close(got32.double(), ref, rtol=0,
+                                           atol=2e-6 * float(ref.abs().max()))
+            assert k.diag(X.float()).dtype == torch.float32
