@@ -1056,10 +1056,15 @@ class CenteredKernelMatrix(KernelMatrix):
                 - (self.col_mean @ V)[None, :] + self.mean * s)
 
     def _transpose(self):
-        # Only the square self-centered case is symmetric; that is the one learners need.
-        if not self.is_square:
-            raise ValueError("the transpose of a rectangular centered matrix is not defined")
-        return self
+        # K̃ᵀ_ji = Kᵀ_ji − c_j − r_i + μ: the centering of Kᵀ with the means exchanged. Not
+        # self even when square: K(X_new, X) of n_new = n points, or a base that is not
+        # symmetric, was read as its own transpose (K.T @ V, cols() silently wrong).
+        out = CenteredKernelMatrix.__new__(CenteredKernelMatrix)
+        out.base, out.row_mean, out.col_mean, out.mean = \
+            self.base.T, self.col_mean, self.row_mean, self.mean
+        out.shape, out.dtype, out.device = (self.shape[1], self.shape[0]), self.dtype, self.device
+        out.backend = self.backend
+        return out
 
     def rows(self, idx):
         idx = _as_index(idx, self.shape[0], self.device)
