@@ -48,3 +48,24 @@ def test_error_objectives_learn_the_same_kernel_whatever_the_units_of_y(objectiv
     assert res.loss == pytest.approx(f(ls), rel=1e-9)
     assert res.history[0] == pytest.approx(f(3.0), rel=1e-9)
     assert res.loss <= ref.fun * (1 + 1e-9)
+
+
+def test_alignf_weights_solve_the_alignment_qp():
+    # alignf: v = argmin_{v >= 0} vᵀMv − 2vᵀa (Cortes, Mohri and Rostamizadeh 2012, Prop.
+    # 10), η = v / Σv. A jitter 1e-10·tr M added to M always moved η by 4e-7 on kernels
+    # this collinear (cond M = 2e4); reference: SciPy's L-BFGS-B on the dense QP.
+    from scipy.optimize import minimize
+    from torchkern.learning import alignf_weights
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=40) > 0, 1.0, -1.0)
+    grams = [np.exp(-0.5 * cdist(X / ls, X / ls) ** 2) for ls in (0.3, 1.0, 3.0)] + [X @ X.T]
+    H = np.eye(40) - 1 / 40
+    Kc = [H @ K @ H for K in grams]
+    M = np.array([[np.sum(A * B) for B in Kc] for A in Kc])
+    a = np.array([y @ K @ y for K in Kc])
+    ref = minimize(lambda v: v @ M @ v - 2 * v @ a, np.full(4, 0.25),
+                   jac=lambda v: 2 * M @ v - 2 * a, bounds=[(0, None)] * 4, method="L-BFGS-B",
+                   options={"ftol": 1e-15, "gtol": 1e-12}).x
+    got = alignf_weights([torch.tensor(K) for K in grams], torch.tensor(y)).numpy()
+    np.testing.assert_allclose(got, ref / ref.sum(), rtol=0, atol=1e-9)
