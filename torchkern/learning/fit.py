@@ -300,9 +300,9 @@ def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, 
     a plateau that gradient tests alone take for an optimum (and where the sign of the
     gradient is rounding); L-BFGS-B goes on from the lowest probe. For deterministic
     objectives (exact LOO, GCV, likelihood, alignment, a fixed holdout split). Both tests
-    are absolute for |f| < 1: an objective in the targets' units (an error of 1e-5) meets
-    them at once; minimize its logarithm, or scale it to order 1, as :func:`learn_kernel`
-    does for its error objectives.
+    are absolute for ``abs(f) < 1``: an objective in the targets' units (an error of
+    1e-5) meets them at once; minimize its logarithm, or scale it to order 1, as
+    :func:`learn_kernel` does for its error objectives.
 
     **optimizer="adam"**, a ``torch.optim.Optimizer`` class (built with ``lr``) or a
     callable ``params -> Optimizer``: ``max_iter`` steps ``opt.step(closure)`` on the raw
