@@ -205,10 +205,10 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
                 Z = take(X, idx)
             else:
                 Z = kmeans(X, m, as_generator(self.random_state))
-            try:
-                Kzz = kernel(Z.to(dtype=_F64), backend="dense").to_dense()
-            except TypeError:  # parameters that fix the dtype: a FeatureKernel's network
-                Kzz = kernel(Z, backend="dense").to_dense()
+            # in float64 unless the kernel's parameters fix the dtype (a FeatureKernel's
+            # network)
+            Kzz = kernel(Z.to(dtype=_F64) if kernel.accepts_dtype(_F64) else Z,
+                         backend="dense").to_dense()
         rcond = self.rcond if self.rcond is not None else Z.shape[0] * torch.finfo(X.dtype).eps
         basis = nystrom_basis(Kzz, rcond)
         self.kernel_ = kernel

@@ -497,6 +497,21 @@ class Kernel(PicklesByValue, nn.Module):
     def _check_input(self, X: torch.Tensor, name: str) -> None:
         """Kernel-specific input checks (domain, ARD dimension)."""
 
+    def accepts_dtype(self, dtype: torch.dtype) -> bool:
+        """Whether this kernel evaluates inputs of ``dtype`` (a floating torch dtype). True
+        unless a part of it has parameters that fix the inputs' dtype (a
+        :class:`~torchkern.kernels.FeatureKernel`'s network): estimators that evaluate the
+        kernel in float64 on float32 data for accuracy ask first."""
+        parts = list(self.children())  # the kernels inside, through ModuleLists and the like
+        while parts:
+            m = parts.pop()
+            if isinstance(m, Kernel):
+                if not m.accepts_dtype(dtype):
+                    return False
+            else:
+                parts.extend(m.children())
+        return True
+
     def check_input(self, X, name: str = "X", **kw):
         """``X`` as this kernel takes it (see :mod:`torchkern.inputs`): for vector kernels
         a floating 2-D tensor of shape (n, d) (a 1-D input is n samples of one feature);

@@ -32,8 +32,17 @@ class FeatureKernel(Kernel):
         self.feature_map = feature_map
         self.base = base
 
+    def _network_dtypes(self) -> set:
+        return {p.dtype for p in self.feature_map.parameters() if p.is_floating_point()}
+
+    def accepts_dtype(self, dtype: torch.dtype) -> bool:
+        """Whether the network takes inputs of ``dtype`` (its floating parameters have it, or
+        it has none) and the base kernel does too."""
+        dtypes = self._network_dtypes()
+        return (not dtypes or dtype in dtypes) and self.base.accepts_dtype(dtype)
+
     def _features(self, X, name):
-        dtypes = {p.dtype for p in self.feature_map.parameters() if p.is_floating_point()}
+        dtypes = self._network_dtypes()
         if dtypes and X.dtype not in dtypes:
             have = ", ".join(sorted(str(d) for d in dtypes))
             raise TypeError(f"{name} has dtype {X.dtype} but feature_map's parameters have "

@@ -184,6 +184,15 @@ def _solve_nystrom(Knm: RowBlockOperator, Kmm: torch.Tensor, Y, alpha, w, *, tol
     return M @ Theta, n_iter
 
 
+def _float64_of_float32(kernel, X) -> bool:
+    """Whether X is float32 tensor data that ``kernel`` can also evaluate in float64 — not
+    a kernel whose parameters fix the inputs' dtype, such as a FeatureKernel on a float32
+    network (:meth:`~torchkern.kernels.Kernel.accepts_dtype`): the solvers' float64
+    refinements then keep the data's dtype."""
+    return (type(X) is torch.Tensor and X.dtype == torch.float32
+            and getattr(kernel, "accepts_dtype", lambda dtype: True)(_F64))
+
+
 def _refine_in_float64(kernel, X, Z, alpha) -> bool:
     r"""Whether the Nyström solver evaluates the kernel in float64 for float32 data X.
 
@@ -195,7 +204,7 @@ def _refine_in_float64(kernel, X, Z, alpha) -> bool:
     inputs (twice the memory; the iterations already multiply in float64). ‖K_mm‖₂ is
     estimated by Lanczos on the float64 K_mm, O(m²d) for K_mm and a few dozen products.
     """
-    if not (type(X) is torch.Tensor and X.dtype == torch.float32):
+    if not _float64_of_float32(kernel, X):
         return False
     return _float32_unresolved(kernel(Z.to(_F64), backend="dense").to_dense(), X.shape[0],
                                alpha)
@@ -345,7 +354,9 @@ class KernelRidge(RegressorMixin, Estimator):
     times: ≤ ~10⁻⁴ there) and above evaluates K in float64 (twice the memory of a stored
     K, float64 products) and keeps c in float64: float32 CG's predictions were 6·10⁻³ off,
     without a warning, on 6,000 points with α = 10⁻³, where the float32 inputs themselves
-    allow 4·10⁻⁸.
+    allow 4·10⁻⁸. A kernel whose parameters fix the inputs' dtype (a
+    :class:`~torchkern.kernels.FeatureKernel` on a float32 network) is evaluated in
+    float32 by every solver (Cholesky and the solves still run in float64).
 
     Examples
     --------
@@ -458,7 +469,7 @@ class KernelRidge(RegressorMixin, Estimator):
     def _fit_exact(self, kernel, X, Y, alpha, w, solver):
         """c = S (S K S + αI)⁻¹ S y (S = diag(√w), or I) by Cholesky or CG."""
         # Cholesky factors K in float64: float32 data get float64 kernel values for free
-        f64 = solver == "cholesky" and type(X) is torch.Tensor and X.dtype == torch.float32
+        f64 = solver == "cholesky" and _float64_of_float32(kernel, X)
         K = kernel_matrix(kernel, X.to(_F64) if f64 else X,
                           backend="dense" if solver == "cholesky" else self.backend, reuse=True)
         # A row-sharded K (torchkern.distributed): this rank's rows; c stays sharded.
@@ -474,7 +485,7 @@ class KernelRidge(RegressorMixin, Estimator):
             if not (f64 and _float32_unresolved(K, K.shape[0], alpha)):
                 C = C.to(Y.dtype)
         else:
-            if (type(X) is torch.Tensor and X.dtype == torch.float32
+            if (_float64_of_float32(kernel, X)
                     and not callable(getattr(kernel, "shard_vectors", None))
                     and _cg_float32_unresolved(K, alpha)):
                 # float32 cannot resolve α: the coefficients of the ill-conditioned system
