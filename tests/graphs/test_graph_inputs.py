@@ -239,6 +239,17 @@ def test_a_shuffling_loader_is_refused(graphs_and_dataset):
         WeisfeilerLehman(2)(DataLoader(ds, batch_size=4, shuffle=True))
 
 
+def test_a_loader_that_drops_its_last_graphs_is_refused(graphs_and_dataset):
+    graphs, ds = graphs_and_dataset  # 22 graphs
+    with pytest.raises(ValueError, match=r"X is a DataLoader with drop_last=True, which leaves "
+                                         r"out the last 2 of its 22 graphs \(batch_size=4\)"):
+        WeisfeilerLehman(2)(DataLoader(ds, batch_size=4, drop_last=True))
+    # nothing dropped where the batches divide the set: the list's values
+    k = WeisfeilerLehman(2)
+    np.testing.assert_array_equal(_dense(k(DataLoader(ds, batch_size=11, drop_last=True))),
+                                  _dense(k(graphs)))
+
+
 # -- too large: refused at once, with the size ----------------------------------------------
 
 def _huge():

@@ -2023,6 +2023,11 @@ def _graph_list(X, name: str):
                              f"{type(bs).__name__}): its graphs come in a new order on every "
                              f"pass, which no labels and no second pass can match; pass its "
                              f"dataset, or a DataLoader with shuffle=False")
+        if isinstance(bs, tud.BatchSampler) and bs.drop_last and len(bs.sampler) % bs.batch_size:
+            raise ValueError(f"{name} is a DataLoader with drop_last=True, which leaves out the "
+                             f"last {len(bs.sampler) % bs.batch_size} of its "
+                             f"{len(bs.sampler)} graphs (batch_size={bs.batch_size}): pass "
+                             f"its dataset, or a DataLoader with drop_last=False")
         batches = list(X)
         if not batches:
             raise ValueError(f"{name} is a DataLoader that yields no batches")
