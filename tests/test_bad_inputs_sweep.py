@@ -400,7 +400,19 @@ def test_kernel_matrix_product_with_nan_in_v_names_v(backend):
 
 def test_kernel_matrix_product_that_overflows_says_so():
     # a subnormal lengthscale: the scaled inputs are infinite, the kernel values NaN
-    K = tk.RBF(lengthscale=1e-320)(X)
-    assert not bool(torch.isfinite(K.to_dense()).all())  # what the product would return
+    K = tk.RBF(lengthscale=1e-320)(X, backend="blocked")
     with pytest.raises(ValueError, match=r"the product is not finite"):
         K @ torch.ones(10, dtype=torch.float64)
+
+
+def test_dense_pieces_of_a_kernel_matrix_that_overflows_say_so():
+    # Matérn 3/2 with ‖x − y‖/ℓ past float32's range: (1 + s)e^{-s} is ∞ · 0 = NaN off
+    # the diagonal; every dense piece refuses it, as the product does (they gave NaN)
+    k = tk.Matern(nu=1.5, lengthscale=1e-20)
+    with pytest.raises(ValueError, match=r"the kernel values are not finite"):
+        k(X.float(), backend="dense")  # the dense backend evaluates at once
+    K = k(X.float(), backend="blocked")
+    for piece in (K.to_dense, lambda: K.rows([0, 1]), lambda: K.submatrix([0], [1, 2])):
+        with pytest.raises(ValueError, match=r"the kernel values are not finite"):
+            piece()
+    assert float(K.submatrix([2], [2])) == 1.0  # a finite piece: k(x, x) = 1

@@ -122,7 +122,8 @@ class Formula:
         return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn, self.profile)
 
     def evaluate(self, native_float32: bool = False) -> torch.Tensor:
-        """Dense (n, m) evaluation with plain torch (differentiable).
+        """Dense (n, m) evaluation with plain torch (differentiable); values that are not
+        finite are a ValueError (:func:`_finite_gram`), as in products.
 
         Without autograd the matrix is filled row block by row block into one buffer, so
         the formula's temporaries stay within ``config.block_bytes(device)`` instead of being
@@ -132,6 +133,9 @@ class Formula:
         blocked torch products (a ``"dense"`` backend's own matrix, the compiled backend's
         rows).
         """
+        return _finite_gram(self._evaluate(native_float32))
+
+    def _evaluate(self, native_float32: bool) -> torch.Tensor:
         tensors = (*self.xs, *self.ys, *self.ps)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _eval_torch(self.fn, self.xs, self.ys, self.ps)
@@ -157,6 +161,19 @@ class Formula:
     @property
     def width(self) -> int:
         return sum(x.shape[1] for x in self.xs)
+
+
+_NOT_FINITE = ("kernel values overflowed or a hyperparameter is not finite; check the "
+               "kernel's hyperparameters against the scale of the data")
+
+
+def _finite_gram(K: torch.Tensor) -> torch.Tensor:
+    """K, refused (ValueError) where an entry is NaN or infinite: a dense piece of a
+    kernel matrix never carries NaN out silently (e.g. Matérn 3/2 at ‖x − y‖/ℓ past
+    float32's range: (1 + s)e^{−s} is ∞ · 0). O(n m), beside the O(n m d) evaluation."""
+    if not bool(torch.isfinite(K.detach()).all()):
+        raise ValueError(f"the kernel values are not finite (NaN or infinity): {_NOT_FINITE}")
+    return K
 
 
 def combine_formulas(parts: Sequence[Formula], op: Callable) -> Formula:
@@ -678,9 +695,8 @@ class KernelMatrix:
         if not bool(torch.isfinite(out.detach()).all()):  # no NaN out silently: say why
             if not bool(torch.isfinite(V2.detach()).all()):
                 raise ValueError("K @ V: V contains NaN or infinity")
-            raise ValueError("K @ V: the product is not finite (NaN or infinity): kernel "
-                             "values overflowed or a hyperparameter is not finite; check "
-                             "the kernel's hyperparameters against the scale of the data")
+            raise ValueError(f"K @ V: the product is not finite (NaN or infinity): "
+                             f"{_NOT_FINITE}")
         return out.squeeze(-1) if vec else out
 
     def matmul(self, V) -> torch.Tensor:
@@ -880,13 +896,15 @@ class FormulaKernelMatrix(KernelMatrix):
     def rows(self, idx):
         f = self.formula.take_rows(_as_index(idx, self.shape[0], self.device))
         K = _triton_gram(f) if self.backend == "triton" else None
-        return f.evaluate(native_float32=self.backend == "compiled") if K is None else K
+        return f.evaluate(native_float32=self.backend == "compiled") if K is None else \
+            _finite_gram(K)
 
     def submatrix(self, rows, cols):
         f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device))
         f = f.take_cols(_as_index(cols, self.shape[1], self.device))
         K = _triton_gram(f) if self.backend == "triton" else None
-        return f.evaluate(native_float32=self.backend == "compiled") if K is None else K
+        return f.evaluate(native_float32=self.backend == "compiled") if K is None else \
+            _finite_gram(K)
 
     def diag(self):
         k = min(self.shape)
