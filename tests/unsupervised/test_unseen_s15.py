@@ -131,7 +131,8 @@ def test_float32_dot_product_gram_far_from_the_origin_warns():
     """A linear kernel on float32 data 1000 spreads from the origin: the Gram's entries
     (~10⁶) carry rounding errors of ~0.1, the size of the distances kernel k-means needs.
     Against scikit-learn's KMeans (which centers the data) from the same centers the
-    inertia was 0.7% off (float32 agrees to 1e-6 otherwise), silently. Now a RuntimeWarning says how many digits are left;
+    inertia was 0.7% off (float32 agrees to 1e-6 otherwise), silently. Now a
+    RuntimeWarning says how many digits are left;
     the same data centered (the same distances) warn nothing and agree to float32
     precision, and float64 stays exact."""
     rng = np.random.default_rng(0)

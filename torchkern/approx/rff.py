@@ -58,7 +58,8 @@ class RandomFourierFeatures(nn.Module):
         or not; lengthscale >= 1e-4), and sums, products and ``c * k`` of these (products
         of sums are multiplied out), on all columns or on their ``active_dims`` (a factor
         on columns A draws its frequencies in len(A) dimensions, zero on the other columns).
-        Other kernels raise TypeError. The module holds this kernel object itself (no copy), so gradients reach it.
+        Other kernels raise TypeError. The module holds this kernel object itself (no
+        copy), so gradients reach it.
     n_features : int
         p, the dimension of the features (even for ``variant="paired"``).
     in_features : int, optional

@@ -5,7 +5,9 @@ import torch
 
 from .._validation import as_generator as generator  # noqa: F401 (re-exported)
 from .._validation import check_int  # noqa: F401 (re-exported)
-from ..stats._common import warn_if_centering_cancels  # noqa: F401 (re-exported)
+# the centering-cancellation check that torchkern.stats uses too
+from ..stats._common import cheap_trace, warn_if_centering_cancels  # noqa: F401 (re-exported)
+
 
 def randn(shape, dtype, device, gen):
     """Gaussian samples drawn on the generator's device, moved to ``device``."""

@@ -11,8 +11,7 @@ from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix,
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._progress import progress_bar
 from .._validation import check_positive
-from ..stats._common import cheap_trace
-from ._common import check_int, generator, warn_if_centering_cancels
+from ._common import cheap_trace, check_int, generator, warn_if_centering_cancels
 
 __all__ = ["KernelCCA"]
 

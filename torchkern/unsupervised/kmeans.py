@@ -12,8 +12,7 @@ from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix,
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import check_positive, check_sample_weight
 from ..linalg import ConvergenceWarning
-from ..stats._common import cheap_trace
-from ._common import check_int, generator, warn_if_centering_cancels
+from ._common import cheap_trace, check_int, generator, warn_if_centering_cancels
 
 __all__ = ["KernelKMeans"]
 

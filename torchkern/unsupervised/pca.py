@@ -19,8 +19,7 @@ from ..linalg import ConvergenceWarning, cg, eigsh
 from ..linalg.eig import _block_width
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
 from ..linalg.tiled import SYMMETRIC_MIN_COLS, symmetric_tiled_mm, tiled_mm
-from ..stats._common import cheap_trace
-from ._common import warn_if_centering_cancels
+from ._common import cheap_trace, warn_if_centering_cancels
 
 __all__ = ["KernelPCA"]
 
