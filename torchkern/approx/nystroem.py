@@ -236,8 +236,13 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         X = check_fitted_input(self.kernel_, X, Z, estimator=self)
         N = self.normalization_.to(dtype=X.dtype, device=X.device)
         K = self.kernel_(X, Z, backend="blocked")
-        with torch.set_grad_enabled(torch.is_grad_enabled() and getattr(X, "requires_grad", False)):
+        if torch.is_grad_enabled() and getattr(X, "requires_grad", False):
             return torch.cat([B @ N for _, _, B in K.row_blocks()])
+        with torch.no_grad():  # each block written in place: one (n, m) output, no second copy
+            out = torch.empty(K.shape[0], N.shape[1], dtype=N.dtype, device=N.device)
+            for s, e, B in K.row_blocks():
+                torch.matmul(B, N, out=out[s:e])
+            return out
 
     def kernel_matrix(self, X, Y=None) -> FeatureKernelMatrix:
         """The approximate Gram matrix ψ(X)ψ(Y)ᵀ, lazy (``Y=None`` means Y = X)."""

@@ -467,15 +467,14 @@ def _nystrom_hsic_stats(X, Y, kx, ky, P, estimator, gen, m, max_entries=2**22):
     r = min(n, max(1, max_entries // (b * my)))
     f64 = torch.float64
     if estimator == "unbiased":
-        a = F.pow(2).sum(1, dtype=f64)
-        c = G.pow(2).sum(1, dtype=f64)
+        a = _rows_f64(F, lambda B: B.pow(2).sum(1, dtype=f64))
+        c = _rows_f64(G, lambda B: B.pow(2).sum(1, dtype=f64))
     out, done, s_max = [], 0, 0.0
     while done < P + 1:
         bb = min(b, P + 1 - done)
-        perms = [randperm(n, replay, dev) for _ in range(bb - (done == 0))]
-        if done == 0:
-            perms.insert(0, torch.arange(n, device=dev))
-        perms = torch.stack(perms)                                  # (bb, n)
+        perms = torch.empty(bb, n, dtype=torch.long, device=dev)   # (bb, n), filled in place
+        for i in range(bb):
+            perms[i] = torch.arange(n, device=dev) if done + i == 0 else randperm(n, replay, dev)
         C = torch.zeros(mx, bb, my, dtype=f64, device=dev)
         for s in range(0, n, r):
             rows = perms[:, s:s + r].T                              # (r', bb)
@@ -490,7 +489,8 @@ def _nystrom_hsic_stats(X, Y, kx, ky, P, estimator, gen, m, max_entries=2**22):
             out.append((S - n / (n - 2) * ab + a.sum() * c.sum() / ((n - 1) * (n - 2)))
                        / (n * (n - 3)))
         done += bb
-    fg = float((F.pow(2).sum(dtype=f64) * G.pow(2).sum(dtype=f64)).sqrt())  # ‖Φ̃‖_F‖Ψ̃‖_F
+    sq = lambda B: B.pow(2).sum(dtype=f64)[None]  # noqa: E731
+    fg = float((_rows_f64(F, sq).sum() * _rows_f64(G, sq).sum()).sqrt())  # ‖Φ̃‖_F‖Ψ̃‖_F
     denom = n**2 if estimator == "biased" else n * (n - 3)
     tie_tol = (_tie_tolerance(F.dtype, 2 * s_max ** 0.5 * fg / denom)
                + _tie_tolerance(f64, 4 * fg * fg / denom))
@@ -500,8 +500,14 @@ def _nystrom_hsic_stats(X, Y, kx, ky, P, estimator, gen, m, max_entries=2**22):
 def _centered_features(nystroem, Z):
     """Nyström features of Z with their column means removed (HΦ), in Z's dtype."""
     F = nystroem.transform(Z)
-    mean = F.sum(0, dtype=torch.float64) / F.shape[0]   # float64 sum, in place: no copy of F
-    return F.sub_(mean.to(F.dtype))
+    mean = _rows_f64(F, lambda B: B.sum(0, dtype=torch.float64)[None]).sum(0) / F.shape[0]
+    return F.sub_(mean.to(F.dtype))   # in place: no copy of F
+
+
+def _rows_f64(F, fn, rows=2**14):
+    """``fn`` (a float64 reduction) applied to row chunks of F, concatenated: torch casts a
+    whole float32 tensor to float64 before a ``sum(dtype=float64)``, twice F's memory."""
+    return torch.cat([fn(F[s:s + rows]) for s in range(0, F.shape[0], rows)])
 
 
 def _center(K):
