@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .._validation import is_int
-from ..kernels._ops import dot, fdim, fsum, safe_sqrt, sqdist, sqdist_exact
+from ..kernels._ops import SQRT_EPS, dot, fdim, fsum, sqdist, sqdist_exact
 from ..kernels.base import Kernel
 
 __all__ = ["NTK", "NNGP"]
@@ -36,17 +36,27 @@ def _relu(qx, qy, c, e):
     4s² = e(2(qx + qy) − e) − (qx − qy)², and e carried through the layers as
     e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative accuracy that
     qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a repeated input has
-    θ = 0 exactly, and gradients stay finite there."""
-    # In units of S = qx + qy: safe_sqrt's floor (1e-15) is then relative to the inputs'
-    # scale; on s itself it set θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for inputs of
-    # norm 1e-6 and 130% for 1e-8 (and t ~ q² underflows in float32 for q < 1e-19).
+    θ = 0 exactly, and gradients stay finite there.
+
+    A unit of variance 0 (a zero input without bias) has s = c = 0 and θ = π/2, as
+    neural-tangents' ``_arctan2(0, 0, fill_zero=π/2)``: E φ'(u)φ'(v) = 1/4, E φ(u)φ(v) = 0."""
+    # In units of S = qx + qy: the √ floor (1e-15, as safe_sqrt) is then relative to the
+    # inputs' scale; on s itself it set θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for
+    # inputs of norm 1e-6 and 130% for 1e-8 (and t ~ q² underflows in float32 for
+    # q < 1e-19). The floor gives θ = π/2 where s = c = 0 with finite gradients; E φφ
+    # takes s without it (r/√(r + ε) = 0 below the floor): with the floor's s, a zero-
+    # variance unit got E φφ = 1.6e-16·S, so c ≠ 0 = qx in the next layer and θ = 1.31
+    # there (slope 0.29 instead of 1/4).
     S = qx + qy + _TINY
     e_s, d_s = e / S, (qx - qy) / S
-    s = safe_sqrt((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25) * S
+    r = ((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25 - SQRT_EPS).relu()
+    root = (r + SQRT_EPS).sqrt()
+    s = root * S
     theta = s.atan2(c)
     rest = theta * -1.0 + math.pi  # π − θ
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
-    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
+    j1 = (r / root * S + rest * c) * (0.5 / math.pi)
+    return qx * 0.5, qy * 0.5, j1, e_out, rest * (0.5 / math.pi)
 
 
 def _erf(qx, qy, c, e=None):
