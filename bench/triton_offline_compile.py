@@ -48,7 +48,7 @@ def _jit_fn(kern):
     return kern
 
 
-def compile_spec(spec, rb, arch, tile, warps):
+def compile_spec(spec, rb, arch, tile, warps, defer=None):
     kern, _ = engine._compile(spec, interpret=False)
     fn = _jit_fn(kern)
     ptr = "*fp64" if spec.dtype == torch.float64 else "*fp32"
@@ -59,7 +59,8 @@ def compile_spec(spec, rb, arch, tile, warps):
         elif a in ("BM", "BN", "RB", "DEFER"):
             sig[a] = "constexpr"
             const[a] = {"BM": tile[0], "BN": tile[1], "RB": rb,
-                        "DEFER": int(engine._untuned_defer(spec, True))}[a]
+                        "DEFER": int(engine._untuned_defer(spec, True) if defer is None
+                                     else defer)}[a]
         else:
             sig[a] = ptr
     t = time.perf_counter()
@@ -85,10 +86,12 @@ def usage(ck):
 
 def variants(f, dtype, swap):
     rows = f.ys if swap else f.xs
-    L = engine._lower(f.fn, f.xs, f.ys, f.ps, swap)
     dims, pd = [x.shape[1] for x in rows], [p.numel() for p in f.ps]
 
     def spec(kind, mode, r, rows_, par, prod):
+        # lowered as the engine lowers each kind (the forward and the Gram writer fold
+        # exp(c‖x − y‖²)'s scale into the loads)
+        L = engine._lower(f.fn, f.xs, f.ys, f.ps, swap, fold=kind != "backward")
         return engine._Spec(L, dims, pd, dtype, kind, mode, r, rows_, par, prod, False,
                             os.environ.get("TK_IDX64", "1") == "1")
 

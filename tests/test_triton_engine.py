@@ -349,3 +349,46 @@ def test_tf32x3_inputs(dev):
     out = engine.matmul(f.fn, f.xs, f.ys, f.ps, V.float().to(dev), allow_tf32="tf32x3")
     ref = tk.RBF(lengthscale=2.0)(X, backend="dense").to_dense() @ V
     _close(out.double().cpu(), ref, torch.float32, "K V (tf32x3)")
+
+
+FOLD_CASES = {  # formula, dense reference, whether the exponential's scale is folded
+    "rbf": (lambda xs, ys, ps: (-0.7 * ((xs[0] - ys[0]) ** 2).sum(-1)).exp(),
+            lambda X, Y: torch.exp(-0.7 * torch.cdist(X, Y) ** 2), True),
+    # the same distance under a square root too, or under two exponentials: not folded
+    "shared_sqrt": (lambda xs, ys, ps: (((xs[0] - ys[0]) ** 2).sum(-1) * -0.5).exp()
+                    + (((xs[0] - ys[0]) ** 2).sum(-1) + 1.0).sqrt(),
+                    lambda X, Y: torch.exp(-0.5 * torch.cdist(X, Y) ** 2)
+                    + (torch.cdist(X, Y) ** 2 + 1).sqrt(), False),
+    "two_exps": (lambda xs, ys, ps: (((xs[0] - ys[0]) ** 2).sum(-1) * -0.5).exp()
+                 - (((xs[0] - ys[0]) ** 2).sum(-1) * -2.0).exp(),
+                 lambda X, Y: torch.exp(-0.5 * torch.cdist(X, Y) ** 2)
+                 - torch.exp(-2.0 * torch.cdist(X, Y) ** 2), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOLD_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exp_scale_folded_into_the_loads(name, dtype, dev):
+    # exp(c‖x − y‖²) of a variable used nowhere else is 2^(−‖σx − σy‖²), σ = √(−c log₂e),
+    # in the forward and the Gram writer; K V, K and the gradients against dense torch
+    fn, dense, folded = FOLD_CASES[name]
+    g = torch.Generator().manual_seed(11)
+    X, Y = (torch.randn(k, 3, generator=g, dtype=torch.float64) for k in (17, 20))
+    V = torch.randn(20, 2, generator=g, dtype=torch.float64)
+    L = engine._lower(fn, [X], [Y], [], fold=True)
+    ops = [i[0] for i in L.instrs]
+    assert ("exp2n" in ops) == folded and ("exp" in ops) == (not folded)
+    if folded:
+        sig = [i[1][2] for i in L.instrs if i[0] in ("xrow", "xcol")]
+        assert sig == [pytest.approx(math.sqrt(0.7 * math.log2(math.e)))] * 6
+    K = dense(X, Y)
+    Xd, Yd, Vd = (t.to(dtype=dtype, device=dev) for t in (X, Y, V))
+    Xd.requires_grad_(True)
+    out = engine.matmul(fn, [Xd], [Yd], [], Vd)
+    _close(out.double().cpu(), K @ V, dtype, name)
+    _close(engine.gram(fn, [Xd], [Yd], []).double().cpu(), K, dtype, name + " gram")
+    X.requires_grad_(True)
+    G = torch.randn(17, 2, generator=g, dtype=torch.float64)
+    want = torch.autograd.grad(((dense(X, Y) @ V) * G).sum(), X)[0]
+    got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), Xd)[0]
+    _close(got.double().cpu(), want, dtype, name + " grad X")

@@ -26,7 +26,9 @@ to scalar code on a tile of rows i × columns j; from it this module writes the 
 * a **Gram writer**: one tile of K per program, stored (rows of K, K_nm).
 
 Computation details: row-only and scalar subexpressions are hoisted out of the column
-loop; ``exp`` is ``exp2`` with log₂e folded into a constant factor; ‖x − y‖² of a
+loop; ``exp`` is ``exp2`` with log₂e folded into a constant factor, and in the product
+and the Gram writer exp(c‖x − y‖²) of a variable used nowhere else (the RBF) is
+2^(−‖σx − σy‖²), σ = √(−c·log₂e) applied as the points are loaded; ‖x − y‖² of a
 variable of width d ≥ 16 that is not under a square root is ‖x‖² + ‖y‖² − 2⟨x, y⟩ with
 ``tl.dot`` (exact IEEE fp32 unless ``allow_tf32=True``, whose 10-bit mantissa puts a
 relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or ``allow_tf32="tf32x3"``, three
@@ -231,18 +233,56 @@ def _pattern(node: Sym):
     return None
 
 
+def _exp_sqd(node: Sym):
+    """``(a, c)`` where ``node`` is exp(c · sum((x_a − y_a)²)) with a constant c < 0."""
+    if node.op != "exp" or node.args[0].op != "mul":
+        return None
+    for u, v in (node.args[0].args, node.args[0].args[::-1]):
+        p = _pattern(u)
+        if v.op == "const" and v.args[0] < 0 and p is not None and p[0] == "sqd":
+            return p[1], v.args[0]
+    return None
+
+
 class _Lowered:
     """The traced formula as scalar SSA instructions ``(op, args, shape)``; args are SSA
     indices, or literals for ``const``/leaves."""
 
-    def __init__(self, root: Sym, row_dims, par_dims, fast_ok):
+    def __init__(self, root: Sym, row_dims, par_dims, fast_ok, fold=False):
         self.instrs = []
         self.memo = {}
         self.row_dims = list(row_dims)
         self.par_dims = list(par_dims)
         self.matrix = self._matrix_vars(root, fast_ok)
+        self.folded = self._folds(root) if fold else {}
         self.node_memo = {}
         self.out = self.lower(root)[0]
+
+    def _folds(self, root):
+        """{id(e): (a, σ)} for the nodes e = exp(c·Σ(x_a − y_a)²), c < 0, of a variable a
+        used nowhere else: e = 2^(−Σ(σx_a − σy_a)²) with σ = √(−c·log₂e) applied as x_a and
+        y_a are loaded (once per row, once per column), which spares a multiplication per
+        pair. Their extra rounding (ε|σx|) is that of the division by the lengthscale
+        that made x_a. Forward and Gram writer only: the backward differentiates x_a."""
+        cand, other, seen = {}, set(), set()
+
+        def visit(s):
+            if id(s) in seen:
+                return
+            seen.add(id(s))
+            hit = _exp_sqd(s)
+            if hit is not None and hit[0] not in self.matrix:
+                cand.setdefault(hit[0], set()).add((id(s), hit[1]))
+                return
+            if s.op in ("row", "col"):
+                other.add(s.args[0])
+            for u in s.args:
+                if isinstance(u, Sym):
+                    visit(u)
+
+        visit(root)
+        return {e: (a, math.sqrt(-c * _LOG2E)) for a, es in cand.items()
+                if a not in other and len(es) == 1 for e, c in es}
 
     # which variables run in matrix mode: wide, used only through the patterns, and (for
     # ‖x − y‖²) not under a square root and with acceptable round-off
@@ -338,6 +378,14 @@ class _Lowered:
 
     def _lower(self, s):
         op = s.op
+        if id(s) in self.folded:
+            a, sigma = self.folded[id(s)]
+            acc = self.const(0.0)
+            for k in range(self.row_dims[a]):
+                t = self.op("sub", self.emit("xrow", (a, k, sigma), "i"),
+                            self.emit("xcol", (a, k, sigma), "j"))
+                acc = self.op("add", acc, self.op("mul", t, t))
+            return [self.emit("exp2n", (acc,), self.shape(acc))]
         if op == "const":
             return [self.const(s.args[0])]
         if op == "row":
@@ -430,6 +478,8 @@ def _expr(L: _Lowered, k: int, name) -> str:
                 if c is not None:
                     return f"tl.exp2({name(u)} * {_lit(c * _LOG2E)})"
         return f"tl.exp2({a[0]} * {_lit(_LOG2E)})"
+    if op == "exp2n":  # 2^(−a): a is a sum of squares of scaled differences (_folds)
+        return f"tl.exp2(-{a[0]})"
     if op == "log":
         return f"tl.log({a[0]})"
     if op == "sqrt":
@@ -641,8 +691,9 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
     for k in need:
         op, args, shape = instrs[k]
         if op == "xrow":
-            a, f = args
-            w(f"v{k} = tl.load(X{a} + ri * {spec.row_dims[a]} + {f}).to({acc})[:, None]", 1)
+            a, f = args[:2]
+            w(f"v{k} = tl.load(X{a} + ri * {spec.row_dims[a]} + {f}).to({acc})[:, None]"
+              f"{_scaled(args)}", 1)
         elif op == "par":
             b, f = args
             w(f"v{k} = tl.load(P{b} + {f}).to({acc})", 1)
@@ -808,6 +859,11 @@ def _diff(L: _Lowered, k: int, spec) -> bool:
     return res
 
 
+def _scaled(args) -> str:
+    """The factor σ of a variable load folded from an exponential (_Lowered._folds)."""
+    return f" * {_lit(args[2])}" if len(args) == 3 else ""
+
+
 def _emit_cols(w, L, spec, loop, name, acc, ind):
     """Loads of the column variables of this tile and the tile's instructions."""
     instrs = L.instrs
@@ -819,8 +875,9 @@ def _emit_cols(w, L, spec, loop, name, acc, ind):
     for k in loop:
         op, args, _ = instrs[k]
         if op == "xcol":
-            a, f = args
-            w(f"v{k} = tl.load(Y{a} + cj * {spec.row_dims[a]} + {f}).to({acc})[None, :]", ind)
+            a, f = args[:2]
+            w(f"v{k} = tl.load(Y{a} + cj * {spec.row_dims[a]} + {f}).to({acc})[None, :]"
+              f"{_scaled(args)}", ind)
         elif op == "ncol":
             a = args[0]
             w(f"v{k} = tl.reshape(_tk_sum(yt{a} * yt{a}, axis=1), [1, BN])", ind)
@@ -1059,7 +1116,7 @@ def _fast_ok(xs, ys):
     return out
 
 
-def _lower(fn, xs, ys, ps, swap=False):
+def _lower(fn, xs, ys, ps, swap=False, fold=False):
     row, col = (ys, xs) if swap else (xs, ys)
     try:
         root = trace(fn, [x.shape[1] for x in row], [y.shape[1] for y in col],
@@ -1070,7 +1127,7 @@ def _lower(fn, xs, ys, ps, swap=False):
         raise NotImplementedError(f"the Triton engine cannot trace this formula "
                                   f"({type(exc).__name__}: {exc})") from exc
     return _Lowered(root, [x.shape[1] for x in row], [p.numel() for p in ps],
-                    _fast_ok(row, col))
+                    _fast_ok(row, col), fold)
 
 
 def _prep(ts, dtype):
@@ -1098,7 +1155,7 @@ def _forward(fn, xs, ys, ps, V, allow_tf32, swap=False, L=None):
     out = torch.zeros(n, r, dtype=dtype, device=V.device)
     if n == 0 or r == 0 or m == 0:
         return out
-    L = L or _lower(fn, xs, ys, ps, swap)
+    L = L or _lower(fn, xs, ys, ps, swap, fold=True)
     dims = [x.shape[1] for x in rows]
     spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "forward",
                  _r_mode(r), r, False, False, False, allow_tf32, _idx64(n, m, dims, r))
@@ -1238,7 +1295,7 @@ def gram(fn, xs, ys, ps) -> torch.Tensor:
     out = torch.empty(n, m, dtype=dtype, device=xs[0].device)
     if n == 0 or m == 0:
         return out
-    L = _lower(fn, xs, ys, ps)
+    L = _lower(fn, xs, ys, ps, fold=True)
     dims = [x.shape[1] for x in xs]
     spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "gram",
                  "fma", 1, False, False, False, False, _idx64(n, m, dims, 1, gram=True))
