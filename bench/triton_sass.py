@@ -122,12 +122,14 @@ def spec_of(make, d, dtype, r):
                         "forward", mode, r, False, False, False, False, False), mode
 
 
-def analyse(name, arch, dump=None):
+def analyse(name, arch, dump=None, tile=None, warps=None, defer=None):
     make, d, dtype, r = CASES[name]
     spec, mode = spec_of(make, d, dtype, r)
-    (bm, bn), warps = TILES[dtype]
+    (bm, bn), nw = TILES[dtype]
+    bm, bn = tile or (bm, bn)
+    warps = warps or nw
     rb = 16 if mode == "fma" else min(64, max(16, engine._pow2(r)))
-    _, ck = toc.compile_spec(spec, rb, arch, (bm, bn), warps)
+    _, ck = toc.compile_spec(spec, rb, arch, (bm, bn), warps, defer)
     text = sass(ck.asm["cubin"])
     if dump:
         os.makedirs(dump, exist_ok=True)
@@ -147,6 +149,10 @@ def main():
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--dump", help="write each case's SASS listing into this folder")
+    ap.add_argument("--tile", type=int, nargs=2, help="BM BN (default: 64 64, float64 32 32)")
+    ap.add_argument("--warps", type=int, help="warps a program (default 4)")
+    ap.add_argument("--defer", type=int, choices=(0, 1),
+                    help="DEFER as given (default: as the engine's untuned launch)")
     args = ap.parse_args()
     order = ["fp32", "fp64", "mufu", "tensor", "cmp", "int", "load", "store", "shfl", "cvt",
              "branch", "other"]
@@ -155,7 +161,7 @@ def main():
     print(f"{'case':13s} {'tile':11s} {'instr/pair':>10s}  "
           + " ".join(f"{c:>6s}" for c in order) + "   bound/s  by     registers")
     for name in args.cases:
-        res = analyse(name, args.arch, args.dump)
+        res = analyse(name, args.arch, args.dump, args.tile, args.warps, args.defer)
         total = sum(res["per"].values())
         cols = " ".join(f"{res['per'].get(c, 0.0):6.2f}" for c in order)
         print(f"{name:13s} {res['tile']:11s} {total:10.2f}  {cols}  {res['rate']:8.2e}  "

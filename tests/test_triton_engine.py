@@ -392,3 +392,27 @@ def test_exp_scale_folded_into_the_loads(name, dtype, dev):
     want = torch.autograd.grad(((dense(X, Y) @ V) * G).sum(), X)[0]
     got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), Xd)[0]
     _close(got.double().cpu(), want, dtype, name + " grad X")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_wide_inputs_column_norms(dtype, dev):
+    # d = 20 in matrix mode through ⟨x, y⟩, ‖x‖² and ‖y‖² (the column norms are computed
+    # once per launch and loaded by the kernel): K V and the gradients against dense torch
+    def fn(xs, ys, ps):
+        return ((xs[0] * ys[0]).sum(-1) / (1.0 + (ys[0] * ys[0]).sum(-1))
+                + 0.1 * (xs[0] * xs[0]).sum(-1))
+
+    g = torch.Generator().manual_seed(12)
+    X, Y = (0.3 * torch.randn(k, 20, generator=g, dtype=torch.float64) for k in (33, 40))
+    V = torch.randn(40, 3, generator=g, dtype=torch.float64)
+    G = torch.randn(33, 3, generator=g, dtype=torch.float64)
+    assert engine._lower(fn, [X], [Y], [], fold=True).matrix == {0}
+    X.requires_grad_(True), Y.requires_grad_(True)
+    ref = (X @ Y.T / (1 + (Y * Y).sum(1)) + 0.1 * (X * X).sum(1)[:, None]) @ V
+    want = torch.autograd.grad((ref * G).sum(), [X, Y])
+    Xd, Yd = (t.detach().to(dtype=dtype, device=dev).requires_grad_(True) for t in (X, Y))
+    out = engine.matmul(fn, [Xd], [Yd], [], V.to(dtype=dtype, device=dev))
+    _close(out.double().cpu(), ref, dtype, "K V")
+    got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), [Xd, Yd])
+    for nm, a, b in zip("XY", got, want):
+        _close(a.double().cpu(), b, dtype, "grad " + nm)
