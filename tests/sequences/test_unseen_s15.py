@@ -11,10 +11,10 @@ from torchkern.sequences import LocalAlignment, Spectrum, Substring, blosum62, e
 D64 = torch.float64
 
 
-def _la_log_brute(x, y, letters, S, beta, gap_open, gap_extend):
-    """log Σ_π exp(β s(π)) over all local alignments π of x and y (the empty one adds 1),
-    with the sum formed at the largest term so that neither e^{+800} nor 1 + e^{-200}
-    loses it."""
+def _la_log_brute(x, y, letters, S, beta, gap_open, gap_extend, empty=True):
+    """log Σ_π exp(β s(π)) over all local alignments π of x and y (the empty one adds 1;
+    ``empty=False`` leaves it out: −inf when there is no other), with the sum formed at
+    the largest term so that neither e^{+800} nor 1 + e^{-200} loses it."""
     def g(n):
         return 0.0 if n == 0 else gap_open + gap_extend * (n - 1)
 
@@ -25,6 +25,11 @@ def _la_log_brute(x, y, letters, S, beta, gap_open, gap_extend):
                 s = sum(S[letters.index(x[a])][letters.index(y[b])] for a, b in zip(I, J))
                 s -= sum(g(I[t + 1] - I[t] - 1) + g(J[t + 1] - J[t] - 1) for t in range(n - 1))
                 logs.append(beta * s)
+    if not empty:
+        if not logs:
+            return -math.inf
+        top = max(logs)
+        return top + math.log(math.fsum(math.exp(t - top) for t in logs))
     top = max([0.0] + logs)
     if top == 0.0:
         return math.log1p(math.fsum(math.exp(t) for t in logs))

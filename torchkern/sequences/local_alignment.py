@@ -9,7 +9,7 @@ import torch
 
 from .._validation import check_bool, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
-from ..kernels.structured import StructuredKernel, _inv_sqrt
+from ..kernels.structured import StructuredKernel
 from ._encode import SequenceSet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
 
@@ -40,7 +40,10 @@ def blosum62() -> tuple[str, torch.Tensor]:
 
 
 def local_alignment_pairs(xc, xl, yc, yl, scores, go: float, ge: float) -> torch.Tensor:
-    r"""log K_LA(x_p, y_p) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)).
+    r"""log(K_LA(x_p, y_p) − 1) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)):
+    the log of the sum over the non-empty alignments (−inf for an empty string), from
+    which log K_LA = log(1 + e^T) and, where the empty alignment's 1 swamps the rest
+    (every score very negative), log log K_LA ≈ T still.
 
     ``scores`` = β S over the alphabet's codes, ``go`` = β·gap_open, ``ge`` = β·gap_extend.
     Saigo et al.'s recursion, one row i of x at a time for all pairs and all positions j
@@ -49,7 +52,7 @@ def local_alignment_pairs(xc, xl, yc, yl, scores, go: float, ge: float) -> torch
     M(i, j) = e^{βS(x_i, y_j)} (1 + M + X + Y)(i-1, j-1),
     X(i, j) = e^{-go} M(i-1, j) + e^{-ge} X(i-1, j),
     Y(i, j) = Σ_{j' < j} e^{-go - ge (j - 1 - j')} (M + X)(i, j') (a decayed cumulative sum
-    along j), and K = 1 + Σ_{i, j} M(i, j).
+    along j), and K − 1 = Σ_{i, j} M(i, j).
 
     Two evaluations, float64 inside: rows rescaled to a common per-pair scale (plain
     products and sums; used when a bound on the ratio of the largest to the smallest
@@ -91,7 +94,7 @@ def _la_scaled_rows(xc, xl, yc, yl, scores, go, ge):
     M = torch.zeros(P, Ly, dtype=f64, device=dev)
     X, Y = M.clone(), M.clone()
     s = torch.zeros(P, 1, dtype=f64, device=dev)          # stored = true weight · e^{-s}
-    total = torch.zeros(P, dtype=f64, device=dev)          # log K, from log 1 (empty)
+    total = torch.full((P,), -math.inf, dtype=f64, device=dev)    # log(K − 1)
     a_open, a_ext = math.exp(-go), math.exp(-ge)
     one_segment = Ly * ge <= _CUMSUM_SCALE
     t = torch.arange(Ly, dtype=f64, device=dev)
@@ -125,7 +128,7 @@ def _la_log_rows(xc, xl, yc, yl, scores, go, ge):
     neg = torch.full((P, 1), -math.inf, dtype=f64, device=dev)
     zero = torch.zeros(P, 1, dtype=f64, device=dev)
     M = X = Y = torch.full((P, Ly), -math.inf, dtype=f64, device=dev)
-    total = torch.zeros(P, dtype=f64, device=dev)
+    total = torch.full((P,), -math.inf, dtype=f64, device=dev)
     for i in range(Lx):
         # log(1 + e^M + e^X + e^Y) at (i-1, j-1)
         before = torch.logaddexp(torch.logaddexp(M, X), Y)
@@ -161,7 +164,9 @@ class LocalAlignment(StructuredKernel):
       computed in log space so it never overflows, is p.d. likewise.
     - ``log=True`` returns (1/β) log K_LA, the variant used in practice because K_LA
       spans hundreds of orders of magnitude (diagonal dominance); with ``normalize=True``,
-      log K(x, y)/√(log K(x, x) log K(y, y)). These are **not** guaranteed p.d.: Saigo
+      log K(x, y)/√(log K(x, x) log K(y, y)), taken from the logs of the logs so that it
+      stays exact where every alignment weighs far less than the empty one and log K
+      underflows. These are **not** guaranteed p.d.: Saigo
       et al. shift the spectrum of the Gram matrix (subtract its smallest eigenvalue from
       the diagonal) before using it in an SVM.
 
@@ -226,13 +231,22 @@ class LocalAlignment(StructuredKernel):
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
         pairs, f64 = self._log_pairs(X.device), torch.float64
         X64, Y64 = X.to(dtype=f64), None if Y is None else Y.to(dtype=f64)
-        L = pairwise_gram(X64, Y64, pairs, _cells, _BUDGET)                         # log K_LA
+        T = pairwise_gram(X64, Y64, pairs, _cells, _BUDGET)                   # log(K_LA − 1)
+        L = _log1p_exp(T)                                                         # log K_LA
         if self.normalize:
-            dx = L.diagonal() if Y is None else pairwise_diag(X64, pairs, _cells, _BUDGET)
-            dy = dx if Y is None else pairwise_diag(Y64, pairs, _cells, _BUDGET)
+            tx = T.diagonal() if Y is None else pairwise_diag(X64, pairs, _cells, _BUDGET)
+            ty = tx if Y is None else pairwise_diag(Y64, pairs, _cells, _BUDGET)
             if self.log:
-                K = L * _inv_sqrt(dx)[:, None] * _inv_sqrt(dy)[None, :]
+                # log K(x, y) / √(log K(x, x) log K(y, y)) as exp(ℓ_xy − (ℓ_xx + ℓ_yy)/2)
+                # with ℓ = log log K: where every score is very negative, log K ≈ e^T
+                # underflows to 0 (β = 200, scores −5: T ≈ −1000) and the quotient of
+                # the logs read 0 while the true one is of order 1. 0 with an empty string.
+                lxy, lx, ly = _log_log1p_exp(T), _log_log1p_exp(tx), _log_log1p_exp(ty)
+                K = torch.exp(lxy - lx[:, None] / 2 - ly[None, :] / 2)
+                K = K.masked_fill(torch.isinf(T) | torch.isinf(lx)[:, None]
+                                  | torch.isinf(ly)[None, :], 0.0)
             else:
+                dx, dy = _log1p_exp(tx), _log1p_exp(ty)
                 K = torch.exp(L - dx[:, None] / 2 - dy[None, :] / 2)
         elif self.log:
             K = L / float(self.beta)
@@ -248,8 +262,22 @@ class LocalAlignment(StructuredKernel):
         if self.normalize:
             ones = torch.ones(len(X), dtype=X.dtype, device=X.device)
             return (X.lengths > 0).to(X.dtype) if self.log else ones
-        d = pairwise_diag(X.to(dtype=torch.float64), self._log_pairs(X.device), _cells, _BUDGET)
+        d = _log1p_exp(pairwise_diag(X.to(dtype=torch.float64), self._log_pairs(X.device),
+                                     _cells, _BUDGET))
         return (d / float(self.beta) if self.log else torch.exp(d)).to(X.dtype)
+
+
+def _log1p_exp(t: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^t), −inf → 0."""
+    return torch.logaddexp(t, torch.zeros_like(t))
+
+
+def _log_log1p_exp(t: torch.Tensor) -> torch.Tensor:
+    """log log(1 + e^t) without the underflow of log(1 + e^t) for t ≪ 0: there it is
+    t + log(log1p(u)/u), u = e^t, = t − u/2 + O(u²); −inf → −inf."""
+    low = t < -30.0
+    u = t.clamp_max(-30.0).exp()
+    return torch.where(low, t - u / 2, _log1p_exp(t.clamp_min(-30.0)).log())
 
 
 def _cells(Lx: int, Ly: int) -> int:
