@@ -223,7 +223,8 @@ def _quadrature(A, Q0, AQ0, steps, n, tol, check):
             # Products and the recurrence in A's dtype perturb A by about ε‖A‖, which moves
             # log det A by up to ε‖A‖·tr(A⁻¹) (first order; tr A⁻¹ by the same quadrature)
             top = float(theta_max[check].amax())
-            cond = top / float(theta_min[check].amin())
+            low = float(theta_min[check].amin())
+            cond = top / low if low > 0 else math.inf
             rounding = n * torch.finfo(dtype).eps * top * float(inv[check].mean())
             info = _QuadratureInfo(k, error, scale, error <= tol * scale, rate, cond, rounding)
             if info.converged or bool(done[check].all()):
