@@ -58,6 +58,8 @@ CASES = {  # name: (kernel, d, dtype, r)
                      torch.float32, 1),
     "rbf-f64": (lambda: tk.RBF(0.7), 3, torch.float64, 1),
 }
+CASES.update({f"{k}-r1": (make, d, torch.float32, 1)  # the offline compile's families
+              for k, (make, d) in toc.FAMILIES.items() if k not in ("rbf", "rbf64")})
 TILES = {torch.float32: ((64, 64), 4), torch.float64: ((32, 32), 4)}
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)([.\w]*)\s*([^;]*);")
 

@@ -416,3 +416,56 @@ def test_wide_inputs_column_norms(dtype, dev):
     got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), [Xd, Yd])
     for nm, a, b in zip("XY", got, want):
         _close(a.double().cpu(), b, dtype, "grad " + nm)
+
+
+def _clamped_distance(xs, ys, ps):
+    # min(√max(s, ε), u) as kernels._ops.safe_sqrt(s, upper=u) writes it for formula types
+    # without a clamp (u = 2.5: the bound is active on about half of the pairs below)
+    s = ((xs[0] - ys[0]) ** 2).sum(-1)
+    inv = 1.0 / 2.5
+    r = 1.0 / ((1.0 / ((s - 1e-30).relu() + 1e-30).sqrt() - inv).relu() + inv)
+    return (1.0 + r) * (-r).exp()
+
+
+REWRITES = {  # formula, instructions it must not contain after lowering
+    "clamped_distance": (_clamped_distance, ("relu", "div")),
+    # divisions by loop-invariant values (a hyperparameter, a row-only value): one
+    # reciprocal hoisted out of the loop, a product a pair
+    "invariant_divisor": (lambda xs, ys, ps: ((xs[0] - ys[0]) ** 2).sum(-1) / ps[0]
+                          + (xs[0] * ys[0]).sum(-1) / (1.0 + (xs[0] * xs[0]).sum(-1)), ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWRITES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_clamps_and_reciprocals_rewritten(name, dtype, dev):
+    # relu(x − c) + c → max(x, c), 1/√x → rsqrt, 1/max(a, c) → min(1/a, 1/c), x / b →
+    # x · (1/b) for a loop-invariant b: K V and the gradients to X, Y, the hyperparameter
+    # and V against the same formula evaluated densely by torch, with autograd
+    fn, absent = REWRITES[name]
+    g = torch.Generator().manual_seed(13)
+    X, Y = (torch.randn(k, 3, generator=g, dtype=torch.float64) for k in (17, 20))
+    p = torch.tensor([0.7], dtype=torch.float64)
+    V = torch.randn(20, 2, generator=g, dtype=torch.float64)
+    G = torch.randn(17, 2, generator=g, dtype=torch.float64)
+    L = engine._lower(fn, [X], [Y], [p])
+    live = [L.instrs[k] for k in engine._needed(L)]  # (the rewritten forms stay dead)
+    assert not {i[0] for i in live} & set(absent), live
+    assert all(i[0] != "div" or i[2] in ("c", "i") for i in live)
+    ref_in = [t.clone().requires_grad_(True) for t in (X, Y, p, V)]
+    K = fn([ref_in[0][:, None]], [ref_in[1][None]], [ref_in[2]])
+    ref = K @ ref_in[3]
+    want = torch.autograd.grad((ref * G).sum(), ref_in, allow_unused=True)
+    got_in = [t.to(dtype=dtype, device=dev).requires_grad_(True) for t in (X, Y, p, V)]
+    out = engine.matmul(fn, [got_in[0]], [got_in[1]], [got_in[2]], got_in[3])
+    _close(out.double().cpu(), ref, dtype, name)
+    got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), got_in,
+                              allow_unused=True)
+    for nm, a, b in zip(["X", "Y", "p", "V"], got, want):
+        if b is None:  # the formula does not use p
+            assert a is None or float(a.abs().max()) == 0.0
+        else:
+            _close(a.double().cpu(), b, dtype, f"{name} grad {nm}")
+    if name == "clamped_distance":
+        D = torch.cdist(X, Y)
+        assert 0.2 < float((D > 2.5).double().mean()) < 0.8
