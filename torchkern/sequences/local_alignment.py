@@ -242,12 +242,12 @@ class LocalAlignment(StructuredKernel):
                 # underflows to 0 (β = 200, scores −5: T ≈ −1000) and the quotient of
                 # the logs read 0 while the true one is of order 1. 0 with an empty string.
                 lxy, lx, ly = _log_log1p_exp(T), _log_log1p_exp(tx), _log_log1p_exp(ty)
-                K = torch.exp(lxy - lx[:, None] / 2 - ly[None, :] / 2)
+                K = torch.exp(lxy - (lx[:, None] + ly[None, :]) / 2)   # symmetric
                 K = K.masked_fill(torch.isinf(T) | torch.isinf(lx)[:, None]
                                   | torch.isinf(ly)[None, :], 0.0)
             else:
                 dx, dy = _log1p_exp(tx), _log1p_exp(ty)
-                K = torch.exp(L - dx[:, None] / 2 - dy[None, :] / 2)
+                K = torch.exp(L - (dx[:, None] + dy[None, :]) / 2)
         elif self.log:
             K = L / float(self.beta)
         else:

@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..gram import DenseKernelMatrix, KernelMatrix
-from ..kernels.structured import StructuredKernel, _inv_sqrt
+from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
@@ -17,7 +17,8 @@ __all__ = ["Substring"]
 
 def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
                     ) -> torch.Tensor:
-    """K_k(x_p, y_p) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)), float64.
+    """log K_k(x_p, y_p) for P pairs at once (codes (P, Lx), (P, Ly), lengths (P,)),
+    float64, −inf where K_k = 0.
 
     Lodhi et al.'s recursion over prefixes, with K'_0 = 1:
     K''_i(sa, tb) = λ K''_i(sa, t) + [a = b] λ² K'_{i-1}(s, t) and
@@ -28,7 +29,10 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
     λ^{-(p+q)} T_i the decay disappears: a level is two plain cumulative sums and one
     product with the match matrix (long strings whose λ^{-(p+q)} would leave the float64
     range take segmented decayed sums instead). Level i only needs positions ≥ i, so the
-    grids shrink by one per level.
+    grids shrink by one per level. A level is at most Lx·Ly times the previous one's
+    largest entry: before that bound passes e^600, the level is divided by its largest
+    entry (per pair) and the logs of those factors summed, so K_k ~ C(L, k)², which leaves
+    the float64 range (L = 1000, k = 150: 1e360), comes back as its log.
 
     ``gaps_only`` returns K_k / λ^{2k} = Σ λ^{(gaps in x) + (gaps in y)} instead, each
     common subsequence weighted by λ to its number of skipped letters: ≥ 1 on the diagonal
@@ -38,7 +42,9 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
     Ly = yc.shape[1]
     dev, f64 = xc.device, torch.float64
     if k > min(Lx, Ly):                       # no pair holds a common k-subsequence
-        return torch.zeros(P, dtype=f64, device=dev)
+        return torch.full((P,), -math.inf, dtype=f64, device=dev)
+    log_scale = torch.zeros(P, dtype=f64, device=dev)
+    log_cells = math.log(Lx * Ly)
     inside_x = torch.arange(Lx, device=dev) < xl[:, None]
     inside_y = torch.arange(Ly, device=dev) < yl[:, None]
     match = (xc[:, :, None] == yc[:, None, :]) & inside_x[:, :, None] & inside_y[:, None, :]
@@ -50,16 +56,40 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
         px = lam ** -torch.arange(1, Lx + 1, dtype=f64, device=dev)
         py = lam ** -torch.arange(1, Ly + 1, dtype=f64, device=dev)
         T = E * (first * px[:, None] * py[None, :])              # λ^{-(p+q)} T_1
+        bound, growth = math.log(first) + (Lx + Ly) * max(0.0, -math.log(lam)), log_cells
         for i in range(1, k):
+            if bound + growth > _LOG_BOUND:
+                T, bound = _rescaled(T, log_scale), 0.0
             C = T.cumsum(1).cumsum(2)
             T = E[:, i:, i:] * C[:, :-1, :-1]                    # λ^{-(p+q)} T_{i+1}
-        return (T / (px[k - 1:, None] * py[None, k - 1:])).sum((1, 2))
+            bound += growth
+        if bound + log_cells + (Lx + Ly) * max(0.0, math.log(lam)) > _LOG_BOUND:
+            T = _rescaled(T, log_scale)
+        return (T / (px[k - 1:, None] * py[None, k - 1:])).sum((1, 2)).log() + log_scale
     step = 1.0 if gaps_only else lam ** 2                        # one level's λ²
     T = match.to(f64) * step
+    bound, growth = 0.0, log_cells + max(0.0, (Lx + Ly) * math.log(lam))
     for i in range(1, k):
+        if bound + growth > _LOG_BOUND:
+            T, bound = _rescaled(T, log_scale), 0.0
         kp = decayed_cumsum(decayed_cumsum(T, lam, 2), lam, 1)  # K'_i on positions ≥ i
         T = match[:, i:, i:].to(f64) * step * kp[:, :-1, :-1]
-    return T.sum((1, 2))
+        bound += growth
+    if bound + log_cells > _LOG_BOUND:
+        T = _rescaled(T, log_scale)
+    return T.sum((1, 2)).log() + log_scale
+
+
+_LOG_BOUND = 600.0
+
+
+def _rescaled(T: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
+    """T (P, a, b) divided by its largest entry per pair (1 where all are 0), whose log is
+    added to ``log_scale`` in place."""
+    top = T.amax((1, 2))
+    top = torch.where(top > 0, top, torch.ones_like(top))
+    log_scale += top.log()
+    return T / top[:, None, None]
 
 
 class Substring(StructuredKernel):
@@ -92,10 +122,12 @@ class Substring(StructuredKernel):
     :math:`O(k \cdot |x| \cdot |x'|)` per pair, vectorized over pairs and positions: each of
     its k levels is two cumulative sums along the positions of the two strings, evaluated
     for tiles of pairs of similar lengths at once. The Gram matrix is dense (every entry is
-    a DP). The DP runs in float64 whatever the input's dtype; with ``normalize=True`` it
-    computes K / λ^{2k} (each common subsequence weighted by λ to the number of letters it
-    skips) and normalizes that, so the cosine stays exact where K itself underflows
-    (λ^{2k} = 1e-40 for k = 10, λ = 0.01, below float32's normal range).
+    a DP). The DP runs in float64 whatever the input's dtype and carries log K (each level
+    rescaled); with ``normalize=True`` it computes K / λ^{2k} (each common subsequence
+    weighted by λ to the number of letters it skips) and normalizes that in log space, so
+    the cosine stays exact where K itself underflows (λ^{2k} = 1e-40 for k = 10, λ = 0.01,
+    below float32's normal range) or overflows (λ ≈ 1, k = 150, strings of 1,000 letters:
+    K ~ 1e360). Without ``normalize``, a K beyond the output dtype's range is a ValueError.
 
     Exact values (k = 2): K(cat, cat) = 2λ⁴ + λ⁶, K(cat, car) = λ⁴, K(cat, bar) = 0.
 
@@ -130,17 +162,31 @@ class Substring(StructuredKernel):
         # normalized here before the cast: in float32 (or for tiny λ in float64) K itself
         # underflows to subnormals or 0, and the cosine of those was silently wrong.
         X64, Y64 = X.to(dtype=torch.float64), None if Y is None else Y.to(dtype=torch.float64)
-        K = pairwise_gram(X64, Y64, self._pairs(), _cells)
-        if self.normalize:
-            dx = K.diagonal() if Y is None else pairwise_diag(X64, self._pairs(), _cells)
-            dy = dx if Y is None else pairwise_diag(Y64, self._pairs(), _cells)
-            K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dy)[None, :]
+        L = pairwise_gram(X64, Y64, self._pairs(), _cells)                         # log K
+        if not self.normalize:
+            return DenseKernelMatrix(_exp_in_range(L, X.dtype))
+        dx = L.diagonal() if Y is None else pairwise_diag(X64, self._pairs(), _cells)
+        dy = dx if Y is None else pairwise_diag(Y64, self._pairs(), _cells)
+        # Before, K / √(K(x, x) K(y, y)) of K overflowed to inf / inf = NaN (λ = 1,
+        # k = 150, homopolymers of 1,000 letters). 0 where a string is shorter than k.
+        K = torch.exp(L - (dx[:, None] + dy[None, :]) / 2)      # symmetric
+        K = K.masked_fill(torch.isinf(L) | torch.isinf(dx)[:, None] | torch.isinf(dy)[None, :],
+                          0.0)
         return DenseKernelMatrix(K.to(X.dtype))
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
         if self.normalize:      # _gram normalized already: the base class scales by 1
             return (X.lengths >= self.k).to(X.dtype)
-        return pairwise_diag(X.to(dtype=torch.float64), self._pairs(), _cells).to(X.dtype)
+        return _exp_in_range(pairwise_diag(X.to(dtype=torch.float64), self._pairs(), _cells),
+                             X.dtype)
+
+
+def _exp_in_range(L: torch.Tensor, dtype) -> torch.Tensor:
+    big = float(L.max()) if L.numel() else -math.inf
+    if big > math.log(torch.finfo(dtype).max):
+        raise ValueError(f"Substring: K reaches e^{big:.0f}, beyond the range of {dtype}; use "
+                         f"normalize=True, a smaller lam or k")
+    return L.exp().to(dtype)
 
 
 def _cells(Lx: int, Ly: int) -> int:
