@@ -469,3 +469,31 @@ def test_clamps_and_reciprocals_rewritten(name, dtype, dev):
     if name == "clamped_distance":
         D = torch.cdist(X, Y)
         assert 0.2 < float((D > 2.5).double().mean()) < 0.8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sin_cos_by_reduction(dtype, dev):
+    # sin and cos are the engine's own (Cody-Waite reduction by π, odd series): arguments
+    # in ±1000 (k up to ~318 half-turns) against float64 torch on the same values, K by
+    # the Gram writer (to 1e-6 in float32, 1e-14 in float64), K V, and the gradients
+    # (which use both)
+    g = torch.Generator().manual_seed(14)
+    X, Y = ((torch.rand(k, 2, generator=g, dtype=dtype) - 0.5) * 2000.0 for k in (33, 40))
+    X[0] = torch.tensor([0.0, 1e-30])  # sin 0, cos of a tiny argument
+    V = torch.randn(40, 2, generator=g, dtype=torch.float64)
+
+    def fn(xs, ys, ps):
+        return (xs[0].sin() * ys[0].cos()).sum(-1)
+
+    Xd, Yd = (t.double().requires_grad_(True) for t in (X, Y))
+    K = Xd.sin() @ Yd.cos().T
+    Kg = engine.gram(fn, [X.to(dev)], [Y.to(dev)], []).double().cpu()
+    assert float((Kg - K.detach()).abs().max()) < (1e-6 if dtype == torch.float32 else 1e-14)
+    Xf, Yf = (t.to(dev).requires_grad_(True) for t in (X, Y))
+    out = engine.matmul(fn, [Xf], [Yf], [], V.to(dtype=dtype, device=dev))
+    _close(out.double().cpu(), K @ V, dtype, "K V")
+    G = torch.randn(33, 2, generator=g, dtype=torch.float64)
+    want = torch.autograd.grad(((K @ V) * G).sum(), [Xd, Yd])
+    got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), [Xf, Yf])
+    for nm, a, b in zip("XY", got, want):
+        _close(a.double().cpu(), b, dtype, "grad " + nm)

@@ -24,6 +24,9 @@ namespace {
 
 constexpr int64_t CHUNK = 512;
 constexpr double SQRT_EPS = 1e-30;  // as torchkern.kernels._ops.safe_sqrt
+// Bound on t = r^2 of the profiles of r (torchkern.kernels._ops.EXP_ZERO = 746, squared):
+// e^-r is 0 there, so (1 + s)e^-s is 0 where an overflowed t = inf gave inf * 0 = NaN.
+constexpr double T_MAX = 746.0 * 746.0;
 
 template <typename T> struct Bits;
 template <> struct Bits<float> { using I = int32_t; static constexpr int MANT = 23, BIAS = 127; };
@@ -34,7 +37,9 @@ inline T fast_exp(T a) {
   using I = typename Bits<T>::I;
   const T lo = sizeof(T) == 4 ? T(-87.3) : T(-708.3);
   const T hi = sizeof(T) == 4 ? T(88.7) : T(709.7);
-  a = a < lo ? lo : (a > hi ? hi : a);
+  const bool under = a < lo;  // e^a below the smallest normal: 0 (not e^lo, which a
+                              // large polynomial factor or x - y would scale up)
+  a = under ? lo : (a > hi ? hi : a);
   const T log2e = T(1.4426950408889634);
   T fn = std::floor(a * log2e + T(0.5));
   // ln 2 split in a part exact in T's precision and the rest (Cody and Waite 1980).
@@ -57,7 +62,7 @@ inline T fast_exp(T a) {
   I e = (static_cast<I>(fn) + Bits<T>::BIAS) << Bits<T>::MANT;
   T s;
   std::memcpy(&s, &e, sizeof(T));
-  return p * s;
+  return under ? T(0) : p * s;
 }
 
 // Profiles phi(t) and psi(t) = dphi/dt of the squared distance t (inputs already divided
@@ -67,6 +72,7 @@ enum Profile { GAUSS = 0, LAPLACE = 1, MATERN32 = 2, MATERN52 = 3 };
 template <int P, typename T>
 inline T phi(T t) {
   if (P == GAUSS) return fast_exp(T(-0.5) * t);
+  t = t < T(T_MAX) ? t : T(T_MAX);
   T r = std::sqrt((t > T(0) ? t : T(0)) + T(SQRT_EPS));
   if (P == LAPLACE) return fast_exp(-r);
   if (P == MATERN32) { T s = T(1.7320508075688772) * r; return (T(1) + s) * fast_exp(-s); }
@@ -77,6 +83,7 @@ inline T phi(T t) {
 template <int P, typename T>
 inline T psi(T t) {
   if (P == GAUSS) return T(-0.5) * fast_exp(T(-0.5) * t);
+  t = t < T(T_MAX) ? t : T(T_MAX);
   T r = std::sqrt((t > T(0) ? t : T(0)) + T(SQRT_EPS));
   if (P == LAPLACE) return T(-0.5) * fast_exp(-r) / r;
   if (P == MATERN32) return T(-1.5) * fast_exp(T(-1.7320508075688772) * r);

@@ -529,9 +529,9 @@ def _expr(L: _Lowered, k: int, name) -> str:
     if op == "abs":
         return f"tl.abs({a[0]})"
     if op == "sin":
-        return f"tl.sin({a[0]})"
+        return f"_sin({a[0]})"
     if op == "cos":
-        return f"tl.cos({a[0]})"
+        return f"_cos({a[0]})"
     if op == "relu":
         return f"tl.maximum({a[0]}, 0.0)"
     if op in ("max", "min"):
@@ -578,9 +578,9 @@ def _partials(L: _Lowered, k: int, g: str, name):
     if op == "abs":
         return [(args[0], f"tl.where({a[0]} > 0, {g}, tl.where({a[0]} < 0, -{g}, 0.0 * {g}))")]
     if op == "sin":
-        return [(args[0], f"({g} * tl.cos({a[0]}))")]
+        return [(args[0], f"({g} * _cos({a[0]}))")]
     if op == "cos":
-        return [(args[0], f"(-{g} * tl.sin({a[0]}))")]
+        return [(args[0], f"(-{g} * _sin({a[0]}))")]
     if op == "relu":
         return [(args[0], f"tl.where({a[0]} > 0, {g}, 0.0 * {g})")]
     if op in ("max", "min"):  # to the first operand where it is strictly the result
@@ -601,6 +601,77 @@ def _tk_sum(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
     # cannot run in the other mode; tl.reduce with tl.standard's combine function can
     # (the interpreter then sums with numpy).
     return tl.reduce(x, axis, tl.standard._sum_combine, keep_dims=keep_dims)
+
+
+@triton.jit
+def _sin(a):
+    if a.dtype == tl.float64:
+        out = _sin_reduced64(a, 0.0)
+    else:
+        out = _sin_reduced(a, 0.0)
+    return out
+
+
+@triton.jit
+def _cos(a):  # cos a = -(-1)^k sin(a - (k + 1/2) pi)
+    if a.dtype == tl.float64:
+        out = -_sin_reduced64(a, 0.5)
+    else:
+        out = -_sin_reduced(a, 0.5)
+    return out
+
+
+@triton.jit
+def _sin_reduced64(a, h: tl.constexpr):
+    # _sin_reduced in float64: pi in three parts of 26 bits (k pi_1 exact for |k| < 2^26,
+    # |a| < 2e8), the series to r^21 (error < 4e-18); libdevice's sin and cos, with
+    # their slow path called out of line, made the float64 kernels spill
+    kf = a * 0.3183098861837907 - h + 6755399441055744.0
+    k = (kf - 6755399441055744.0) + h
+    r = a - k * 3.1415926218032837
+    r = r - k * 3.1786509424591713e-08
+    r = r - k * 1.2246467991473532e-16
+    r = tl.minimum(tl.maximum(r, -1.5707963267948966), 1.5707963267948966)
+    r2 = r * r
+    p = 1.9572941063391263e-20
+    p = p * r2 - 8.22063524662433e-18
+    p = p * r2 + 2.8114572543455206e-15
+    p = p * r2 - 7.647163731819816e-13
+    p = p * r2 + 1.6059043836821613e-10
+    p = p * r2 - 2.505210838544172e-08
+    p = p * r2 + 2.7557319223985893e-06
+    p = p * r2 - 1.984126984126984e-04
+    p = p * r2 + 8.333333333333333e-03
+    p = p * r2 - 1.6666666666666666e-01
+    sr = r + r * r2 * p
+    return tl.where((kf.to(tl.int64, bitcast=True) & 1) != 0, -sr, sr)
+
+
+@triton.jit
+def _sin_reduced(a, h: tl.constexpr):
+    # float32 (-1)^k sin(r), r = a - (k + h) pi in [-pi/2, pi/2], k = rint(a/pi - h) by
+    # the 1.5 * 2^23 rounding constant (its last bit is k's parity): Cody and Waite's
+    # reduction with pi in three parts of few bits (Cody and Waite 1980, "Software Manual
+    # for the Elementary Functions", Prentice-Hall, ch. 8), the odd Taylor series to r^13
+    # (error < 1e-9 on [-pi/2, pi/2]). About 18 instructions where libdevice's sinf, with
+    # its Payne-Hanek path for huge arguments, took about 90 (sm_90 SASS); past |a| ~ 1e5
+    # the reduction loses bits (a float32's spacing there is ~0.01) and r is clamped.
+    # (The polynomial without the parts of pi, both dtypes: Cody and Waite's.)
+    kf = a * 0.3183098861837907 - h + 12582912.0
+    k = (kf - 12582912.0) + h
+    r = a - k * 3.140625
+    r = r - k * 9.67502593994140625e-04
+    r = r - k * 1.509957990978376432e-07
+    r = tl.minimum(tl.maximum(r, -1.5707963705062866), 1.5707963705062866)
+    r2 = r * r
+    p = 1.6059043836821613e-10
+    p = p * r2 - 2.505210838544172e-08
+    p = p * r2 + 2.7557319223985893e-06
+    p = p * r2 - 1.984126984126984e-04
+    p = p * r2 + 8.333333333333333e-03
+    p = p * r2 - 1.6666666666666666e-01
+    sr = r + r * r2 * p
+    return tl.where((kf.to(tl.int32, bitcast=True) & 1) != 0, -sr, sr)
 
 
 @triton.jit

@@ -16,6 +16,13 @@ from .._config import FAST_FORM_MAX_ROUNDOFF  # the fast form's round-off bound
 # x = y; √0 reads 1e-15.
 SQRT_EPS = 1e-30
 
+# A scaled distance s at which e^{-s} is 0 in float64, and so in float32: half the smallest
+# float64 subnormal is 2^-1075 = e^-745.13 (float32's, 2^-150 = e^-103.97). A kernel
+# p(s)e^{-s} (Matérn) evaluated at min(s, EXP_ZERO) is exactly what it was below the bound
+# and p(EXP_ZERO)·0 = 0 above it, where p(s)e^{-s} gave ∞·0 = NaN once s overflowed
+# (‖x − y‖/ℓ past 1e19 in float32, 1e154 in float64).
+EXP_ZERO = 746.0
+
 
 def is_torch(t) -> bool:
     return isinstance(t, torch.Tensor)
@@ -142,14 +149,26 @@ def sqdist_exact(x, y):
     return fsum((x - y) ** 2)
 
 
-def safe_sqrt(t):
+def safe_sqrt(t, upper=None):
     """√max(t, SQRT_EPS): √t (exactly, above 1e-30) with a zero gradient where t ≤ 1e-30
     — at t = 0 and where round-off made t negative. Written as relu(t − ε) + ε: KeOps
     differentiates relu by a step that is 1 at 0 (torch: 0), so relu(t) + ε gave KeOps
     the gradient 1/(2√ε) = 5e14 times ∂t at t = 0, which is round-off where t cancels
     (the arc-cosine kernel's ‖x‖²‖y‖² − ⟨x, y⟩² on its diagonal: KeOps gradients off by
-    1–10 %)."""
-    return ((t - SQRT_EPS).relu() + SQRT_EPS).sqrt()
+    1–10 %).
+
+    ``upper``: min(√t, upper), finite with a zero gradient where t is large or ∞ (an
+    overflowed squared distance). On torch tensors the relu becomes a clamp (no extra
+    pass, exact below the bound); the other formula types (KeOps LazyTensors, and the
+    Triton engine's tracer, which has no clamp) take 1 / (1/upper + relu(1/√t −
+    1/upper)), within a few units in the last place of √t below the bound (√t ≥ 1e-15,
+    so 1/√t is finite)."""
+    if upper is None:
+        return ((t - SQRT_EPS).relu() + SQRT_EPS).sqrt()
+    if is_torch(t):
+        return ((t - SQRT_EPS).clamp(0.0, upper * upper - SQRT_EPS) + SQRT_EPS).sqrt()
+    inv = 1.0 / upper
+    return 1.0 / ((1.0 / safe_sqrt(t) - inv).relu() + inv)
 
 
 def log1p(t):

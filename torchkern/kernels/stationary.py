@@ -6,7 +6,7 @@ and, through the lazy backends, O(n + m) memory.
 """
 import math
 
-from ._ops import fsum, inplace_ok, log1p, safe_sqrt, sqdist, sqdist_exact
+from ._ops import EXP_ZERO, fsum, inplace_ok, log1p, safe_sqrt, sqdist, sqdist_exact
 from .base import Kernel, StationaryKernel, _Lengthscale
 
 __all__ = ["RBF", "Laplacian", "Matern", "RationalQuadratic", "InverseMultiquadric", "Periodic"]
@@ -88,15 +88,16 @@ class Matern(StationaryKernel):
         return {0.5: "laplace", 1.5: "matern32", 2.5: "matern52"}[self.nu]
 
     def _k(self, x, y):
-        r2 = sqdist_exact(x, y)  # under a square root: the fast form loses accuracy at r ≈ 0
-        r = safe_sqrt(r2)
+        # exact differences: under a square root the fast form loses accuracy at r ≈ 0;
+        # r bounded where e^{-r} is 0 (EXP_ZERO): past it (1 + s)e^{-s} was ∞·0 = NaN
+        r = safe_sqrt(sqdist_exact(x, y), upper=EXP_ZERO)
         if self.nu == 0.5:
             return (-r).exp()
         if self.nu == 1.5:
             s = r * math.sqrt(3.0)
             return (s + 1.0) * (-s).exp()
         s = r * math.sqrt(5.0)
-        return (s + r2 * (5.0 / 3.0) + 1.0) * (-s).exp()
+        return (s + s * s * (1.0 / 3.0) + 1.0) * (-s).exp()
 
 
 class RationalQuadratic(StationaryKernel):
