@@ -35,7 +35,13 @@ relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or ``allow_tf32
 TF32 products on the tensor cores with about float32's accuracy), clipped at 0, and — as in
 :func:`torchkern.kernels._ops.fast_form_dtype` — only where its round-off ε·(max‖x‖² +
 max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16) the sum of
-squared differences. float32 and float64 are supported; in float64 the backward forms
+squared differences (‖y‖² computed once per launch, not per tile). Clamps and
+reciprocals that formulas write with portable operations become one instruction each
+(``_Lowered._rewrite``: relu(x − c) + c is max(x, c), 1/√x is rsqrt, divisions by
+loop-invariant values are products by a hoisted reciprocal); sin and cos are generated
+code (a Cody–Waite reduction and a series), not libdevice's. The instruction counts per
+pair of these kernels, read off their sm_90 SASS without a GPU, are
+``bench/triton_sass.py``'s. float32 and float64 are supported; in float64 the backward forms
 W = A Bᵀ by FMAs (a float64 ``tl.dot`` there gave wrong gradients on an H100 with Triton
 3.6, where the same code in float32 and the float64 forward were right). On CUDA the tile sizes are
 chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
@@ -419,12 +425,13 @@ class _Lowered:
         op = s.op
         if id(s) in self.folded:
             a, sigma = self.folded[id(s)]
-            acc = self.const(0.0)
+            acc = None  # −Σ t², as FMAs with a negated factor (no negation of the sum)
             for k in range(self.row_dims[a]):
                 t = self.op("sub", self.emit("xrow", (a, k, sigma), "i"),
                             self.emit("xcol", (a, k, sigma), "j"))
-                acc = self.op("add", acc, self.op("mul", t, t))
-            return [self.emit("exp2n", (acc,), self.shape(acc))]
+                t2 = self.op("mul", t, t)
+                acc = self.op("neg", t2) if acc is None else self.op("sub", acc, t2)
+            return [self.emit("exp2", (acc,), self.shape(acc))]
         if op == "const":
             return [self.const(s.args[0])]
         if op == "row":
@@ -518,8 +525,8 @@ def _expr(L: _Lowered, k: int, name) -> str:
                 if c is not None:
                     return f"tl.exp2({name(u)} * {_lit(c * _LOG2E)})"
         return f"tl.exp2({a[0]} * {_lit(_LOG2E)})"
-    if op == "exp2n":  # 2^(−a): a is a sum of squares of scaled differences (_folds)
-        return f"tl.exp2(-{a[0]})"
+    if op == "exp2":  # 2^a: a = −Σ(σx − σy)² (_Lowered._folds)
+        return f"tl.exp2({a[0]})"
     if op == "log":
         return f"tl.log({a[0]})"
     if op == "sqrt":
