@@ -1,7 +1,8 @@
 """The Triton engine's column loop read off its SASS, without a GPU: instructions per
 kernel evaluation (pair) by class, and the throughput bound they put on one SM.
 
-    python bench/triton_sass.py [--cases rbf-r1 rbf-r16 ...] [--arch 90] [--dump DIR]
+    python bench/triton_sass.py [--cases rbf-r1 rbf-r16 ... periodic-r1] [--arch 90]
+                                [--tile BM BN] [--warps W] [--defer 0|1] [--dump DIR]
 
 Each case is compiled for sm_90 by ``bench/triton_offline_compile.py``'s compiler (the
 ptxas in the triton wheel), disassembled with the wheel's ``cuobjdump -sass``, and the
@@ -50,14 +51,17 @@ OPCLASS = {op: c for c, ops in CLASSES.items() for op in ops.split()}
 PIPE = {"fp32": "fp32", "fp64": "fp64", "mufu": "mufu", "cmp": "alu", "int": "alu",
         "cvt": "cvt", "load": "lsu", "store": "lsu", "shfl": "lsu"}
 
-CASES = {  # name: (kernel, d, dtype, r)
+CASES = {  # name: (kernel, d, dtype, r[, allow_tf32])
     "rbf-r1": (lambda: tk.RBF(0.7), 3, torch.float32, 1),
     "rbf-r16": (lambda: tk.RBF(0.7), 3, torch.float32, 16),
     "rbf-d64": (lambda: tk.RBF(4.0), 64, torch.float32, 1),
     "rbf+matern52": (lambda: tk.RBF(0.7) + tk.Matern(nu=2.5, lengthscale=0.7), 3,
                      torch.float32, 1),
     "rbf-f64": (lambda: tk.RBF(0.7), 3, torch.float64, 1),
+    # ⟨x, y⟩ on the tensor cores (three TF32 products): IEEE float32 needs d FFMAs a pair
+    "rbf-d64-tf32x3": (lambda: tk.RBF(4.0), 64, torch.float32, 1, "tf32x3"),
 }
+DEFAULT = list(CASES)  # issue #20's targets; the other families by name
 CASES.update({f"{k}-r1": (make, d, torch.float32, 1)  # the offline compile's families
               for k, (make, d) in toc.FAMILIES.items() if k not in ("rbf", "rbf64")})
 TILES = {torch.float32: ((64, 64), 4), torch.float64: ((32, 32), 4)}
@@ -105,8 +109,7 @@ def classify(loop):
 
 def bound(per_pair):
     """Pairs per second on 132 SMs: the tightest of issue and each pipe."""
-    issue = sum(v for c, v in per_pair.items() if c != "tensor")
-    limits = {"issue": issue / RATE["issue"]}
+    limits = {"issue": sum(per_pair.values()) / RATE["issue"]}
     for c, v in per_pair.items():
         p = PIPE.get(c)
         if p:
@@ -115,18 +118,18 @@ def bound(per_pair):
     return SMS * CLOCK / limits[worst], worst
 
 
-def spec_of(make, d, dtype, r):
+def spec_of(make, d, dtype, r, allow_tf32=False):
     X = 0.2 * torch.randn(10, d, dtype=dtype)
     f = make().to(dtype).formula(X, X)
     L = engine._lower(f.fn, f.xs, f.ys, f.ps, fold=True)  # as engine._forward lowers
     mode = engine._r_mode(r)
     return engine._Spec(L, [x.shape[1] for x in f.xs], [p.numel() for p in f.ps], dtype,
-                        "forward", mode, r, False, False, False, False, False), mode
+                        "forward", mode, r, False, False, False, allow_tf32, False), mode
 
 
 def analyse(name, arch, dump=None, tile=None, warps=None, defer=None):
-    make, d, dtype, r = CASES[name]
-    spec, mode = spec_of(make, d, dtype, r)
+    make, d, dtype, r, *allow = CASES[name]
+    spec, mode = spec_of(make, d, dtype, r, *allow)
     (bm, bn), nw = TILES[dtype]
     bm, bn = tile or (bm, bn)
     warps = warps or nw
@@ -148,7 +151,7 @@ def analyse(name, arch, dump=None, tile=None, warps=None, defer=None):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cases", nargs="+", default=DEFAULT, choices=list(CASES))
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--dump", help="write each case's SASS listing into this folder")
     ap.add_argument("--tile", type=int, nargs=2, help="BM BN (default: 64 64, float64 32 32)")
