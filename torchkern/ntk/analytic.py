@@ -33,7 +33,8 @@ def _relu(qx, qy, c, e):
     arc-cosine kernels of orders 1 and 0 (Cho and Saul 2009).
 
     The angle θ is atan2(s, c) with s² = qx·qy − c² written through e,
-    4s² = e(2(qx + qy) − e) − (qx − qy)², and e carried through the layers as
+    s² = (qy(qx·e − (qx − c)²) + qx(qy·e − (qy − c)²))/(qx + qy), and e carried through
+    the layers as
     e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative accuracy that
     qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a repeated input has
     θ = 0 exactly, and gradients stay finite there.
@@ -43,20 +44,27 @@ def _relu(qx, qy, c, e):
     # In units of S = qx + qy: the √ floor (1e-15, as safe_sqrt) is then relative to the
     # inputs' scale; on s itself it set θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for
     # inputs of norm 1e-6 and 130% for 1e-8 (and t ~ q² underflows in float32 for
-    # q < 1e-19). The floor gives θ = π/2 where s = c = 0 with finite gradients; E φφ
-    # takes s without it (r/√(r + ε) = 0 below the floor): with the floor's s, a zero-
-    # variance unit got E φφ = 1.6e-16·S, so c ≠ 0 = qx in the next layer and θ = 1.31
-    # there (slope 0.29 instead of 1/4).
+    # q < 1e-19). The floor gives θ = π/2 where s = c = 0 with finite gradients. With the
+    # floor's s in E φφ, a zero-variance unit got E φφ = 1.6e-16·S, so c ≠ 0 = qx in the
+    # next layer and θ = 1.31 there (slope 0.29 instead of 1/4).
     S = qx + qy + _TINY
-    e_s, d_s = e / S, (qx - qy) / S
-    r = ((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25 - SQRT_EPS).relu()
-    root = (r + SQRT_EPS).sqrt()
-    s = root * S
-    theta = s.atan2(c)
+    a, b, e_s = qx / S, qy / S, e / S
+    u, v = (qx - c) / S, (qy - c) / S
+    # qx·qy − c² = qx·e − (qx − c)² = qy·e − (qy − c)², averaged with weights qy and qx:
+    # the form with the smaller variance cancels to ε·qx·qy, the other (ε·qy²) enters
+    # weighted by qx/qy. Near the diagonal all terms are O(e·q). The symmetric form
+    # e(2(qx + qy) − e) − (qx − qy)² cancelled to ε·qy² for qx ≪ qy: the angle of x = a·y
+    # was off by ~1e-8/a (NTK(1e-6·y, y) 3e-3 from 1e-6·NTK(y, y) without bias).
+    t = (b * (a * e_s - u * u) + a * (b * e_s - v * v)) / (a + b + _TINY)
+    theta = (((t - SQRT_EPS).relu() + SQRT_EPS).sqrt() * S).atan2(c)
+    # s as P sin θ, P = √(qx qy) taken as r/√(r + ε) (r = qx qy − ε): 0 at a zero variance
+    # (the floored s gave E φφ = 1.6e-16·S there), and consistent with θ where the floor
+    # sets it (an exact s there bent the next layer's angle by 1e-3).
+    r = (a * b - SQRT_EPS).relu()
+    s = theta.sin() * (r / (r + SQRT_EPS).sqrt() * S)
     rest = theta * -1.0 + math.pi  # π − θ
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
-    j1 = (r / root * S + rest * c) * (0.5 / math.pi)
-    return qx * 0.5, qy * 0.5, j1, e_out, rest * (0.5 / math.pi)
+    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
 
 
 def _erf(qx, qy, c, e=None):
