@@ -54,7 +54,7 @@ def compile_spec(spec, rb, arch, tile, warps, defer=None):
     ptr = "*fp64" if spec.dtype == torch.float64 else "*fp32"
     sig, const = {}, {}
     for a in fn.arg_names:
-        if a in ("n", "m", "r", "tune_key"):
+        if a in ("n", "m", "r", "rs16", "tune_key"):
             sig[a] = "i32"
         elif a in ("BM", "BN", "RB", "DEFER"):
             sig[a] = "constexpr"

@@ -497,3 +497,18 @@ def test_sin_cos_by_reduction(dtype, dev):
     got = torch.autograd.grad((out * G.to(dtype=dtype, device=dev)).sum(), [Xf, Yf])
     for nm, a, b in zip("XY", got, want):
         _close(a.double().cpu(), b, dtype, "grad " + nm)
+
+
+def test_product_reads_v_zero_padded(dev):
+    # tl.dot mode: V padded with zeros to whole column tiles and chunks of RB columns, read
+    # without masks; m = 65 (a padded tile), r = 17 (chunk 32, 15 zero columns)
+    x = torch.randn(3, 2, dtype=torch.float64)
+    spec = engine._Spec(engine._lower(tk.RBF().formula(x).fn, [x], [x], []), [2], [],
+                        torch.float64, "forward", "dot", 17, False, False, False, False)
+    V = torch.randn(65, 17, dtype=torch.float64)
+    Vp, rs16 = engine._padded_v(spec, V, 65, 17)
+    assert Vp.shape == (128, 32) and rs16 == 2
+    assert torch.equal(Vp[:65, :17], V) and not Vp[65:].any() and not Vp[:, 17:].any()
+    src = engine.generate_source(spec, False, interpret=True)
+    assert "rs16 * 16" in src and "rbm[None, :], other" not in src
+    _check(tk.RBF(lengthscale=0.8), 19, 65, 2, 17, torch.float32, dev, grads=False)

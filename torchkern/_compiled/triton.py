@@ -784,8 +784,8 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
     params = [f"X{a}" for a in range(nvar)] + [f"Y{a}" for a in range(nvar)]
     params += [f"NY{a}" for a in sorted(L.matrix)]  # ‖y‖² of the wide variables
     params += [f"P{b}" for b in range(npar)]
-    sizes = ["n: tl.constexpr", "m: tl.constexpr", "r: tl.constexpr"] if interpret else [
-        "n", "m", "r"]
+    sizes = ["n: tl.constexpr", "m: tl.constexpr", "r: tl.constexpr", "rs16: tl.constexpr"
+             ] if interpret else ["n", "m", "r", "rs16"]
     params += ["A", "B", "O", "GR", "GP", *sizes, "tune_key", "BM: tl.constexpr",
                "BN: tl.constexpr", "RB: tl.constexpr", "DEFER: tl.constexpr"]
     w(f"def _kernel({', '.join(params)}):", 0)
@@ -889,8 +889,12 @@ def generate_source(spec: _Spec, tune: bool, interpret: bool = False) -> str:
                 else:
                     w(f"acc{c} += _tk_sum(kv * b{c}, axis=1, keep_dims=True)", 2)
         else:
-            w(f"bt = tl.load(B + cj[:, None] * r + rb[None, :], mask=cmask[:, None] & "
-              f"rbm[None, :], other=0.0).to({acc})", 2)
+            if kind == "forward":  # V zero-padded by _launch: no mask, vector loads
+                w(f"bt = tl.load(B + cols{ix}[:, None] * (rs16 * 16) + rb[None, :])"
+                  f".to({acc})", 2)
+            else:
+                w(f"bt = tl.load(B + cj[:, None] * r + rb[None, :], mask=cmask[:, None] & "
+                  f"rbm[None, :], other=0.0).to({acc})", 2)
             w(f"acc += tl.dot(kv, bt, input_precision={prec}, out_dtype={acc})", 2)
     if kind == "backward":
         if rc_fma:
@@ -1175,12 +1179,32 @@ _INTERP_TILE = 16
 _UNTUNED_TILE = 32  # CUDA without autotuning: small tiles compile fast and spill little
 
 
+_BN_MAX = 64  # every configuration's BN divides it (the tiles above, _INTERP_TILE ≤ 64)
+
+
+def _rb(spec, r: int) -> int:
+    """The chunk of V's columns a program takes (RB)."""
+    return 16 if spec.r_mode == "fma" else min(64, max(16, _pow2(r)))
+
+
+def _padded_v(spec, B, m: int, r: int):
+    """The product's V in tl.dot mode zero-padded to whole column tiles and chunks (rows
+    to a multiple of _BN_MAX, columns of RB), and its row stride / 16: the kernel then
+    loads V's tiles unmasked, 16-byte vectors along a row (sm_90 SASS, RBF d = 3,
+    r = 16: the masked loads' predicates and address arithmetic were ~3 of 32
+    instructions a pair). O((m + 64) r) memory, one copy of V."""
+    if not (spec.kind == "forward" and spec.r_mode == "dot"):
+        return B, 0
+    rpad = -(-r // _rb(spec, r)) * _rb(spec, r)
+    Bp = B.new_zeros(-(-m // _BN_MAX) * _BN_MAX, rpad)
+    Bp[:m, :r] = B
+    return Bp, rpad // 16
+
+
 def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
     kern, tune = _compile(spec, interpret=rows[0].device.type == "cpu")
-    if spec.r_mode == "fma":
-        RB = 16
-    else:
-        RB = min(64, max(16, _pow2(r)))
+    RB = _rb(spec, r)
+    B, rs16 = _padded_v(spec, B, m, r)
     # unused pointers get a buffer of their own: the autotuner zeroes GP between trials
     dummy = torch.zeros(1, dtype=rows[0].dtype, device=rows[0].device)
     # ‖y‖² of each wide variable once, O(m d), not per row tile: in the loop it cost a
@@ -1189,7 +1213,7 @@ def _launch(spec, rows, cols, ps, A, B, O, GR, GP, n, m, r):
     norms = [(cols[a] * cols[a]).sum(1) for a in sorted(spec.L.matrix)]
     args = [*rows, *cols, *norms, *ps, A if A is not None else dummy, B if B is not None else dummy,
             O if O is not None else dummy, GR if GR is not None else dummy,
-            GP if GP is not None else dummy, n, m, r, int(n * m >= 2 ** 26)]
+            GP if GP is not None else dummy, n, m, r, rs16, int(n * m >= 2 ** 26)]
     if spec.kind == "forward":
         ny = 1 if spec.r_mode == "fma" else -(-r // RB)
         grid_fn = (lambda meta: (-(-n // meta["BM"]), ny))
@@ -1286,8 +1310,8 @@ def _forward(fn, xs, ys, ps, V, allow_tf32, swap=False, L=None):
         return out
     L = L or _lower(fn, xs, ys, ps, swap, fold=True)
     dims = [x.shape[1] for x in rows]
-    spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "forward",
-                 _r_mode(r), r, False, False, False, allow_tf32, _idx64(n, m, dims, r))
+    spec = _Spec(L, dims, [p.numel() for p in ps], dtype, "forward", _r_mode(r), r, False,
+                 False, False, allow_tf32, _idx64(n, m + _BN_MAX, dims, r + 64))
     _launch(spec, _prep(rows, dtype), _prep(cols, dtype), _prep(ps, dtype), None,
             _prep([V], dtype)[0], out, None, None, n, m, r)
     return out
