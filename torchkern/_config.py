@@ -17,6 +17,19 @@ BACKENDS = ("auto", "dense", "blocked", "keops", "compiled", "triton")
 # this foundation module so that both import it downward.
 FAST_FORM_MAX_ROUNDOFF = 2.0 ** -16
 
+# The same bound for float64 Gram entries: 2^-36 ≈ 1.5e-11 (2^16 ε of float64), where the
+# float32 bound let float64 Grams carry up to 1.5e-5 (two clusters 1e4 lengthscales apart
+# were off by 5e-8). float64 keeps the fast form for S ≤ 2^16 (data within ~180
+# lengthscales of their mean), beyond that the sum of squared differences — 35 times
+# slower in row blocks at d = 50, one thread, which a bound of 2^-40 (S ≤ 4096) would
+# already impose on data spread over 10 lengthscales per axis in 50 dimensions.
+FAST_FORM_MAX_ROUNDOFF_FLOAT64 = 2.0 ** -36
+
+
+def fast_form_max_roundoff(dtype: torch.dtype) -> float:
+    """The fast form's round-off bound for Gram entries of ``dtype``."""
+    return FAST_FORM_MAX_ROUNDOFF_FLOAT64 if dtype == torch.float64 else FAST_FORM_MAX_ROUNDOFF
+
 
 @dataclass
 class Config:

@@ -120,3 +120,46 @@ def test_nan_inputs_are_still_refused():
     X[1, 0] = float("nan")
     with pytest.raises(ValueError, match="X"):
         tk.Matern(1.5)(X, backend="dense").to_dense()
+
+
+# -- 2. the fast form on two far clusters ---------------------------------------------
+
+def _clusters(n, dtype, seed, dist=2e4, d=5):
+    """Two normal clusters (σ = 2) ``dist`` apart along the first axis, ``dist`` / 2 =
+    1e4 lengthscales (ℓ = 2: the division by ℓ is exact, as is each dtype's data):
+    centred at their joint mean, the points are ~dist/2 from the origin (the fast form's
+    round-off ε·S has S ≈ dist²/2) while pairs in one cluster are ~1 apart."""
+    g = torch.Generator().manual_seed(seed)
+    Z = 2 * torch.randn(n, d, generator=g, dtype=torch.float64)
+    Z[n // 2:, 0] += dist
+    return Z.to(dtype)
+
+
+def _brute_force(X, Y, ls=2.0, alpha=0.7, c=0.8):
+    """RBF + RQ + IMQ by their closed forms on float64 differences summed in extended
+    precision (np.longdouble) — not the fast form."""
+    x = X.double().numpy().astype(np.longdouble)
+    y = Y.double().numpy().astype(np.longdouble)
+    t = ((x[:, None, :] - y[None]) ** 2).sum(-1) / np.longdouble(ls) ** 2
+    K = np.exp(-t / 2) + (1 + t / (2 * alpha)) ** -alpha + 1 / np.sqrt(t + c * c)
+    return torch.from_numpy(K.astype(np.float64))
+
+
+@pytest.mark.parametrize("backend", ["dense", "blocked", "inductor"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_fast_form_keeps_the_dtypes_accuracy_on_far_clusters(dtype, backend, monkeypatch):
+    # Before, float64 used float32's round-off bound 2^-16: the Gram of clusters 1e4
+    # lengthscales apart was off by 5e-8 (3e4 apart: 3e-7), the float64 product likewise.
+    kernel = (tk.RBF(2.0) + tk.RationalQuadratic(2.0, alpha=0.7)
+              + tk.InverseMultiquadric(2.0, c=0.8)).to(dtype)
+    X, Y = _clusters(80, dtype, 0), _clusters(70, dtype, 1)
+    V = torch.randn(70, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    ref_xy, ref_xx = _brute_force(X, Y), _brute_force(X, X)
+    out = _product(kernel, X, Y, V.to(dtype), backend, monkeypatch).double()
+    scale = float((ref_xy.abs() @ V.abs()).max())  # the product's round-off scale
+    tol = {torch.float32: 1e-6, torch.float64: 1e-13}[dtype]
+    assert float((out - ref_xy @ V).abs().max()) <= tol * scale
+    if backend != "inductor":  # stored Grams: entry by entry
+        for K, ref in ((kernel(X, Y, backend=backend).to_dense(), ref_xy),
+                       (kernel(X, backend=backend).to_dense(), ref_xx)):
+            assert float((K.double() - ref).abs().max()) <= tol * 3

@@ -10,7 +10,8 @@ import functools
 
 import torch
 
-from .._config import FAST_FORM_MAX_ROUNDOFF  # the fast form's round-off bound
+from .._config import FAST_FORM_MAX_ROUNDOFF  # noqa: F401 (re-exported)
+from .._config import fast_form_max_roundoff  # the fast form's round-off bounds
 
 # The floor under square roots (safe_sqrt): keeps the gradient of ‖x − y‖ finite (zero) at
 # x = y; √0 reads 1e-15.
@@ -107,12 +108,16 @@ def center(x, y=None):
     return x - c, None if y is None else y - c
 
 
-def fast_form_dtype(x, y=None, max_roundoff: float = FAST_FORM_MAX_ROUNDOFF):
+def fast_form_dtype(x, y=None, max_roundoff: float | None = None):
     """The dtype in which :func:`sqdist`'s fast form on the rows of x and y (centred, see
-    :func:`center`) has round-off ε·(max‖x‖² + max‖y‖²) at most ``max_roundoff``: their
-    own where their spread allows, float64 where only it does (scikit-learn's
-    ``euclidean_distances`` likewise computes float32 distances in float64), None where
-    not even float64 does (the sum of squared differences is needed). O((n + m) d)."""
+    :func:`center`) has round-off ε·(max‖x‖² + max‖y‖²) at most ``max_roundoff`` (default:
+    the bound for the data's dtype, ``_config.fast_form_max_roundoff``; 2^-16 for float32,
+    2^-36 for float64): their own where their spread allows, float64 where only it does
+    (scikit-learn's ``euclidean_distances`` likewise computes float32 distances in
+    float64), None where not even float64 does (the sum of squared differences is
+    needed). O((n + m) d)."""
+    if max_roundoff is None:
+        max_roundoff = fast_form_max_roundoff(x.dtype)
     with torch.no_grad():
         s = (x * x).sum(1).max()
         s = 2 * s if y is None else s + (y * y).sum(1).max()

@@ -822,10 +822,11 @@ class StationaryKernel(_Lengthscale, Kernel):
     their joint mean, exactly, in the columns where that is possible (offset data;
     :func:`._ops.center`, once per product). Kernels whose ``_k`` takes
     ‖x − y‖² in the fast form (:func:`._ops.sqdist`, ``fast_sqdist = True``) are evaluated
-    on torch blocks in the precision that keeps its round-off below
-    ``_ops.FAST_FORM_MAX_ROUNDOFF`` (:func:`._ops.fast_form_dtype`): float64 for float32
-    data spread over more than a few lengthscales, so that every backend has the accuracy
-    of the difference form.
+    on torch blocks in the precision that keeps its round-off below the bound for the
+    data's dtype (``_config.fast_form_max_roundoff``: 2^-16 for float32, 2^-36 for
+    float64; :func:`._ops.fast_form_dtype`): float64 for float32 data spread over more
+    than a few lengthscales, exact differences for float64 data spread over more than
+    ~180, so that every backend has the accuracy of the difference form.
     """
 
     #: ``_k`` computes ‖x − y‖² with :func:`._ops.sqdist` (Laplacian and Matérn use exact
