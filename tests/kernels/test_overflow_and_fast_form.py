@@ -115,6 +115,18 @@ def test_matern_dense_gram_past_the_dtypes_range_is_zero_not_refused(nu, dtype):
         assert float((K[:-1, :-1].double() - torch.from_numpy(ref)).abs().max()) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("nu", [1.5, 2.5])
+def test_native_matern_is_zero_where_exp_is_below_the_smallest_normal(nu, monkeypatch):
+    # Points 3e18 apart in float32: t = r² = 9e36 is finite. The C++ loop's exp stopped at
+    # e^-87.3 (the smallest normal), which (1 + s + s²/3) scaled up: K = 0.18 and a
+    # gradient of 0.41 for Matérn 5/2 (6e-20 and 1e-19 for 3/2); the kernel is 0.
+    X = torch.zeros(1, 2, requires_grad=True)
+    Y = torch.tensor([[3e18, 0.0]])
+    out = _product(tk.Matern(nu), X, Y, torch.ones(1, 1), "native", monkeypatch)
+    (g,) = torch.autograd.grad(out.sum(), X)
+    assert float(out) == 0.0 and float(g.abs().max()) == 0.0
+
+
 def test_nan_inputs_are_still_refused():
     X = torch.randn(4, 2, dtype=torch.float64)
     X[1, 0] = float("nan")
