@@ -163,15 +163,16 @@ def safe_sqrt(t, upper=None):
     1–10 %).
 
     ``upper``: min(√t, upper), finite with a zero gradient where t is large or ∞ (an
-    overflowed squared distance). On torch tensors the relu becomes a clamp (no extra
-    pass, exact below the bound); the other formula types (KeOps LazyTensors, and the
+    overflowed squared distance). On torch tensors one clamp to [ε, upper²] (two passes
+    over the block instead of four; its gradient is 0 at t = 0 as well, exact below the
+    bound); the other formula types (KeOps LazyTensors, and the
     Triton engine's tracer, which has no clamp) take 1 / (1/upper + relu(1/√t −
     1/upper)), within a few units in the last place of √t below the bound (√t ≥ 1e-15,
     so 1/√t is finite)."""
     if upper is None:
         return ((t - SQRT_EPS).relu() + SQRT_EPS).sqrt()
     if is_torch(t):
-        return ((t - SQRT_EPS).clamp(0.0, upper * upper - SQRT_EPS) + SQRT_EPS).sqrt()
+        return t.clamp(SQRT_EPS, upper * upper).sqrt()
     inv = 1.0 / upper
     return 1.0 / ((1.0 / safe_sqrt(t) - inv).relu() + inv)
 
