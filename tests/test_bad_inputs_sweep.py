@@ -406,13 +406,17 @@ def test_kernel_matrix_product_that_overflows_says_so():
 
 
 def test_dense_pieces_of_a_kernel_matrix_that_overflows_say_so():
-    # Matérn 3/2 with ‖x − y‖/ℓ past float32's range: (1 + s)e^{-s} is ∞ · 0 = NaN off
-    # the diagonal; every dense piece refuses it, as the product does (they gave NaN)
-    k = tk.Matern(nu=1.5, lengthscale=1e-20)
+    # A subnormal lengthscale: the scaled inputs are ±∞ (row 2, zero, stays 0), their
+    # differences ∞ − ∞ NaN; every dense piece refuses it, as the product does (they gave
+    # NaN). (Matérn past the dtype's range is 0, not NaN: tests/kernels/
+    # test_overflow_and_fast_form.py.)
+    Xz = X.clone()
+    Xz[2] = 0.0
+    k = tk.Matern(nu=1.5, lengthscale=1e-320)
     with pytest.raises(ValueError, match=r"the kernel values are not finite"):
-        k(X.float(), backend="dense")  # the dense backend evaluates at once
-    K = k(X.float(), backend="blocked")
-    for piece in (K.to_dense, lambda: K.rows([0, 1]), lambda: K.submatrix([0], [1, 2])):
+        k(Xz, backend="dense")  # the dense backend evaluates at once
+    K = k(Xz, backend="blocked")
+    for piece in (K.to_dense, lambda: K.rows([0, 1]), lambda: K.submatrix([0], [0, 2])):
         with pytest.raises(ValueError, match=r"the kernel values are not finite"):
             piece()
     assert float(K.submatrix([2], [2])) == 1.0  # a finite piece: k(x, x) = 1
