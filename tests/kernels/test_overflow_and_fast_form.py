@@ -157,14 +157,16 @@ def _brute_force(X, Y, ls=2.0, alpha=0.7, c=0.8):
     return torch.from_numpy(K.astype(np.float64))
 
 
-@pytest.mark.parametrize("backend", ["dense", "blocked", "inductor"])
+@pytest.mark.parametrize("backend", ["dense", "blocked", "inductor", "triton"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 def test_fast_form_keeps_the_dtypes_accuracy_on_far_clusters(dtype, backend, monkeypatch):
     # Before, float64 used float32's round-off bound 2^-16: the Gram of clusters 1e4
-    # lengthscales apart was off by 5e-8 (3e4 apart: 3e-7), the float64 product likewise.
+    # lengthscales apart was off by 5e-8 (3e4 apart: 3e-7), the float64 product likewise
+    # (Triton, whose fast form starts at d = 16: 4.2e-8).
     kernel = (tk.RBF(2.0) + tk.RationalQuadratic(2.0, alpha=0.7)
               + tk.InverseMultiquadric(2.0, c=0.8)).to(dtype)
-    X, Y = _clusters(80, dtype, 0), _clusters(70, dtype, 1)
+    d = 16 if backend == "triton" else 5
+    X, Y = _clusters(80, dtype, 0, d=d), _clusters(70, dtype, 1, d=d)
     V = torch.randn(70, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     ref_xy, ref_xx = _brute_force(X, Y), _brute_force(X, X)
     out = _product(kernel, X, Y, V.to(dtype), backend, monkeypatch).double()

@@ -34,7 +34,7 @@ variable of width d ≥ 16 that is not under a square root is ‖x‖² + ‖y�
 relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or ``allow_tf32="tf32x3"``, three
 TF32 products on the tensor cores with about float32's accuracy), clipped at 0, and — as in
 :func:`torchkern.kernels._ops.fast_form_dtype` — only where its round-off ε·(max‖x‖² +
-max‖y‖²) stays below ``FAST_FORM_MAX_ROUNDOFF``; elsewhere (and for d < 16) the sum of
+max‖y‖²) stays below ``_config.fast_form_max_roundoff`` of the dtype; elsewhere (and for d < 16) the sum of
 squared differences (‖y‖² computed once per launch, not per tile). Clamps and
 reciprocals that formulas write with portable operations become one instruction each
 (``_Lowered._rewrite``: relu(x − c) + c is max(x, c), 1/√x is rsqrt, divisions by
@@ -65,7 +65,7 @@ import threading
 
 import torch
 
-from .._config import FAST_FORM_MAX_ROUNDOFF
+from .._config import fast_form_max_roundoff
 
 __all__ = ["Sym", "available", "interpreting", "matmul", "gram", "trace", "generate_source"]
 
@@ -1257,7 +1257,8 @@ def _tile_rows(n: int, device) -> int:
 
 def _fast_ok(xs, ys):
     """Per variable: whether ‖x‖² + ‖y‖² − 2⟨x, y⟩ keeps its round-off ε·(max‖x‖² +
-    max‖y‖²) within ``FAST_FORM_MAX_ROUNDOFF`` (as :func:`kernels._ops.fast_form_dtype`)."""
+    max‖y‖²) within the dtype's bound, ``_config.fast_form_max_roundoff`` (as
+    :func:`kernels._ops.fast_form_dtype`)."""
     out = []
     for x, y in zip(xs, ys):
         if x.shape[1] < MATRIX_MIN_D:
@@ -1265,7 +1266,7 @@ def _fast_ok(xs, ys):
             continue
         with torch.no_grad():
             s = float((x * x).sum(1).max()) + float((y * y).sum(1).max())
-        out.append(torch.finfo(x.dtype).eps * s <= FAST_FORM_MAX_ROUNDOFF)
+        out.append(torch.finfo(x.dtype).eps * s <= fast_form_max_roundoff(x.dtype))
     return out
 
 
