@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .._validation import is_int
-from ..kernels._ops import SQRT_EPS, dot, fdim, fsum, sqdist, sqdist_exact
+from ..kernels._ops import SQRT_EPS, dot, fdim, fsum, is_torch, sqdist, sqdist_exact
 from ..kernels.base import Kernel
 
 __all__ = ["NTK", "NNGP"]
@@ -48,6 +48,8 @@ def _relu(qx, qy, c, e):
     # floor's s in E φφ, a zero-variance unit got E φφ = 1.6e-16·S, so c ≠ 0 = qx in the
     # next layer and θ = 1.31 there (slope 0.29 instead of 1/4).
     S = qx + qy + _TINY
+    if not is_torch(qx) and type(qx).__module__.startswith("pykeops"):
+        return _relu_keops(qx, qy, c, e, S)
     a, b, e_s = qx / S, qy / S, e / S
     u, v = (qx - c) / S, (qy - c) / S
     # qx·qy − c² = qx·e − (qx − c)² = qy·e − (qy − c)², averaged with weights qy and qx:
@@ -63,6 +65,26 @@ def _relu(qx, qy, c, e):
     r = (a * b - SQRT_EPS).relu()
     s = theta.sin() * (r / (r + SQRT_EPS).sqrt() * S)
     rest = theta * -1.0 + math.pi  # π − θ
+    e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
+    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
+
+
+def _relu_keops(qx, qy, c, e, S):
+    """:func:`_relu` for KeOps, whose formulas are trees without shared subexpressions:
+    every use of a layer's c and e repeats the previous layer's whole formula. The
+    weighted s² above uses them about 3 times as often per layer, which made the depth-3
+    NTK's formula 8.8 million characters (0.83 million here; depth 2: 0.57 against 0.12
+    million, 69 s to compile on the CPU against 16 s). Here 4s² = e(2(qx + qy) − e) −
+    (qx − qy)², which cancels to ε·qy² where qx ≪ qy: the angle of parallel inputs of
+    norm ratio a is off by about 1e-8/a (NTK(1e-6·y, y) 3e-3 from 1e-6·NTK(y, y) without
+    bias, 4e-6 at a = 1e-3); equal to the form above to rounding elsewhere. E φφ takes s
+    without the √ floor (r/√(r + ε)): 0 at a zero variance, as above."""
+    e_s, d_s = e / S, (qx - qy) / S
+    r = ((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25 - SQRT_EPS).relu()
+    root = (r + SQRT_EPS).sqrt()
+    theta = (root * S).atan2(c)
+    rest = theta * -1.0 + math.pi  # π − θ
+    s = r / root * S
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
     return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
 
