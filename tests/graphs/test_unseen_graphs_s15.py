@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from tests.graphs.test_kernel_sweep import small_graphs
 import torchkern.graphs as tg
 
 
@@ -70,23 +71,9 @@ def test_random_walk_edge_labels_normalized_on_graphs_without_edges():
 # -- continuous edge attributes: read by no kernel ----------------------------------------------
 
 def attributed(m=6, seed=0):
-    """``m`` small undirected graphs (a path plus chords), one-hot labels from 3, bond
-    labels from 2, 2-dim node attributes."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(m):
-        n = int(rng.integers(3, 7))
-        A = np.triu(rng.random((n, n)) < 0.4, 1)
-        A[np.arange(n - 1), np.arange(1, n)] = True
-        s, t = np.nonzero(A | A.T)
-        bond = np.triu(rng.integers(0, 2, (n, n)), 1)
-        bond = bond + bond.T
-        out.append(Data(x=torch.eye(3)[rng.integers(0, 3, n)],
-                        edge_index=torch.as_tensor(np.stack([s, t])),
-                        edge_attr=torch.as_tensor(bond[s, t])[:, None],
-                        node_attributes=torch.as_tensor(rng.normal(size=(n, 2))),
-                        num_nodes=n))
-    return out
+    """``m`` small undirected graphs with one-hot node and bond labels and 2-dim node
+    attributes (``test_kernel_sweep.small_graphs``)."""
+    return small_graphs(m, seed)
 
 
 EDGE_ATTRIBUTE_BLIND = [tg.WeisfeilerLehman(n_iter=2), tg.GraphHopper(),
