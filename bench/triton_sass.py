@@ -38,7 +38,7 @@ CLASSES = {  # SASS opcode (before the first dot) -> class
     "fp64": "DFMA DMUL DADD DSETP DMNMX",
     "mufu": "MUFU",
     "tensor": "HMMA DMMA IMMA HGMMA QGMMA",
-    "cmp": "FSETP ISETP PSETP FMNMX IMNMX VIMNMX FSEL SEL FSWZADD PLOP3 P2R R2P FCHK",
+    "cmp": "FSETP ISETP PSETP FMNMX VIMNMX FSEL SEL FSWZADD PLOP3 P2R R2P FCHK",
     "int": "IADD3 IMAD LEA SHF LOP3 IABS MOV MOV32I CS2R S2R IMNMX PRMT SHL SHR VIADD "
            "IADD BMSK FLO POPC UIADD3 UIMAD ULEA USHF ULOP3 UMOV UISETP USEL S2UR ULDC",
     "load": "LDG LDS LDSM LDC LDGSTS LDGDEPBAR LD",
@@ -133,7 +133,7 @@ def analyse(name, arch, dump=None, tile=None, warps=None, defer=None):
     (bm, bn), nw = TILES[dtype]
     bm, bn = tile or (bm, bn)
     warps = warps or nw
-    rb = 16 if mode == "fma" else min(64, max(16, engine._pow2(r)))
+    rb = engine._rb(spec, r)
     _, ck = toc.compile_spec(spec, rb, arch, (bm, bn), warps, defer)
     text = sass(ck.asm["cubin"])
     if dump:

@@ -612,73 +612,57 @@ def _tk_sum(x, axis: tl.constexpr, keep_dims: tl.constexpr = False):
 
 @triton.jit
 def _sin(a):
-    if a.dtype == tl.float64:
-        out = _sin_reduced64(a, 0.0)
-    else:
-        out = _sin_reduced(a, 0.0)
-    return out
+    return _sin_reduced(a, 0.0)
 
 
 @triton.jit
 def _cos(a):  # cos a = -(-1)^k sin(a - (k + 1/2) pi)
-    if a.dtype == tl.float64:
-        out = -_sin_reduced64(a, 0.5)
-    else:
-        out = -_sin_reduced(a, 0.5)
-    return out
-
-
-@triton.jit
-def _sin_reduced64(a, h: tl.constexpr):
-    # _sin_reduced in float64: pi in three parts of 26 bits (k pi_1 exact for |k| < 2^26,
-    # |a| < 2e8), the series to r^21 (error < 4e-18); libdevice's sin and cos, with
-    # their slow path called out of line, made the float64 kernels spill
-    kf = a * 0.3183098861837907 - h + 6755399441055744.0
-    k = (kf - 6755399441055744.0) + h
-    r = a - k * 3.1415926218032837
-    r = r - k * 3.1786509424591713e-08
-    r = r - k * 1.2246467991473532e-16
-    r = tl.minimum(tl.maximum(r, -1.5707963267948966), 1.5707963267948966)
-    r2 = r * r
-    p = 1.9572941063391263e-20
-    p = p * r2 - 8.22063524662433e-18
-    p = p * r2 + 2.8114572543455206e-15
-    p = p * r2 - 7.647163731819816e-13
-    p = p * r2 + 1.6059043836821613e-10
-    p = p * r2 - 2.505210838544172e-08
-    p = p * r2 + 2.7557319223985893e-06
-    p = p * r2 - 1.984126984126984e-04
-    p = p * r2 + 8.333333333333333e-03
-    p = p * r2 - 1.6666666666666666e-01
-    sr = r + r * r2 * p
-    return tl.where((kf.to(tl.int64, bitcast=True) & 1) != 0, -sr, sr)
+    return -_sin_reduced(a, 0.5)
 
 
 @triton.jit
 def _sin_reduced(a, h: tl.constexpr):
-    # float32 (-1)^k sin(r), r = a - (k + h) pi in [-pi/2, pi/2], k = rint(a/pi - h) by
-    # the 1.5 * 2^23 rounding constant (its last bit is k's parity): Cody and Waite's
-    # reduction with pi in three parts of few bits (Cody and Waite 1980, "Software Manual
-    # for the Elementary Functions", Prentice-Hall, ch. 8), the odd Taylor series to r^13
-    # (error < 1e-9 on [-pi/2, pi/2]). About 18 instructions where libdevice's sinf, with
-    # its Payne-Hanek path for huge arguments, took about 90 (sm_90 SASS); past |a| ~ 1e5
-    # the reduction loses bits (a float32's spacing there is ~0.01) and r is clamped.
-    # (The polynomial without the parts of pi, both dtypes: Cody and Waite's.)
-    kf = a * 0.3183098861837907 - h + 12582912.0
-    k = (kf - 12582912.0) + h
-    r = a - k * 3.140625
-    r = r - k * 9.67502593994140625e-04
-    r = r - k * 1.509957990978376432e-07
-    r = tl.minimum(tl.maximum(r, -1.5707963705062866), 1.5707963705062866)
-    r2 = r * r
-    p = 1.6059043836821613e-10
+    # (-1)^k sin(r), r = a - (k + h) pi in [-pi/2, pi/2], k = rint(a/pi - h) by the
+    # 1.5 * 2^52 (float64) or 1.5 * 2^23 (float32) rounding constant, whose last bit is
+    # k's parity: Cody and Waite's reduction with pi in three parts of few bits (Cody and
+    # Waite 1980, "Software Manual for the Elementary Functions", Prentice-Hall, ch. 8),
+    # then the odd Taylor series, to r^21 in float64 (error < 4e-18; k pi_1 exact for
+    # |k| < 2^26, |a| < 2e8) and to r^13 in float32 (error < 1e-9). About 18 instructions
+    # where libdevice's sinf, with its Payne-Hanek path for huge arguments, took about 90
+    # (sm_90 SASS), and libdevice's float64 sin and cos, their slow path called out of
+    # line, made the float64 kernels spill. Past |a| ~ 1e5 (float32) or 2e8 (float64) the
+    # reduction loses bits (a float32's spacing at 1e5 is ~0.01) and r is clamped.
+    if a.dtype == tl.float64:
+        kf = a * 0.3183098861837907 - h + 6755399441055744.0
+        k = (kf - 6755399441055744.0) + h
+        r = a - k * 3.1415926218032837
+        r = r - k * 3.1786509424591713e-08
+        r = r - k * 1.2246467991473532e-16
+        r = tl.minimum(tl.maximum(r, -1.5707963267948966), 1.5707963267948966)
+        r2 = r * r
+        p = 1.9572941063391263e-20
+        p = p * r2 - 8.22063524662433e-18
+        p = p * r2 + 2.8114572543455206e-15
+        p = p * r2 - 7.647163731819816e-13
+        p = p * r2 + 1.6059043836821613e-10
+        odd = (kf.to(tl.int64, bitcast=True) & 1) != 0
+    else:
+        kf = a * 0.3183098861837907 - h + 12582912.0
+        k = (kf - 12582912.0) + h
+        r = a - k * 3.140625
+        r = r - k * 9.67502593994140625e-04
+        r = r - k * 1.509957990978376432e-07
+        r = tl.minimum(tl.maximum(r, -1.5707963705062866), 1.5707963705062866)
+        r2 = r * r
+        p = 1.6059043836821613e-10
+        odd = (kf.to(tl.int32, bitcast=True) & 1) != 0
     p = p * r2 - 2.505210838544172e-08
     p = p * r2 + 2.7557319223985893e-06
     p = p * r2 - 1.984126984126984e-04
     p = p * r2 + 8.333333333333333e-03
     p = p * r2 - 1.6666666666666666e-01
     sr = r + r * r2 * p
-    return tl.where((kf.to(tl.int32, bitcast=True) & 1) != 0, -sr, sr)
+    return tl.where(odd, -sr, sr)
 
 
 @triton.jit
