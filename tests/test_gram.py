@@ -204,3 +204,16 @@ def test_reused_training_gram_is_stored_when_it_fits(monkeypatch):
     assert kernel_matrix(tk.RBF(), X, reuse=True, backend="blocked").backend == "blocked"
     with tk.use_backend("blocked"):
         assert kernel_matrix(tk.RBF(), X, reuse=True).backend == "blocked"
+
+
+def test_rows_cols_and_submatrix_take_slices_with_negative_steps():
+    # K.rows(slice(None, None, -1)) raised "step must be greater than zero" (a tensor's
+    # slicing), while the structured inputs' indices (inputs.as_index) took such slices.
+    X = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    K = tk.RBF()(X, backend="blocked")
+    D = ((X[:, None] - X[None]) ** 2).sum(-1).mul(-0.5).exp()
+    torch.testing.assert_close(K.rows(slice(None, None, -1)), D.flip(0), rtol=1e-14, atol=0)
+    torch.testing.assert_close(K.cols(slice(5, 0, -2)), D[:, [5, 3, 1]], rtol=1e-14, atol=0)
+    torch.testing.assert_close(K.submatrix(slice(4, None, -3), slice(1, 3)), D[[4, 1]][:, 1:3],
+                               rtol=1e-14, atol=0)
+    assert K.rows(slice(4, 2)).shape == (0, 6)  # an empty slice

@@ -236,3 +236,12 @@ def as_generator(random_state) -> torch.Generator | None:
         raise TypeError(f"random_state must be None, an int or a torch.Generator, "
                         f"got {type(random_state).__name__}")
     return torch.Generator().manual_seed(int(random_state))
+
+
+def slice_indices(idx: slice, n: int, device=None) -> torch.Tensor:
+    """The int64 positions a slice selects from range(n), negative steps too (slicing
+    ``torch.arange(n)`` refuses them)."""
+    r = range(n)[idx]
+    if not len(r):  # arange refuses a start past the stop
+        return torch.zeros(0, dtype=torch.long, device=device)
+    return torch.arange(r.start, r.stop, r.step, device=device)

@@ -35,7 +35,7 @@ import torch
 
 from ._config import config
 from ._threads import one_thread
-from ._validation import check_not_meta
+from ._validation import check_not_meta, slice_indices
 
 __all__ = [
     "Formula",
@@ -643,7 +643,7 @@ def _lazy_backend(formula: Formula) -> str:
 
 def _as_index(idx, size: int, device) -> torch.Tensor:
     if isinstance(idx, slice):
-        return torch.arange(size, device=device)[idx]
+        return slice_indices(idx, size, device)
     idx = torch.as_tensor(idx, device=device)
     if idx.dtype == torch.bool:
         idx = idx.nonzero().squeeze(-1)

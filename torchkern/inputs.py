@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._validation import as_tensor, check_symmetric
+from ._validation import as_tensor, check_symmetric, slice_indices
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
            "n_samples", "n_features", "take", "concat", "as_index"]
@@ -32,11 +32,8 @@ __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precompute
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
     """A 1-D int64 index tensor from an int, a slice, a boolean mask, a list, an array or a
     tensor, checked against the length ``n``."""
-    if isinstance(idx, slice):  # range's slicing: negative steps too (a tensor's refuses)
-        r = range(n)[idx]
-        if not len(r):
-            return torch.zeros(0, dtype=torch.long, device=device)
-        return torch.arange(r.start, r.stop, r.step, device=device)
+    if isinstance(idx, slice):
+        return slice_indices(idx, n, device)
     if isinstance(idx, (int, np.integer)):
         idx = [int(idx)]
     try:
