@@ -84,3 +84,11 @@ def test_non_utf8_bytes_name_file_and_line(tmp_path):
     h = tmp_path / "utf8.fa"
     h.write_bytes("\ufeff>café\r\nAC\r\nGT\r\n".encode("utf-8"))
     assert read_fasta(h) == (["café"], ["ACGT"])
+
+
+def test_sequence_csv_error_names_the_files_own_line(tmp_path):
+    # blank lines are skipped; the message counted only the non-blank rows (said line 4)
+    path = tmp_path / "peptides.csv"
+    path.write_text("3,1,neg,pos\nACG,0\n\n\nAC,1\nGG,7\n")
+    with pytest.raises(ValueError, match="line 6 must be 'sequence, label'"):
+        read_sequence_csv(path)

@@ -96,12 +96,3 @@ def test_normalized_substring_with_vanishing_decay_is_the_spectrum_cosine():
     ref = Spectrum(3, alphabet=None, normalize=True)(X).to_dense()
     torch.testing.assert_close(Substring(3, 1e-100, normalize=True)(X).to_dense(), ref,
                                rtol=1e-15, atol=1e-15)
-
-
-def test_sequence_csv_error_names_the_files_own_line(tmp_path):
-    # blank lines are skipped; the message counted only the non-blank rows (said line 4)
-    from torchkern.datasets import read_sequence_csv
-    path = tmp_path / "peptides.csv"
-    path.write_text("3,1,neg,pos\nACG,0\n\n\nAC,1\nGG,7\n")
-    with pytest.raises(ValueError, match="line 6 must be 'sequence, label'"):
-        read_sequence_csv(path)

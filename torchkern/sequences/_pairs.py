@@ -107,3 +107,14 @@ def decayed_cumsum(b: torch.Tensor, lam: float, dim: int, max_log_scale: float |
         carry = y.narrow(dim, y.shape[dim] - 1, 1)
         out.append(y)
     return torch.cat(out, dim) if len(out) > 1 else out[0]
+
+
+def cosine_from_logs(L: torch.Tensor, lx: torch.Tensor, ly: torch.Tensor,
+                     undefined: torch.Tensor | None = None) -> torch.Tensor:
+    """K(x, y)/√(K(x, x) K(y, y)) as exp(L − (lx + ly)/2) from L = log K(x, y) and the
+    logs lx, ly of the diagonals (no overflow where K itself does), 0 where a log is −∞
+    (an empty pair: a string shorter than the kernel's substrings) — of L, or of
+    ``undefined`` where the caller's L is a function of another log."""
+    K = torch.exp(L - (lx[:, None] + ly[None, :]) / 2)
+    zero = torch.isinf(L if undefined is None else undefined)
+    return K.masked_fill(zero | torch.isinf(lx)[:, None] | torch.isinf(ly)[None, :], 0.0)

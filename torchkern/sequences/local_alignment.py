@@ -11,7 +11,7 @@ from .._validation import check_bool, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from ._encode import SequenceSet, as_sequences
-from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
+from ._pairs import cosine_from_logs, decayed_cumsum, pairwise_diag, pairwise_gram
 
 __all__ = ["LocalAlignment", "blosum62"]
 
@@ -242,9 +242,7 @@ class LocalAlignment(StructuredKernel):
                 # underflows to 0 (β = 200, scores −5: T ≈ −1000) and the quotient of
                 # the logs read 0 while the true one is of order 1. 0 with an empty string.
                 lxy, lx, ly = _log_log1p_exp(T), _log_log1p_exp(tx), _log_log1p_exp(ty)
-                K = torch.exp(lxy - (lx[:, None] + ly[None, :]) / 2)   # symmetric
-                K = K.masked_fill(torch.isinf(T) | torch.isinf(lx)[:, None]
-                                  | torch.isinf(ly)[None, :], 0.0)
+                K = cosine_from_logs(lxy, lx, ly, undefined=T)          # symmetric
             else:
                 dx, dy = _log1p_exp(tx), _log1p_exp(ty)
                 K = torch.exp(L - (dx[:, None] + dy[None, :]) / 2)

@@ -10,7 +10,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import decayed_cumsum, pairwise_diag, pairwise_gram
+from ._pairs import cosine_from_logs, decayed_cumsum, pairwise_diag, pairwise_gram
 
 __all__ = ["Substring"]
 
@@ -169,10 +169,7 @@ class Substring(StructuredKernel):
         dy = dx if Y is None else pairwise_diag(Y64, self._pairs(), _cells)
         # Before, K / √(K(x, x) K(y, y)) of K overflowed to inf / inf = NaN (λ = 1,
         # k = 150, homopolymers of 1,000 letters). 0 where a string is shorter than k.
-        K = torch.exp(L - (dx[:, None] + dy[None, :]) / 2)      # symmetric
-        K = K.masked_fill(torch.isinf(L) | torch.isinf(dx)[:, None] | torch.isinf(dy)[None, :],
-                          0.0)
-        return DenseKernelMatrix(K.to(X.dtype))
+        return DenseKernelMatrix(cosine_from_logs(L, dx, dy).to(X.dtype))   # symmetric
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
         if self.normalize:      # _gram normalized already: the base class scales by 1
