@@ -67,8 +67,8 @@ def test_default_kernel_of_a_constant_sample_names_it():
 def test_float32_dot_product_statistics_far_from_the_origin_warn():
     """Linear-kernel MMD² is ‖mean X − mean Y‖² and linear HSIC_b is ‖Cov(X, Y)‖²_F
     (closed forms, float64 NumPy). On float32 data 2000 from the origin the Gram entries
-    (~4·10⁶) round by ~0.25 and the statistics came out 23% (MMD) and 0.3% (HSIC) off,
-    silently; now a RuntimeWarning says so. Centered, the same data warn nothing and
+    (~4·10⁶) round by ~0.25 and the statistics came out 3–23% (MMD; by the BLAS's summation
+    order) and 0.03–0.3% (HSIC) off, silently; now a RuntimeWarning says so. Centered, the same data warn nothing and
     agree to float32 precision."""
     import warnings
 

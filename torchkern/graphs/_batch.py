@@ -829,6 +829,9 @@ class GraphSet(KernelInput):
 
     @property
     def edge_attributes(self) -> torch.Tensor | None:
+        """Continuous edge attributes, (E, k) in edge order, or None: read by no kernel;
+        a ValueError naming the graph where some graphs have them and others not, or
+        their widths differ."""
         eat = self._edge_attributes_raw
         if isinstance(eat, _EdgeAttrGap):  # some graphs have them, others not (widths)
             eat.fail()

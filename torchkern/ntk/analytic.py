@@ -73,7 +73,7 @@ def _relu_keops(qx, qy, c, e, S):
     """:func:`_relu` for KeOps, whose formulas are trees without shared subexpressions:
     every use of a layer's c and e repeats the previous layer's whole formula. The
     weighted s² above uses them about 3 times as often per layer, which made the depth-3
-    NTK's formula 8.8 million characters (0.83 million here; depth 2: 0.57 against 0.12
+    NTK's formula 8.8 million characters (1.7 million here; depth 2: 0.57 against 0.19
     million, 69 s to compile on the CPU against 16 s). Here 4s² = e(2(qx + qy) − e) −
     (qx − qy)², which cancels to ε·qy² where qx ≪ qy: the angle of parallel inputs of
     norm ratio a is off by about 1e-8/a (NTK(1e-6·y, y) 3e-3 from 1e-6·NTK(y, y) without

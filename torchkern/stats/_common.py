@@ -98,7 +98,8 @@ def warn_if_centering_cancels(trace, mean, n, dtype, who):
     if lost > 1e-3:
         # point at the caller's line: the first frame outside torchkern (and torch's
         # no_grad decorators)
-        roots = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.__file__))
+        roots = (os.path.dirname(os.path.dirname(__file__)) + os.sep,
+                 os.path.dirname(torch.__file__) + os.sep)
         level, frame = 2, sys._getframe(1)
         while frame is not None and frame.f_code.co_filename.startswith(roots):
             level, frame = level + 1, frame.f_back

@@ -62,7 +62,7 @@ class _View:
                 # anything (float32 linear views: 95 noise features, ρ₃ 0.74 for 0.064).
                 # Measured: rounding eigenvalues reach 1.8 units of n·ε·max K_ii (linear
                 # kernel, float32 and float64, offsets 0 to 10⁴), signals kept at 4.6
-                scale = float(K.diag().abs().max()) if trace is not None else 0.0
+                scale = float(K.diag().abs().max())  # O(n) beside the O(n³) eigh
                 floor = _ROUNDING_UNITS * n * torch.finfo(K.dtype).eps * scale
                 keep = w > max(1e-10 * float(w.abs().max()), floor)
                 w, U = w[keep], U[:, keep]

@@ -12,7 +12,7 @@ from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix,
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
 from .._validation import check_positive, check_sample_weight
 from ..linalg import ConvergenceWarning
-from ._common import cheap_trace, check_int, generator, warn_if_centering_cancels
+from ._common import cheap_trace, check_int, generator, total, warn_if_centering_cancels
 
 __all__ = ["KernelKMeans"]
 
@@ -323,10 +323,8 @@ class KernelKMeans(ClusterMixin, Estimator):
             sample_weight, n, device=K.device, min_positive=self.n_clusters)
         trace = cheap_trace(K)
         if trace is not None:
-            # feature-space distances are those of the centered Gram: one product K1
-            mean = (K @ torch.ones(n, dtype=K.dtype, device=K.device)).sum(
-                dtype=torch.float64) / n**2
-            warn_if_centering_cancels(trace, mean, n, K.dtype, "KernelKMeans")
+            # feature-space distances are those of the centered Gram: 1ᵀK1 (one product)
+            warn_if_centering_cancels(trace, total(K) / n**2, n, K.dtype, "KernelKMeans")
         labels, inertia, Z, s, n_iter = _kernel_kmeans(
             K, self.n_clusters, init=self.init, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, random_state=self.random_state, verbose=self.verbose, weights=w)

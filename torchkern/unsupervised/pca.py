@@ -94,7 +94,7 @@ def _centered_symmetric(K):
     return Kc
 
 
-def _subtract_mean(K, Kc):
+def _subtract_mean(K, Kc, trace):
     r"""For a stored Gram K that is mostly its mean c = 1ᵀK1/n² (tr K > 10 tr K̃), the
     centering :math:`H(K - c\mathbf 1\mathbf 1^\top)H` of a shifted copy — the same
     matrix, since H1 = 0 — and c; else (Kc, 0).
@@ -106,10 +106,10 @@ def _subtract_mean(K, Kc):
     top eigenvalues: 1–2 % off unshifted, 6e-6 shifted; a dense ``eigh`` of the
     explicitly centered Gram 6e-4). A copy (K may be the caller's or a kernel's cache):
     n² more memory, only where the shift matters."""
-    if not isinstance(K, DenseKernelMatrix):
+    if not isinstance(K, DenseKernelMatrix) or trace is None:
         return Kc, 0.0
     c = Kc.mean
-    tr = float(K.tensor.diagonal().sum())
+    tr = float(trace)  # tr K (cheap_trace)
     if not abs(tr) > 10 * abs(tr - K.shape[0] * float(c)):
         return Kc, 0.0
     shifted = copy.copy(K)  # a _TiledDense keeps its threads and symmetry
@@ -346,7 +346,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             trace = cheap_trace(K)
             if trace is not None:
                 warn_if_centering_cancels(trace, Kc.mean, n, K.dtype, "KernelPCA")
-            Kc, shift = _subtract_mean(K, Kc)
+            Kc, shift = _subtract_mean(K, Kc, trace)
             evals, evecs = self._top_eigenpairs(Kc, k, solver)
             evals = _psd_clip(evals, K.dtype)
             evecs = _flip_signs(evecs)

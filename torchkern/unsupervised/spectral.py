@@ -28,11 +28,12 @@ def _spectral_operator(K, normalized):
     unnormalized: :math:`cI - L = cI - D + K` with c = 2 max d ≥ λ_max(L) (Gershgorin),
     whose top eigenvectors are the bottom eigenvectors of the Laplacian L = D − K.
     """
-    if isinstance(K, DenseKernelMatrix) and bool((K.tensor < 0).any()):
+    low = float(K.tensor.min()) if isinstance(K, DenseKernelMatrix) else 0.0
+    if low < 0:
         # a stored matrix is checked entry by entry (lazy ones only through their degrees,
         # which would cost another pass over the entries)
         raise ValueError(f"the affinity matrix has negative entries (min "
-                         f"{float(K.tensor.min()):.3g}); spectral clustering needs a "
+                         f"{low:.3g}); spectral clustering needs a "
                          f"nonnegative affinity (a kernel with values >= 0, e.g. RBF)")
     d = K.sum(1)
     if not bool((d > 0).all()):
