@@ -8,12 +8,13 @@ such as a lazy :class:`torchkern.gram.KernelMatrix`. See ``docs/linalg.md``.
 from ._common import ConvergenceWarning
 from .cg import CGInfo, cg
 from .lanczos import eigsh
-from .logdet import inv_quad_logdet, logdet, trace
+from .logdet import LogdetInfo, inv_quad_logdet, logdet, trace
 from .preconditioners import NystromPreconditioner, PivotedCholesky
 
 __all__ = [
     "CGInfo",
     "ConvergenceWarning",
+    "LogdetInfo",
     "NystromPreconditioner",
     "PivotedCholesky",
     "cg",

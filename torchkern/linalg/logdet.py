@@ -2,7 +2,7 @@
 
 import math
 import warnings
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -74,6 +74,104 @@ class _QuadratureInfo(NamedTuple):
     cond: float = 1.0       # θ_max/θ_min over the checked processes: a lower bound of κ(A)
     rounding: float = 0.0   # n·ε·θ_max·mean(e₁ᵀT⁻¹e₁): first-order rounding error bound
     bound: float = 0.0      # the bias bound with a Radau node at ε·θ_max (at the cap only)
+
+
+# A Monte-Carlo standard error above this fraction of what the caller needs (tr|log A|
+# for the value, the gradient's norm for the gradient) is worth a warning. Measured at
+# p = 30 Rademacher probes: on RBF Grams of 300 points on a line the value's is 0.35 %
+# of |log det A| at noise 1e-2 and at 1e-10 alike, the lengthscale gradient's 17 % at
+# noise 1e-2 and 54 % at 1e-10 (condition 1e12); 1.2 % for 500 points in 3-D, ℓ = 0.5,
+# noise 1e-2 (unbiased, and within the usual use of SLQ).
+_VALUE_NOISE = 0.05
+_GRAD_NOISE = 0.25
+
+
+class LogdetInfo(NamedTuple):
+    r"""What :func:`logdet` and :func:`inv_quad_logdet` report with ``return_info=True``.
+
+    Attributes
+    ----------
+    std_error : float
+        Monte-Carlo standard error of the log-determinant from the spread of the p probes'
+        quadratures: :math:`n\,\mathrm{sd}(q_1..q_p)/\sqrt p` (0.0 for ``"exact"``). The
+        quadrature bias (``quadrature_error``) comes on top.
+    num_probes : int
+        p (0 for ``"exact"``).
+    steps : int
+        Lanczos steps taken per probe (0 for ``"exact"``).
+    quadrature_error : float
+        Estimated bias of the Lanczos quadrature on the log-determinant.
+    converged : bool
+        Whether the quadrature reached ``lanczos_tol`` within ``lanczos_steps``.
+    probe_terms : torch.Tensor or None
+        The p per-probe gradient surrogates :math:`w_i^\top A z_i` (w_i = A⁻¹z_i
+        detached), whose mean's gradient is the log-determinant's; None without a
+        gradient (or for ``"exact"``). :meth:`grad_std_error` uses them.
+    """
+
+    std_error: float
+    num_probes: int = 0
+    steps: int = 0
+    quadrature_error: float = 0.0
+    converged: bool = True
+    probe_terms: Optional[torch.Tensor] = None
+
+    def grad_std_error(self, inputs):
+        """Monte-Carlo standard error of the SLQ log-determinant's gradient with respect
+        to ``inputs`` (a tensor or a sequence of them, as for ``torch.autograd.grad``):
+        the spread of the p per-probe Hutchinson gradients divided by √p. Costs p
+        backward passes (the graph is kept). Warns with a :class:`ConvergenceWarning`
+        when, for an input, the standard error's norm exceeds a quarter of the gradient's
+        (an RBF Gram of condition 10¹² at p = 30: 54 %). Zeros for ``"exact"``.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            One per input, of its shape.
+        """
+        single = isinstance(inputs, torch.Tensor)
+        inputs = (inputs,) if single else tuple(inputs)
+        if self.num_probes == 0:
+            return tuple(torch.zeros_like(x) for x in inputs)
+        if self.probe_terms is None:
+            raise ValueError("grad_std_error: this estimate has no gradient path; call "
+                             "logdet with grad enabled and A depending on the inputs")
+        p = self.num_probes
+        per = [torch.autograd.grad(t, inputs, retain_graph=True, allow_unused=True)
+               for t in self.probe_terms]
+        out = []
+        for j, x in enumerate(inputs):
+            G = torch.stack([torch.zeros_like(x) if g[j] is None else g[j] for g in per])
+            se, mean = G.std(0) / math.sqrt(p), G.mean(0)
+            size = float(mean.norm())
+            if float(se.norm()) > _GRAD_NOISE * size:
+                rel = float(se.norm()) / size if size > 0 else math.inf
+                warnings.warn(
+                    f"logdet (slq): the Hutchinson gradient's standard error is "
+                    f"{rel:.2g} of its size (input {j}, num_probes={p}): the gradient "
+                    f"can be off by that much; raise num_probes, or pass a whitening "
+                    f"preconditioner", ConvergenceWarning, stacklevel=2)
+            out.append(se)
+        return tuple(out)
+
+
+def _std_error(quad, n):
+    """n·sd(quadratures)/√p: the Monte-Carlo standard error of n·mean(quadratures)."""
+    p = quad.shape[0]
+    return float(n * quad.std() / math.sqrt(p)) if p > 1 else math.inf
+
+
+def _warn_noise(info, scale, what):
+    """A ConvergenceWarning when the probes' standard error of the log-determinant
+    exceeds _VALUE_NOISE of ``scale`` (tr|log A|)."""
+    if info.std_error <= _VALUE_NOISE * scale:
+        return
+    rel = info.std_error / scale if scale > 0 else math.inf
+    warnings.warn(
+        f"{what}: the Monte-Carlo standard error of the estimate is {info.std_error:.3g} "
+        f"({rel:.1e} of tr|log A| ≈ {scale:.4g}) with num_probes={info.num_probes}: raise "
+        f"num_probes (the error falls as 1/√p), or pass a whitening preconditioner",
+        ConvergenceWarning, stacklevel=3)
 
 
 def _mask(check, p, device):
@@ -301,7 +399,8 @@ def _whitens(preconditioner):
 
 def _slq_logdet(A, n, num_probes, lanczos_steps, lanczos_tol, generator, preconditioner,
                 cg_tol, cg_max_iter):
-    """(SLQ estimate of log det A, the _QuadratureInfo of its Lanczos processes)."""
+    """(SLQ estimate of log det A, the _QuadratureInfo of its Lanczos processes, its
+    LogdetInfo, the scale tr|log A| its noise is judged on)."""
     if _whitens(preconditioner):
         if _sharded(A):
             raise ValueError("logdet: a whitening preconditioner is not supported on a "
@@ -310,9 +409,11 @@ def _slq_logdet(A, n, num_probes, lanczos_steps, lanczos_tol, generator, precond
         # log det A = log det M + log det(M^{-1/2} A M^{-1/2}); M is held fixed, so the
         # gradient is the SLQ surrogate's on the whitened operator, tr(A⁻¹ ∂A).
         B = _Whitened(A, preconditioner)
-        ld, info = _slq_logdet(B, n, num_probes, lanczos_steps, lanczos_tol, generator, None,
-                               cg_tol, cg_max_iter)
-        return ld + preconditioner.logdet().to(ld.dtype), info
+        ld, info, report, scale = _slq_logdet(B, n, num_probes, lanczos_steps, lanczos_tol,
+                                              generator, None, cg_tol, cg_max_iter)
+        ld_m = preconditioner.logdet().to(ld.dtype)
+        # the noise is judged on all of log det A, not only on the whitened part
+        return ld + ld_m, info, report, scale + abs(float(ld_m))
     Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device), generator))
     grad_possible = torch.is_grad_enabled() and _maybe_requires_grad(A) is not False
     AZ = A @ Z if grad_possible else None
@@ -323,6 +424,7 @@ def _slq_logdet(A, n, num_probes, lanczos_steps, lanczos_tol, generator, precond
                                          lanczos_tol)
         estimate = n * quad.mean()
     value = estimate.to(A.dtype)
+    terms = None
     if AZ is not None and AZ.requires_grad:
         # Gradient surrogate: d/dθ mean_i (A⁻¹z_i)ᵀ A z_i = Hutchinson tr(A⁻¹ dA/dθ).
         with torch.no_grad():
@@ -330,9 +432,12 @@ def _slq_logdet(A, n, num_probes, lanczos_steps, lanczos_tol, generator, precond
         _warn_not_converged(cg_info, cg_tol, "logdet (cg solves for the gradient)")
         # On a sharded A this is each process's share: the surrogate's value is 0 and the
         # hyperparameter gradients are summed over the processes by the sharded products.
-        s = (W * AZ).sum() / num_probes
+        terms = (W * AZ).sum(0)
+        s = terms.sum() / num_probes
         value = value + (s - s.detach())
-    return value, info
+    report = LogdetInfo(_std_error(quad, n), num_probes, info.steps, info.error,
+                        info.converged, terms)
+    return value, info, report, info.scale
 
 
 def logdet(
@@ -346,6 +451,7 @@ def logdet(
     cg_tol=1e-4,
     cg_max_iter=None,
     random_state=None,
+    return_info=False,
 ):
     r"""log det A of a symmetric positive definite matrix or operator.
 
@@ -420,11 +526,27 @@ def logdet(
         Iteration cap of those solves (default as in :func:`cg`).
     random_state : None, int or torch.Generator
         Probes.
+    return_info : bool
+        Also return a :class:`LogdetInfo`: the probes' standard error of the value, the
+        quadrature's steps and bias, and (:meth:`LogdetInfo.grad_std_error`) the
+        standard error of the gradient.
 
     Returns
     -------
     torch.Tensor
         0-d tensor in A's dtype, differentiable with respect to what A depends on.
+    info : LogdetInfo
+        Only when ``return_info=True``.
+
+    Warns
+    -----
+    ConvergenceWarning
+        When the quadrature stops at ``lanczos_steps``, when A's spectrum is below its
+        dtype's resolution, and when the probes' standard error of the value exceeds 5 %
+        of tr|log A| (whitened: of tr|log(M^{-1/2}AM^{-1/2})| + |log det M|). The
+        gradient's noise can be far larger than the value's (an RBF Gram of condition
+        10¹², p = 30: value 0.3 %, lengthscale gradient 54 %): ask
+        :meth:`LogdetInfo.grad_std_error` where it matters.
 
     Raises
     ------
@@ -453,17 +575,19 @@ def logdet(
     n = _check_operator(A, "A")
     method = _choose_method(A, n, method)
     if method == "exact":
-        return 2 * _exact_cholesky(A).diagonal().log().sum().to(A.dtype)
+        value = 2 * _exact_cholesky(A).diagonal().log().sum().to(A.dtype)
+        return (value, LogdetInfo(0.0)) if return_info else value
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
     check_positive(lanczos_tol, "lanczos_tol")
-    value, info = _slq_logdet(
+    value, info, report, scale = _slq_logdet(
         A, n, num_probes, lanczos_steps, lanczos_tol, _generator(random_state), preconditioner,
         cg_tol, cg_max_iter if cg_max_iter is not None else min(10 * n, 1000),
     )
     _warn_quadrature(info, lanczos_tol, lanczos_steps, "logdet (slq)")
     _warn_rounding(info, lanczos_tol, A.dtype, "logdet (slq)")
-    return value
+    _warn_noise(report, scale, "logdet (slq)")
+    return (value, report) if return_info else value
 
 
 def trace(A, *, num_probes=30, random_state=None):
@@ -516,6 +640,7 @@ def inv_quad_logdet(
     tol=1e-6,
     max_iter=None,
     random_state=None,
+    return_info=False,
 ):
     r"""(bᵀA⁻¹b, log det A) together, as the Gaussian-process marginal likelihood needs them.
 
@@ -540,6 +665,9 @@ def inv_quad_logdet(
         For the CG solve (SLQ method).
     tol, max_iter
         CG relative residual and iteration cap (SLQ method).
+    return_info : bool
+        Also return the log-determinant's :class:`LogdetInfo` (as in :func:`logdet`,
+        which also gives the standard-error warning).
 
     Returns
     -------
@@ -547,6 +675,8 @@ def inv_quad_logdet(
         bᵀA⁻¹b: 0-d for 1-D b, shape (r,) (one per column) for 2-D b.
     logdet : torch.Tensor
         0-d.
+    info : LogdetInfo
+        Only when ``return_info=True``.
 
     Notes
     -----
@@ -571,7 +701,8 @@ def inv_quad_logdet(
         y = torch.linalg.solve_triangular(L, b2.to(_FLOAT64), upper=False)
         quad = (y * y).sum(0).to(A.dtype)
         ld = (2 * L.diagonal().log().sum()).to(A.dtype)
-        return (quad[0] if vector else quad), ld
+        out = (quad[0] if vector else quad), ld
+        return (*out, LogdetInfo(0.0)) if return_info else out
 
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
@@ -594,12 +725,18 @@ def inv_quad_logdet(
     X, W = sol[:, :r], sol[:, r:]
     quad_value = _inner(A, b2.detach(), X).to(A.dtype)
     quad, ld = quad_value, ld_value.to(A.dtype)
+    terms = None
     need = torch.is_grad_enabled() and (b.requires_grad or _maybe_requires_grad(A) is not False)
     if need:
         Ar = A @ torch.cat([X, Z], dim=1)
         AX, AZ = Ar[:, :r], Ar[:, r:]
         quad_sur = 2 * (b2 * X).sum(0) - (X * AX).sum(0)
-        ld_sur = (W * AZ).sum() / num_probes
+        terms = (W * AZ).sum(0)
+        ld_sur = terms.sum() / num_probes
         quad = quad + (quad_sur - quad_sur.detach())
         ld = ld + (ld_sur - ld_sur.detach())
-    return (quad[0] if vector else quad), ld
+    report = LogdetInfo(_std_error(quad_all[r:], n), num_probes, info.steps, info.error,
+                        info.converged, terms)
+    _warn_noise(report, info.scale, "inv_quad_logdet (slq)")
+    out = (quad[0] if vector else quad), ld
+    return (*out, report) if return_info else out
