@@ -7,7 +7,7 @@ import torch
 
 from ._encode import SequenceSet
 
-__all__ = ["pairwise_gram", "pairwise_diag", "decayed_cumsum"]
+__all__ = ["pairwise_gram", "pairwise_diag", "decayed_cumsum", "log_decayed_cumsum"]
 
 
 def pairwise_gram(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
@@ -107,6 +107,18 @@ def decayed_cumsum(b: torch.Tensor, lam: float, dim: int, max_log_scale: float |
         carry = y.narrow(dim, y.shape[dim] - 1, 1)
         out.append(y)
     return torch.cat(out, dim) if len(out) > 1 else out[0]
+
+
+def log_decayed_cumsum(log_b: torch.Tensor, lam: float, dim: int) -> torch.Tensor:
+    """log y_t of y_t = Σ_{s ≤ t} λ^{t-s} b_s along ``dim``, from log b (−inf for b = 0):
+    t log λ + logcumsumexp(log b_s − s log λ). Any λ > 0 and length: nothing leaves the
+    float64 range, where the products of :func:`decayed_cumsum` overflow once
+    λ^{length} does."""
+    shape = [1] * log_b.dim()
+    shape[dim] = log_b.shape[dim]
+    ramp = (torch.arange(log_b.shape[dim], dtype=log_b.dtype, device=log_b.device)
+            * math.log(lam)).reshape(shape)
+    return (log_b - ramp).logcumsumexp(dim) + ramp
 
 
 def cosine_from_logs(L: torch.Tensor, lx: torch.Tensor, ly: torch.Tensor,

@@ -10,7 +10,8 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import cosine_from_logs, decayed_cumsum, pairwise_diag, pairwise_gram
+from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, pairwise_diag,
+                     pairwise_gram)
 
 __all__ = ["Substring"]
 
@@ -66,6 +67,8 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
         if bound + log_cells + (Lx + Ly) * max(0.0, math.log(lam)) > _LOG_BOUND:
             T = _rescaled(T, log_scale)
         return (T / (px[k - 1:, None] * py[None, k - 1:])).sum((1, 2)).log() + log_scale
+    if lam > 1:
+        return _log_levels(match, k, lam, gaps_only)
     step = 1.0 if gaps_only else lam ** 2                        # one level's λ²
     T = match.to(f64) * step
     bound, growth = 0.0, log_cells + max(0.0, (Lx + Ly) * math.log(lam))
@@ -81,6 +84,21 @@ def substring_pairs(xc, xl, yc, yl, k: int, lam: float, gaps_only: bool = False
 
 
 _LOG_BOUND = 600.0
+
+
+def _log_levels(match: torch.Tensor, k: int, lam: float, gaps_only: bool) -> torch.Tensor:
+    """log K_k by the same levels as substring_pairs, each held as logs: for λ > 1 on long
+    strings. There a decayed sum along a string grows by up to λ^{|x| + |y|} (past e^709
+    for λ = 2 and 1,100 letters: inf, then 0 · inf = NaN where a later letter does not
+    match), while the entries that later matches keep can be as small as λ^4; rescaling
+    a level by its largest entry would flush those to 0."""
+    step = 0.0 if gaps_only else 2 * math.log(lam)
+    LT = torch.full(match.shape, step, dtype=torch.float64, device=match.device)
+    LT = LT.masked_fill(~match, -math.inf)                       # log T_1
+    for i in range(1, k):
+        LK = log_decayed_cumsum(log_decayed_cumsum(LT, lam, 2), lam, 1)   # log K'_i
+        LT = (LK[:, :-1, :-1] + step).masked_fill(~match[:, i:, i:], -math.inf)
+    return LT.logsumexp((1, 2))
 
 
 def _rescaled(T: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
@@ -109,7 +127,9 @@ class Substring(StructuredKernel):
     k : int
         Subsequence length.
     lam : float
-        Decay λ > 0 (λ ≤ 1 in practice: gaps are penalized).
+        Decay λ > 0. λ < 1 penalizes gaps (Lodhi et al.'s choice), λ = 1 weighs every
+        occurrence alike, λ > 1 rewards gaps (still a positive definite kernel: φ_u has
+        nonnegative weights); on long strings the latter runs in log space.
     normalize : bool
     alphabet : None, {"dna", "rna", "protein"} or str
         None (default): any character, compared by Unicode code point (case-sensitive).

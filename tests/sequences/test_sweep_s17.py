@@ -1,0 +1,72 @@
+"""Sequence kernels on the inputs an outside tester tries: the substring kernel with a
+decay λ > 1 on long strings (a level's decayed sums pass float64's range), against exact
+sums over subsequences in integer arithmetic."""
+import math
+import random
+from fractions import Fraction
+
+import pytest
+import torch
+
+from torchkern.sequences import Substring
+
+from .test_string_kernels import _substring_phi
+
+
+def _exact_phi(s, k, lam):
+    """φ_u(s) = Σ λ^(i_k − i_1 + 1) over the index tuples spelling u, exactly (λ an int or
+    a Fraction): a sweep over the last index i_k, the partial tuples of each length kept
+    with weight λ^(−i_1) (the sum over subsequences, grouped; not Lodhi's pairwise DP)."""
+    lam = Fraction(lam)
+    partial = [dict() for _ in range(k)]          # partial[j][u]: |u| = j, Σ λ^(−i_1)
+    out = {}
+    for t, c in enumerate(s):
+        for u, v in partial[k - 1].items() if k > 1 else [("", lam ** -t)]:
+            out[u + c] = out.get(u + c, 0) + v * lam ** (t + 1)
+        for j in range(k - 1, 1, -1):
+            for u, v in partial[j - 1].items():
+                partial[j][u + c] = partial[j].get(u + c, 0) + v
+        if k > 1:
+            partial[1][c] = partial[1].get(c, 0) + lam ** -t
+    return out
+
+
+def _exact_k(a, b):
+    return sum(v * b.get(u, 0) for u, v in a.items())
+
+
+def _log(q):
+    q = Fraction(q)
+    return math.log(q.numerator) - math.log(q.denominator)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_substring_lam_above_one_far_letters_do_not_overflow(k):
+    # Every subsequence of x that uses a "d" has no partner in y, so K(x, y) is that of
+    # "abcab": 1280 for k = 2. The decayed sums along x's 1,100 d's reach 2^1100 (inf)
+    # and the old code returned NaN (0 · inf where y has no d).
+    head, ys = "abcab", ["bacba", "ab", "cbbc"]
+    x = head + "d" * 1100
+    K = Substring(k=k, lam=2.0)([x], ys).to_dense()
+    ref = [float(_exact_k(_substring_phi(head, k, 2), _substring_phi(y, k, 2))) for y in ys]
+    assert torch.isfinite(K).all()
+    torch.testing.assert_close(K[0], torch.tensor(ref, dtype=torch.float64),
+                               rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("lam", [2, Fraction(3, 2)])
+def test_substring_lam_above_one_normalized_long_strings(lam):
+    # Random binary strings of 900 and 880 letters: the decayed sums reach λ^1780, past
+    # float64 for both λ (the old code gave NaN); the reference cosine is computed from
+    # the logs of exact sums.
+    rng = random.Random(17)
+    xs = ["".join(rng.choice("ab") for _ in range(n)) for n in (900, 880, 3)]
+    k = 3
+    phis = [_exact_phi(s, k, lam) for s in xs]
+    assert phis[2] == _substring_phi(xs[2], k, Fraction(lam))     # the helper: the definition
+    logs = [[_log(_exact_k(a, b)) if _exact_k(a, b) else -math.inf for b in phis]
+            for a in phis]
+    ref = torch.tensor([[math.exp(logs[i][j] - (logs[i][i] + logs[j][j]) / 2)
+                         for j in range(3)] for i in range(3)], dtype=torch.float64)
+    G = Substring(k=k, lam=float(lam), normalize=True)(xs).to_dense()
+    torch.testing.assert_close(G, ref, rtol=1e-10, atol=1e-300)
