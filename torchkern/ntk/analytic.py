@@ -27,26 +27,59 @@ _PARAMETERIZATIONS = ("ntk", "standard")
 _TINY = 1e-30
 
 
+def _arccos(qx, qy, c, t, S):
+    r"""The arc-cosine kernels of orders 1 and 0 (Cho and Saul 2009, "Kernel methods for
+    deep learning", NIPS) of a centred Gaussian pair (u, v) with variances qx, qy and
+    covariance c: J₁ = E relu(u)relu(v) = (s + (π − θ)c)/(2π) and
+    J₀ = E 1[u > 0]1[v > 0] = (π − θ)/(2π), with θ = atan2(s, c) and
+    s = √(qx·qy − c²) = √(qx·qy) sin θ. Returns (J₁, J₀, θ, s).
+
+    The caller gives t = s²/S², in whatever form cancels least for its inputs, and the
+    scale S > 0 (about qx + qy; its value where qx = qy = 0 does not matter). Torch
+    tensors and the Triton tracer take the same arithmetic (relu, sqrt, atan2, sin).
+
+    √t has a floor (1e-15, as safe_sqrt) relative to S: on the diagonal of k(X) s ≡ 0,
+    and √'s infinite slope there made every gradient NaN; on s itself the floor set
+    θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for inputs of norm 1e-6 (and t ~ q²
+    underflows in float32 for q < 1e-19). The floor gives θ = π/2 where s = c = 0, a unit
+    of variance 0 (a zero input without bias), as neural-tangents'
+    ``_arctan2(0, 0, fill_zero=π/2)``: J₀ = 1/4, J₁ = 0 there. s is √(qx·qy) sin θ with
+    √(qx·qy) taken as r/√(r + ε) (r = qx·qy − ε): 0 at a zero variance (the floored s
+    gave J₁ = 1.6e-16·S there, so c ≠ 0 = qx in the next layer and θ = 1.31 there), and
+    consistent with θ where the floor sets it (an exact s bent the next layer's angle by
+    1e-3).
+
+    At a zero variance θ = π/2 is a convention (the kernel is not continuous there: the
+    angle of x → 0 depends on its direction), and so is its gradient: 0, as torch's for
+    sign(0). c enters atan2 times min(1, r/ε), which is 0 there and 1 wherever
+    qx·qy ≥ 2ε·S² (norm ratios above 1.4e-15, where the angle's resolution is √ε
+    anyway); through atan2(√ε·S, c) at c = 0 the angle's slope was −1/(√ε·S): gradients
+    of 1e14 at x = 0 where Θ⁰ ≠ 0 (the standard parameterization with ``bias_std=0``)."""
+    r, gate = _product_floor(qx, qy, S)
+    theta = (((t - SQRT_EPS).relu() + SQRT_EPS).sqrt() * S).atan2(c * gate)
+    s = theta.sin() * (r / (r + SQRT_EPS).sqrt() * S)
+    rest = theta * -1.0 + math.pi  # π − θ
+    return (s + rest * c) * (0.5 / math.pi), rest * (0.5 / math.pi), theta, s
+
+
+def _product_floor(qx, qy, S):
+    """(r, min(1, r/ε)) with r = relu(qx·qy/S² − ε): see :func:`_arccos`."""
+    r = (qx / S * (qy / S) - SQRT_EPS).relu()
+    return r, (r * (-1.0 / SQRT_EPS) + 1.0).relu() * -1.0 + 1.0
+
+
 def _relu(qx, qy, c, e):
     r"""(E φ(u)², E φ(v)², E φ(u)φ(v), E (φ(u) − φ(v))², E φ'(u)φ'(v)) for φ = ReLU and
     (u, v) centred Gaussian with variances qx, qy, covariance c and e = E (u − v)²: the
-    arc-cosine kernels of orders 1 and 0 (Cho and Saul 2009).
+    arc-cosine kernels of :func:`_arccos`.
 
-    The angle θ is atan2(s, c) with s² = qx·qy − c² written through e,
+    s² = qx·qy − c² is written through e,
     s² = (qy(qx·e − (qx − c)²) + qx(qy·e − (qy − c)²))/(qx + qy), and e carried through
-    the layers as
-    e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative accuracy that
-    qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a repeated input has
-    θ = 0 exactly, and gradients stay finite there.
-
-    A unit of variance 0 (a zero input without bias) has s = c = 0 and θ = π/2, as
-    neural-tangents' ``_arctan2(0, 0, fill_zero=π/2)``: E φ'(u)φ'(v) = 1/4, E φ(u)φ(v) = 0."""
-    # In units of S = qx + qy: the √ floor (1e-15, as safe_sqrt) is then relative to the
-    # inputs' scale; on s itself it set θ ≥ atan2(1e-15, c), 2e-4 off in the NTK for
-    # inputs of norm 1e-6 and 130% for 1e-8 (and t ~ q² underflows in float32 for
-    # q < 1e-19). The floor gives θ = π/2 where s = c = 0 with finite gradients. With the
-    # floor's s in E φφ, a zero-variance unit got E φφ = 1.6e-16·S, so c ≠ 0 = qx in the
-    # next layer and θ = 1.31 there (slope 0.29 instead of 1/4).
+    the layers as e' = e/2 + (θc − s)/π: near the diagonal this keeps the relative
+    accuracy that qx·qy − c² (or arccos of a rounded cosine) loses to cancellation, a
+    repeated input has θ = 0 exactly, and gradients stay finite there."""
+    # In units of S = qx + qy, so that :func:`_arccos`'s √ floor is relative to the
+    # inputs' scale.
     S = qx + qy + _TINY
     if not is_torch(qx) and type(qx).__module__.startswith("pykeops"):
         return _relu_keops(qx, qy, c, e, S)
@@ -58,23 +91,18 @@ def _relu(qx, qy, c, e):
     # e(2(qx + qy) − e) − (qx − qy)² cancelled to ε·qy² for qx ≪ qy: the angle of x = a·y
     # was off by ~1e-8/a (NTK(1e-6·y, y) 3e-3 from 1e-6·NTK(y, y) without bias).
     t = (b * (a * e_s - u * u) + a * (b * e_s - v * v)) / (a + b + _TINY)
-    theta = (((t - SQRT_EPS).relu() + SQRT_EPS).sqrt() * S).atan2(c)
-    # s as P sin θ, P = √(qx qy) taken as r/√(r + ε) (r = qx qy − ε): 0 at a zero variance
-    # (the floored s gave E φφ = 1.6e-16·S there), and consistent with θ where the floor
-    # sets it (an exact s there bent the next layer's angle by 1e-3).
-    r = (a * b - SQRT_EPS).relu()
-    s = theta.sin() * (r / (r + SQRT_EPS).sqrt() * S)
-    rest = theta * -1.0 + math.pi  # π − θ
+    j1, j0, theta, s = _arccos(qx, qy, c, t, S)
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)
-    return qx * 0.5, qy * 0.5, (s + rest * c) * (0.5 / math.pi), e_out, rest * (0.5 / math.pi)
+    return qx * 0.5, qy * 0.5, j1, e_out, j0
 
 
 def _relu_keops(qx, qy, c, e, S):
     """:func:`_relu` for KeOps, whose formulas are trees without shared subexpressions:
     every use of a layer's c and e repeats the previous layer's whole formula. The
     weighted s² above uses them about 3 times as often per layer, which made the depth-3
-    NTK's formula 8.8 million characters (1.7 million here; depth 2: 0.57 against 0.19
-    million, 69 s to compile on the CPU against 16 s). Here 4s² = e(2(qx + qy) − e) −
+    NTK's formula 8.8 million characters (1.7 million here, 1.9 with the zero-variance
+    gate of :func:`_arccos`; depth 2: 0.57 against 0.19 million, 69 s to compile on the
+    CPU against 16 s). Here 4s² = e(2(qx + qy) − e) −
     (qx − qy)², which cancels to ε·qy² where qx ≪ qy: the angle of parallel inputs of
     norm ratio a is off by about 1e-8/a (NTK(1e-6·y, y) 3e-3 from 1e-6·NTK(y, y) without
     bias, 4e-6 at a = 1e-3); equal to the form above to rounding elsewhere. E φφ takes s
@@ -82,7 +110,7 @@ def _relu_keops(qx, qy, c, e, S):
     e_s, d_s = e / S, (qx - qy) / S
     r = ((e_s * ((qx + qy) / S * 2.0 - e_s) - d_s * d_s) * 0.25 - SQRT_EPS).relu()
     root = (r + SQRT_EPS).sqrt()
-    theta = (root * S).atan2(c)
+    theta = (root * S).atan2(c * _product_floor(qx, qy, S)[1])  # θ' = 0 at a zero variance
     rest = theta * -1.0 + math.pi  # π − θ
     s = r / root * S
     e_out = e * 0.5 + (theta * c - s) * (1.0 / math.pi)

@@ -21,14 +21,14 @@ from .._config import _check_backend, config
 from .._validation import as_tensor, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
-from ..kernels._ops import SQRT_EPS, safe_sqrt
+from ..kernels._ops import safe_sqrt
 from ..kernels.base import Kernel
+from .analytic import _arccos
 
 __all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf", "parameterize"]
 
 _KINDS = ("ntk", "nngp")
 _PARAMETERIZATIONS = ("ntk", "standard")
-_TWO_PI = 2.0 * math.pi
 
 
 # --------------------------------------------------------------------------------------
@@ -76,20 +76,10 @@ class _Leaky:
 
     def __call__(self, qx, qy, c):
         # φ(u) = a u + (1 − a) relu(u): E φφ = a c + (1 − a)² J₁, E φ'φ' = a + (1 − a)² J₀
-        # with the arc-cosine kernels J₁, J₀ of Cho and Saul (2009).
-        # √ with a floor (1e-15, as safe_sqrt): on the diagonal of k(X) s ≡ 0, and √'s
-        # infinite slope there made every gradient NaN. Taken in units of S = qx + qy so
-        # that the floor is relative: on s itself it bent θ by 4e-5 for inputs of norm
-        # 1e-6 (85% at 1e-8). It gives θ = π/2 where s = c = 0 (a unit of variance 0, as
-        # neural-tangents' fill_zero=π/2); J₁ takes s without it (r/√(r + ε), 0 below
-        # the floor), or a zero-variance unit gets the variance 1.6e-16 and a correlation
-        # 1e-8 with every other input in the next layer.
+        # with the arc-cosine kernels J₁, J₀ (analytic._arccos: its floors, and θ = π/2
+        # with a zero gradient at a unit of variance 0). S = 1 there, any S > 0 would do.
         S = _positive(qx + qy)
-        r = ((qx / S) * (qy / S) - (c / S) ** 2 - SQRT_EPS).relu()
-        root = (r + SQRT_EPS).sqrt()
-        rest = math.pi - torch.atan2(root * S, c)
-        j1 = (r / root * S + rest * c) / _TWO_PI
-        j0 = rest / _TWO_PI
+        j1, j0, _, _ = _arccos(qx, qy, c, (qx / S) * (qy / S) - (c / S) ** 2, S)
         a, b = self.slope, (1.0 - self.slope) ** 2
         if a == 0.0:
             return j1, j0

@@ -1,0 +1,181 @@
+"""ReLU NTK / NNGP at a zero input (gradients), the one arc-cosine helper both the analytic
+kernels and ``infinite_width`` call, and bad inputs of ``torchkern.ntk``."""
+import math
+
+import mpmath
+import torch
+from torch import nn
+
+from torchkern.ntk import NNGP, NTK, analytic, infinite_width, module
+
+D, WIDTH, W_STD = 4, 16, 1.3
+G = torch.Generator().manual_seed(17)
+Y = torch.randn(3, D, generator=G, dtype=torch.float64)
+ZERO = torch.zeros(1, D, dtype=torch.float64)
+
+
+def _mlp(depth, slope, bias=True):
+    layers, d = [], D
+    for _ in range(depth):
+        layers += [nn.Linear(d, WIDTH, bias=bias), nn.LeakyReLU(slope) if slope else nn.ReLU()]
+        d = WIDTH
+    return nn.Sequential(*layers, nn.Linear(d, 1, bias=bias)).double()
+
+
+def _kernels(depth, b_std):
+    """(kind, parameterization, slope, kernel) of the analytic MLP kernels and
+    infinite_width of the same network."""
+    out = []
+    for param in ("ntk", "standard"):
+        for kind, cls in (("ntk", NTK), ("nngp", NNGP)):
+            out.append((kind, param, 0.0, cls(depth, weight_std=W_STD, bias_std=b_std,
+                                              parameterization=param, width=WIDTH)))
+            for slope in (0.0, 0.1):
+                net = _mlp(depth, slope, bias=b_std is not None)
+                out.append((kind, param, slope,
+                            infinite_width(net, param, kind=kind, weight_std=W_STD,
+                                           bias_std=b_std or 0.0)))
+    return out
+
+
+def _input_grad(k, x):
+    x = x.clone().requires_grad_()
+    (g,) = torch.autograd.grad(k(x, Y, backend="dense").to_dense().sum(), x)
+    return g
+
+
+def _central(f, x, h=1e-6):
+    g = torch.zeros_like(x)
+    for i in range(x.numel()):
+        step = torch.zeros_like(x)
+        step.view(-1)[i] = h
+        g.view(-1)[i] = (f(x + step) - f(x - step)) / (2 * h)
+    return g
+
+
+def _check_hyper_grads(k, x, where):
+    params = [p for p in k.parameters() if p.requires_grad]
+    loss = lambda: k(x, Y, backend="dense").to_dense().sum()  # noqa: E731
+    for p, g in zip(params, torch.autograd.grad(loss(), params)):
+        with torch.no_grad():
+            p += 1e-6
+            up = float(loss().detach())
+            p -= 2e-6
+            down = float(loss().detach())
+            p += 1e-6
+        assert abs(float(g) - (up - down) / 2e-6) < 1e-7 * max(1.0, abs(float(g))), where
+
+
+def test_gradients_at_a_zero_input():
+    w2, ysum = W_STD ** 2, Y.sum(0, keepdim=True)
+    for b_std in (0.4, 0.0, None):
+        for depth in (1, 2, 3):
+            for kind, param, slope, k in _kernels(depth, b_std):
+                where = (b_std, kind, param, slope, depth)
+                g = _input_grad(k, ZERO)
+                if b_std:
+                    # σ_b > 0: every variance is ≥ σ_b², the kernel is smooth at x = 0
+                    ref = _central(lambda x: float(k(x, Y, backend="dense").to_dense()
+                                                   .sum().detach()), ZERO)
+                    assert torch.allclose(g, ref, rtol=1e-7, atol=1e-8), where
+                else:
+                    # Without bias a zero input has variance 0 in every layer; the angle
+                    # to it is π/2 by convention with gradient 0, so ∂/∂x goes only
+                    # through c, with dE[φφ]/dc = E[φ'φ'] = κ = ((1 + a)/2)², a the
+                    # LeakyReLU slope:
+                    #   NNGP:                  w^{2(L+1)} κ^L y/d
+                    #   NTK, ntk param.:       (L + 1)(w² κ)^L w² y/d
+                    #   NTK, standard param.:  g_L, g_0 = y, g_l = N(w²κ)^l y/d + w²κ g_{l−1}
+                    # It was 1.2e14 for the standard NTK with bias_std=0 (Θ⁰ = 1 there):
+                    # atan2(√ε·S, c) has the slope 1/(√ε·S) at c = 0.
+                    kappa = ((1 + slope) / 2) ** 2
+                    if kind == "nngp":
+                        ref = w2 ** (depth + 1) * kappa ** depth * ysum / D
+                    elif param == "ntk":
+                        ref = (depth + 1) * (w2 * kappa) ** depth * w2 * ysum / D
+                    else:
+                        ref = ysum.clone()
+                        for layer in range(1, depth + 1):
+                            ref = WIDTH * (w2 * kappa) ** layer * ysum / D + w2 * kappa * ref
+                    assert torch.allclose(g, ref, rtol=1e-12, atol=0), where
+                # to the hyperparameters, at the zero input and beside an ordinary one
+                _check_hyper_grads(k, torch.cat([ZERO, Y[:1]]), where)
+
+
+def test_keops_form_has_the_same_zero_variance_gradient():
+    # analytic._relu_keops on torch tensors (the same arithmetic KeOps compiles): at a unit
+    # of variance 0 dE[φ'φ']/dc = 0 and dE[φφ]/dc = 1/4, as the other backends.
+    qx = torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64)
+    qy = torch.tensor([1.5, 0.0, 1.0], dtype=torch.float64)
+    c = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    e = qx + qy
+    S = qx + qy + analytic._TINY
+    for out in (analytic._relu_keops(qx, qy, c, e, S), analytic._relu(qx, qy, c, e)):
+        (g0,) = torch.autograd.grad(out[4].sum(), c, retain_graph=True)
+        (g1,) = torch.autograd.grad(out[2].sum(), c)
+        assert torch.equal(g0[:2], torch.zeros(2, dtype=torch.float64)), g0
+        assert torch.allclose(g1[:2], torch.full((2,), 0.25, dtype=torch.float64),
+                              rtol=1e-15, atol=0), g1
+        # an ordinary pair (θ = π/2 between orthogonal units of variance 2 and 1)
+        assert math.isclose(float(g0[2]), 1 / (2 * math.pi * math.sqrt(2.0)), rel_tol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# One arc-cosine helper (analytic._arccos) for NTK/NNGP and infinite_width
+# --------------------------------------------------------------------------------------
+
+def _pairs():
+    """x, y in R^5: random, unequal norms (1e-3, 1e3), near-parallel and near-antiparallel
+    (angles 1e-7 from 0 and π, where the cosine is ±1 to rounding), exactly parallel."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    Yr = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    noise = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    xs = [X, X * 1e-3, X, X, X, X]
+    ys = [Yr, Yr * 1e3, 2.0 * X + 1e-7 * noise, -0.5 * X + 1e-7 * noise, 3.0 * X, -X]
+    return torch.cat(xs), torch.cat(ys)
+
+
+def _cho_saul(x, y):
+    """J₁ = ‖x‖‖y‖(sin θ + (π − θ)cos θ)/(2π) and J₀ = (π − θ)/(2π) (Cho and Saul 2009)
+    and s² = ‖x‖²‖y‖² sin²θ in 50-digit arithmetic."""
+    mpmath.mp.dps = 50
+    j1, j0, s2 = [], [], []
+    for a, b in zip(x.tolist(), y.tolist()):
+        a, b = [mpmath.mpf(v) for v in a], [mpmath.mpf(v) for v in b]
+        na = mpmath.sqrt(sum(v * v for v in a))
+        nb = mpmath.sqrt(sum(v * v for v in b))
+        cos = sum(u * v for u, v in zip(a, b)) / (na * nb)
+        theta = mpmath.acos(max(-1, min(1, cos)))
+        j1.append(float(na * nb * (mpmath.sin(theta) + (mpmath.pi - theta) * cos)
+                        / (2 * mpmath.pi)))
+        j0.append(float((mpmath.pi - theta) / (2 * mpmath.pi)))
+        s2.append(float((na * nb * mpmath.sin(theta)) ** 2))
+    return tuple(torch.tensor(v, dtype=torch.float64) for v in (j1, j0, s2))
+
+
+def test_arccos_helper_and_both_callers_match_cho_and_saul():
+    x, y = _pairs()
+    qx, qy, c = (x * x).sum(1), (y * y).sum(1), (x * y).sum(1)
+    e = ((x - y) ** 2).sum(1)
+    ref1, ref0, s2 = _cho_saul(x, y)
+    scale = (qx * qy).sqrt()
+    # J₁ relative to ‖x‖‖y‖; J₀ = (π − θ)/(2π) absolute: the angle of (near-)parallel and
+    # antiparallel pairs is resolved to about √ε_float64 (measured ≤ 2.3e-9, at x ∥ 3x)
+    _, _, j1, _, j0 = analytic._relu(qx, qy, c, e)
+    assert ((j1 - ref1).abs() / scale).max() < 1e-15
+    assert (j0 - ref0).abs().max() < 5e-9
+    # infinite_width's ReLU and LeakyReLU(0.2) (t = qx·qy/S² − (c/S)²)
+    m1, m0 = module._Leaky(0.0)(qx, qy, c)
+    assert ((m1 - ref1).abs() / scale).max() < 1e-15
+    assert (m0 - ref0).abs().max() < 5e-9
+    l1, l0 = module._Leaky(0.2)(qx, qy, c)
+    assert ((l1 - (0.2 * c + 0.64 * ref1)).abs() / scale).max() < 1e-15
+    assert (l0 - (0.2 + 0.64 * ref0)).abs().max() < 5e-9
+    # the helper itself, given the exact t = s²/S²
+    S = qx + qy
+    t = s2 / (S * S)
+    h1, h0, theta, s = analytic._arccos(qx, qy, c, t, S)
+    assert ((h1 - ref1).abs() / scale).max() < 1e-14
+    assert torch.allclose(theta, math.pi - 2 * math.pi * ref0, rtol=0, atol=1e-12)
+    assert torch.allclose(s, scale * theta.sin(), rtol=1e-12, atol=0)
