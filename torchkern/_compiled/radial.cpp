@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace {
 
@@ -69,11 +70,13 @@ inline T fast_exp(T a) {
 // by the lengthscale), as torchkern.kernels.stationary defines them.
 enum Profile { GAUSS = 0, LAPLACE = 1, MATERN32 = 2, MATERN52 = 3 };
 
+// The clamps let a NaN through (its comparisons are false): NaN in, NaN out, never the
+// cap or the floor.
 template <int P, typename T>
 inline T phi(T t) {
   if (P == GAUSS) return fast_exp(T(-0.5) * t);
-  t = t < T(T_MAX) ? t : T(T_MAX);
-  T r = std::sqrt((t > T(0) ? t : T(0)) + T(SQRT_EPS));
+  t = t > T(T_MAX) ? T(T_MAX) : t;
+  T r = std::sqrt((t < T(0) ? T(0) : t) + T(SQRT_EPS));
   if (P == LAPLACE) return fast_exp(-r);
   if (P == MATERN32) { T s = T(1.7320508075688772) * r; return (T(1) + s) * fast_exp(-s); }
   T s = T(2.2360679774997896) * r;
@@ -83,8 +86,8 @@ inline T phi(T t) {
 template <int P, typename T>
 inline T psi(T t) {
   if (P == GAUSS) return T(-0.5) * fast_exp(T(-0.5) * t);
-  t = t < T(T_MAX) ? t : T(T_MAX);
-  T r = std::sqrt((t > T(0) ? t : T(0)) + T(SQRT_EPS));
+  t = t > T(T_MAX) ? T(T_MAX) : t;
+  T r = std::sqrt((t < T(0) ? T(0) : t) + T(SQRT_EPS));
   if (P == LAPLACE) return T(-0.5) * fast_exp(-r) / r;
   if (P == MATERN32) return T(-1.5) * fast_exp(T(-1.7320508075688772) * r);
   T s = T(2.2360679774997896) * r;
@@ -173,13 +176,19 @@ void gradient(const T* x, const T* yt, const T* g, const T* vt, T* gx, int64_t i
 #pragma omp simd
       for (int64_t j = 0; j < len; ++j) buf[j] = T(2) * w[j] * psi<P>(buf[j]);
       // Differences, not x_ik Σ_j buf_j − Σ_j buf_j y_jk: at x_i = y_j the Laplacian's
-      // psi is huge (1/√ε) and only the exact zero difference cancels it.
+      // psi is huge (1/√ε) and only the exact zero difference cancels it. An overflowed
+      // difference is taken as the largest finite one: psi is 0 there, and 0 · ∞ = NaN.
+      constexpr T H = std::numeric_limits<T>::max();
       for (int64_t k = 0; k < d; ++k) {
         const T* y = yt + k * m + j0;
         const T xk = xi[k];
         T acc = 0;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t j = 0; j < len; ++j) acc += buf[j] * (xk - y[j]);
+        for (int64_t j = 0; j < len; ++j) {
+          T u = xk - y[j];
+          u = u > H ? H : (u < -H ? -H : u);
+          acc += buf[j] * u;
+        }
         out[k] += acc;
       }
     }

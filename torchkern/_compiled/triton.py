@@ -4,7 +4,7 @@ blocks, each in one launch, with no tile of K ever written to memory.
 The formula ``fn(xs, ys, ps)`` (:class:`torchkern.gram.Formula`) is traced once per call
 with symbolic stand-ins for its variables (:class:`Sym`, which answers the operations of a
 KeOps ``LazyTensor``: arithmetic, integer powers, ``exp``, ``log``, ``sqrt``, ``rsqrt``,
-``abs``, ``sin``, ``cos``, ``atan2``, ``relu``, ``sum(-1)``, ``elem``). The trace is lowered
+``abs``, ``sin``, ``cos``, ``atan2``, ``relu``, ``clamp``, ``sum(-1)``, ``elem``). The trace is lowered
 to scalar code on a tile of rows i × columns j; from it this module writes the source of
 
 * a **product** kernel: a grid over tiles of BM rows of X (and chunks of V's columns);
@@ -163,6 +163,9 @@ class Sym:
     def sin(self): return self._un("sin")
     def cos(self): return self._un("cos")
     def relu(self): return self._un("relu")
+
+    def clamp(self, lo, hi):
+        return self._bin("max", lo)._bin("min", hi)
     def atan2(self, other): return self._bin("atan2", other)
 
     def sum(self, axis=-1, dim=None, **kw):
@@ -455,7 +458,7 @@ class _Lowered:
             return [acc]
         if op == "elem":
             return [self.lower(s.args[0])[s.args[1]]]
-        if op in ("add", "sub", "mul", "div", "atan2", "pow"):
+        if op in ("add", "sub", "mul", "div", "atan2", "pow", "max", "min"):
             a, b = self.lower(s.args[0]), self.lower(s.args[1])
             w = max(len(a), len(b))
             a, b = a * w if len(a) == 1 else a, b * w if len(b) == 1 else b

@@ -3,7 +3,7 @@
 A kernel formula receives its variables already broadcast — torch tensors of shape
 (n, 1, d) and (1, m, d), or KeOps ``Vi``/``Vj`` LazyTensors — and must return an expression
 whose last dimension is 1. Arithmetic, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``abs``,
-``sin``, ``cos``, ``atan2``, ``relu`` and integer powers are common to both; the few
+``sin``, ``cos``, ``atan2``, ``relu``, ``clamp`` and integer powers are common to both; the few
 operations whose spelling differs live here.
 """
 import functools
@@ -149,9 +149,18 @@ def in_precision(fn, dtype, like):
     return wrapped
 
 
-def sqdist_exact(x, y):
-    """‖x − y‖² as the sum of squared differences (exact for near-identical points)."""
-    return fsum((x - y) ** 2)
+def sqdist_exact(x, y, bound=None):
+    """‖x − y‖² as the sum of squared differences (exact for near-identical points).
+
+    ``bound``: each difference clamped to [−bound, bound] first — the same sum where every
+    |x_k − y_k| ≤ bound, finite (≤ d·bound²) with a zero gradient to the coordinates past
+    it. For kernels that are 0 beyond a scaled distance (:data:`EXP_ZERO`): where x − y or
+    2(x − y) overflowed, the gradient of (x − y)² times the kernel's zero derivative was
+    ∞·0 = NaN."""
+    u = x - y
+    if bound is not None:
+        u = u.clamp_(-bound, bound) if inplace_ok(u) else u.clamp(-bound, bound)
+    return fsum(u ** 2)
 
 
 def safe_sqrt(t, upper=None):
@@ -186,7 +195,11 @@ def log1p(t):
     if is_torch(t):
         return t.log1p()
     w = t + 1.0
-    return w.log() + (t - (w - 1.0)) / w
+    # the correction taken at min(t, 2^20), where it is exactly 0 for t ≥ 2^20 (w − 1 = t
+    # there): at t = ∞ (an overflowed distance) it was (∞ − ∞)/∞ = NaN, and log w is right
+    c = t.clamp(-1.0, 2.0 ** 20)
+    wc = c + 1.0
+    return w.log() + (c - (wc - 1.0)) / wc
 
 
 def dot(x, y):

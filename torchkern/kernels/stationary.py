@@ -6,6 +6,8 @@ and, through the lazy backends, O(n + m) memory.
 """
 import math
 
+import torch
+
 from ._ops import EXP_ZERO, fsum, inplace_ok, log1p, safe_sqrt, sqdist, sqdist_exact
 from .base import Kernel, StationaryKernel, _Lengthscale
 
@@ -58,7 +60,9 @@ class Laplacian(StationaryKernel):
         return "laplace" if type(self)._k is Laplacian._k else None
 
     def _k(self, x, y):
-        return (-safe_sqrt(sqdist_exact(x, y))).exp()
+        # differences bounded where e^{-r} is 0 (EXP_ZERO): a zero gradient, not ∞·0 = NaN,
+        # where x − y overflows
+        return (-safe_sqrt(sqdist_exact(x, y, bound=EXP_ZERO))).exp()
 
 
 class Matern(StationaryKernel):
@@ -89,8 +93,9 @@ class Matern(StationaryKernel):
 
     def _k(self, x, y):
         # exact differences: under a square root the fast form loses accuracy at r ≈ 0;
-        # r bounded where e^{-r} is 0 (EXP_ZERO): past it (1 + s)e^{-s} was ∞·0 = NaN
-        r = safe_sqrt(sqdist_exact(x, y), upper=EXP_ZERO)
+        # r bounded where e^{-r} is 0 (EXP_ZERO): past it (1 + s)e^{-s} was ∞·0 = NaN;
+        # so are the differences, whose gradient was ∞·0 = NaN where x − y overflowed
+        r = safe_sqrt(sqdist_exact(x, y, bound=EXP_ZERO), upper=EXP_ZERO)
         if self.nu == 0.5:
             return (-r).exp()
         if self.nu == 1.5:
@@ -157,6 +162,12 @@ class Periodic(_Lengthscale, Kernel):
 
     def _check_input(self, X, name):
         self._check_ard(X, name)
+
+    def _inputs(self, X):
+        # each coordinate modulo its period (fmod is exact): the same kernel, whose
+        # differences then neither overflow (∞ made sin NaN) nor lose the phase (at
+        # |x| = 1e200, sin(π(x − y)/p) of the rounded product was any number in [−1, 1])
+        return torch.fmod(X, self.period.to(dtype=X.dtype, device=X.device))
 
     def _params(self, like):
         return (self._param("lengthscale", like), self._param("period", like))

@@ -1,0 +1,184 @@
+"""Radial kernels where x − y or its square overflows, and NaN through the compiled
+backend's C++ loops: every backend against closed forms.
+
+At an overflowed distance a decaying kernel's value is its limit, 0, and so is its
+gradient; a NaN reaching the C++ reduction comes out NaN (and K @ V then refuses it),
+never as a finite number.
+"""
+import math
+import warnings
+
+import pytest
+import torch
+
+import torchkern as tk
+from torchkern._compiled import native
+
+BACKENDS = ["dense", "blocked", "compiled"]
+
+
+@pytest.fixture
+def triton_engine(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TORCHKERN_TRITON_AUTOTUNE", "0")
+    from torchkern._compiled import triton as engine
+    return engine
+
+
+def _matmul(k, X, V, backend, engine=None):
+    if backend == "triton":
+        f = k.formula(X)
+        return engine.matmul(f.fn, f.xs, f.ys, f.ps, V)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return k(X, backend=backend) @ V
+
+
+# ---- values at an overflowed distance: the limit 0 ------------------------------------
+
+def _far(big, dtype):
+    # 1e200: the squared distance overflows; 1e308: the difference itself
+    return torch.tensor([[big], [-big], [0.3]], dtype=dtype)
+
+
+@pytest.mark.parametrize("big", [1e200, 1e308])
+def test_rational_quadratic_triton_overflowed_distance_is_the_limit(big, triton_engine):
+    # (1 + ∞)^-α = 0 off the diagonal: K V = V (before: NaN, log1p's correction ∞ − ∞)
+    k = tk.RationalQuadratic(alpha=0.7).double()
+    V = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    out = _matmul(k, _far(big, torch.float64), V, "triton", triton_engine)
+    torch.testing.assert_close(out, V, rtol=0, atol=1e-15)
+
+
+def test_rational_quadratic_keops_overflowed_distance_is_the_limit():
+    pytest.importorskip("pykeops")
+    k = tk.RationalQuadratic(alpha=0.7).double()
+    X = torch.tensor([[1e200], [-1e200], [0.3], [1.1]], dtype=torch.float64)
+    V = torch.tensor([[1.0], [2.0], [3.0], [4.0]], dtype=torch.float64)
+    u = 0.8 ** 2 / (2 * 0.7)
+    c = (1 + u) ** -0.7  # the pair (0.3, 1.1); every pair with a far point: 0
+    want = torch.tensor([[1.0], [2.0], [3.0 + 4.0 * c], [4.0 + 3.0 * c]], dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = k(X, backend="keops") @ V
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["dense", "compiled", "triton"])
+@pytest.mark.parametrize("big", [1e200, 1e308])
+def test_periodic_far_inputs_exact_phase(backend, big, request):
+    # every double of magnitude ≥ 2^53 is an integer, so with period 1 the pair (N, −N)
+    # is one period apart (k = 1) and (±N, 0.3) has phase 0.3: k = exp(−2 sin²(0.3π)).
+    # Before: sin of the rounded π(x − y) (any value; NaN where x − y overflowed)
+    engine = request.getfixturevalue("triton_engine") if backend == "triton" else None
+    k = tk.Periodic(lengthscale=1.0, period=1.0).double()
+    X = _far(big, torch.float64)
+    e = math.exp(-2 * math.sin(0.3 * math.pi) ** 2)
+    want = torch.tensor([2 + e, 2 + e, 1 + 2 * e], dtype=torch.float64)
+    X.requires_grad_(True)
+    out = _matmul(k, X, torch.ones(3, 1, dtype=torch.float64), backend, engine)
+    torch.testing.assert_close(out[:, 0].detach(), want, rtol=1e-12, atol=0)
+    # the gradient to X: that of the closed form at the phases 0, 0, 0.3
+    (gx,) = torch.autograd.grad(out.sum(), [X])
+    d = 2 * (-2 * 2 * math.pi * math.sin(0.3 * math.pi) * math.cos(0.3 * math.pi) * e)
+    want_g = torch.tensor([[-d], [-d], [2 * d]], dtype=torch.float64)
+    torch.testing.assert_close(gx, want_g, rtol=1e-10, atol=1e-12)
+
+
+# ---- Matérn gradients where x − y overflows: 0, not NaN --------------------------------
+
+def _matern_ref(nu, x, ls):
+    """Σ_i G_i Σ_j K_ij V_j over the off-diagonal pairs of the finite points x (d = 1), by
+    the closed form; the diagonal is constant and pairs with far points are 0."""
+    u = (x[:, None] - x[None, :]) / ls
+    off = ~torch.eye(len(x), dtype=torch.bool)
+    r = u[off].abs()
+    if nu == 0.5:
+        k = torch.exp(-r)
+    elif nu == 1.5:
+        k = (1 + math.sqrt(3) * r) * torch.exp(-math.sqrt(3) * r)
+    else:
+        k = (1 + math.sqrt(5) * r + 5 * r * r / 3) * torch.exp(-math.sqrt(5) * r)
+    K = torch.zeros(len(x), len(x), dtype=x.dtype)
+    K[off] = k
+    return K
+
+
+def _matern_far_case(nu, dtype, big, backend, engine=None):
+    k = tk.Matern(nu, lengthscale=0.8).to(dtype)
+    X = torch.tensor([[0.3], [big], [1.1], [-big], [-0.4]], dtype=dtype, requires_grad=True)
+    V = torch.tensor([[1.0], [-2.0], [0.5], [3.0], [1.5]], dtype=dtype)
+    G = torch.tensor([[0.7], [1.3], [-1.0], [2.0], [0.4]], dtype=dtype)
+    out = _matmul(k, X, V, backend, engine)
+    gx, gl = torch.autograd.grad((out * G).sum(), [X, k.raw_lengthscale])
+    # the reference on the finite points 0.3, 1.1, -0.4 (rows 0, 2, 4)
+    fin = [0, 2, 4]
+    xf = X.detach()[fin, 0].double().requires_grad_(True)
+    ls = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+    K = _matern_ref(nu, xf, ls)
+    Vf, Gf = V[fin].double(), G[fin].double()
+    diag = float(k.diag(X.detach()[:1]).detach().double())
+    ref = ((K @ Vf) * Gf).sum() + diag * (Vf * Gf).sum()
+    rx, rl = torch.autograd.grad(ref, [xf, ls])
+    want_x = torch.zeros(5, dtype=torch.float64)
+    want_x[fin] = rx
+    want_l = rl * torch.sigmoid(k.raw_lengthscale.detach().double())
+    tol = dict(rtol=1e-9, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(gx[:, 0].double(), want_x, **tol)
+    torch.testing.assert_close(gl.double(), want_l, **tol)
+
+
+@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5])
+@pytest.mark.parametrize("dtype,big", [(torch.float64, 1e308), (torch.float32, 2e38)])
+@pytest.mark.parametrize("backend", BACKENDS + ["triton"])
+def test_matern_gradient_where_the_difference_overflows(nu, dtype, big, backend, request):
+    engine = request.getfixturevalue("triton_engine") if backend == "triton" else None
+    _matern_far_case(nu, dtype, big, backend, engine)
+
+
+def test_matern_gradient_where_the_difference_overflows_keops():
+    pytest.importorskip("pykeops")
+    _matern_far_case(1.5, torch.float64, 1e308, "keops")
+
+
+def test_laplacian_gradient_where_the_difference_overflows():
+    k = tk.Laplacian().double()
+    X = torch.tensor([[1e308], [-1e308], [0.3]], dtype=torch.float64, requires_grad=True)
+    for backend in BACKENDS:
+        out = _matmul(k, X, torch.ones(3, 1, dtype=torch.float64), backend)
+        gx, gl = torch.autograd.grad(out.sum(), [X, k.raw_lengthscale])
+        assert float(gx.abs().max()) == 0.0 and float(gl.abs()) == 0.0, backend
+
+
+# ---- NaN through the C++ loops: NaN out ------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["laplace", "matern32", "matern52"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_nan_in_nan_out(profile, dtype):
+    x = torch.tensor([[0.1, 0.2], [float("nan"), 0.0], [1.0, -1.0]], dtype=dtype)
+    y = torch.tensor([[0.0, 0.0], [0.5, 0.5]], dtype=dtype)
+    try:
+        K = native.radial_gram(profile, x, y)
+    except RuntimeError as exc:  # no C++ compiler here
+        pytest.skip(str(exc))
+    assert bool(K[1].isnan().all()) and bool(K[[0, 2]].isfinite().all())
+    out = native.radial_matmul(profile, x, y, torch.ones(2, 1, dtype=dtype))
+    assert bool(out[1].isnan().all()) and bool(out[[0, 2]].isfinite().all())
+    xg = x.clone().requires_grad_(True)
+    out = native.radial_matmul(profile, xg, y, torch.ones(2, 1, dtype=dtype))
+    (g,) = torch.autograd.grad(out[[0, 2]].sum(), [xg])
+    assert bool(g[[0, 2]].isfinite().all())  # rows 0 and 2 do not see the NaN row
+
+
+@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5])
+def test_compiled_nan_lengthscale_refused(nu):
+    # a NaN lengthscale loaded after construction (load_state_dict bypasses the setter):
+    # the compiled backend gave K @ V = 0 (its cap) where dense raised
+    k = tk.Matern(nu)
+    state = k.state_dict()
+    state["raw_lengthscale"] = torch.tensor(float("nan"))
+    k.load_state_dict(state)
+    X = torch.randn(6, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="not finite"):
+        k.double()(X, backend="compiled") @ torch.ones(6, dtype=torch.float64)
