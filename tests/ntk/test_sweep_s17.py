@@ -3,10 +3,12 @@ kernels and ``infinite_width`` call, and bad inputs of ``torchkern.ntk``."""
 import math
 
 import mpmath
+import pytest
 import torch
 from torch import nn
 
-from torchkern.ntk import NNGP, NTK, analytic, infinite_width, module
+from torchkern.ntk import (NNGP, NTK, EmpiricalNTK, analytic, empirical_ntk,
+                           infinite_width, module)
 
 D, WIDTH, W_STD = 4, 16, 1.3
 G = torch.Generator().manual_seed(17)
@@ -179,3 +181,81 @@ def test_arccos_helper_and_both_callers_match_cho_and_saul():
     assert ((h1 - ref1).abs() / scale).max() < 1e-14
     assert torch.allclose(theta, math.pi - 2 * math.pi * ref0, rtol=0, atol=1e-12)
     assert torch.allclose(s, scale * theta.sin(), rtol=1e-12, atol=0)
+
+
+# --------------------------------------------------------------------------------------
+# Bad inputs
+# --------------------------------------------------------------------------------------
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)).double()
+
+
+X3 = torch.randn(5, 3, generator=G, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("call,arg", [
+    (lambda net, Z: empirical_ntk(net, Z), "x1"),
+    (lambda net, Z: EmpiricalNTK(net)(Z, backend="dense"), "X"),
+    (lambda net, Z: EmpiricalNTK(net)(Z, backend="blocked"), "X"),
+    (lambda net, Z: EmpiricalNTK(net).diag(Z), "X"),
+    (lambda net, Z: EmpiricalNTK(net).pairs(Z, Z), "X"),
+])
+def test_empirical_ntk_of_inputs_the_model_does_not_take(call, arg):
+    # was torch's "mat1 and mat2 shapes cannot be multiplied" (the operator path:
+    # at the first product, far from the call)
+    with pytest.raises(ValueError, match=rf"^{arg} of sample shape \(5,\) does not fit the "
+                                         rf"model.*mat1 and mat2"):
+        call(_net(), torch.randn(4, 5, dtype=torch.float64))
+
+
+def test_empirical_ntk_pairs_of_different_sample_shapes():
+    with pytest.raises(ValueError, match="X and Y must have the same sample shape"):
+        EmpiricalNTK(_net()).pairs(X3, torch.randn(5, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("layer,name", [(nn.Dropout(0.3), "Dropout"),
+                                        (nn.BatchNorm1d(8), "BatchNorm1d")])
+def test_empirical_ntk_refuses_random_or_batch_dependent_layers(layer, name):
+    # train mode: vmap refused dropout's random draw ("randomness error mode"), batch norm
+    # raised "Expected more than 1 value per channel when training", both from inside
+    # torch.func; batch norm without running statistics normalizes by the batch in eval
+    # mode too
+    net = nn.Sequential(nn.Linear(3, 8), layer, nn.ReLU(), nn.Linear(8, 1)).double()
+    for call in (lambda: empirical_ntk(net, X3), lambda: EmpiricalNTK(net)(X3).to_dense()):
+        with pytest.raises(ValueError, match=rf"layer 1 \({name}\).*model.eval\(\)"):
+            call()
+    # in eval mode it is the network's deterministic function: Θ = J Jᵀ by autograd
+    net.eval()
+    J = torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+        net(x[None]).sum(), list(net.parameters()))]) for x in X3])
+    assert torch.allclose(empirical_ntk(net, X3), J @ J.T, rtol=1e-12, atol=1e-12)
+    if name == "BatchNorm1d":
+        stateless = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8, track_running_stats=False),
+                                  nn.Linear(8, 1)).double().eval()
+        with pytest.raises(ValueError, match=r"layer 1 \(BatchNorm1d\)"):
+            empirical_ntk(stateless, X3)
+    # dropout with p = 0 is the identity in either mode
+    plain = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.0), nn.Linear(8, 1)).double()
+    J = torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+        plain(x[None]).sum(), list(plain.parameters()))]) for x in X3])
+    assert torch.allclose(empirical_ntk(plain, X3), J @ J.T, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: NTK(2, **kw), lambda **kw: NNGP(2, **kw),
+    lambda **kw: infinite_width(_mlp(2, 0.0), **kw),
+])
+@pytest.mark.parametrize("kw,arg", [({"weight_std": [1.0, 2.0]}, "weight_std"),
+                                    ({"bias_std": [0.1, 0.2]}, "bias_std")])
+def test_infinite_width_kernels_take_one_std_for_all_layers(make, kw, arg):
+    # a vector was stored as an ARD hyperparameter; the kernel then failed in the
+    # recursion with torch's "expand(...): the number of sizes provided (2) must be
+    # greater or equal to the number of dimensions" (or "shape '[]' is invalid")
+    with pytest.raises(ValueError, match=rf"^{arg} must be a single number"):
+        make(**kw)
+    # a 0-d tensor or a one-entry list is one number
+    k = make(weight_std=torch.tensor(1.3, dtype=torch.float64), bias_std=[0.2])
+    ref = make(weight_std=1.3, bias_std=0.2)
+    assert torch.equal(k(Y).to_dense(), ref(Y).to_dense())

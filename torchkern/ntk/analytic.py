@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .._validation import is_int
+from .._validation import check_positive, is_int
 from ..kernels._ops import SQRT_EPS, dot, fdim, fsum, is_torch, sqdist, sqdist_exact
 from ..kernels.base import Kernel
 
@@ -135,6 +135,14 @@ def _erf(qx, qy, c, e=None):
             (4.0 / math.pi) / root)
 
 
+def _check_stds(weight_std, bias_std):
+    """One σ_w > 0 and one σ_b >= 0 (or None) for every layer: a vector was stored as an
+    ARD hyperparameter and failed deep in the recursion."""
+    check_positive(weight_std, "weight_std")
+    if bias_std is not None:
+        check_positive(bias_std, "bias_std", allow_zero=True)
+
+
 class _InfiniteMLP(Kernel):
     """Shared arguments and recursion of :class:`NTK` and :class:`NNGP`."""
 
@@ -156,6 +164,7 @@ class _InfiniteMLP(Kernel):
             if width is None:
                 raise ValueError(f"the standard-parameterization NTK grows with the hidden "
                                  f"width: pass width= (a positive int), got {width!r}")
+        _check_stds(weight_std, bias_std)
         self.depth, self.activation = depth, activation
         self.parameterization, self.width = parameterization, width
         self.has_bias = bias_std is not None

@@ -56,6 +56,24 @@ def _check_input(X, name: str, dtype, device) -> torch.Tensor:
     return X
 
 
+def _check_deterministic(model: nn.Module) -> None:
+    """Refuse layers whose output is random (dropout in training mode) or normalized by
+    the batch's statistics (batch normalization in training mode, or without running
+    statistics): the NTK of such a network is not a function of two inputs, and
+    per-sample Jacobians see batches of one (vmap refused the random draw; batch norm
+    raised on one value per channel)."""
+    bad = [f"layer {name or '(the model)'} ({type(m).__name__})"
+           for name, m in model.named_modules()
+           if (isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0)
+           or (isinstance(m, nn.modules.batchnorm._BatchNorm)
+               and (m.training or not m.track_running_stats))]
+    if bad:
+        raise ValueError(f"model has layers whose output is random or depends on the batch "
+                         f"in its current mode: {', '.join(bad)}; call model.eval() (batch "
+                         f"norm needs running statistics) for the NTK of the network at "
+                         f"inference")
+
+
 def _slots(model: nn.Module) -> dict:
     """{name of each distinct slot: name of the tensor it holds}: the parameters and buffers
     as ``named_parameters``/``named_buffers`` list them without duplicates, plus every other
@@ -83,6 +101,7 @@ class _Net:
         if not self.params:
             raise ValueError("model has no trainable parameters (requires_grad=True): its "
                              "NTK is zero")
+        _check_deterministic(model)
         fixed = {k: v.detach() for k, v in model.named_parameters() if not v.requires_grad}
         fixed.update({k: v.detach() for k, v in model.named_buffers()})
         self.fixed, self.model = fixed, model
@@ -114,10 +133,16 @@ class _Net:
     def single(self, p, x):
         return self.batch(p, x.unsqueeze(0))[0]
 
-    def n_outputs(self, X) -> int:
-        if self._o is None:
+    def n_outputs(self, X, name: str = "x1") -> int:
+        """o, from the network's output on the first sample of ``X``; a torch error there
+        (inputs of the wrong sample shape) is raised as a ValueError naming ``name``."""
+        try:
             with torch.no_grad():
-                self._o = self.batch(self.params, X[:1]).shape[1]
+                o = self.batch(self.params, X[:1]).shape[1]
+        except RuntimeError as err:
+            raise ValueError(f"{name} of sample shape {tuple(X.shape[1:])} does not fit the "
+                             f"model, which raised: {err}") from err
+        self._o = o if self._o is None else self._o
         return self._o
 
     def chunk(self, X, chunk_size) -> int:
@@ -250,8 +275,9 @@ def empirical_ntk(model: nn.Module, x1, x2=None, *, method: str = "auto",
     model : nn.Module
         Maps a batch of shape (b, ...) to outputs of shape (b,) or (b, o...) (flattened to
         o outputs). Its parameters with ``requires_grad`` form θ; the others and buffers
-        are held fixed. It is called as is: put it in ``eval()`` mode if it has dropout or
-        batch normalization (per-sample Jacobians see batches of one).
+        are held fixed. It is called as is; dropout (p > 0) and batch normalization in
+        training mode (random, or batch-dependent: per-sample Jacobians see batches of
+        one) are refused with a ValueError: put the model in ``eval()`` mode.
     x1 : Tensor of shape (n, ...)
     x2 : Tensor of shape (m, ...), optional
         Defaults to ``x1`` (then only one triangle of chunk pairs is computed).
@@ -288,6 +314,7 @@ def empirical_ntk(model: nn.Module, x1, x2=None, *, method: str = "auto",
     if X2 is not None and X2.shape[1:] != X1.shape[1:]:
         raise ValueError(f"x1 and x2 must have the same sample shape, got {tuple(X1.shape[1:])}"
                          f" and {tuple(X2.shape[1:])}")
+    net.n_outputs(X1, "x1")
     with torch.no_grad():
         return net.gram(X1, X2, method, output, chunk_size)
 
@@ -388,6 +415,7 @@ class EmpiricalNTK(Kernel):
             if Y.shape[1:] != X.shape[1:]:
                 raise ValueError(f"X and Y must have the same sample shape, got "
                                  f"{tuple(X.shape[1:])} and {tuple(Y.shape[1:])}")
+        net.n_outputs(X, "X")
         name = _check_backend(config.backend if backend is None else backend)
         n, m = X.shape[0], (X if Y is None else Y).shape[0]
         if name == "dense" or (name == "auto" and n * m <= config.dense_max_entries):
@@ -399,6 +427,7 @@ class EmpiricalNTK(Kernel):
         """k(x_i, x_i) = (1/o)‖J(x_i)‖²_F, from per-sample Jacobians."""
         net = _Net(self.model)
         X = _check_input(X, "X", net.dtype, net.device)
+        net.n_outputs(X, "X")
         with torch.no_grad():
             return net.pairs(X, X, self.chunk_size)
 
@@ -410,5 +439,9 @@ class EmpiricalNTK(Kernel):
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X and Y must have the same number of samples, got "
                              f"{X.shape[0]} and {Y.shape[0]}")
+        if Y.shape[1:] != X.shape[1:]:
+            raise ValueError(f"X and Y must have the same sample shape, got "
+                             f"{tuple(X.shape[1:])} and {tuple(Y.shape[1:])}")
+        net.n_outputs(X, "X")
         with torch.no_grad():
             return net.pairs(X, Y, self.chunk_size)

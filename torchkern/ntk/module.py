@@ -23,7 +23,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
 from ..kernels._ops import safe_sqrt
 from ..kernels.base import Kernel
-from .analytic import _arccos
+from .analytic import _arccos, _check_stds
 
 __all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf", "parameterize"]
 
@@ -627,6 +627,7 @@ class InfiniteWidthKernel(Kernel):
         self._erf_first = first is not None and first.kind == "act" and first.act is _erf
         self.kind, self.parameterization = kind, parameterization
         self.quadrature_order, self.block_pairs = int(quadrature_order), block_pairs
+        _check_stds(weight_std, bias_std)
         self.register_hyperparameter("weight_std", weight_std)
         self.register_hyperparameter("bias_std", bias_std, allow_zero=True)
 
