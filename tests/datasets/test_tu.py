@@ -95,3 +95,18 @@ def test_bad_folders(tmp_path):
                                       "graph_labels": [0], "node_labels": [1]})
     with pytest.raises(ValueError, match="has 1 lines, expected 2"):
         read_tu(str(tmp_path / "d"))
+
+
+@pytest.mark.parametrize("suffix, values, line", [
+    ("graph_labels", ["0", "nan"], 2),
+    ("node_attributes", [(0.5, 1.0), (1.0, 2.0), (1.0, "inf")], 3),
+    ("edge_attributes", [(0.5,), ("-inf",)], 2),
+])
+def test_nan_or_inf_values_name_the_file_and_line(tmp_path, suffix, values, line):
+    # NumPy reads 'nan' and 'inf' as numbers: a NaN graph label (y) or attribute went out
+    # of read_tu silently
+    files = {"A": [(1, 2), (2, 1)], "graph_indicator": [1, 1, 2],
+             "graph_labels": ["0", "1"], suffix: values}
+    _write(str(tmp_path), "T", files)
+    with pytest.raises(ValueError, match=f"T_{suffix}.txt, line {line}: .* must be finite"):
+        read_tu(str(tmp_path))

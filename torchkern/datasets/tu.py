@@ -21,6 +21,16 @@ def _read(path, dtype, name, width=1):
     return a
 
 
+def _check_finite(a: np.ndarray, path, name: str) -> None:
+    """A NaN or infinite value read from ``path`` is a ValueError naming the file and the
+    line (np.loadtxt reads 'nan' and 'inf' as numbers)."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        line = int(np.argwhere(bad)[0, 0]) + 1
+        raise ValueError(f"{os.path.basename(path)}, line {line}: {name} must be finite, got "
+                         f"{a[line - 1].tolist()}")
+
+
 def _one_hot(values: np.ndarray) -> torch.Tensor:
     """One column per distinct value of each column of ``values``, in sorted order."""
     blocks = []
@@ -105,7 +115,9 @@ def read_tu(folder: str, name: str | None = None):
                              f"{name}_graph_indicator.txt and {name}_graph_labels.txt")
     edges = _read(path("A"), np.int64, "node ids", width=2) - 1
     indicator = _read(path("graph_indicator"), np.int64, "graph ids")[:, 0] - 1
-    glabels = _read(path("graph_labels"), np.float64, "labels")[:, 0]
+    glabels = _read(path("graph_labels"), np.float64, "labels")
+    _check_finite(glabels, path("graph_labels"), "graph labels")
+    glabels = glabels[:, 0]
     n_graphs = len(glabels)
     if edges.shape[1] != 2:
         raise ValueError(f"{name}_A.txt must have two columns, got {edges.shape[1]}")
@@ -124,6 +136,8 @@ def read_tu(folder: str, name: str | None = None):
         if not os.path.exists(path(suffix)):
             return None
         a = _read(path(suffix), dtype, suffix.replace("_", " "))
+        if a.dtype.kind == "f":
+            _check_finite(a, path(suffix), suffix.replace("_", " "))
         if len(a) != rows:
             raise ValueError(f"{name}_{suffix}.txt has {len(a)} lines, expected {rows}")
         return a

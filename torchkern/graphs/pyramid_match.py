@@ -328,7 +328,8 @@ class PyramidMatch(CountFeatureKernel):
     with_labels : bool
         Histograms per node label.
     L : int
-        Number of levels, ≥ 1.
+        Number of levels, ≥ 1 and at most the L with (number of labels) · d · 2^(L−1)
+        ≤ 2^63 (cells are numbered in int64; a ValueError says so).
     d : int
         Dimension of the embedding, ≥ 1.
     normalize : bool
@@ -481,6 +482,14 @@ class PyramidMatch(CountFeatureKernel):
         U = node_embeddings(G, d)  # (N, d), NaN past a graph's eigenvectors
         labels, n_labels = initial_labels(G) if self.with_labels else (
             torch.zeros(N, dtype=torch.long, device=G.device), 1)
+        # cells are numbered (label, dimension, bin) in int64: past 2^63 they wrapped
+        # around (L=64 on three small graphs gave 0.5 for 3e-16) or raised an OverflowError
+        L_max = ((2 ** 63 - 1) // (n_labels * d)).bit_length()
+        if L > L_max:
+            raise ValueError(f"L={L}: PyramidMatch numbers the cells of level L − 1 (2^(L−1) "
+                             f"bins per dimension, for each of {n_labels} labels and d={d} "
+                             f"dimensions) in int64, which holds at most L={L_max} levels "
+                             f"here; take a smaller L")
         node, q = (~torch.isnan(U)).nonzero(as_tuple=True)
         u = U[node, q]
         base = labels.index_select(0, node).mul_(d).add_(q)  # (label, dimension)

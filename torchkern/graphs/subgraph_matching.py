@@ -195,6 +195,14 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor, orders: bool = Fals
     return codes, n_aut, (owner.index_select(0, srt), order.index_select(0, srt))
 
 
+def _gaussian_(sq_dist: torch.Tensor, ell: float) -> torch.Tensor:
+    """exp(−d / (2ℓ²)) of squared distances d, in place, as exp(−(d/ℓ)/ℓ/2): 1/(2ℓ²) is
+    inf or a ZeroDivisionError for ℓ < 1e-154 (then inf · 0 = NaN on equal attributes)
+    and an OverflowError for ℓ > 1e154; this gives the limits, 1 where d = 0 and 0
+    elsewhere for tiny ℓ, 1 everywhere for huge ℓ."""
+    return sq_dist.div_(ell).div_(ell).mul_(-0.5).exp_()
+
+
 class SubgraphMatching(CountFeatureKernel):
     r"""Subgraph matching kernel (Kriege and Mutzel, 2012) on node- and edge-labelled
     graphs, optionally with continuous node attributes: weighted counts of the
@@ -330,8 +338,8 @@ class SubgraphMatching(CountFeatureKernel):
             return {"uniform": [1] * k, "increasing": list(s),
                     "decreasing": [1.0 / i for i in s],
                     "strong_decreasing": [1.0 / (i * i) for i in s]}[lw]
-        try:
-            w = list(lw)
+        try:  # a tensor's items are 0-d tensors, not numbers: read its values
+            w = list(lw.tolist() if isinstance(lw, torch.Tensor) else lw)
         except TypeError:
             raise TypeError(f"lw must be one of {_WEIGHTS} or a sequence of k={k} weights, "
                             f"got {lw!r}") from None
@@ -516,7 +524,7 @@ class SubgraphMatching(CountFeatureKernel):
         n, dev = len(U), U.device
         X = U.node_attributes
         K = torch.zeros(n, n, dtype=torch.float64, device=dev)
-        gamma = 1.0 / (2.0 * self.lengthscale ** 2)
+        ell = self.lengthscale
         each = self._levels(U, orders=True, name=name)
         for s, sets, cls, n_cls, aut, (set_of, nodes), _ in each:
             M = sets.shape[0]
@@ -540,7 +548,7 @@ class SubgraphMatching(CountFeatureKernel):
                     # ‖a − b‖² = ‖a‖² + ‖b‖² − 2 aᵀb: one matrix product per block
                     d = torch.addmm(a_sq.index_select(0, rows).unsqueeze(1) + bb,
                                     a_vec.index_select(0, rows), b.T, alpha=-2.0)
-                    w = d.clamp_min_(0).mul_(-gamma).exp_()
+                    w = _gaussian_(d.clamp_min_(0), ell)
                     part = torch.zeros(rows.numel(), n, dtype=K.dtype, device=dev)
                     part.index_add_(1, gb, w)
                     K.index_add_(0, g_set.index_select(0, rows), part, alpha=lam)
@@ -554,7 +562,7 @@ class SubgraphMatching(CountFeatureKernel):
         n, dev = len(U), U.device
         X = U.node_attributes
         out = torch.zeros(n, dtype=torch.float64, device=dev)
-        gamma = 1.0 / (2.0 * self.lengthscale ** 2)
+        ell = self.lengthscale
         for s, sets, cls, n_cls, aut, (set_of, nodes), _ in self._levels(U, orders=True):
             M = sets.shape[0]
             g_set = U.graph_of_node.index_select(0, sets[:, 0])
@@ -576,7 +584,7 @@ class SubgraphMatching(CountFeatureKernel):
                 b = b_ord.index_select(0, segment_ranges(start.index_select(0, rows), c))
                 a = torch.repeat_interleave(rows, c, output_size=b.numel())
                 w = (a_vec.index_select(0, a) - b_vec.index_select(0, b)).square().sum(1)
-                out.index_add_(0, g_set.index_select(0, a), w.mul_(-gamma).exp_(), alpha=lam)
+                out.index_add_(0, g_set.index_select(0, a), _gaussian_(w, ell), alpha=lam)
                 lo = hi
         return out
 

@@ -1,0 +1,80 @@
+"""Graph kernels and their inputs as an outside tester tries them: arguments at the edge
+of their range (a Gaussian node kernel with a lengthscale whose square leaves float64,
+pyramid-match levels past int64, subgraph weights given as a tensor). Values against
+closed forms."""
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import torchkern.graphs as tg
+
+
+def _graph(n, pairs, labels, seed):
+    e = pairs + [(b, a) for a, b in pairs]
+    g = torch.Generator().manual_seed(seed)
+    return Data(edge_index=torch.tensor(e, dtype=torch.long).T.reshape(2, -1), num_nodes=n,
+                x=torch.tensor(labels)[:, None],
+                node_attributes=torch.randn(n, 2, generator=g, dtype=torch.float64))
+
+
+def _graphs():
+    return [_graph(3, [(0, 1), (1, 2), (2, 0)], [0, 1, 0], 0),     # triangle
+            _graph(4, [(0, 1), (1, 2), (2, 3)], [1, 1, 0, 2], 1),  # path
+            _graph(4, [(0, 1), (0, 2), (0, 3)], [0, 0, 1, 1], 2)]  # star
+
+
+@pytest.mark.parametrize("ell", [1e-160, 1e-200])
+def test_subgraph_matching_gaussian_tiny_lengthscale_matches_equal_attributes_only(ell):
+    # With every node's attributes distinct (random), exp(−‖a − a'‖²/(2ℓ²)) → [a = a']:
+    # a subgraph matches only itself under the identity, so for k = 2 (nodes and edges,
+    # uniform weights) K = diag(n + |E|). 1/(2ℓ²) was inf (NaN on the diagonal,
+    # ℓ = 1e-160) or a ZeroDivisionError (ℓ = 1e-200).
+    X = _graphs()
+    ref = torch.diag(torch.tensor([3.0 + 3, 4 + 3, 4 + 3], dtype=torch.float64))
+    k = tg.SubgraphMatching(k=2, node_kernel="gaussian", lengthscale=ell)
+    torch.testing.assert_close(k(X).to_dense(), ref, rtol=0, atol=0)
+    torch.testing.assert_close(k(X).diag(), ref.diagonal(), rtol=0, atol=0)
+    torch.testing.assert_close(k(X[:1], X).to_dense(), ref[:1], rtol=0, atol=0)
+
+
+def test_subgraph_matching_gaussian_huge_lengthscale_weighs_every_pair_one():
+    # ℓ = 1e200: ℓ² overflowed (OverflowError); the Gaussian is 1 on every pair, so the
+    # kernel is the label-only count Σ_c λ_c |Aut(c)| n_c(G) n_c(G'), here by hand for
+    # k = 2: node pairs of equal label plus edge pairs of equal label pairs (an edge of
+    # two equal labels matches in both orders).
+    X = _graphs()
+
+    def count(g, h):
+        lg, lh = g.x[:, 0].tolist(), h.x[:, 0].tolist()
+        nodes = sum(a == b for a in lg for b in lh)
+        eg = [(lg[s], lg[t]) for s, t in g.edge_index.T.tolist()]   # both directions
+        eh = [(lh[s], lh[t]) for s, t in h.edge_index.T.tolist()]
+        return nodes + sum(a == b for a in eg for b in eh) / 2
+
+    ref = torch.tensor([[count(g, h) for h in X] for g in X], dtype=torch.float64)
+    k = tg.SubgraphMatching(k=2, node_kernel="gaussian", lengthscale=1e200)
+    torch.testing.assert_close(k(X).to_dense(), ref, rtol=0, atol=0)
+    torch.testing.assert_close(k(X).diag(), ref.diagonal(), rtol=0, atol=0)
+
+
+def test_subgraph_matching_takes_its_weights_as_a_tensor():
+    # lw as a tensor of k weights was refused ("must hold k=2 finite non-negative
+    # numbers, got tensor([1., 2.])"), while a list and an array were taken. k = 2,
+    # λ = (1, 2): nodes of equal label count 1, edges of equal label pairs 2 (twice when
+    # both ends have one label).
+    X = _graphs()
+    k = tg.SubgraphMatching(k=2, lw=torch.tensor([1.0, 2.0]))
+    ref = tg.SubgraphMatching(k=2, lw=[1.0, 2.0])(X).to_dense()
+    torch.testing.assert_close(k(X).to_dense(), ref, rtol=0, atol=0)
+    assert float(ref[0, 0]) == 5 + 2 * (2 * 2 + 2)      # triangle with labels 0, 1, 0
+    with pytest.raises(TypeError, match="lw must be"):
+        tg.SubgraphMatching(k=1, lw=torch.tensor(1.0))   # a 0-d tensor is no sequence
+
+
+@pytest.mark.parametrize("L", [64, 65, 200])
+def test_pyramid_match_refuses_levels_past_int64_by_name(L):
+    # 3 labels · d = 6 · 2^(L−1) cells pass 2^63 from L = 60: L = 64 returned 0.5 where
+    # L = 63 gives 5e-16 (the cell numbers wrapped around), L ≥ 65 an OverflowError.
+    with pytest.raises(ValueError, match=f"L={L}: .* at most L=59"):
+        tg.PyramidMatch(L=L)(_graphs())
+
