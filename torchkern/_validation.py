@@ -245,3 +245,32 @@ def slice_indices(idx: slice, n: int, device=None) -> torch.Tensor:
     if not len(r):  # arange refuses a start past the stop
         return torch.zeros(0, dtype=torch.long, device=device)
     return torch.arange(r.start, r.stop, r.step, device=device)
+
+
+def index_tensor(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
+    """A 1-D int64 index tensor from an int, a slice, a boolean mask, a list, an array or a
+    tensor, checked against the length ``n`` (IndexError naming ``name``: a mask of
+    another length, float indices, indices outside [−n, n)); negative indices count from
+    the end."""
+    if isinstance(idx, slice):
+        return slice_indices(idx, n, device)
+    if isinstance(idx, (int, np.integer)):
+        idx = [int(idx)]
+    try:
+        t = torch.as_tensor(np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx)
+    except (TypeError, ValueError, RuntimeError):
+        raise IndexError(f"{name} must be an int, a slice, a boolean mask or integer "
+                         f"indices, got {idx!r}") from None
+    if t.dtype == torch.bool:
+        if t.numel() != n:
+            raise IndexError(f"{name}: a boolean mask must have length {n}, got {t.numel()}")
+        t = t.nonzero().reshape(-1)
+    elif t.numel() == 0:
+        t = t.long()
+    elif t.is_floating_point() or t.is_complex():
+        raise IndexError(f"{name} must hold integers, got dtype {t.dtype}")
+    t = t.long().reshape(-1)
+    if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
+        raise IndexError(f"{name} holds indices outside [0, {n})")
+    t = torch.where(t < 0, t + n, t)
+    return t if device is None else t.to(device)

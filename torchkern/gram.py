@@ -35,7 +35,7 @@ import torch
 
 from ._config import config
 from ._threads import one_thread
-from ._validation import check_not_meta, slice_indices
+from ._validation import check_not_meta, index_tensor
 
 __all__ = [
     "Formula",
@@ -641,13 +641,10 @@ def _lazy_backend(formula: Formula) -> str:
 # KernelMatrix
 # --------------------------------------------------------------------------------------
 
-def _as_index(idx, size: int, device) -> torch.Tensor:
-    if isinstance(idx, slice):
-        return slice_indices(idx, size, device)
-    idx = torch.as_tensor(idx, device=device)
-    if idx.dtype == torch.bool:
-        idx = idx.nonzero().squeeze(-1)
-    return idx.long().reshape(-1)
+def _as_index(idx, size: int, device, name: str = "idx") -> torch.Tensor:
+    # checked (index_tensor): a float index was truncated, a boolean mask of another
+    # length taken as indices, and the dense submatrix's flat gather read past a row
+    return index_tensor(idx, size, name, device)
 
 
 class KernelMatrix:
@@ -676,7 +673,7 @@ class KernelMatrix:
 
     def rows(self, idx) -> torch.Tensor:
         """The dense rows ``K[idx, :]``, shape (len(idx), m)."""
-        idx = _as_index(idx, self.shape[0], self.device)
+        idx = _as_index(idx, self.shape[0], self.device, "rows")
         E = torch.zeros(self.shape[0], idx.numel(), dtype=self.dtype, device=self.device)
         E[idx, torch.arange(idx.numel(), device=self.device)] = 1
         return (self.T @ E).T
@@ -721,11 +718,11 @@ class KernelMatrix:
 
     def cols(self, idx) -> torch.Tensor:
         """The dense columns ``K[:, idx]``, shape (n, len(idx))."""
-        return self.T.rows(idx).T
+        return self.T.rows(_as_index(idx, self.shape[1], self.device, "cols")).T
 
     def submatrix(self, rows, cols) -> torch.Tensor:
         """The dense block ``K[rows][:, cols]``."""
-        cols = _as_index(cols, self.shape[1], self.device)
+        cols = _as_index(cols, self.shape[1], self.device, "cols")
         return self.rows(rows)[:, cols]
 
     def block_rows(self, n_cols: int | None = None) -> int:
@@ -811,14 +808,14 @@ class DenseKernelMatrix(KernelMatrix):
         return DenseKernelMatrix(self.tensor.T)
 
     def rows(self, idx):
-        return self.tensor[_as_index(idx, self.shape[0], self.device)]
+        return self.tensor[_as_index(idx, self.shape[0], self.device, "rows")]
 
     def cols(self, idx):
-        return self.tensor[:, _as_index(idx, self.shape[1], self.device)]
+        return self.tensor[:, _as_index(idx, self.shape[1], self.device, "cols")]
 
     def submatrix(self, rows, cols):
-        r = _as_index(rows, self.shape[0], self.device)
-        c = _as_index(cols, self.shape[1], self.device)
+        r = _as_index(rows, self.shape[0], self.device, "rows")
+        c = _as_index(cols, self.shape[1], self.device, "cols")
         T = self.tensor
         if T.is_contiguous():  # one flat gather: 5x faster than advanced indexing here
             flat = (r[:, None] * T.shape[1] + c[None, :]).reshape(-1)
@@ -896,14 +893,14 @@ class FormulaKernelMatrix(KernelMatrix):
         return FormulaKernelMatrix(self.formula.transpose(), self.backend, self.fallback)
 
     def rows(self, idx):
-        f = self.formula.take_rows(_as_index(idx, self.shape[0], self.device))
+        f = self.formula.take_rows(_as_index(idx, self.shape[0], self.device, "rows"))
         K = _triton_gram(f) if self.backend == "triton" else None
         return f.evaluate(native_float32=self.backend == "compiled") if K is None else \
             _finite_gram(K)
 
     def submatrix(self, rows, cols):
-        f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device))
-        f = f.take_cols(_as_index(cols, self.shape[1], self.device))
+        f = self.formula.take_rows(_as_index(rows, self.shape[0], self.device, "rows"))
+        f = f.take_cols(_as_index(cols, self.shape[1], self.device, "cols"))
         K = _triton_gram(f) if self.backend == "triton" else None
         return f.evaluate(native_float32=self.backend == "compiled") if K is None else \
             _finite_gram(K)
@@ -949,7 +946,7 @@ class FeatureKernelMatrix(KernelMatrix):
         return phi[idx]
 
     def rows(self, idx):
-        idx = _as_index(idx, self.shape[0], self.device)
+        idx = _as_index(idx, self.shape[0], self.device, "rows")
         return self._mm(self.phi_y, self._dense_rows(self.phi_x, idx).T).T
 
     def diag(self):
@@ -1032,7 +1029,7 @@ class ShiftedKernelMatrix(KernelMatrix):
         return self.base.diag() + self.lam
 
     def rows(self, idx):
-        idx = _as_index(idx, self.shape[0], self.device)
+        idx = _as_index(idx, self.shape[0], self.device, "rows")
         R = self.base.rows(idx)
         lam = self.lam if self.lam.dim() == 0 else self.lam[idx]
         eye = torch.zeros_like(R)
@@ -1087,7 +1084,7 @@ class CenteredKernelMatrix(KernelMatrix):
         return out
 
     def rows(self, idx):
-        idx = _as_index(idx, self.shape[0], self.device)
+        idx = _as_index(idx, self.shape[0], self.device, "rows")
         out = self.base.rows(idx) - self.row_mean[idx, None]  # a new tensor: update it in place
         return out.sub_(self.col_mean[None, :]).add_(self.mean)
 
@@ -1171,12 +1168,12 @@ class DiagScaledKernelMatrix(KernelMatrix):
         return DiagScaledKernelMatrix(self.base.T, self.right, self.left)
 
     def rows(self, idx):
-        idx = _as_index(idx, self.shape[0], self.device)
+        idx = _as_index(idx, self.shape[0], self.device, "rows")
         return self.left[idx, None] * self.base.rows(idx) * self.right[None, :]
 
     def submatrix(self, rows, cols):
-        rows = _as_index(rows, self.shape[0], self.device)
-        cols = _as_index(cols, self.shape[1], self.device)
+        rows = _as_index(rows, self.shape[0], self.device, "rows")
+        cols = _as_index(cols, self.shape[1], self.device, "cols")
         return self.left[rows, None] * self.base.submatrix(rows, cols) * self.right[None, cols]
 
     def diag(self):

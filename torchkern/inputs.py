@@ -20,10 +20,9 @@ which look enough like a tensor for that protocol: ``len``, ``shape == (n,)``, `
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ._validation import as_tensor, check_symmetric, slice_indices
+from ._validation import as_tensor, check_symmetric, index_tensor
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
            "n_samples", "n_features", "take", "concat", "as_index"]
@@ -31,29 +30,9 @@ __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precompute
 
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
     """A 1-D int64 index tensor from an int, a slice, a boolean mask, a list, an array or a
-    tensor, checked against the length ``n``."""
-    if isinstance(idx, slice):
-        return slice_indices(idx, n, device)
-    if isinstance(idx, (int, np.integer)):
-        idx = [int(idx)]
-    try:
-        t = torch.as_tensor(np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx)
-    except (TypeError, ValueError, RuntimeError):
-        raise IndexError(f"{name} must be an int, a slice, a boolean mask or integer "
-                         f"indices, got {idx!r}") from None
-    if t.dtype == torch.bool:
-        if t.numel() != n:
-            raise IndexError(f"{name}: a boolean mask must have length {n}, got {t.numel()}")
-        t = t.nonzero().reshape(-1)
-    elif t.numel() == 0:
-        t = t.long()
-    elif t.is_floating_point() or t.is_complex():
-        raise IndexError(f"{name} must hold integers, got dtype {t.dtype}")
-    t = t.long().reshape(-1)
-    if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
-        raise IndexError(f"{name} holds indices outside [0, {n})")
-    t = torch.where(t < 0, t + n, t)
-    return t if device is None else t.to(device)
+    tensor, checked against the length ``n`` (:func:`torchkern._validation.index_tensor`,
+    which the KernelMatrix's rows and columns share)."""
+    return index_tensor(idx, n, name, device)
 
 
 class KernelInput:
