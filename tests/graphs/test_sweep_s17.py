@@ -78,3 +78,29 @@ def test_pyramid_match_refuses_levels_past_int64_by_name(L):
     with pytest.raises(ValueError, match=f"L={L}: .* at most L=59"):
         tg.PyramidMatch(L=L)(_graphs())
 
+
+
+def _path3():
+    return Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
+
+
+@pytest.mark.parametrize("method", ["dense", "krylov"])
+def test_p_step_random_walk_refuses_a_power_past_float64_by_name(method):
+    # (aI − L̃)^p has the eigenvalue a^p = 1e400: the dense Gram was NaN, silently (the
+    # products raised a generic "not finite" error)
+    with pytest.raises(ValueError, match=r"a\^p = 1e\+200\^2 overflows float64"):
+        tg.PStepRandomWalk(1e200, 2, method=method)(_path3()).to_dense()
+
+
+@pytest.mark.parametrize("make, top", [
+    (lambda: tg.RegularizedLaplacian(1e-300), "1e\\+300"),   # 1/ε on ker L
+    (lambda: tg.PStepRandomWalk(1e20, 2), "1e\\+40"),        # a^p
+])
+def test_node_kernels_refuse_a_gram_beyond_float32_by_name(make, top):
+    # in a float32 NodeSet the Gram was inf (diag too); float64 holds it
+    X = tg.NodeSet(_path3(), dtype=torch.float32)
+    for part in (lambda k: k(X).to_dense(), lambda k: k(X).diag()):
+        with pytest.raises(ValueError, match=f"reach {top}, beyond the range of torch.float32"):
+            part(make())
+    K = make()(tg.NodeSet(_path3())).to_dense()
+    assert torch.isfinite(K).all()

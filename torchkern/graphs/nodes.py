@@ -223,10 +223,19 @@ class _NodeKernel(StructuredKernel):
     def _check_hypers(self):
         """Re-check constraints a set_params may have broken (hook)."""
 
-    def _dense_factors(self, g):
-        """(U, f(λ)) of the dense eigendecomposition, f differentiable in the hypers."""
+    def _dense_factors(self, g, dtype):
+        """(U, f(λ)) of the dense eigendecomposition, f differentiable in the hypers. |K_ij|
+        ≤ max |f(λ)| (U is orthogonal): an f beyond ``dtype``'s range is a ValueError —
+        RegularizedLaplacian(eps=1e-300) in float32 gave a Gram of inf, PStepRandomWalk
+        with a^p past float64 one of NaN."""
         lam, U = g.eigh(self._kind)
-        return U, self._spectral(lam, g)
+        f = self._spectral(lam, g)
+        top = float(f.detach().abs().max()) if f.numel() else 0.0
+        if not top <= torch.finfo(dtype).max:
+            raise ValueError(f"{type(self).__name__}({self.extra_repr()}): the kernel's "
+                             f"eigenvalues f(λ) reach {top:.3g}, beyond the range of "
+                             f"{dtype}; change the hyperparameters (or use float64)")
+        return U, f
 
     def _gram(self, X: NodeSet, Y: NodeSet | None) -> KernelMatrix:
         self._check_hypers()
@@ -235,7 +244,7 @@ class _NodeKernel(StructuredKernel):
             raise ValueError("X and Y must hold nodes of the same graph")
         Y = X if Y is None else Y
         if self._use_dense(g):
-            U, f = self._dense_factors(g)
+            U, f = self._dense_factors(g, X.dtype)
             Ux = U if X.is_all else U[X.index]
             Uy = Ux if Y is X else (U if Y.is_all else U[Y.index])
             return DenseKernelMatrix(((Ux * f) @ Uy.T).to(X.dtype))
@@ -257,7 +266,7 @@ class _NodeKernel(StructuredKernel):
 
     def _diag(self, X: NodeSet) -> torch.Tensor:
         if self._use_dense(X.graph):
-            U, f = self._dense_factors(X.graph)
+            U, f = self._dense_factors(X.graph, X.dtype)
             Ux = U if X.is_all else U[X.index]
             return (Ux * Ux * f).sum(1).to(X.dtype)
         # Exact, by columns: one application of f(L) per node of X (in blocks of 256).
@@ -447,9 +456,9 @@ class PStepRandomWalk(_NodeKernel):
 
     def __init__(self, a=2.0, p=1, graph=None, method="auto", tol=1e-10, max_iter=None):
         super().__init__(graph, method, tol, max_iter)
-        _check_a(a)
         if not is_int(p) or p < 1:
             raise ValueError(f"p must be a positive int (number of steps), got {p!r}")
+        _check_a(a, p)
         self.register_hyperparameter("a", a, learnable=False)
         self.p = int(p)
 
@@ -457,7 +466,7 @@ class PStepRandomWalk(_NodeKernel):
         return f"{super().extra_repr()}, p={self.p}"
 
     def _check_hypers(self):
-        _check_a(float(self.a))
+        _check_a(float(self.a), self.p)
 
     def _spectral(self, lam, g):
         return (self.a.to(_F64) - lam) ** self.p
@@ -469,10 +478,15 @@ class PStepRandomWalk(_NodeKernel):
         return V
 
 
-def _check_a(a):
+def _check_a(a, p):
     if not (np.isfinite(float(a)) and float(a) >= 2):
         raise ValueError(f"PStepRandomWalk: a must be finite and >= 2 (the normalized "
                          f"Laplacian's spectrum reaches 2), got {a!r}")
+    # K's largest eigenvalue is a^p (the normalized Laplacian always has λ = 0): past
+    # float64 the dense Gram was NaN, the products inf
+    if p * np.log(float(a)) > np.log(torch.finfo(_F64).max):
+        raise ValueError(f"PStepRandomWalk: a^p = {float(a):g}^{p} overflows float64; take "
+                         f"a smaller a or p")
 
 
 class CommuteTime(_NodeKernel):
