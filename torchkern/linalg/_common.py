@@ -51,6 +51,60 @@ def _check_operator(A, name="A"):
         raise ValueError(f"{name} contains NaN or inf")  # a dense A: one pass, as one product
     return shape[0]
 
+def _check_symmetric(A, name="A"):
+    """For a dense tensor A, a ValueError naming ``name`` unless it is symmetric to
+    rounding: max |A − Aᵀ| ≤ √ε·max |A| (the rule of ``_validation.check_symmetric``),
+    compared in blocks of rows so that no n × n temporary is made (one pass over A, the
+    cost of one product). CG, Lanczos and the Cholesky factor of ``logdet`` read A as
+    symmetric: an asymmetric A gave a solution of another system, or the log-determinant
+    of its lower triangle, without a word. Operators are trusted (checking one would cost
+    products)."""
+    if not isinstance(A, torch.Tensor):
+        return
+    A = A.detach()
+    n = A.shape[0]
+    step = max(1, (1 << 22) // n)
+    gap = scale = 0.0
+    for s in range(0, n, step):
+        rows = A[s:s + step]
+        gap = max(gap, float((rows - A[:, s:s + step].T).abs().max()))
+        scale = max(scale, float(rows.abs().max()))
+    if gap > torch.finfo(A.dtype).eps ** 0.5 * scale:
+        raise ValueError(f"{name} must be symmetric: max |{name} - {name}.T| = {gap:.3g} "
+                         f"against max |{name}| = {scale:.3g}; symmetrize it, e.g. "
+                         f"({name} + {name}.T) / 2")
+
+
+def _check_preconditioner(preconditioner, rows, name="preconditioner"):
+    """``preconditioner`` (None or a callable R ↦ M⁻¹R) checked against A's ``rows``:
+    one that declares a ``shape`` (the library's preconditioners) must be (rows, rows);
+    any other must return a finite tensor of R's shape, checked on each call. A mismatch
+    is a ValueError naming the argument instead of a shape error deep in a product (or,
+    for NaN, CG's "A is not positive definite")."""
+    if preconditioner is None:
+        return None
+    if not callable(preconditioner):
+        raise TypeError(f"{name} must be callable, got {type(preconditioner).__name__}")
+    shape = getattr(preconditioner, "shape", None)
+    if shape is not None:
+        if tuple(shape) != (rows, rows):
+            raise ValueError(f"{name} has shape {tuple(shape)}, but A needs ({rows}, {rows})")
+        return preconditioner
+
+    def checked(R):
+        out = preconditioner(R)
+        if not isinstance(out, torch.Tensor) or out.shape != R.shape:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"{name} returned {got} for residuals of shape "
+                             f"{tuple(R.shape)}: it must return a tensor of the shape it is "
+                             f"given (A has {rows} rows)")
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(f"{name} returned NaN or inf")
+        return out
+
+    return checked
+
+
 def _check_rhs(B, n, A, name="B"):
     """Validate a right-hand side of shape (n,) or (n, r) against operator A."""
     if not isinstance(B, torch.Tensor):

@@ -5,8 +5,9 @@ from typing import NamedTuple
 
 import torch
 
-from .._validation import is_int
-from ._common import (ConvergenceWarning, _check_operator, _check_rhs, _col_norms, _inner,
+from .._validation import check_positive, is_int
+from ._common import (ConvergenceWarning, _check_operator, _check_preconditioner, _check_rhs,
+                      _check_symmetric, _col_norms, _inner,
                       _maybe_requires_grad, _rows)
 
 _FLOAT64 = torch.float64
@@ -403,6 +404,7 @@ def cg(A, B, *, preconditioner=None, tol=None, max_iter=None, x0=None, return_in
     tensor([0.0909, 0.6364], dtype=torch.float64)
     """
     n = _check_operator(A, "A")
+    _check_symmetric(A, "A")
     rows = _rows(A, n)  # a row-sharded A: this process's rows of B and X
     _check_rhs(B, rows, A, "B")
     # The default tol accepts the rounding of a float32 X (see the docstring); an
@@ -410,8 +412,7 @@ def cg(A, B, *, preconditioner=None, tol=None, max_iter=None, x0=None, return_in
     accept_rounding = tol is None
     if tol is None:
         tol = DEFAULT_TOL
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol}")
+    check_positive(tol, "tol")  # an infinite tol returned X = 0 as converged
     if max_iter is None:
         max_iter = _default_max_iter(n)
     if not is_int(max_iter) or max_iter < 0:
@@ -420,9 +421,7 @@ def cg(A, B, *, preconditioner=None, tol=None, max_iter=None, x0=None, return_in
         if not isinstance(x0, torch.Tensor) or x0.shape != B.shape:
             raise ValueError(f"x0 must be a tensor of the shape of B {tuple(B.shape)}")
         _check_rhs(x0, rows, A, "x0")
-    precond = _identity if preconditioner is None else preconditioner
-    if not callable(precond):
-        raise TypeError(f"preconditioner must be callable, got {type(preconditioner).__name__}")
+    precond = _check_preconditioner(preconditioner, rows) or _identity
 
     vector = B.ndim == 1
     B2 = _columns(B.detach())

@@ -5,9 +5,9 @@ import warnings
 import torch
 
 from .._threads import num_threads, one_thread
-from .._validation import is_int
-from ._common import (ConvergenceWarning, _check_operator, _col_norms, _dense, _generator,
-                      _has_dense, _own, _randn, _reduce, _rows)
+from .._validation import check_int, check_positive, is_int
+from ._common import (ConvergenceWarning, _check_operator, _check_symmetric, _col_norms,
+                      _dense, _generator, _has_dense, _own, _randn, _reduce, _rows)
 from .eig import _ResidualProgress
 
 _FLOAT64 = torch.float64
@@ -173,20 +173,21 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
     symmetric eigenvalue problems", SIAM J. Matrix Anal. Appl. 22 (2000).
     """
     n = _check_operator(A, "A")
+    _check_symmetric(A, "A")
     if not is_int(k) or not 1 <= k <= n:
         raise ValueError(f"k must be an int with 1 <= k <= n={n}, got {k!r}")
     if which not in ("largest", "smallest"):
         raise ValueError(f"which must be 'largest' or 'smallest', got {which!r}")
     if tol is None:
         tol = _default_tol(A.dtype)
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol}")
+    check_positive(tol, "tol")
     if ncv is None:
         ncv = min(n, max(2 * k + 1, k + 20))
     if not is_int(ncv) or not k < ncv <= n and not ncv == n:
         raise ValueError(f"ncv must be an int with k < ncv <= n, got {ncv!r}")
     if max_iter is None:
         max_iter = max(1000, 50 * ncv)
+    check_int(max_iter, "max_iter")
     gen = _generator(random_state)
 
     with torch.no_grad():

@@ -6,11 +6,13 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .._validation import check_positive, is_int
+from .._validation import check_int, check_positive, is_int
 from ._common import (
     ConvergenceWarning,
     _check_operator,
+    _check_preconditioner,
     _check_rhs,
+    _check_symmetric,
     _col_norms,
     _dense,
     _eigh,
@@ -93,8 +95,8 @@ class LogdetInfo(NamedTuple):
     ----------
     std_error : float
         Monte-Carlo standard error of the log-determinant from the spread of the p probes'
-        quadratures: :math:`n\,\mathrm{sd}(q_1..q_p)/\sqrt p` (0.0 for ``"exact"``). The
-        quadrature bias (``quadrature_error``) comes on top.
+        quadratures: :math:`n\,\mathrm{sd}(q_1..q_p)/\sqrt p` (0.0 for ``"exact"``, inf
+        for one probe). The quadrature bias (``quadrature_error``) comes on top.
     num_probes : int
         p (0 for ``"exact"``).
     steps : int
@@ -164,8 +166,8 @@ def _std_error(quad, n):
 def _warn_noise(info, scale, what):
     """A ConvergenceWarning when the probes' standard error of the log-determinant
     exceeds _VALUE_NOISE of ``scale`` (tr|log A|)."""
-    if info.std_error <= _VALUE_NOISE * scale:
-        return
+    if info.std_error <= _VALUE_NOISE * scale or info.num_probes < 2:
+        return  # one probe has no spread to measure (std_error = inf)
     rel = info.std_error / scale if scale > 0 else math.inf
     warnings.warn(
         f"{what}: the Monte-Carlo standard error of the estimate is {info.std_error:.3g} "
@@ -573,6 +575,7 @@ def logdet(
     matrix", 1989.
     """
     n = _check_operator(A, "A")
+    _check_symmetric(A, "A")
     method = _choose_method(A, n, method)
     if method == "exact":
         value = 2 * _exact_cholesky(A).diagonal().log().sum().to(A.dtype)
@@ -580,9 +583,17 @@ def logdet(
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
     check_positive(lanczos_tol, "lanczos_tol")
+    check_positive(cg_tol, "cg_tol")
+    cg_max_iter = min(10 * n, 1000) if cg_max_iter is None else check_int(cg_max_iter,
+                                                                          "cg_max_iter")
+    if not _whitens(preconditioner):
+        preconditioner = _check_preconditioner(preconditioner, _rows(A, n))
+    elif getattr(preconditioner, "shape", None) not in (None, (n, n)):
+        raise ValueError(f"preconditioner has shape {tuple(preconditioner.shape)}, but A "
+                         f"needs ({n}, {n})")
     value, info, report, scale = _slq_logdet(
         A, n, num_probes, lanczos_steps, lanczos_tol, _generator(random_state), preconditioner,
-        cg_tol, cg_max_iter if cg_max_iter is not None else min(10 * n, 1000),
+        cg_tol, cg_max_iter,
     )
     _warn_quadrature(info, lanczos_tol, lanczos_steps, "logdet (slq)")
     _warn_rounding(info, lanczos_tol, A.dtype, "logdet (slq)")
@@ -690,6 +701,7 @@ def inv_quad_logdet(
     GPU acceleration", NeurIPS 2018.
     """
     n = _check_operator(A, "A")
+    _check_symmetric(A, "A")
     rows = _rows(A, n)  # a row-sharded A: this process's rows of b
     _check_rhs(b, rows, A, "b")
     method = _choose_method(A, n, method)
@@ -707,8 +719,10 @@ def inv_quad_logdet(
     _check_count(num_probes, "num_probes")
     _check_count(lanczos_steps, "lanczos_steps")
     check_positive(lanczos_tol, "lanczos_tol")
-    if max_iter is None:
-        max_iter = min(10 * n, 1000)
+    # a NaN tol stopped CG at once and returned bᵀA⁻¹b = 0 without a word
+    check_positive(tol, "tol")
+    max_iter = min(10 * n, 1000) if max_iter is None else check_int(max_iter, "max_iter")
+    preconditioner = _check_preconditioner(preconditioner, rows)
     gen = _generator(random_state)
     Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device), gen))
     rhs = torch.cat([b2.detach(), Z], dim=1)

@@ -63,6 +63,12 @@ class _WoodburyPreconditioner:
         """Number of columns of the low-rank factor L."""
         return self.L.shape[1]
 
+    @property
+    def shape(self):
+        """(n, n): the order of the matrix it approximates (this process's rows when
+        sharded), which the solvers check against A."""
+        return (self.L.shape[0], self.L.shape[0])
+
     def with_lam(self, lam):
         """The same factor L with another ridge λ: (L Lᵀ + λI)⁻¹, O(n k²) to build.
 
@@ -165,6 +171,12 @@ class PivotedCholesky(_WoodburyPreconditioner):
             d = _diagonal(K).detach().to(_FLOAT64).clone()
             if d.shape != (n,):
                 raise ValueError(f"K.diag() must have shape ({n},), got {tuple(d.shape)}")
+            low = float(d.min())
+            if low < -torch.finfo(K.dtype).eps ** 0.5 * float(d.abs().max()):
+                # pivots are taken at the largest diagonal entries: a negative one never
+                # is, and -K gave rank 0 (the preconditioner λI) without a word
+                raise ValueError(f"K must be positive semi-definite: its diagonal has an "
+                                 f"entry {low:.3g} < 0")
             stop = tol * float(d.sum())
             # Lᵀ is built row by row: each step reads the contiguous block Lt[:j].
             Lt = torch.zeros(rank, n, dtype=_FLOAT64, device=d.device)
