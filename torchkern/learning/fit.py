@@ -118,6 +118,8 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
     is the same; the result's ``loss``, ``history``, ``run_losses`` and the relative
     change it reports are those of f itself."""
     _check(max_iter, tol, gtol, lr, patience, n_restarts)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
     name, factory = _optimizer_factory(optimizer, lr)
     if n_restarts and (coords.log_bounds is None or not coords.mask.any()):
         raise ValueError("n_restarts > 0 draws starts log-uniformly within bounds: it needs "
@@ -128,6 +130,10 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
         if not isinstance(value, torch.Tensor) or value.numel() != 1:
             raise TypeError("objective() must return a 0-d tensor")
         value = value.reshape(())
+        if torch.is_grad_enabled() and not value.requires_grad:
+            raise TypeError("objective() does not depend on the parameters being fit: its "
+                            "value has no gradient (is it computed under torch.no_grad(), "
+                            "or from other tensors?)")
         if log_objective:  # f = 0 (targets all zero) is a flat log f, not -inf
             return value.to(torch.float64).clamp_min(_TINY).log()
         return value
@@ -176,9 +182,18 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
     start = coords.clip(coords.get())
     runs = _optimize.best_of_runs(run, coords, start, n_restarts, random_state)
     if runs is None:
+        # The optimizers take a ValueError for a point where the objective is not defined;
+        # at the start it may be the objective's own refusal (y of the wrong length, a
+        # one-class y): evaluate once more to say which.
+        coords.set(start)
+        try:
+            with torch.enable_grad():
+                why = f"its value is {float(evaluate().detach())}"
+        except ValueError as err:
+            why = str(err)
         raise ValueError(f"{what}: the objective is not finite or not defined (a Gram matrix "
                          f"not positive definite) at the initial hyperparameters "
-                         f"{coords.describe(start)}")
+                         f"{coords.describe(start)}: {why}")
     best, losses, evals = runs
     if log_objective:
         best, losses = _from_log(best, name), [math.exp(f) for f in losses]

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import is_int, is_real
+from .._validation import is_int, is_real, real_tensor
 from ..gram import (DenseKernelMatrix, Formula, KernelMatrix, ScaledKernelMatrix,
                     SumKernelMatrix, combine_formulas)
 from ..kernels.base import Kernel, _fmt, inv_softplus
@@ -28,6 +28,7 @@ __all__ = ["MultipleKernel", "easymkl_weights", "fheuristic_weights", "cka_weigh
            "alignf_weights"]
 
 _F64 = torch.float64
+_TINY = torch.finfo(_F64).tiny
 _MODES = ("simplex", "nonneg", "fixed")
 
 
@@ -81,7 +82,7 @@ class MultipleKernel(Kernel):
         self.mode = weights
         p = len(kernels)
         eta = torch.full((p,), 1.0 / p, dtype=_F64) if init is None else \
-            torch.as_tensor(init, dtype=_F64).detach().clone().reshape(-1)
+            real_tensor(init, "init").detach().clone().reshape(-1)
         self._check_weights(eta)
         if weights == "fixed":
             self.register_buffer("fixed_weights", eta)
@@ -108,7 +109,7 @@ class MultipleKernel(Kernel):
 
     def set_weights(self, eta) -> "MultipleKernel":
         """Set η (on the simplex for ``"simplex"``: it is renormalized)."""
-        eta = torch.as_tensor(eta, dtype=_F64).detach().reshape(-1)
+        eta = real_tensor(eta, "eta").detach().reshape(-1)
         self._check_weights(eta)
         with torch.no_grad():
             if self.mode == "fixed":
@@ -276,7 +277,9 @@ def fheuristic_weights(grams, y) -> torch.Tensor:
     grams = _as_grams(grams)
     yv = _binary_labels(y, grams[0].shape[0], grams[0].device)
     a = torch.stack([_mv(K, yv) @ yv for K in grams]).cpu()
-    a = a / (len(yv) * _frobenius(grams, centered=False, diag_only=True).diag().sqrt())
+    norms = _frobenius(grams, centered=False, diag_only=True).diag().sqrt()
+    # a zero Gram matrix gets the weight 0 (its alignment 0/0 made every weight NaN)
+    a = torch.where(norms > 0, a / (len(yv) * norms.clamp_min(_TINY)), torch.zeros_like(a))
     if float(a.sum()) <= 0:
         raise ValueError("the kernels' alignments with y sum to a non-positive value: no "
                          "weighting by alignment exists")

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .._sharding import in_sharded_fit
-from .._validation import (as_generator, as_vector, check_bool, check_positive,
+from .._validation import (as_generator, as_vector, check_bool, check_int, check_positive,
                            real_tensor)
 from ..gram import KernelMatrix
 from ..inputs import check_fitted_input
@@ -72,6 +72,9 @@ def _inputs(kernel, X, y=_NO_TARGET, y_name="y", what="the objective", sharded=T
         return kernel, X, None, False
     n = X.shape[0]
     Y = as_vector(_whole(X, y, y_name), y_name, n=n).to(dtype=X.dtype, device=X.device)
+    if Y.numel() == 0:  # (n, 0): the objectives' sums were 0 or 0/0 = NaN
+        raise ValueError(f"{y_name} must have at least one column, got shape "
+                         f"{tuple(Y.shape)}")
     return kernel, X, Y.reshape(n, -1), Y.dim() == 1
 
 
@@ -217,8 +220,11 @@ def log_prior(kernel, noise=None, noise_prior=None):
                             f"have a log_prob method), got {type(noise_prior).__name__}")
         if noise is None:
             raise ValueError("noise_prior needs the noise variance: noise is None")
-        s2 = noise if isinstance(noise, torch.Tensor) else torch.tensor(float(noise), dtype=_F64)
-        s2 = s2.to(_F64).reshape(())
+        # a named error for a noise that is no variance (the prior's support error did not
+        # say which argument, float('a') neither)
+        like = torch.empty((), dtype=_F64, device=noise.device if isinstance(
+            noise, torch.Tensor) else None)
+        s2 = _positive(noise, "noise", like)
         lp = _in_dtype(noise_prior, _F64, s2.device).log_prob(s2).sum()
         total = total.to(lp.device) + lp.to(_F64)
     return total
@@ -282,8 +288,8 @@ def log_posterior(kernel, X, y, noise, *, noise_prior=None, **likelihood_options
 def _targets(y, n, dtype, device):
     """y as an (n, r) matrix: class labels one-hot, real values as they are."""
     from sklearn.utils.multiclass import type_of_target
-    if isinstance(y, torch.Tensor) and y.dim() == 2:
-        return y.to(dtype=dtype, device=device)
+    if isinstance(y, torch.Tensor) and y.dim() == 2:  # NaN, length: errors naming y
+        return as_vector(y, "y", n=n).to(dtype=dtype, device=device)
     arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y
     if y is None or np.asarray(arr).dtype.kind in "fc":
         as_vector(y, "y", n=n)  # a clear error for None, NaN, infinity, complex, length
@@ -331,11 +337,14 @@ def kernel_alignment(kernel, X, y, centered=True, *, backend=None):
         k_norm2 = hsic_biased(K, K).to(_F64) * n ** 2
     else:
         k_norm2 = _frobenius2(K)
-    num = (Y.to(_F64) * (K @ Y).to(_F64)).sum()
     G = Y.T.to(_F64) @ Y.to(_F64)
     y_norm = G.norm()
     if float(y_norm) == 0:
         raise ValueError("y is constant: its (centered) target matrix is zero")
+    if float(k_norm2.detach()) == 0:  # 0/0: NaN, silently
+        raise ValueError(f"the kernel's {'centered ' if centered else ''}Gram matrix on X is "
+                         f"zero: its alignment with y is undefined")
+    num = (Y.to(_F64) * (K @ Y).to(_F64)).sum()
     return (num / (k_norm2.sqrt() * y_norm)).to(X.dtype)
 
 
@@ -431,6 +440,7 @@ def loo_error(kernel, X, y, alpha, *, method="auto", num_probes=64, tol=1e-6,
     """
     kernel, X, Y, _ = _inputs(kernel, X, y, what="loo_error")
     lam = _positive(alpha, "alpha", Y)
+    check_int(num_probes, "num_probes")
     C, d, _ = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state, what="loo_error")
     return ((C / d[:, None]) ** 2).mean().to(Y.dtype)
@@ -453,6 +463,7 @@ def gcv(kernel, X, y, alpha, *, method="auto", num_probes=32, tol=1e-6, max_iter
     """
     kernel, X, Y, _ = _inputs(kernel, X, y, what="gcv")
     lam = _positive(alpha, "alpha", Y)
+    check_int(num_probes, "num_probes")
     C, _, t = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state)
     n = X.shape[0]

@@ -1,0 +1,140 @@
+"""Bad inputs to tk.learning (objectives, fit_kernel / learn_kernel, MKL weights): each
+returned NaN or a value silently, or raised an error from inside torch that did not name
+the argument, before its fix."""
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Gamma
+
+import torchkern as tk
+from torchkern import learning
+
+G = torch.Generator().manual_seed(17)
+X = torch.randn(12, 3, generator=G, dtype=torch.float64)
+Y = X[:, 0] + 0.1 * torch.randn(12, generator=G, dtype=torch.float64)
+Y_CLS = torch.tensor([0, 1] * 6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda y: learning.log_marginal_likelihood(tk.RBF(), X, y, 0.1),
+    lambda y: learning.log_posterior(tk.RBF(), X, y, 0.1),
+    lambda y: learning.loo_error(tk.RBF(), X, y, 0.1),
+    lambda y: learning.gcv(tk.RBF(), X, y, 0.1),
+    lambda y: learning.kernel_ridge_predict(tk.RBF(), X, y, X, 0.1),
+    lambda y: learning.sgpr_bound(tk.RBF(), X, y, X[:3], 0.1),
+    lambda y: learning.nystrom_complexity_reg(tk.RBF(), X, y, X[:3], 0.1),
+])
+def test_objectives_refuse_targets_without_columns(call):
+    # y of shape (n, 0): loo_error and gcv returned NaN (0/0), the likelihoods 0 and
+    # kernel_ridge_predict an (n, 0) prediction, silently
+    with pytest.raises(ValueError, match=r"^y must have at least one column, got shape "
+                                         r"\(12, 0\)"):
+        call(Y[:, None][:, :0])
+
+
+@pytest.mark.parametrize("num_probes", [0, -1, 2.5, True])
+@pytest.mark.parametrize("objective", [learning.loo_error, learning.gcv])
+def test_probe_counts_of_the_matrix_free_estimates(objective, num_probes):
+    # 0 gave NaN (gcv silently; loo_error with torch's "degrees of freedom <= 0"
+    # warning), -1 torch's "Trying to create tensor with negative dimension"
+    with pytest.raises(ValueError, match=r"^num_probes must be an int with 1 <= num_probes"):
+        objective(tk.RBF(), X, Y, 0.1, method="cg", num_probes=num_probes)
+
+
+def _alignment(K, Yt, centered):
+    H = np.eye(len(K)) - 1.0 / len(K) if centered else np.eye(len(K))
+    Kc, Yc = H @ K @ H, H @ Yt
+    T = Yc @ Yc.T
+    return (Kc * T).sum() / (np.linalg.norm(Kc) * np.linalg.norm(T))
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_alignment_of_a_zero_gram_matrix_is_refused(centered):
+    # Linear kernel on zero inputs (centered: also any constant Gram matrix): 0/0 = NaN
+    Z = torch.zeros(12, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="Gram matrix on X is zero"):
+        learning.kernel_alignment(tk.Linear(), Z, Y, centered=centered)
+    if centered:
+        with pytest.raises(ValueError, match="centered Gram matrix on X is zero"):
+            same = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64).expand(12, 3)
+            learning.kernel_alignment(tk.Linear(), same, Y)
+    # a nonzero one is the closed form
+    got = learning.kernel_alignment(tk.Linear(), X, Y, centered=centered)
+    Xn = X.numpy()
+    assert abs(float(got) - _alignment(Xn @ Xn.T, Y.numpy()[:, None], centered)) < 1e-13
+
+
+def test_alignment_checks_a_2d_target_matrix():
+    # a 2-D y went to K @ Y unchecked: "K @ V: V contains NaN or infinity"
+    Y2 = torch.stack([Y, Y ** 2], 1)
+    bad = Y2.clone()
+    bad[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="^y contains NaN or infinity"):
+        learning.kernel_alignment(tk.RBF(), X, bad)
+    with pytest.raises(ValueError, match="^y has 5 rows but 12 were expected"):
+        learning.kernel_alignment(tk.RBF(), X, Y2[:5])
+    K = tk.RBF()(X).to_dense().detach().numpy()
+    got = learning.kernel_alignment(tk.RBF(), X, Y2)
+    assert abs(float(got) - _alignment(K, Y2.numpy(), True)) < 1e-13
+
+
+@pytest.mark.parametrize("noise,err,match", [
+    (-1.0, ValueError, r"^noise must be finite and > 0"),
+    (float("nan"), ValueError, r"^noise must be finite and > 0"),
+    ("a", TypeError, r"^noise must be a real number"),
+    (torch.tensor([0.1, 0.2]), ValueError, r"^noise must be a scalar"),
+])
+def test_log_prior_checks_the_noise_variance(noise, err, match):
+    # was the distribution's "Expected value argument ... to be within the support" (or
+    # float()'s "could not convert string to float"), naming no argument
+    with pytest.raises(err, match=match):
+        learning.log_prior(tk.RBF(), noise, Gamma(2.0, 3.0))
+    got = learning.log_prior(tk.RBF(), torch.tensor(0.3), Gamma(2.0, 3.0))
+    assert abs(float(got) - float(Gamma(2.0, 3.0).log_prob(torch.tensor(0.3)))) < 1e-6
+
+
+def test_fit_kernel_checks_callback_and_objective():
+    k = tk.RBF()
+    # the callback was called at the first step: "'int' object is not callable"
+    with pytest.raises(TypeError, match="^callback must be callable or None, got int"):
+        learning.fit_kernel(lambda: learning.loo_error(k, X, Y, 0.1), k, callback=3)
+    # an objective that does not involve the parameters: autograd's "element 0 of tensors
+    # does not require grad and does not have a grad_fn"
+    const = torch.tensor(1.0, dtype=torch.float64)
+    for optimizer in ("lbfgs", "adam"):
+        with pytest.raises(TypeError, match=r"^objective\(\) does not depend on the "
+                                            r"parameters"):
+            learning.fit_kernel(lambda: const * 2, k, optimizer=optimizer)
+
+
+@pytest.mark.parametrize("estimator,y,objective,match", [
+    (tk.KernelRidge(), Y[:5], "loo", "y has 5 rows but 12 were expected"),
+    (tk.KernelRidge(), Y[:5], "lml", "y has 5 rows but 12 were expected"),
+    (tk.SVC(), torch.zeros(12), "alignment", "y is constant"),
+])
+def test_learn_kernel_says_why_the_objective_is_undefined_at_the_start(estimator, y,
+                                                                        objective, match):
+    # the objective's own error was read as "not positive definite at this point" and
+    # replaced by "the objective is not finite or not defined (a Gram matrix not
+    # positive definite)", with no word of y
+    with pytest.raises(ValueError, match=rf"at the initial hyperparameters.*: {match}"):
+        learning.learn_kernel(estimator, X, y, objective)
+
+
+def test_multiple_kernel_weights_must_be_numbers():
+    # torch.as_tensor's "new(): invalid data type 'str'"
+    with pytest.raises(TypeError, match="^init must be a real number"):
+        learning.MultipleKernel([tk.RBF(), tk.Linear()], init="ab")
+    with pytest.raises(TypeError, match="^eta must be a real number"):
+        learning.MultipleKernel([tk.RBF(), tk.Linear()]).set_weights(["a", "b"])
+
+
+def test_fheuristic_weight_of_a_zero_gram_matrix_is_zero():
+    # a zero Gram matrix had the alignment 0/0: every weight was NaN
+    grams = [torch.zeros(12, 12, dtype=torch.float64), tk.RBF()(X).to_dense().detach(),
+             tk.Linear()(X).to_dense().detach()]
+    got = learning.fheuristic_weights(grams, Y_CLS)
+    yv = np.where(Y_CLS.numpy() == 1, 1.0, -1.0)
+    a = np.array([0.0] + [yv @ K.numpy() @ yv / (12 * np.linalg.norm(K.numpy()))
+                          for K in grams[1:]])
+    assert np.allclose(got.numpy(), a / a.sum(), rtol=1e-13, atol=0)
