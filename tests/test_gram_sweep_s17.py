@@ -56,3 +56,32 @@ def test_out_of_range_indices_name_the_argument(backend):
     with pytest.raises(IndexError, match="rows must be an int, a slice"):
         K.rows("a")
     torch.testing.assert_close(K.submatrix([-1, 0], [4, -5]), D[[4, 0]][:, [4, 0]])
+
+
+def test_row_blocks_size_checked():
+    # 0 failed inside range(), -1 gave no blocks at all (nothing iterated, silently)
+    K, D = _matrix("blocked")
+    for size in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="block_size must be an int"):
+            list(K.row_blocks(size))
+    blocks = list(K.row_blocks(2))
+    assert [(s, e) for s, e, _ in blocks] == [(0, 2), (2, 4), (4, 5)]
+    torch.testing.assert_close(torch.cat([b for _, _, b in blocks]), D)
+
+
+@pytest.mark.parametrize("c,error,match", [
+    ("a", TypeError, "c must be a real number or a 0-d tensor, got str"),
+    (torch.ones(2), TypeError, "got Tensor of shape"),
+    (True, TypeError, "got bool"),
+    (float("nan"), ValueError, "c must be finite"),
+    (torch.tensor(float("inf")), ValueError, "c must be finite"),
+])
+def test_scaling_by_a_non_scalar_refused(c, error, match):
+    # 'a' raised torch's "new(): invalid data type 'str'", NaN failed only at K @ V
+    K, D = _matrix("blocked")
+    with pytest.raises(error, match=match):
+        K * c
+    with pytest.raises(error, match=match):
+        c * K
+    for c in (2, 0.5, torch.tensor(3.0, dtype=torch.float64)):  # scalars still scale
+        torch.testing.assert_close((c * K).to_dense(), float(c) * D)

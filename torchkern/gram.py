@@ -35,7 +35,7 @@ import torch
 
 from ._config import config
 from ._threads import one_thread
-from ._validation import check_not_meta, index_tensor
+from ._validation import check_int, check_not_meta, index_tensor, is_real
 
 __all__ = [
     "Formula",
@@ -743,6 +743,8 @@ class KernelMatrix:
         n, m = self.shape
         if block_size is None:
             block_size = self.block_rows()
+        else:  # 0 failed in range(), a negative size gave no blocks at all
+            block_size = check_int(block_size, "block_size")
         for s in range(0, n, block_size):
             e = min(n, s + block_size)
             yield s, e, self.rows(torch.arange(s, e, device=self.device))
@@ -779,6 +781,14 @@ class KernelMatrix:
     def __mul__(self, c) -> "KernelMatrix":
         if isinstance(c, KernelMatrix):
             return NotImplemented
+        if not (is_real(c) or (isinstance(c, torch.Tensor) and c.dim() == 0
+                               and not c.is_complex() and c.dtype != torch.bool)):
+            raise TypeError(f"c * K: c must be a real number or a 0-d tensor, got "
+                            f"{type(c).__name__}" + (f" of shape {tuple(c.shape)}"
+                                                     if hasattr(c, "shape") else ""))
+        value = float(c.detach()) if isinstance(c, torch.Tensor) else float(c)
+        if not math.isfinite(value):
+            raise ValueError(f"c * K: c must be finite, got {value}")
         return ScaledKernelMatrix(self, c)
 
     __rmul__ = __mul__
@@ -908,8 +918,8 @@ class FormulaKernelMatrix(KernelMatrix):
     def diag(self):
         k = min(self.shape)
         f = self.formula
-        return Formula(tuple(x[:k] for x in f.xs), tuple(y[:k] for y in f.ys), f.ps,
-                       f.fn).evaluate_pairs()
+        return _finite_gram(Formula(tuple(x[:k] for x in f.xs), tuple(y[:k] for y in f.ys),
+                                    f.ps, f.fn).evaluate_pairs())
 
 
 class FeatureKernelMatrix(KernelMatrix):

@@ -182,3 +182,54 @@ def test_compiled_nan_lengthscale_refused(nu):
     X = torch.randn(6, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match="not finite"):
         k.double()(X, backend="compiled") @ torch.ones(6, dtype=torch.float64)
+
+
+# ---- bad inputs at the kernels' public boundary ----------------------------------------
+
+@pytest.mark.parametrize("make,name", [
+    (lambda v: tk.RationalQuadratic(alpha=v), "alpha"),
+    (lambda v: tk.InverseMultiquadric(c=v), "c"),
+    (lambda v: tk.Polynomial(offset=v), "offset"),
+    (lambda v: tk.Exponential(scale=v), "scale"),
+    (lambda v: tk.Chi2(gamma=v), "gamma"),
+    (lambda v: tk.ScaleKernel(tk.RBF(), outputscale=v), "outputscale"),
+])
+def test_scalar_hyperparameter_given_a_vector(make, name):
+    # accepted, then a RuntimeError from torch's expand when the kernel was evaluated
+    with pytest.raises(ValueError, match=f"{name} must be a single number"):
+        make(torch.tensor([1.0, 2.0]))
+    make(torch.tensor([1.5]))  # one entry is one number
+
+
+def test_periodic_period_per_feature():
+    X = torch.tensor([[0.1, 0.7, -0.3], [0.4, -1.2, 2.0]], dtype=torch.float64)
+    p = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match="X has 3 features but Periodic has 2 periods"):
+        tk.Periodic(period=p[:2])(X)  # was torch's "size of tensor a (3) must match"
+    k = tk.Periodic(period=p).double()
+    s = torch.sin(math.pi * (X[0] - X[1]) / p)
+    want = math.exp(-2 * float((s * s).sum()))
+    torch.testing.assert_close(k(X).to_dense()[0, 1], torch.tensor(want, dtype=torch.float64))
+
+
+def test_pairs_checks_widths_and_dtypes():
+    X = torch.randn(4, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="X has 3 features but Y has 2"):
+        tk.RBF().pairs(X, X[:, :2])  # was a RuntimeError from broadcasting
+    with pytest.raises(TypeError, match="same dtype"):
+        tk.RBF().pairs(X, X.float())  # was computed silently (k(X, Y) refuses it)
+    want = torch.exp(-((X - X.flip(0)) ** 2).sum(1) / 2)
+    torch.testing.assert_close(tk.RBF().pairs(X, X.flip(0)), want)
+
+
+@pytest.mark.parametrize("method", ["diag", "pairs", "matrix_diag"])
+def test_diag_with_a_nan_hyperparameter_refused(method):
+    # a NaN lengthscale loaded after construction: K @ V refused it, diag returned NaN
+    k = tk.Matern(2.5)
+    with torch.no_grad():
+        k.raw_lengthscale.fill_(float("nan"))
+    X = torch.randn(5, 2, dtype=torch.float64)
+    call = {"diag": lambda: k.diag(X), "pairs": lambda: k.pairs(X, X),
+            "matrix_diag": lambda: k(X, backend="blocked").diag()}[method]
+    with pytest.raises(ValueError, match="not finite"):
+        call()

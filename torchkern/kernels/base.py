@@ -15,7 +15,8 @@ from .._config import _check_backend, config
 from .._validation import as_tensor, check_not_meta, is_int, real_tensor
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
-                    ScaledKernelMatrix, SumKernelMatrix, combine_formulas, lazy_sum)
+                    ScaledKernelMatrix, SumKernelMatrix, _finite_gram, combine_formulas,
+                    lazy_sum)
 from ._ops import center, fast_form_dtype, in_precision
 
 __all__ = ["Kernel", "SumKernel", "ProductKernel", "ScaleKernel", "inv_softplus"]
@@ -230,13 +231,18 @@ class Kernel(PicklesByValue, nn.Module):
 
     # -- hyperparameters ---------------------------------------------------------------
     def register_hyperparameter(self, name: str, value, *, allow_zero: bool = False,
-                                learnable: bool = True) -> None:
+                                learnable: bool = True, scalar: bool = False) -> None:
         """Register a positive hyperparameter readable as ``self.<name>``.
 
         A value of exactly zero (where ``allow_zero``) or ``learnable=False`` is stored as
-        a fixed buffer instead of a parameter.
+        a fixed buffer instead of a parameter. ``scalar``: a single number is required (a
+        formula that reads one value a pair; a vector failed in torch's broadcasting when
+        the kernel was evaluated).
         """
         t = real_tensor(value, f"{type(self).__name__}: {name}").detach().clone()
+        if scalar and t.numel() != 1:
+            raise ValueError(f"{type(self).__name__}: {name} must be a single number, got "
+                             f"shape {tuple(t.shape)}")
         bad = (t < 0) if allow_zero else (t <= 0)
         if not bool(torch.isfinite(t).all()) or bool(bad.any()):
             bound = ">= 0" if allow_zero else "> 0"
@@ -553,16 +559,21 @@ class Kernel(PicklesByValue, nn.Module):
         return Formula((x,), (y,), ps, lambda xs, ys, ps_: k(xs[0], ys[0], *ps_),
                        self._radial_profile())
 
+    @staticmethod
+    def _check_pair(X: torch.Tensor, Y: torch.Tensor) -> None:
+        """X and Y (checked inputs) of one width, dtype and device."""
+        if Y.shape[1] != X.shape[1]:
+            raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
+        if Y.dtype != X.dtype:
+            raise TypeError(f"X and Y must have the same dtype, got {X.dtype} and {Y.dtype}")
+        if Y.device != X.device:
+            raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
         X = self.check_input(X, "X")
         if Y is not None:
             Y = self.check_input(Y, "Y")
-            if Y.shape[1] != X.shape[1]:
-                raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}")
-            if Y.dtype != X.dtype:
-                raise TypeError(f"X and Y must have the same dtype, got {X.dtype} and {Y.dtype}")
-            if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+            self._check_pair(X, Y)
         n, m = X.shape[0], (X if Y is None else Y).shape[0]
         name = _check_backend(config.backend if backend is None else backend)
         if name == "auto" and n * m <= config.dense_max_entries:
@@ -580,7 +591,7 @@ class Kernel(PicklesByValue, nn.Module):
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) for every row of X, shape (n,), without forming the matrix."""
         X = self.check_input(X, "X")
-        return self.formula(X).evaluate_pairs()
+        return _finite_gram(self.formula(X).evaluate_pairs())
 
     def pairs(self, X, Y) -> torch.Tensor:
         """k(x_i, y_i) for paired samples (X and Y of equal length), shape (n,)."""
@@ -588,7 +599,8 @@ class Kernel(PicklesByValue, nn.Module):
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X and Y must have the same number of samples, got "
                              f"{X.shape[0]} and {Y.shape[0]}")
-        return self.formula(X, Y).evaluate_pairs()
+        self._check_pair(X, Y)
+        return _finite_gram(self.formula(X, Y).evaluate_pairs())
 
     # -- algebra -----------------------------------------------------------------------
     def __add__(self, other):
@@ -748,7 +760,7 @@ class ScaleKernel(Kernel):
             raise TypeError(f"base must be a Kernel, got {type(base).__name__}")
         self.base = base
         self.vector_input = base.vector_input
-        self.register_hyperparameter("outputscale", outputscale)
+        self.register_hyperparameter("outputscale", outputscale, scalar=True)
 
     def check_input(self, X, name: str = "X", **kw):
         return self.base.check_input(X, name, **kw)

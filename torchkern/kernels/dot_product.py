@@ -46,7 +46,7 @@ class Polynomial(Kernel):
         if not is_int(degree) or degree < 1:
             raise ValueError(f"degree must be a positive int, got {degree!r}")
         self.degree = degree
-        self.register_hyperparameter("offset", offset, allow_zero=True)
+        self.register_hyperparameter("offset", offset, allow_zero=True, scalar=True)
 
     def extra_repr(self):
         return f"degree={self.degree}, " + super().extra_repr()
@@ -67,7 +67,7 @@ class Exponential(Kernel):
 
     def __init__(self, scale=1.0):
         super().__init__()
-        self.register_hyperparameter("scale", scale)
+        self.register_hyperparameter("scale", scale, scalar=True)
 
     def _params(self, like):
         return (self._param("scale", like),)

@@ -44,7 +44,7 @@ class Chi2(_NonNegative):
 
     def __init__(self, gamma=1.0):
         super().__init__()
-        self.register_hyperparameter("gamma", gamma)
+        self.register_hyperparameter("gamma", gamma, scalar=True)
 
     def _params(self, like):
         return (self._param("gamma", like),)

@@ -115,7 +115,7 @@ class RationalQuadratic(StationaryKernel):
 
     def __init__(self, lengthscale=1.0, alpha=1.0, ard_dims=None):
         super().__init__(lengthscale, ard_dims)
-        self.register_hyperparameter("alpha", alpha)
+        self.register_hyperparameter("alpha", alpha, scalar=True)
 
     def _params(self, like):
         return (self._param("alpha", like),)
@@ -134,7 +134,7 @@ class InverseMultiquadric(StationaryKernel):
 
     def __init__(self, lengthscale=1.0, c=1.0, ard_dims=None):
         super().__init__(lengthscale, ard_dims)
-        self.register_hyperparameter("c", c)
+        self.register_hyperparameter("c", c, scalar=True)
 
     def _params(self, like):
         return (self._param("c", like),)
@@ -162,6 +162,10 @@ class Periodic(_Lengthscale, Kernel):
 
     def _check_input(self, X, name):
         self._check_ard(X, name)
+        p = self.period.numel()
+        if p != 1 and p != X.shape[1]:
+            raise ValueError(f"{name} has {X.shape[1]} features but Periodic has {p} periods "
+                             f"(period must be a float or have one entry per feature)")
 
     def _inputs(self, X):
         # each coordinate modulo its period (fmod is exact): the same kernel, whose
