@@ -23,6 +23,19 @@ def _graphs():
             _graph(4, [(0, 1), (0, 2), (0, 3)], [0, 0, 1, 1], 2)]  # star
 
 
+def _label_counts(X, w1=1, w2=1):
+    """k = 2 subgraph matching by hand: w1 · (node pairs of equal label) + w2 · (edge
+    pairs of equal label pairs; an edge of two equal labels matches in both orders)."""
+    def count(g, h):
+        lg, lh = g.x[:, 0].tolist(), h.x[:, 0].tolist()
+        nodes = sum(a == b for a in lg for b in lh)
+        eg = [(lg[s], lg[t]) for s, t in g.edge_index.T.tolist()]   # both directions
+        eh = [(lh[s], lh[t]) for s, t in h.edge_index.T.tolist()]
+        return w1 * nodes + w2 * (sum(a == b for a in eg for b in eh) // 2)
+
+    return torch.tensor([[float(count(g, h)) for h in X] for g in X], dtype=torch.float64)
+
+
 @pytest.mark.parametrize("ell", [1e-160, 1e-200])
 def test_subgraph_matching_gaussian_tiny_lengthscale_matches_equal_attributes_only(ell):
     # With every node's attributes distinct (random), exp(−‖a − a'‖²/(2ℓ²)) → [a = a']:
@@ -39,19 +52,9 @@ def test_subgraph_matching_gaussian_tiny_lengthscale_matches_equal_attributes_on
 
 def test_subgraph_matching_gaussian_huge_lengthscale_weighs_every_pair_one():
     # ℓ = 1e200: ℓ² overflowed (OverflowError); the Gaussian is 1 on every pair, so the
-    # kernel is the label-only count Σ_c λ_c |Aut(c)| n_c(G) n_c(G'), here by hand for
-    # k = 2: node pairs of equal label plus edge pairs of equal label pairs (an edge of
-    # two equal labels matches in both orders).
+    # kernel is the label-only count Σ_c λ_c |Aut(c)| n_c(G) n_c(G').
     X = _graphs()
-
-    def count(g, h):
-        lg, lh = g.x[:, 0].tolist(), h.x[:, 0].tolist()
-        nodes = sum(a == b for a in lg for b in lh)
-        eg = [(lg[s], lg[t]) for s, t in g.edge_index.T.tolist()]   # both directions
-        eh = [(lh[s], lh[t]) for s, t in h.edge_index.T.tolist()]
-        return nodes + sum(a == b for a in eg for b in eh) / 2
-
-    ref = torch.tensor([[count(g, h) for h in X] for g in X], dtype=torch.float64)
+    ref = _label_counts(X)
     k = tg.SubgraphMatching(k=2, node_kernel="gaussian", lengthscale=1e200)
     torch.testing.assert_close(k(X).to_dense(), ref, rtol=0, atol=0)
     torch.testing.assert_close(k(X).diag(), ref.diagonal(), rtol=0, atol=0)
@@ -69,6 +72,26 @@ def test_subgraph_matching_takes_its_weights_as_a_tensor():
     assert float(ref[0, 0]) == 5 + 2 * (2 * 2 + 2)      # triangle with labels 0, 1, 0
     with pytest.raises(TypeError, match="lw must be"):
         tg.SubgraphMatching(k=1, lw=torch.tensor(1.0))   # a 0-d tensor is no sequence
+
+
+@pytest.mark.parametrize("w", [2 ** 62, 1e160])
+def test_subgraph_matching_large_weights(w):
+    # λ = 2^62 was kept in int64, where λ·|Aut| wrapped around: k(G, G) read 3.2e19 for
+    # 5.1e19; λ = 1e160 became a Python int too big for torch (OverflowError)
+    X = _graphs()
+    k = tg.SubgraphMatching(k=2, lw=[w, w])
+    ref = _label_counts(X, w, w)
+    torch.testing.assert_close(k(X).to_dense(), ref, rtol=1e-15, atol=0)
+    torch.testing.assert_close(k(X).diag(), ref.diagonal(), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("kw", [{}, {"normalize": True}, {"node_kernel": "gaussian"}])
+def test_subgraph_matching_weights_that_overflow_are_refused_by_name(kw):
+    # 11 · 1e308: the Gram was inf and NaN (NaN normalized), silently
+    k = tg.SubgraphMatching(k=2, lw=[1e308, 1e308], **kw)
+    for part in (lambda G: k(G).to_dense(), lambda G: k(G).diag()):
+        with pytest.raises(ValueError, match=r"overflow torch.float64 .* lw=\[1e\+308"):
+            part(_graphs())
 
 
 @pytest.mark.parametrize("L", [64, 65, 200])

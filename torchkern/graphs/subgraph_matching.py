@@ -347,7 +347,7 @@ class SubgraphMatching(CountFeatureKernel):
                                   and math.isfinite(v) and v >= 0 for v in w):
             raise ValueError(f"lw as a sequence must hold k={k} finite non-negative numbers "
                              f"(the weights of sizes 1..k), got {lw!r}")
-        return [int(v) if float(v).is_integer() else float(v) for v in w]
+        return [int(v) if float(v).is_integer() and abs(v) < 2 ** 53 else float(v) for v in w]
 
     def extra_repr(self) -> str:
         extra = "" if self.node_kernel is None else (
@@ -470,7 +470,10 @@ class SubgraphMatching(CountFeatureKernel):
                 cols.append(ids.index_select(0, lv[2] + sh) + offset)
             aut = torch.cat([lv[5] for lv in here]).index_select(0, cfirst)
             lam = self._lambdas[s - 1]  # an int, or a float: weights then in float64
-            weights.append(aut * lam if isinstance(lam, int) else aut.double() * lam)
+            if isinstance(lam, int) and lam * int(aut.max()) < 2 ** 63:
+                weights.append(aut * lam)
+            else:  # in int64, λ = 2^62 wrapped around (K(G, G) read 3.2e19 for 5.1e19)
+                weights.append(aut.double() * float(lam))
             offset += cfirst.numel()
         rows, cols, vals = torch.cat(rows), torch.cat(cols), torch.cat(vals)
         if len(parts) > 1:  # a graph's class counted in one part only: no duplicates
@@ -592,7 +595,8 @@ class SubgraphMatching(CountFeatureKernel):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         if self.node_kernel is not None:
-            K = self._attribute_gram(U, "X" if Y is None else "X and Y").to(X.dtype)
+            K = self._finite(self._attribute_gram(U, "X" if Y is None else "X and Y")
+                             .to(X.dtype))
             if unit_rows:
                 d = K.diagonal()
                 inv = torch.where(d > 0, d.clamp_min(1e-300).rsqrt(), 0)
@@ -603,8 +607,8 @@ class SubgraphMatching(CountFeatureKernel):
         exact = not w.is_floating_point()
         vals = vals.to(X.dtype)
         wv = vals * w.to(X.dtype).index_select(0, cols)  # rows of Φ diag(w)
-        sq = torch.zeros(len(U), dtype=vals.dtype, device=vals.device).index_add_(
-            0, rows, vals * wv)
+        sq = self._finite(torch.zeros(len(U), dtype=vals.dtype, device=vals.device)
+                          .index_add_(0, rows, vals * wv))    # k(G, G) ≥ |k(G, G')|
         small = not unit_rows and exact and (not sq.numel() or float(sq.max()) < 2 ** 24)
         if unit_rows:
             scale = torch.where(sq > 0, sq.clamp_min(1e-300).rsqrt(), 0)
@@ -620,8 +624,16 @@ class SubgraphMatching(CountFeatureKernel):
 
     def _diag(self, X: GraphSet) -> torch.Tensor:
         if self.node_kernel is not None:
-            return self._attribute_diag(X).to(X.dtype)
+            return self._finite(self._attribute_diag(X).to(X.dtype))
         rows, cols, vals, w, _ = self._counts(X)
         vals = vals.to(X.dtype)
-        return torch.zeros(len(X), dtype=X.dtype, device=X.device).index_add_(
-            0, rows, vals * vals * w.to(X.dtype).index_select(0, cols))
+        return self._finite(torch.zeros(len(X), dtype=X.dtype, device=X.device).index_add_(
+            0, rows, vals * vals * w.to(X.dtype).index_select(0, cols)))
+
+    def _finite(self, K: torch.Tensor) -> torch.Tensor:
+        """K, or a ValueError where weights lw this large overflow it (a Gram of inf and
+        NaN, NaN normalized)."""
+        if not bool(torch.isfinite(K).all()):
+            raise ValueError(f"SubgraphMatching: the kernel values overflow {K.dtype} with "
+                             f"the weights lw={self.lw!r}; take smaller weights")
+        return K
