@@ -233,3 +233,11 @@ def test_diag_with_a_nan_hyperparameter_refused(method):
             "matrix_diag": lambda: k(X, backend="blocked").diag()}[method]
     with pytest.raises(ValueError, match="not finite"):
         call()
+
+
+def test_empty_lengthscale_refused():
+    # was torch's "shape '[]' is invalid for input of size 0"
+    with pytest.raises(ValueError, match="lengthscale must be a float or a non-empty"):
+        tk.RBF(lengthscale=torch.ones(0))
+    with pytest.raises(ValueError, match="lengthscale must be a float or a non-empty"):
+        tk.Periodic(lengthscale=[])

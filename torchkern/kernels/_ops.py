@@ -152,14 +152,16 @@ def in_precision(fn, dtype, like):
 def sqdist_exact(x, y, bound=None):
     """‖x − y‖² as the sum of squared differences (exact for near-identical points).
 
-    ``bound``: each difference clamped to [−bound, bound] first — the same sum where every
-    |x_k − y_k| ≤ bound, finite (≤ d·bound²) with a zero gradient to the coordinates past
-    it. For kernels that are 0 beyond a scaled distance (:data:`EXP_ZERO`): where x − y or
-    2(x − y) overflowed, the gradient of (x − y)² times the kernel's zero derivative was
-    ∞·0 = NaN."""
+    ``bound``: for kernels that are 0 beyond a scaled distance (:data:`EXP_ZERO`), whose
+    value is the same for any sum past bound², each difference is clamped to [−bound,
+    bound] where a gradient can be taken (KeOps and Triton formulas, torch blocks under
+    autograd): a zero gradient to the coordinates past it, where x − y or 2(x − y)
+    overflowed and the gradient of (x − y)² times the kernel's zero derivative was
+    ∞·0 = NaN. Torch blocks outside autograd skip the clamp (a pass over the (b, m, d)
+    differences: 15 % of a blocked Matérn product)."""
     u = x - y
-    if bound is not None:
-        u = u.clamp_(-bound, bound) if inplace_ok(u) else u.clamp(-bound, bound)
+    if bound is not None and not inplace_ok(u):
+        u = u.clamp(-bound, bound)
     return fsum(u ** 2)
 
 

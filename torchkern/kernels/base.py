@@ -805,8 +805,9 @@ class _Lengthscale:
 
     def _init_lengthscale(self, lengthscale, ard_dims):
         ls = real_tensor(lengthscale, f"{type(self).__name__}: lengthscale")
-        if ls.dim() > 1:
-            raise ValueError(f"lengthscale must be a float or a 1-D tensor, got shape {tuple(ls.shape)}")
+        if ls.dim() > 1 or ls.numel() == 0:
+            raise ValueError(f"lengthscale must be a float or a non-empty 1-D tensor, got "
+                             f"shape {tuple(ls.shape)}")
         if ls.dim() == 1 and ls.numel() > 1:
             if ard_dims is None:
                 ard_dims = ls.numel()
