@@ -259,3 +259,57 @@ def test_infinite_width_kernels_take_one_std_for_all_layers(make, kw, arg):
     k = make(weight_std=torch.tensor(1.3, dtype=torch.float64), bias_std=[0.2])
     ref = make(weight_std=1.3, bias_std=0.2)
     assert torch.equal(k(Y).to_dense(), ref(Y).to_dense())
+
+
+def _small():
+    return nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 1)).double()
+
+
+@pytest.mark.parametrize("first", ["ntk", "standard"])
+def test_parameterize_twice_is_parameterize_once(first):
+    # A second call wrote its weights into the computed copy of the first call's
+    # parametrized weight (lost) and stacked another scale: σ_w/√N and σ_b applied twice
+    # (ntk twice: the empirical NTK's bias entries 0.0625 instead of σ_b² = 0.25). Then
+    # "standard" also works from an "ntk" module (plain weights again).
+    from torchkern.ntk import parameterize
+    once = parameterize(_small(), "ntk", weight_std=2.0, bias_std=0.5, random_state=1)
+    twice = parameterize(parameterize(_small(), first, weight_std=3.0, bias_std=0.1,
+                                      random_state=4),
+                         "ntk", weight_std=2.0, bias_std=0.5, random_state=1)
+    assert torch.equal(once(X3), twice(X3))
+    assert torch.allclose(empirical_ntk(once, X3), empirical_ntk(twice, X3), rtol=1e-14,
+                          atol=0)
+    assert [n for n, _ in once.named_parameters()] == [n for n, _ in twice.named_parameters()]
+    plain = parameterize(twice, "standard", random_state=1)
+    ref = parameterize(_small(), "standard", random_state=1)
+    assert torch.equal(plain(X3), ref(X3))
+    assert [n for n, _ in plain.named_parameters()] == [n for n, _ in ref.named_parameters()]
+
+
+def test_parameterize_arguments():
+    from torch.nn.utils import parametrize as P
+
+    from torchkern.ntk import parameterize
+
+    class Double(nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    net = _small()
+    P.register_parametrization(net[0], "weight", Double())
+    with pytest.raises(ValueError, match="has a parametrization of its weight"):
+        parameterize(net)
+    # int("a"): "invalid literal for int() with base 10"; 2.5 was read as the seed 2
+    for bad in ("a", 2.5):
+        with pytest.raises(TypeError, match="^random_state must be None, an int or a torch"):
+            parameterize(_small(), random_state=bad)
+    a = parameterize(_small(), random_state=7)
+    b = parameterize(_small(), random_state=torch.Generator().manual_seed(7))
+    assert torch.equal(a(X3), b(X3))
+
+
+def test_infinite_width_predict_targets_without_columns():
+    from torchkern.ntk import infinite_width_predict
+    # an (n, 0) prediction came back silently
+    with pytest.raises(ValueError, match=r"^y_train must have at least one column"):
+        infinite_width_predict(NTK(1), X3, X3[:, :0], X3)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, check_positive, is_int
+from .._validation import as_generator, as_tensor, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import KernelInput, as_index
 from ..kernels._ops import safe_sqrt
@@ -942,23 +942,24 @@ def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.
 
     Returns
     -------
-    The module.
+    The module. Called again, it re-initializes the module (the earlier scales are
+    removed, not stacked); a layer with another parametrization of its weight or bias
+    raises a ValueError.
     """
     from torch.nn.utils import parametrize as _p
 
     if parameterization not in _PARAMETERIZATIONS:
         raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, got "
                          f"{parameterization!r}")
-    if isinstance(random_state, torch.Generator):
-        g = random_state
-    else:
-        g = torch.Generator().manual_seed(0 if random_state is None else int(random_state))
+    g = torch.Generator().manual_seed(0) if random_state is None else \
+        as_generator(random_state)
     check_positive(weight_std, "weight_std")
     check_positive(bias_std, "bias_std", allow_zero=True)
     w_std, b_std = float(weight_std), float(bias_std)
     for layer in module.modules():
         if not isinstance(layer, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             continue
+        _unscale(layer, _p)
         w = layer.weight
         fan_in = w[0].numel()
         with torch.no_grad():
@@ -976,6 +977,19 @@ def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.
                     layer.bias.copy_(rb)
                     _p.register_parametrization(layer, "bias", _Scale(b_std))
     return module
+
+
+def _unscale(layer, _p):
+    """Remove a previous :func:`parameterize`'s scales from ``layer``: through them the
+    new values were written into a computed copy (lost) and a second scale stacked on the
+    first, so a module parameterized twice had σ_w²/N and σ_b² applied twice."""
+    for name in ("weight", "bias"):
+        if not _p.is_parametrized(layer, name):
+            continue
+        if not all(isinstance(f, _Scale) for f in layer.parametrizations[name]):
+            raise ValueError(f"layer {type(layer).__name__} has a parametrization of its "
+                             f"{name} (not parameterize's): parameterize needs plain weights")
+        _p.remove_parametrizations(layer, name, leave_parametrized=False)
 
 
 class _Scale(nn.Module):

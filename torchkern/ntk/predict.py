@@ -176,6 +176,8 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     Xt = X if X_test is None else check_fitted_input(kernel, X_test, X, "X_test")
     n = X.shape[0]
     Y = as_vector(y_train, "y_train", n=n).detach().to(dtype=_F64, device=X.device)
+    if Y.numel() == 0:
+        raise ValueError(f"y_train must have at least one column, got shape {tuple(Y.shape)}")
     vec = Y.dim() == 1
     Y2 = Y.reshape(n, -1)
     with torch.no_grad():
