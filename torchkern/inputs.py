@@ -25,7 +25,7 @@ import torch
 from ._validation import as_tensor, check_symmetric, index_tensor
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
-           "n_samples", "n_features", "take", "concat", "as_index"]
+           "n_samples", "n_features", "take", "concat", "as_index", "as_device"]
 
 
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
@@ -33,6 +33,16 @@ def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
     tensor, checked against the length ``n`` (:func:`torchkern._validation.index_tensor`,
     which the KernelMatrix's rows and columns share)."""
     return index_tensor(idx, n, name, device)
+
+
+def as_device(device, name: str = "device") -> torch.device:
+    """``torch.device(device)``, or a TypeError naming ``name`` (torch's RuntimeError for
+    'gpu0' does not)."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise TypeError(f"{name} must be a torch.device, a device string such as 'cpu' or "
+                        f"'cuda:0', or a CUDA index, got {device!r}") from None
 
 
 class KernelInput:
@@ -67,7 +77,7 @@ class KernelInput:
                 raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
             out.dtype = dtype
         if device is not None:
-            device = torch.device(device)
+            device = as_device(device)
             if device.type == "cuda" and device.index is None:  # as tensors report it
                 device = torch.device("cuda", torch.cuda.current_device())
             out.device = device

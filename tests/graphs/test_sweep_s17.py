@@ -127,3 +127,10 @@ def test_node_kernels_refuse_a_gram_beyond_float32_by_name(make, top):
             part(make())
     K = make()(tg.NodeSet(_path3())).to_dense()
     assert torch.isfinite(K).all()
+
+
+@pytest.mark.parametrize("device", ["gpu0", "cpu:x", 1.5])
+def test_graph_set_refuses_an_unknown_device_by_name(device):
+    # torch's RuntimeError ("Invalid device string: 'gpu0'") did not name the argument
+    with pytest.raises(TypeError, match="device must be"):
+        tg.GraphSet(_graphs(), device=device)

@@ -70,3 +70,13 @@ def test_substring_lam_above_one_normalized_long_strings(lam):
                          for j in range(3)] for i in range(3)], dtype=torch.float64)
     G = Substring(k=k, lam=float(lam), normalize=True)(xs).to_dense()
     torch.testing.assert_close(G, ref, rtol=1e-10, atol=1e-300)
+
+
+def test_encode_refuses_an_unknown_device_by_name():
+    # torch's RuntimeError ("Expected one of cpu, cuda, ... device string: gpu0") did not
+    # name the argument
+    from torchkern.sequences import encode
+    with pytest.raises(TypeError, match="device must be"):
+        encode(["ACGT"], device="gpu0")
+    with pytest.raises(TypeError, match="device must be"):
+        encode(["ACGT"]).to("gpu0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inputs import KernelInput
+from ..inputs import KernelInput, as_device
 
 __all__ = ["ALPHABETS", "SequenceSet", "encode", "as_sequences"]
 
@@ -251,6 +251,7 @@ def _to_codes(cps: np.ndarray, letters: str | None, fold_case: bool, seq_of, nam
 def _encode(seqs, alphabet, dtype, device, name: str, fold_case: bool | None = None
             ) -> SequenceSet:
     letters = _resolve_alphabet(alphabet)
+    device = None if device is None else as_device(device)
     fold_case = _folds_case(alphabet) if fold_case is None else fold_case
     seqs, cps, lengths = _code_points(seqs, name)
     starts = np.cumsum(lengths) - lengths
