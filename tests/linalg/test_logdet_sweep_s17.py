@@ -93,3 +93,15 @@ def test_value_noise_warns_when_large_relative_to_tr_abs_log():
         _, _, info2 = inv_quad_logdet(A, torch.ones(n, dtype=f64), method="slq",
                                       num_probes=10, random_state=0, return_info=True)
     assert info2.std_error > 0.05 * 2 * c * (n - 1)
+
+
+def test_one_probe_reports_an_unknown_standard_error_without_a_warning():
+    # one probe has no spread: std_error is inf (not a number made up), and the noise
+    # warning, which needs a spread, stays quiet; the value is the probe's quadrature
+    A = _line_gram(50, 0.3, 1e-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        v, info = logdet(A, method="slq", num_probes=1, random_state=0, return_info=True)
+    assert info.std_error == math.inf and info.num_probes == 1
+    exact = float(torch.linalg.slogdet(A)[1])
+    assert abs(float(v) - exact) < 0.2 * abs(exact)
