@@ -138,3 +138,18 @@ def test_fheuristic_weight_of_a_zero_gram_matrix_is_zero():
     a = np.array([0.0] + [yv @ K.numpy() @ yv / (12 * np.linalg.norm(K.numpy()))
                           for K in grams[1:]])
     assert np.allclose(got.numpy(), a / a.sum(), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("weights", [learning.easymkl_weights, learning.fheuristic_weights,
+                                     learning.cka_weights, learning.alignf_weights])
+def test_mkl_weights_refuse_an_asymmetric_gram_matrix(weights):
+    # read through K v and vᵀK alike, an asymmetric matrix gave weights silently
+    K = tk.RBF()(X).to_dense().detach()
+    L = tk.Linear()(X).to_dense().detach()
+    with pytest.raises(ValueError, match=r"^grams\[0\] must be a symmetric Gram matrix"):
+        weights([K + torch.triu(torch.ones_like(K)), L], Y_CLS)
+    # symmetric to float32 rounding (blocks, another order of sums) is accepted
+    K32 = K.float()
+    K32[0, 1] += 1e-7
+    got = weights([K32, L.float()], Y_CLS)
+    assert torch.allclose(got, weights([K, L], Y_CLS), rtol=0, atol=1e-4)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import is_int, is_real, real_tensor
+from .._validation import check_symmetric, is_int, is_real, real_tensor
 from ..gram import (DenseKernelMatrix, Formula, KernelMatrix, ScaledKernelMatrix,
                     SumKernelMatrix, combine_formulas)
 from ..kernels.base import Kernel, _fmt, inv_softplus
@@ -198,6 +198,8 @@ def _as_grams(grams, name: str = "grams") -> list:
                 t = t.to(_F64)
             if not bool(torch.isfinite(t).all()):
                 raise ValueError(f"{name}[{i}] has NaN or infinite entries")
+            if t.shape[0] == t.shape[1]:  # the weights read K v and vᵀK alike
+                check_symmetric(t, f"{name}[{i}]")
             K = DenseKernelMatrix(t)
         if not K.is_square:
             raise ValueError(f"{name}[{i}] must be a square (training) Gram matrix, got "
