@@ -315,7 +315,7 @@ def test_bad_hyperparameters():
     with pytest.raises(ValueError, match="m must be an int"):
         Mismatch(3, 4)
     with pytest.raises(ValueError, match="too long"):
-        Spectrum(40, "protein")
+        Mismatch(40, 1, "protein")  # Spectrum codes long k-mers by rank; Mismatch decodes them
     with pytest.raises(ValueError, match="lam"):
         Substring(2, -0.5)
     with pytest.raises(ValueError, match="gap_open"):

@@ -3,12 +3,13 @@ decay λ > 1 on long strings (a level's decayed sums pass float64's range), agai
 sums over subsequences in integer arithmetic."""
 import math
 import random
+from collections import Counter
 from fractions import Fraction
 
 import pytest
 import torch
 
-from torchkern.sequences import Substring
+from torchkern.sequences import Spectrum, Substring
 
 from .test_string_kernels import _substring_phi
 
@@ -80,3 +81,28 @@ def test_encode_refuses_an_unknown_device_by_name():
         encode(["ACGT"], device="gpu0")
     with pytest.raises(TypeError, match="device must be"):
         encode(["ACGT"]).to("gpu0")
+
+
+@pytest.mark.parametrize("k", [15, 20])
+def test_spectrum_long_kmers_over_a_named_alphabet(k):
+    # 20^15 > 2^62: Spectrum(k=15, alphabet="protein") was a ValueError, though
+    # alphabet=None counted any k; such k-mers are now coded by rank. Against Counter
+    # counts (lower case read as upper case under the named alphabet).
+    rng = random.Random(k)
+    P = "ARNDCQEGHILKMFPSTWYV"
+    X = ["".join(rng.choice(P) for _ in range(40)) for _ in range(3)]
+    X.append(X[0][3:35].lower())
+    Y = [X[1][5:30], "".join(rng.choice(P) for _ in range(k))]
+
+    def counts(s):
+        s = s.upper()
+        return Counter(s[i:i + k] for i in range(len(s) - k + 1))
+
+    def gram(A, B):
+        return torch.tensor([[float(sum(v * counts(b)[u] for u, v in counts(a).items()))
+                              for b in B] for a in A], dtype=torch.float64)
+
+    kern = Spectrum(k, alphabet="protein")
+    torch.testing.assert_close(kern(X).to_dense(), gram(X, X), rtol=0, atol=0)
+    torch.testing.assert_close(kern(X, Y).to_dense(), gram(X, Y), rtol=0, atol=0)
+    assert float(kern(X).to_dense()[0, 3]) == 32 - k + 1    # the k-mers of X[0][3:35]

@@ -8,7 +8,7 @@ import torch
 from ..gram import KernelMatrix
 from .._validation import check_int
 from ._encode import SequenceSet
-from .spectrum import CountKernelMatrix, Spectrum
+from .spectrum import CountKernelMatrix, Spectrum, check_kmer_size
 
 __all__ = ["Mismatch"]
 
@@ -156,6 +156,7 @@ class Mismatch(Spectrum):
                              "string of letters), got None: φ_u(x) ranges over every word u "
                              "of A^k, so the kernel's values depend on |A|")
         super().__init__(k, alphabet, normalize)
+        check_kmer_size(self.k, self._letters)  # k-mers decoded from base-|A| codes
         self.m = check_int(m, "m", 0, self.k)
 
     def extra_repr(self) -> str:

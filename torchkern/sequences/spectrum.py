@@ -18,8 +18,8 @@ def kmer_codes(S: SequenceSet, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every k-mer of every sequence of ``S`` as (sequence index, code).
 
     Over a finite alphabet A the code is c_1 |A|^(k-1) + ... + c_k (its letters' codes in
-    base |A|); over code points (``S.alphabet`` None) it is a rank: equal k-mers of ``S``,
-    and only those, share it. Computed on the packed letters (a window that crosses the
+    base |A|); over code points (``S.alphabet`` None), or where |A|^k passes 2^62, it is a
+    rank: equal k-mers of ``S``, and only those, share it. Computed on the packed letters (a window that crosses the
     end of a string is dropped), so time and memory are O(k · total length) however
     unequal the lengths."""
     flat, N = S.flat, S.flat.numel()
@@ -27,7 +27,7 @@ def kmer_codes(S: SequenceSet, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         empty = torch.zeros(0, dtype=torch.long, device=S.device)
         return empty, empty
     W = N - k + 1                                          # windows on the packed letters
-    if S.alphabet is not None:                             # Horner: base-|A| codes
+    if S.alphabet is not None and fits_base_codes(k, S.alphabet):   # Horner: base |A|
         A = len(S.alphabet)
         codes = flat[:W].clone()
         for j in range(1, k):
@@ -42,10 +42,15 @@ def kmer_codes(S: SequenceSet, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return seq[inside], codes[inside]
 
 
+def fits_base_codes(k: int, alphabet: str) -> bool:
+    """Whether the base-|A| codes of k-mers fit in int64 (|A|^k ≤ 2^62)."""
+    return k * math.log2(max(len(alphabet), 2)) <= 62
+
+
 def check_kmer_size(k: int, alphabet: str | None, name: str = "k") -> int:
     """k as an int >= 1 whose base-|A| codes fit in int64 (any k for code points)."""
     check_int(k, name, 1)
-    if alphabet is not None and k * math.log2(max(len(alphabet), 2)) > 62:
+    if alphabet is not None and not fits_base_codes(k, alphabet):
         raise ValueError(f"{name}={k} is too long for an alphabet of {len(alphabet)} letters: "
                          f"|A|^k must stay below 2^62")
     return k
@@ -178,7 +183,7 @@ class Spectrum(StructuredKernel):
         super().__init__()
         self._letters = _resolve_alphabet(alphabet)
         self.alphabet = alphabet            # as given: a name folds case, letters do not
-        self.k = check_kmer_size(k, self._letters)
+        self.k = check_int(k, "k", 1)     # any k: long k-mers are coded by rank
         self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
