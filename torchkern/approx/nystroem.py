@@ -1,6 +1,8 @@
 r"""Nyström features: projection onto the span of a few anchor points."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
@@ -115,7 +117,9 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     kernel : Kernel or None
         Any torchkern kernel (``None`` → ``RBF()``); a private copy is fitted.
     n_components : int
-        m, the number of anchors (and of features), at most n.
+        m, the number of anchors (and of features). More than the n training points is
+        n, with a warning (as scikit-learn's ``Nystroem``: the full kernel, whose
+        features are exact), so the default 100 also fits a smaller sample.
     center_selection : {"uniform", "kmeans", "greedy"}
     random_state : None, int or torch.Generator
         Draw of the uniform anchors and of the k-means++ seeding.
@@ -173,8 +177,6 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         m = self.n_components
         if not is_int(m) or m < 1:
             raise ValueError(f"n_components must be a positive int, got {m!r}")
-        if m > n:
-            raise ValueError(f"n_components={m} is larger than the number of samples n={n}")
         if self.center_selection not in _SELECTIONS:
             raise ValueError(f"center_selection must be one of {_SELECTIONS}, "
                              f"got {self.center_selection!r}")
@@ -190,6 +192,11 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         X = input_matrix(kernel, X, "X")
         n, m = X.shape[0], self.n_components
         self._check_params(n)
+        if m > n:
+            warnings.warn(f"Nystroem: n_components={m} is larger than the number of samples "
+                          f"n={n}; n anchors are used (the full kernel: exact features, "
+                          f"and its O(n²) cost)", UserWarning, stacklevel=2)
+            m = n
         if self.center_selection == "kmeans" and n_features(X) is None:
             raise ValueError(f"center_selection='kmeans' needs vector inputs (centroids are "
                              f"points of R^d), got a {type(X).__name__}; use 'uniform' or "
