@@ -153,3 +153,26 @@ def test_mkl_weights_refuse_an_asymmetric_gram_matrix(weights):
     K32[0, 1] += 1e-7
     got = weights([K32, L.float()], Y_CLS)
     assert torch.allclose(got, weights([K, L], Y_CLS), rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("y,kw,err,match", [
+    # the split indexed y unchecked: torch's "index 13 is out of bounds for dimension 0
+    # with size 5", "can't convert np.ndarray of type numpy.str_", and for a string
+    # fraction "'<' not supported between instances of 'int' and 'str'"
+    (Y[:5], {}, ValueError, r"^y has 5 rows but 12 were expected"),
+    (np.array(["a", "b"] * 6), {}, ValueError, r"y must hold numbers"),
+    (Y, {"validation_fraction": "a"}, ValueError, r"^validation_fraction must be in \(0, 1\)"),
+])
+def test_learn_kernel_holdout_checks_its_inputs(y, kw, err, match):
+    with pytest.raises(err, match=match):
+        learning.learn_kernel(tk.KernelRidge(), X, y, "holdout", **kw)
+
+
+def test_learn_kernel_holdout_needs_two_samples():
+    # one sample: the validation split took it, and the empty training set was reported
+    # as "a Gram matrix not positive definite"
+    with pytest.raises(ValueError, match="needs a training and a validation sample: n = 1"):
+        learning.learn_kernel(tk.KernelRidge(), X[:1], Y[:1], "holdout")
+    with pytest.raises(ValueError, match="n = 2 with validation_fraction = 0.9"):
+        learning.learn_kernel(tk.KernelRidge(), X[:2], Y[:2], "holdout",
+                              validation_fraction=0.9)

@@ -9,7 +9,7 @@ import torch
 
 from .._sharding import in_sharded_fit, sharded_fit
 from .._threads import one_thread
-from .._validation import as_generator
+from .._validation import as_generator, as_vector, is_real
 from ..inputs import take
 from ..kernels import RBF
 from ..kernels.base import Kernel
@@ -113,14 +113,20 @@ def _learn(estimator, kernel, Xk, y, objective, optimizer, max_iter, tol, lr, n_
             def loss():
                 return score(kernel, Xk, y, alpha)
         else:
-            if not 0 < validation_fraction < 1:
+            if not (is_real(validation_fraction) and 0 < validation_fraction < 1):
                 raise ValueError(f"validation_fraction must be in (0, 1), got "
                                  f"{validation_fraction!r}")
             n = Xk.shape[0]
-            perm = torch.randperm(n, generator=as_generator(random_state)).to(Xk.device)
+            # checked here: indexing y by the split raised torch's IndexError (y too
+            # short) or TypeError (strings)
+            Y = as_vector(y, "y", n=n).to(device=Xk.device, dtype=Xk.dtype)
             n_val = max(1, int(round(validation_fraction * n)))
+            if n_val >= n:
+                raise ValueError(f"the 'holdout' objective needs a training and a validation "
+                                 f"sample: n = {n} with validation_fraction = "
+                                 f"{validation_fraction!r}")
+            perm = torch.randperm(n, generator=as_generator(random_state)).to(Xk.device)
             val, tr = perm[:n_val], perm[n_val:]
-            Y = torch.as_tensor(y).to(device=Xk.device, dtype=Xk.dtype)
             Xtr, Xval, ytr, yval = take(Xk, tr), take(Xk, val), Y[tr], Y[val]
 
             def loss():
