@@ -241,3 +241,22 @@ def test_empty_lengthscale_refused():
         tk.RBF(lengthscale=torch.ones(0))
     with pytest.raises(ValueError, match="lengthscale must be a float or a non-empty"):
         tk.Periodic(lengthscale=[])
+
+
+# ---- NaN through the Triton engine's clamps: NaN out -----------------------------------
+
+@pytest.mark.parametrize("name", ["matern32", "laplacian", "periodic"])
+def test_triton_nan_hyperparameter_gives_nan(name, triton_engine):
+    # Triton's maximum/minimum return the other operand at NaN: the clamps that formulas
+    # write (√max(t, ε), the Matérn cap, the sine's reduction) turned a NaN lengthscale or
+    # period into a finite product (0 for Matérn and Laplacian), where torch gives NaN
+    k = {"matern32": tk.Matern(1.5), "laplacian": tk.Laplacian(),
+         "periodic": tk.Periodic()}[name].double()
+    raw = k.raw_period if name == "periodic" else k.raw_lengthscale
+    with torch.no_grad():
+        raw.fill_(float("nan"))
+    X = torch.randn(6, 2, dtype=torch.float64)
+    f = k.formula(X)
+    out = triton_engine.matmul(f.fn, f.xs, f.ys, f.ps, torch.ones(6, 1, dtype=torch.float64))
+    assert bool(out.isnan().all()), out
+    assert bool(triton_engine.gram(f.fn, f.xs, f.ys, f.ps).isnan().all())

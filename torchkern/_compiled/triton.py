@@ -4,8 +4,9 @@ blocks, each in one launch, with no tile of K ever written to memory.
 The formula ``fn(xs, ys, ps)`` (:class:`torchkern.gram.Formula`) is traced once per call
 with symbolic stand-ins for its variables (:class:`Sym`, which answers the operations of a
 KeOps ``LazyTensor``: arithmetic, integer powers, ``exp``, ``log``, ``sqrt``, ``rsqrt``,
-``abs``, ``sin``, ``cos``, ``atan2``, ``relu``, ``clamp``, ``sum(-1)``, ``elem``). The trace is lowered
-to scalar code on a tile of rows i × columns j; from it this module writes the source of
+``abs``, ``sin``, ``cos``, ``atan2``, ``relu``, ``clamp``, ``sum(-1)``, ``elem``). The
+trace is lowered to scalar code on a tile of rows i × columns j; from it this module writes
+the source of
 
 * a **product** kernel: a grid over tiles of BM rows of X (and chunks of V's columns);
   each program loops over tiles of BN rows of Y, evaluates the kernel tile in registers
@@ -25,30 +26,33 @@ to scalar code on a tile of rows i × columns j; from it this module writes the 
   which also accumulates Kᵀ G;
 * a **Gram writer**: one tile of K per program, stored (rows of K, K_nm).
 
-Computation details: row-only and scalar subexpressions are hoisted out of the column
-loop; ``exp`` is ``exp2`` with log₂e folded into a constant factor, and in the product
-and the Gram writer exp(c‖x − y‖²) of a variable used nowhere else (the RBF) is
-2^(−‖σx − σy‖²), σ = √(−c·log₂e) applied as the points are loaded; ‖x − y‖² of a
-variable of width d ≥ 16 that is not under a square root is ‖x‖² + ‖y‖² − 2⟨x, y⟩ with
-``tl.dot`` (exact IEEE fp32 unless ``allow_tf32=True``, whose 10-bit mantissa puts a
-relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or ``allow_tf32="tf32x3"``, three
-TF32 products on the tensor cores with about float32's accuracy), clipped at 0, and — as in
-:func:`torchkern.kernels._ops.fast_form_dtype` — only where its round-off ε·(max‖x‖² +
-max‖y‖²) stays below ``_config.fast_form_max_roundoff`` of the dtype; elsewhere (and for d < 16) the sum of
-squared differences (‖y‖² computed once per launch, not per tile). Clamps and
-reciprocals that formulas write with portable operations become one instruction each
-(``_Lowered._rewrite``: relu(x − c) + c is max(x, c), 1/√x is rsqrt, divisions by
-loop-invariant values are products by a hoisted reciprocal); sin and cos are generated
-code (a Cody–Waite reduction and a series), not libdevice's. The instruction counts per
-pair of these kernels, read off their sm_90 SASS without a GPU, are
-``bench/triton_sass.py``'s. float32 and float64 are supported; in float64 the backward forms
-W = A Bᵀ by FMAs (a float64 ``tl.dot`` there gave wrong gradients on an H100 with Triton
-3.6, where the same code in float32 and the float64 forward were right). On CUDA the tile sizes are
-chosen by ``triton.autotune`` among a few configurations (cached per size bucket); under
-Triton's CPU interpreter (``TRITON_INTERPRET=1``, used by the tests) small fixed tiles;
+Its clamps (``relu``, ``max``/``min``, ``clamp``, the sine's reduction, the fast form's
+clip at 0) propagate NaN, as torch's and KeOps' do (Triton's default returns the other
+operand: a NaN lengthscale gave a finite Matérn product). Computation details: row-only
+and scalar subexpressions are hoisted out of the column loop; ``exp`` is ``exp2`` with
+log₂e folded into a constant factor, and in the product and the Gram writer exp(c‖x − y‖²)
+of a variable used nowhere else (the RBF) is 2^(−‖σx − σy‖²), σ = √(−c·log₂e) applied as
+the points are loaded; ‖x − y‖² of a variable of width d ≥ 16 that is not under a square
+root is ‖x‖² + ‖y‖² − 2⟨x, y⟩ with ``tl.dot`` (exact IEEE fp32 unless ``allow_tf32=True``,
+whose 10-bit mantissa puts a relative error of about 2⁻¹¹·2|⟨x, y⟩| on the distance, or
+``allow_tf32="tf32x3"``, three TF32 products on the tensor cores with about float32's
+accuracy), clipped at 0, and — as in :func:`torchkern.kernels._ops.fast_form_dtype` — only
+where its round-off ε·(max‖x‖² + max‖y‖²) stays below ``_config.fast_form_max_roundoff``
+of the dtype; elsewhere (and for d < 16) the sum of squared differences (‖y‖² computed
+once per launch, not per tile). Clamps and reciprocals that formulas write with portable
+operations become one instruction each (``_Lowered._rewrite``: relu(x − c) + c is max(x,
+c), 1/√x is rsqrt, divisions by loop-invariant values are products by a hoisted
+reciprocal); sin and cos are generated code (a Cody–Waite reduction and a series), not
+libdevice's. The instruction counts per pair of these kernels, read off their sm_90 SASS
+without a GPU, are ``bench/triton_sass.py``'s. float32 and float64 are supported; in
+float64 the backward forms W = A Bᵀ by FMAs (a float64 ``tl.dot`` there gave wrong
+gradients on an H100 with Triton 3.6, where the same code in float32 and the float64
+forward were right). On CUDA the tile sizes are chosen by ``triton.autotune`` among a few
+configurations (cached per size bucket); under Triton's CPU interpreter
+(``TRITON_INTERPRET=1``, used by the tests) small fixed tiles;
 ``TORCHKERN_TRITON_AUTOTUNE=0`` replaces the autotuning by one configuration (32 × 32
-tiles, 4 warps; the CUDA tests use it to compile each kernel once). The autotuner's key separates
-products of fewer and more than 2²⁶ entries.
+tiles, 4 warps; the CUDA tests use it to compile each kernel once). The autotuner's key
+separates products of fewer and more than 2²⁶ entries.
 
 Cost: O(n·m·(w + r)) time for inputs of total width w and r right-hand sides, O((n + m)
 (w + r)) memory. A formula that uses an operation this generator cannot emit raises
@@ -543,9 +547,9 @@ def _expr(L: _Lowered, k: int, name) -> str:
     if op == "cos":
         return f"_cos({a[0]})"
     if op == "relu":
-        return f"tl.maximum({a[0]}, 0.0)"
+        return f"tl.maximum({a[0]}, 0.0, propagate_nan=tl.PropagateNan.ALL)"
     if op in ("max", "min"):
-        return f"tl.{op}imum({a[0]}, {a[1]})"
+        return f"tl.{op}imum({a[0]}, {a[1]}, propagate_nan=tl.PropagateNan.ALL)"
     if op == "atan2":
         return f"_atan2({a[0]}, {a[1]})"
     raise NotImplementedError(f"the Triton engine cannot emit the formula operation {op!r}")
@@ -641,7 +645,7 @@ def _sin_reduced(a, h: tl.constexpr):
         r = a - k * 3.1415926218032837
         r = r - k * 3.1786509424591713e-08
         r = r - k * 1.2246467991473532e-16
-        r = tl.minimum(tl.maximum(r, -1.5707963267948966), 1.5707963267948966)
+        r = tl.minimum(tl.maximum(r, -1.5707963267948966, propagate_nan=tl.PropagateNan.ALL), 1.5707963267948966, propagate_nan=tl.PropagateNan.ALL)
         r2 = r * r
         p = 1.9572941063391263e-20
         p = p * r2 - 8.22063524662433e-18
@@ -655,7 +659,7 @@ def _sin_reduced(a, h: tl.constexpr):
         r = a - k * 3.140625
         r = r - k * 9.67502593994140625e-04
         r = r - k * 1.509957990978376432e-07
-        r = tl.minimum(tl.maximum(r, -1.5707963705062866), 1.5707963705062866)
+        r = tl.minimum(tl.maximum(r, -1.5707963705062866, propagate_nan=tl.PropagateNan.ALL), 1.5707963705062866, propagate_nan=tl.PropagateNan.ALL)
         r2 = r * r
         p = 1.6059043836821613e-10
         odd = (kf.to(tl.int32, bitcast=True) & 1) != 0
@@ -675,8 +679,8 @@ def _atan2(y, x):
     # series to t^19 (error < 1e-20), then the octant.
     ay = tl.abs(y)
     ax = tl.abs(x)
-    hi = tl.maximum(ax, ay)
-    lo = tl.minimum(ax, ay)
+    hi = tl.maximum(ax, ay, propagate_nan=tl.PropagateNan.ALL)
+    lo = tl.minimum(ax, ay, propagate_nan=tl.PropagateNan.ALL)
     t = tl.where(hi > 0, lo / tl.where(hi > 0, hi, 1.0), 0.0 * hi)
     t = t / (1.0 + tl.sqrt(1.0 + t * t))
     t = t / (1.0 + tl.sqrt(1.0 + t * t))
@@ -1004,7 +1008,8 @@ def _emit_cols(w, L, spec, loop, name, acc, ind):
             a = args[0]
             w(f"ny{a} = tl.load(NY{a} + cj).to({acc})[None, :]", ind)
             w(f"v{k} = tl.maximum(nx{a} + ny{a} - 2.0 * tl.dot(xt{a}, tl.trans(yt{a}), "
-              f"input_precision={prec}, out_dtype={acc}), 0.0)", ind)
+              f"input_precision={prec}, out_dtype={acc}), 0.0, "
+              f"propagate_nan=tl.PropagateNan.ALL)", ind)
         else:
             w(f"v{k} = {_expr(L, k, name)}", ind)
 
