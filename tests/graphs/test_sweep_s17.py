@@ -134,3 +134,11 @@ def test_graph_set_refuses_an_unknown_device_by_name(device):
     # torch's RuntimeError ("Invalid device string: 'gpu0'") did not name the argument
     with pytest.raises(TypeError, match="device must be"):
         tg.GraphSet(_graphs(), device=device)
+
+
+def test_a_set_of_more_nodes_than_memory_is_refused_by_name():
+    # num_nodes = 10^15 (a typo, say): the label ids alone need 8 PB; this was the CPU
+    # allocator's RuntimeError from deep inside, naming no argument
+    big = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=10 ** 15)
+    with pytest.raises(ValueError, match=r"Y: a set of 1,000,000,000,000,003 nodes .*\(8 PB\)"):
+        tg.WeisfeilerLehman(1)(_graphs()[:1], [big, _graphs()[0]])

@@ -91,6 +91,14 @@ def check_memory(nbytes: int, what: str, device) -> None:
                          f"{torch.device(device)}")
 
 
+def _check_node_count(n: int, device) -> None:
+    """A set whose graphs' num_nodes add up past the device's memory (8 bytes a node for
+    the label ids alone) is refused before anything is allocated: 10^12 isolated nodes
+    were an allocator error that named no argument."""
+    check_memory(8 * n, f"a set of {n:,} nodes (the graphs' num_nodes summed) keeps a "
+                 f"label id per node, which", device)
+
+
 def segment_ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """The concatenation of ``arange(s, s + c)`` for every (s, c), without a Python loop."""
     total = int(counts.sum()) if counts.numel() else 0
@@ -675,6 +683,7 @@ class GraphSet(KernelInput):
             raise TypeError(f"expected {GRAPH_SETS}, got {type(graphs).__name__}")
         ptr = _offsets(counts.to(device))
         n = int(ptr[-1])
+        _check_node_count(n, device)
         ei = ei.to(device=device, dtype=torch.long)
         if node_attr == "x":
             x = None  # x holds the attributes, the nodes have no labels
@@ -699,6 +708,7 @@ class GraphSet(KernelInput):
         d = self.__dict__
         self.ptr = _offsets(torch.as_tensor(fields.counts).to(fields.device))
         self.dtype, self.device = torch.float64, self.ptr.device
+        _check_node_count(int(self.ptr[-1]), self.device)
         d.update(_edge_label=None, _edge_label_values=None, _reader=fields,
                  _pending=frozenset(_GROUPS))
         for group in read:
