@@ -313,3 +313,17 @@ def test_infinite_width_predict_targets_without_columns():
     # an (n, 0) prediction came back silently
     with pytest.raises(ValueError, match=r"^y_train must have at least one column"):
         infinite_width_predict(NTK(1), X3, X3[:, :0], X3)
+
+
+def test_infinite_width_refuses_values_past_the_dtypes_range():
+    # x·y/d = 1e400 overflows: the Gram matrix came back NaN silently (the analytic NTK
+    # and every other kernel refuse it)
+    k = infinite_width(_mlp(2, 0.0, bias=False), kind="nngp")
+    for call in (lambda Z: k(Z, backend="dense").to_dense(),
+                 lambda Z: k(Z, backend="blocked") @ torch.ones(3, dtype=torch.float64),
+                 lambda Z: k.diag(Z)):
+        with pytest.raises(ValueError, match="kernel values are not finite"):
+            call(Y * 1e200)
+    # large but representable: the ReLU NNGP without bias is homogeneous of degree 2
+    big = k(Y * 1e100).to_dense()
+    assert torch.allclose(big / 1e200, k(Y).to_dense(), rtol=1e-13, atol=0)

@@ -19,7 +19,7 @@ from torch import nn
 
 from .._config import _check_backend, config
 from .._validation import as_generator, as_tensor, check_positive, is_int
-from ..gram import DenseKernelMatrix, KernelMatrix
+from ..gram import DenseKernelMatrix, KernelMatrix, _finite_gram
 from ..inputs import KernelInput, as_index
 from ..kernels._ops import safe_sqrt
 from ..kernels.base import Kernel
@@ -752,7 +752,7 @@ class InfiniteWidthKernel(Kernel):
             for t in range(0, m, by):
                 out[s:s + len(ri), t:t + by] = self._block(
                     Xi, Y[t:t + by], rxi, [r[t:t + by] for r in ry])
-        return out
+        return _finite_gram(out)  # inputs past the dtype's range: NaN, as other kernels refuse
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
         """k(X, Y): dense or lazy (class docstring)."""
@@ -773,7 +773,7 @@ class InfiniteWidthKernel(Kernel):
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) from the per-image pass (cost O(n·P²) for P pixels)."""
         X = self.check_input(X, "X")
-        return self._images(X)[1]
+        return _finite_gram(self._images(X)[1])
 
     def pairs(self, X, Y) -> torch.Tensor:
         """k(x_i, y_i) for paired samples."""
