@@ -1,6 +1,8 @@
 r"""The median heuristic for the bandwidth of the Gaussian kernel."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .._validation import as_tensor, is_int
@@ -56,7 +58,14 @@ def median_heuristic(X, Y=None, *, max_samples: int = 1000, random_state=None) -
     Z = Z.detach()
     if Z.shape[0] > max_samples:
         Z = Z[randperm(Z.shape[0], generator(random_state), Z.device)[:max_samples]]
-    d = torch.pdist(Z.to(torch.float64))
+    # distances of Z/s, times s, for s the power of 2 nearest max |z| (exact: the same
+    # bits as unscaled wherever that neither overflows nor underflows): ‖z_i − z_j‖²
+    # overflowed to inf beyond ~1e154 (the median came out inf) and underflowed to 0
+    # below ~1e-162 ("all points coincide")
+    Z = Z.to(torch.float64)
+    top = float(Z.abs().max())
+    scale = math.ldexp(1.0, math.frexp(top)[1]) if top > 0 else 1.0
+    d = torch.pdist(Z / scale) * scale
     med = _median(d)
     if med == 0.0:
         positive = d[d > 0]
