@@ -85,3 +85,40 @@ def test_scaling_by_a_non_scalar_refused(c, error, match):
         c * K
     for c in (2, 0.5, torch.tensor(3.0, dtype=torch.float64)):  # scalars still scale
         torch.testing.assert_close((c * K).to_dense(), float(c) * D)
+
+
+def test_sum_of_matrices_of_different_dtypes_refused():
+    # was torch's "Expected out tensor to have dtype float, but got double" at K @ V
+    X = torch.randn(4, 2, dtype=torch.float64)
+    K64, K32 = tk.RBF()(X, backend="blocked"), tk.RBF()(X.float(), backend="blocked")
+    with pytest.raises(TypeError, match="cannot add Gram matrices of dtypes"):
+        K64 + K32
+    D = tk.RBF()(X, backend="dense").to_dense()
+    torch.testing.assert_close((K64 + K64) @ torch.ones(4, dtype=torch.float64), 2 * D.sum(1))
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda K: K.add_diag("a"), TypeError, "lam must be a real number"),
+    (lambda K: K.centered(mean="a"), TypeError, "mean must be a real number"),
+    (lambda K: K.centered(col_mean=torch.full((5,), float("nan"), dtype=torch.float64)),
+     ValueError, "col_mean contains NaN"),
+    (lambda K: K.centered(mean=float("inf")), ValueError, "mean contains NaN"),
+    (lambda K: K.scaled(torch.full((5,), float("nan"), dtype=torch.float64)), ValueError,
+     "left contains NaN"),
+    (lambda K: K.scaled(torch.ones(5, dtype=torch.float64), ["a"] * 5), TypeError,
+     "right must be a real number"),
+])
+def test_derived_views_check_their_arguments(call, error, match):
+    # strings failed inside torch ("new(): invalid data type 'str'"), NaN surfaced only as
+    # "the product is not finite ... kernel values overflowed" at K @ V
+    K, _ = _matrix("blocked")
+    with pytest.raises(error, match=match):
+        call(K)
+
+
+def test_scaled_takes_a_list():
+    # a list had no .shape (AttributeError); the scaled matrix is diag(a) K diag(a)
+    K, D = _matrix("blocked")
+    a = [1.0, 2.0, 0.5, 3.0, 1.5]
+    t = torch.tensor(a, dtype=torch.float64)
+    torch.testing.assert_close(K.scaled(a).to_dense(), t[:, None] * D * t[None, :])

@@ -35,7 +35,7 @@ import torch
 
 from ._config import config
 from ._threads import one_thread
-from ._validation import check_int, check_not_meta, index_tensor, is_real
+from ._validation import check_int, check_not_meta, index_tensor, is_real, real_tensor
 
 __all__ = [
     "Formula",
@@ -641,6 +641,16 @@ def _lazy_backend(formula: Formula) -> str:
 # KernelMatrix
 # --------------------------------------------------------------------------------------
 
+def _real_arg(value, name: str, like: "KernelMatrix") -> torch.Tensor:
+    """``value`` (a real number, array or tensor) as a finite tensor of ``like``'s dtype and
+    device, else a TypeError / ValueError naming ``name`` (a string failed inside torch, a
+    list had no ``.shape``, NaN surfaced only as a non-finite product)."""
+    t = real_tensor(value, name).to(dtype=like.dtype, device=like.device)
+    if not bool(torch.isfinite(t.detach()).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return t
+
+
 def _as_index(idx, size: int, device, name: str = "idx") -> torch.Tensor:
     # checked (index_tensor): a float index was truncated, a boolean mask of another
     # length taken as indices, and the dense submatrix's flat gather read past a row
@@ -1016,12 +1026,10 @@ class ShiftedKernelMatrix(KernelMatrix):
     def __init__(self, base: KernelMatrix, lam):
         if not base.is_square:
             raise ValueError(f"add_diag needs a square matrix, got shape {base.shape}")
-        lam_t = torch.as_tensor(lam, dtype=base.dtype, device=base.device)
+        lam_t = _real_arg(lam, "lam", base)
         if lam_t.dim() > 1 or (lam_t.dim() == 1 and lam_t.shape[0] != base.shape[0]):
             raise ValueError(f"lam must be a scalar or of shape ({base.shape[0]},), "
                              f"got {tuple(lam_t.shape)}")
-        if not bool(torch.isfinite(lam_t).all()):
-            raise ValueError("lam contains NaN or infinity")
         self.base, self.lam = base, lam_t
         self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
         self.backend = base.backend
@@ -1069,11 +1077,12 @@ class CenteredKernelMatrix(KernelMatrix):
         self.row_mean = base.sum(1) / m
         if col_mean is None:
             col_mean = base.sum(0) / n
-        self.col_mean = torch.as_tensor(col_mean, dtype=base.dtype, device=base.device)
+        self.col_mean = _real_arg(col_mean, "col_mean", base)
         if self.col_mean.shape != (m,):
             raise ValueError(f"col_mean must have shape ({m},), got {tuple(self.col_mean.shape)}")
-        self.mean = self.col_mean.mean() if mean is None else torch.as_tensor(
-            mean, dtype=base.dtype, device=base.device)
+        self.mean = self.col_mean.mean() if mean is None else _real_arg(mean, "mean", base)
+        if self.mean.dim() != 0:
+            raise ValueError(f"mean must be a scalar, got shape {tuple(self.mean.shape)}")
         self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
         self.backend = base.backend
 
@@ -1111,6 +1120,11 @@ class SumKernelMatrix(KernelMatrix):
         shapes = {t.shape for t in terms}
         if len(shapes) != 1:
             raise ValueError(f"cannot add Gram matrices of shapes {sorted(shapes)}")
+        dtypes, devices = {t.dtype for t in terms}, {t.device for t in terms}
+        if len(dtypes) != 1:  # was torch's "Expected out tensor to have dtype" at K @ V
+            raise TypeError(f"cannot add Gram matrices of dtypes {sorted(map(str, dtypes))}")
+        if len(devices) != 1:
+            raise ValueError(f"cannot add Gram matrices on devices {sorted(map(str, devices))}")
         self.terms = terms
         self.shape, self.dtype, self.device = terms[0].shape, terms[0].dtype, terms[0].device
         self.backend = "+".join(sorted({t.backend for t in terms}))
@@ -1160,14 +1174,14 @@ class DiagScaledKernelMatrix(KernelMatrix):
     """
 
     def __init__(self, base: KernelMatrix, left: torch.Tensor, right: torch.Tensor | None = None):
-        right = left if right is None else right
+        left = _real_arg(left, "left", base)
+        right = left if right is None else _real_arg(right, "right", base)
         n, m = base.shape
         if left.shape != (n,) or right.shape != (m,):
             raise ValueError(f"scaling vectors must have shapes ({n},) and ({m},), got "
                              f"{tuple(left.shape)} and {tuple(right.shape)}")
         self.base = base
-        self.left = left.to(dtype=base.dtype, device=base.device)
-        self.right = right.to(dtype=base.dtype, device=base.device)
+        self.left, self.right = left, right
         self.shape, self.dtype, self.device = base.shape, base.dtype, base.device
         self.backend = base.backend
 
