@@ -6,7 +6,7 @@ import torch
 from .._threads import num_threads, one_thread
 from ._common import _check_operator, _eigh, _generator, _randn
 
-__all__ = ["block_krylov_eigsh"]
+__all__ = ["block_krylov_eigsh", "ritz_residual"]
 
 _FLOAT64 = torch.float64
 
@@ -103,6 +103,17 @@ def _ritz(T, Bt, ABt, hi, k):
     U, AU = (Sk @ Bt[:hi]).T, (Sk @ ABt[:hi]).T
     scale = theta.abs().max().clamp_min(torch.finfo(_FLOAT64).tiny)
     return theta, S, U, AU, (AU - U * theta[:k]).norm(dim=0) / scale
+
+
+def ritz_residual(A, theta, U):
+    """max_j ‖A u_j − θ_j u_j‖ / max|θ|: the relative residual of Ritz pairs (θ, U) that a
+    solver returned, by one product A @ U (the measure block Krylov stops on), for the
+    warning of a caller whose solve stopped early."""
+    with torch.no_grad():
+        AU = (A @ U.to(A.dtype)).to(_FLOAT64)
+        U64, th = U.to(_FLOAT64), theta.to(_FLOAT64)
+        scale = th.abs().max().clamp_min(torch.finfo(_FLOAT64).tiny)
+        return float((AU - U64 * th).norm(dim=0).max() / scale)
 
 
 def _krylov_iterate(A, Q0, k, tol, max_steps, max_depth, gen, on_step):
