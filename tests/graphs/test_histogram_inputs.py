@@ -236,8 +236,11 @@ def test_a_list_of_coalesced_graphs_is_counted_without_global_node_ids(sets, mon
     g = labelled_graphs(3, seed=6, empty=False)
     g[1].edge_attr = torch.cat([g[1].edge_attr, g[1].edge_attr[:1]])  # totals agree
     g[2].edge_attr = g[2].edge_attr[1:]
-    G = EdgeHistogram().check_input(g)
-    assert "edges" not in G.__dict__.get("_pending", ())  # read the usual way, at once
+    # read the usual way, at once: the rows are checked graph by graph (only the total
+    # was, and the labels of graphs 1 and 2 were shifted by one edge silently)
+    with pytest.raises(ValueError, match=r"X: every graph's edge_attr must have one row "
+                                         r"per edge \(graph 1 has \d+ rows for \d+ edges"):
+        EdgeHistogram().check_input(g)
     no_edges = Data(x=torch.zeros(2, 1), edge_attr=torch.zeros(0, 3), num_nodes=2)
     ref = Data(x=no_edges.x, edge_index=torch.zeros(2, 0, dtype=torch.long),
                edge_attr=no_edges.edge_attr, num_nodes=2)

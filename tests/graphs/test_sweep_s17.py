@@ -142,3 +142,17 @@ def test_a_set_of_more_nodes_than_memory_is_refused_by_name():
     big = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=10 ** 15)
     with pytest.raises(ValueError, match=r"Y: a set of 1,000,000,000,000,003 nodes .*\(8 PB\)"):
         tg.WeisfeilerLehman(1)(_graphs()[:1], [big, _graphs()[0]])
+
+
+@pytest.mark.parametrize("make", [lambda: tg.EdgeHistogram(),
+                                  lambda: tg.WeisfeilerLehman(1, edge_labels=True),
+                                  lambda: tg.RandomWalk(0.05, edge_labels=True)])
+def test_edge_attr_rows_are_checked_graph_by_graph(make):
+    # 8 rows for the triangle's 6 edges, 4 for the path's 6: the totals agree, and the
+    # path's edges read the triangle's last two labels, silently
+    X = _graphs()[:2]
+    X[0].edge_attr = torch.tensor([[0], [1], [0], [0], [1], [0], [1], [1]])
+    X[1].edge_attr = torch.zeros(4, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"X: every graph's edge_attr must have one row per "
+                                         r"edge \(graph 0 has 8 rows for 6 edges\)"):
+        make()(X)

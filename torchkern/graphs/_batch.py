@@ -1440,6 +1440,10 @@ class _ListFields:
                     _uncatenable(eas, "edge_attr", "E")
         else:
             ea = _edge_attr_gap(eas)
+        if isinstance(ea, torch.Tensor):
+            # graph by graph: only the total was checked, so 8 rows for 6 edges in one
+            # graph and 4 for 6 in the next shifted the edge labels silently
+            self._check_rows(eas, ea, "edge_attr", ecounts.cpu().numpy(), "edge")
         eat = _stack_edge_attributes(eats, device)
         if isinstance(eat, torch.Tensor):  # not None, nor a gap (never read)
             self._check_rows(eats, eat, "edge_attributes", ecounts.cpu().numpy(), "edge")
