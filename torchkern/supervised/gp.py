@@ -13,7 +13,7 @@ from .._validation import (as_generator as _generator, as_vector, check_bool, ch
                            is_int, is_real)
 from ..inputs import check_fitted_input, check_input
 from .._progress import progress_bar
-from ..linalg import ConvergenceWarning, PivotedCholesky, cg
+from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
 from .._optimize import BOUNDS as _BOUNDS, FTOL as _FTOL, GTOL as _GTOL
 from .._optimize import Noise as _Noise, best_of_runs, bound_report, lbfgsb
 from .._optimize import coordinates as _coordinates, log_bounds as _log_bounds
@@ -504,9 +504,26 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def log_marginal_likelihood(self) -> torch.Tensor:
         """log p(y) of the training targets at the fitted hyperparameters (0-d float64
-        tensor; exact with ``"cholesky"``, an SLQ estimate with ``"cg"``)."""
+        tensor; exact with ``"cholesky"``, an SLQ estimate with ``"cg"``, whose noise
+        :meth:`log_marginal_likelihood_std_error` gives)."""
         check_fitted(self, "alpha_")
         return self.log_marginal_likelihood_value_
+
+    def log_marginal_likelihood_std_error(self) -> float:
+        """Monte-Carlo standard error of :meth:`log_marginal_likelihood`: 0.0 with
+        ``"cholesky"``; with ``"cg"``, r/2 times the probes' standard error of the SLQ
+        log-determinant (:class:`torchkern.linalg.LogdetInfo`; r targets) — the CG term
+        is deterministic to ``tol``. Costs one more SLQ pass (no gradient) on the probes
+        of ``random_state``: those of the fit for an int."""
+        check_fitted(self, "alpha_")
+        if self.method_ == "cholesky":
+            return 0.0
+        A = self.kernel_(self.X_train_, backend=self.backend).add_diag(self.noise_)
+        with torch.no_grad(), threads_for(self.X_train_):
+            _, info = logdet(A, method="slq", num_probes=self.num_probes,
+                             preconditioner=self._precond, return_info=True,
+                             random_state=_generator(self.random_state))
+        return 0.5 * self._alpha2.shape[1] * info.std_error
 
     # -- prediction --------------------------------------------------------------------
     def _solve(self, B):
