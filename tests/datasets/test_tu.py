@@ -110,3 +110,17 @@ def test_nan_or_inf_values_name_the_file_and_line(tmp_path, suffix, values, line
     _write(str(tmp_path), "T", files)
     with pytest.raises(ValueError, match=f"T_{suffix}.txt, line {line}: .* must be finite"):
         read_tu(str(tmp_path))
+
+
+@pytest.mark.parametrize("suffix, rows", [
+    ("graph_labels", [(0, 5), (1, 7)]),
+    ("graph_indicator", [(1, 1), (1, 2), (2, 2)]),
+])
+def test_one_column_files_with_more_columns_are_refused(tmp_path, suffix, rows):
+    # the first column was read and the others dropped, silently
+    files = {"A": [(1, 2), (2, 1)], "graph_indicator": [1, 1, 2], "graph_labels": [0, 1]}
+    files[suffix] = rows
+    _write(str(tmp_path), "T", files)
+    with pytest.raises(ValueError, match=f"T_{suffix}.txt must have one value per line, "
+                                         f"got 2 columns"):
+        read_tu(str(tmp_path))

@@ -114,10 +114,14 @@ def read_tu(folder: str, name: str | None = None):
             raise ValueError(f"{path(req)} is missing: a TU data set needs {name}_A.txt, "
                              f"{name}_graph_indicator.txt and {name}_graph_labels.txt")
     edges = _read(path("A"), np.int64, "node ids", width=2) - 1
-    indicator = _read(path("graph_indicator"), np.int64, "graph ids")[:, 0] - 1
+    indicator = _read(path("graph_indicator"), np.int64, "graph ids")
     glabels = _read(path("graph_labels"), np.float64, "labels")
+    for suffix, a in (("graph_indicator", indicator), ("graph_labels", glabels)):
+        if a.shape[1] != 1:  # its first column was read, the others dropped silently
+            raise ValueError(f"{name}_{suffix}.txt must have one value per line, got "
+                             f"{a.shape[1]} columns")
     _check_finite(glabels, path("graph_labels"), "graph labels")
-    glabels = glabels[:, 0]
+    indicator, glabels = indicator[:, 0] - 1, glabels[:, 0]
     n_graphs = len(glabels)
     if edges.shape[1] != 2:
         raise ValueError(f"{name}_A.txt must have two columns, got {edges.shape[1]}")
