@@ -97,11 +97,14 @@ class KernelDensity(Estimator):
         A torchkern ``RBF``/``Laplacian`` instance gives the bandwidth(s) by its
         lengthscale (ARD allowed: h_k per dimension) and ``bandwidth`` is ignored.
         "exponential" is a synonym of "laplacian" (scikit-learn's name).
-    bandwidth : float
-        h (string kernels).
+    bandwidth : float, "scott" or "silverman"
+        h (string kernels), or scikit-learn's rule of thumb from n and d: "scott"
+        n^(−1/(d+4)), "silverman" (n(d+2)/4)^(−1/(d+4)) (they assume data of unit scale).
 
     Attributes
     ----------
+    bandwidth_ : float or Tensor (d,)
+        The h used (per feature for an ARD kernel).
     X_fit_ : Tensor (n, d)
     sample_weight_ : Tensor (n,)
         The weights, normalized to sum to one.
@@ -122,17 +125,32 @@ class KernelDensity(Estimator):
         self.kernel = kernel
         self.bandwidth = bandwidth
 
-    def _resolve(self, d, like):
+    def _bandwidth(self, n, d):
+        """h from ``bandwidth``: a positive number, or scikit-learn's rules of thumb
+        (Scott 1992: n^(−1/(d+4)); Silverman 1986: (n(d+2)/4)^(−1/(d+4)), for data of
+        unit scale, as scikit-learn computes them)."""
+        bw = self.bandwidth
+        if isinstance(bw, str):
+            if bw == "scott":
+                return n ** (-1 / (d + 4))
+            if bw == "silverman":
+                return (n * (d + 2) / 4) ** (-1 / (d + 4))
+            raise ValueError(f"bandwidth must be a positive float, 'scott' or 'silverman', "
+                             f"got {bw!r}")
+        check_positive(bw, "bandwidth")
+        return float(bw)
+
+    def _resolve(self, X):
+        n, d = X.shape
         k = self.kernel
         if isinstance(k, str):
             if k not in _KINDS:
                 raise ValueError(f"kernel must be one of {sorted(_KINDS)} or an RBF/Laplacian "
                                  f"kernel, got {k!r}")
-            check_positive(self.bandwidth, "bandwidth")
-            h = torch.as_tensor(float(self.bandwidth), dtype=like.dtype, device=like.device)
+            h = torch.as_tensor(self._bandwidth(n, d), dtype=X.dtype, device=X.device)
             return _KINDS[k], h.expand(d)
         if type(k) is RBF or type(k) is Laplacian:
-            h = k.lengthscale.detach().to(dtype=like.dtype, device=like.device).reshape(-1)
+            h = k.lengthscale.detach().to(dtype=X.dtype, device=X.device).reshape(-1)
             if h.numel() not in (1, d):
                 raise ValueError(f"the kernel has {h.numel()} lengthscales but X has {d} features")
             return ("gaussian" if type(k) is RBF else "laplacian"), h.expand(d)
@@ -142,7 +160,7 @@ class KernelDensity(Estimator):
     def fit(self, X, y=None, sample_weight=None):
         """Store the training points and their (normalized) weights."""
         X = as_tensor(X, "X", allow_1d=False)
-        kind, h = self._resolve(X.shape[1], X)
+        kind, h = self._resolve(X)
         if sample_weight is None:
             w = torch.full((X.shape[0],), 1.0 / X.shape[0], dtype=X.dtype, device=X.device)
         else:
@@ -151,6 +169,10 @@ class KernelDensity(Estimator):
         self.X_fit_ = X
         self.sample_weight_ = w
         self._kind, self._h = kind, h
+        if isinstance(self.kernel, str):
+            self.bandwidth_ = self._bandwidth(*X.shape)
+        else:  # a kernel's lengthscale(s)
+            self.bandwidth_ = float(h[0]) if bool((h == h[0]).all()) else h.clone()
         self._log_norm = -float(h.log().sum()) - _log_unit_mass(kind, X.shape[1])
         self.n_features_in_ = X.shape[1]
         return self
