@@ -3,8 +3,8 @@
 A kernel formula receives its variables already broadcast — torch tensors of shape
 (n, 1, d) and (1, m, d), or KeOps ``Vi``/``Vj`` LazyTensors — and must return an expression
 whose last dimension is 1. Arithmetic, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``abs``,
-``sin``, ``cos``, ``atan2``, ``relu``, ``clamp`` and integer powers are common to both; the few
-operations whose spelling differs live here.
+``sin``, ``cos``, ``atan2``, ``relu``, ``clamp`` and integer powers are common to both; the
+few operations whose spelling differs live here.
 """
 import functools
 
@@ -158,7 +158,7 @@ def sqdist_exact(x, y, bound=None):
     autograd): a zero gradient to the coordinates past it, where x − y or 2(x − y)
     overflowed and the gradient of (x − y)² times the kernel's zero derivative was
     ∞·0 = NaN. Torch blocks outside autograd skip the clamp (a pass over the (b, m, d)
-    differences: 15 % of a blocked Matérn product)."""
+    differences: about 15 % of a blocked Matérn product)."""
     u = x - y
     if bound is not None and not inplace_ok(u):
         u = u.clamp(-bound, bound)
