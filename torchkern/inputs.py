@@ -25,7 +25,8 @@ import torch
 from ._validation import as_tensor, check_symmetric, index_tensor
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
-           "n_samples", "n_features", "take", "concat", "as_index", "as_device"]
+           "n_samples", "n_features", "take", "concat", "as_index", "as_device",
+           "nonempty_parts"]
 
 
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
@@ -221,9 +222,18 @@ def take(X, idx):
     return X[as_index(idx, X.shape[0], device=X.device)]
 
 
+def nonempty_parts(parts) -> list:
+    """``parts`` as a list, a ValueError if it holds none (a concatenation of nothing was an
+    IndexError, or torch.cat's error)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts is empty: give at least one input to concatenate")
+    return parts
+
+
 def concat(parts):
     """Kernel inputs of one kind, one after the other (``torch.cat`` for tensors)."""
-    parts = list(parts)
+    parts = nonempty_parts(parts)
     if isinstance(parts[0], KernelInput):
         kinds = {type(p) for p in parts}
         if len(kinds) > 1:

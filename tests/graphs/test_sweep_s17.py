@@ -7,6 +7,7 @@ import torch
 from torch_geometric.data import Data
 
 import torchkern.graphs as tg
+from torchkern.inputs import concat as concat_inputs
 
 
 def _graph(n, pairs, labels, seed):
@@ -156,3 +157,10 @@ def test_edge_attr_rows_are_checked_graph_by_graph(make):
     with pytest.raises(ValueError, match=r"X: every graph's edge_attr must have one row per "
                                          r"edge \(graph 0 has 8 rows for 6 edges\)"):
         make()(X)
+
+
+@pytest.mark.parametrize("concat", [tg.GraphSet.concat, tg.NodeSet.concat, concat_inputs])
+def test_concatenating_no_parts_is_refused_by_name(concat):
+    # an IndexError (list index out of range) that named nothing
+    with pytest.raises(ValueError, match="parts is empty"):
+        concat([])

@@ -106,3 +106,10 @@ def test_spectrum_long_kmers_over_a_named_alphabet(k):
     torch.testing.assert_close(kern(X).to_dense(), gram(X, X), rtol=0, atol=0)
     torch.testing.assert_close(kern(X, Y).to_dense(), gram(X, Y), rtol=0, atol=0)
     assert float(kern(X).to_dense()[0, 3]) == 32 - k + 1    # the k-mers of X[0][3:35]
+
+
+def test_sequence_set_concat_of_no_parts_is_refused_by_name():
+    # torch.cat's "expected a non-empty list of Tensors"
+    from torchkern.sequences import SequenceSet
+    with pytest.raises(ValueError, match="parts is empty"):
+        SequenceSet.concat([])

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .._threads import one_thread
-from ..inputs import KernelInput
+from ..inputs import KernelInput, nonempty_parts
 from ..kernels.structured import StructuredKernel
 
 __all__ = ["GraphSet", "check_edge_index", "check_memory"]
@@ -1087,7 +1087,7 @@ class GraphSet(KernelInput):
 
     @classmethod
     def _concat(cls, parts, attributes: bool = True, labels: bool = True) -> "GraphSet":
-        parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in parts]
+        parts = [p if isinstance(p, GraphSet) else GraphSet(p) for p in nonempty_parts(parts)]
         device, dtype = parts[0].device, parts[0].dtype
         parts = [p if p.device == device else p.to(device=device) for p in parts]
         if labels:

@@ -29,7 +29,7 @@ import torch
 
 from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
-from ..inputs import KernelInput
+from ..inputs import KernelInput, nonempty_parts
 from ..kernels.structured import StructuredKernel
 from ..linalg import cg
 from ._laplacian import LAPLACIANS, _Graph, as_graph, expm_action, is_graph_like
@@ -81,7 +81,7 @@ class NodeSet(KernelInput):
 
     @classmethod
     def concat(cls, parts):
-        parts = list(parts)
+        parts = nonempty_parts(parts)
         g = parts[0].graph
         if not all(p.graph.same_as(g) for p in parts):
             raise ValueError("cannot concatenate node sets of different graphs")

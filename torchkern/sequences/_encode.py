@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inputs import KernelInput, as_device
+from ..inputs import KernelInput, as_device, nonempty_parts
 
 __all__ = ["ALPHABETS", "SequenceSet", "encode", "as_sequences"]
 
@@ -138,7 +138,7 @@ class SequenceSet(KernelInput):
 
     @classmethod
     def concat(cls, parts) -> "SequenceSet":
-        parts = list(parts)
+        parts = nonempty_parts(parts)
         for p in parts[1:]:
             parts[0].check_compatible(p, "parts")
         return cls(torch.cat([p.flat for p in parts]), torch.cat([p.lengths for p in parts]),
