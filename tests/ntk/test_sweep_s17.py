@@ -327,3 +327,36 @@ def test_infinite_width_refuses_values_past_the_dtypes_range():
     # large but representable: the ReLU NNGP without bias is homogeneous of degree 2
     big = k(Y * 1e100).to_dense()
     assert torch.allclose(big / 1e200, k(Y).to_dense(), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("act", [nn.GELU, nn.Tanh, nn.Sigmoid])
+def test_quadrature_activations_at_a_zero_input_have_finite_exact_gradients(act):
+    # Smooth φ: K(x, y) = E φ(wᵀx)φ(wᵀy) is smooth at x = 0 even without bias. There
+    # u ≡ 0 and the quadrature's √q_x had an infinite slope (times dq = 0: NaN), so every
+    # gradient of a Gram matrix with a zero input was NaN, the hyperparameters' included;
+    # and the quadrature does not see c there, whose derivative is Price's E φ'(u)φ'(v).
+    net = nn.Sequential(nn.Linear(D, 8), act(), nn.Linear(8, 8), act(),
+                        nn.Linear(8, 1)).double()
+    # tanh at order 128: the default order-64 rule is 1.5e-6 off in this derivative
+    # (poles near the real axis), 8e-11 at 128 (central differences' own error at 1e-5)
+    order = 128 if act is nn.Tanh else 64
+    for kind in ("ntk", "nngp"):
+        for param in ("ntk", "standard"):
+            k = infinite_width(net, param, kind=kind, weight_std=1.3, bias_std=0.0,
+                               quadrature_order=order)
+            g = _input_grad(k, ZERO)
+            ref = _central(lambda x: float(k(x, Y, backend="dense").to_dense().sum()
+                                           .detach()), ZERO, h=1e-5)
+            # (central differences of sums of order 1 carry ~1e-11 of rounding)
+            assert float((g - ref).abs().max()) < 1e-9 * max(1.0, float(ref.abs().max())), \
+                (kind, param)
+            X = torch.cat([ZERO, Y])
+            p = k.raw_weight_std
+            (gp,) = torch.autograd.grad(k(X).to_dense().sum(), [p])
+            with torch.no_grad():
+                p += 1e-6
+                up = float(k(X).to_dense().sum())
+                p -= 2e-6
+                down = float(k(X).to_dense().sum())
+                p += 1e-6
+            assert abs(float(gp) - (up - down) / 2e-6) < 1e-7 * abs(float(gp)), (kind, param)

@@ -165,8 +165,11 @@ class _Quadrature:
         kk, kd = [], []
         for s in range(0, c.numel(), step):
             x_q, y_q, xy = qx[s:s + step], qy[s:s + step], c[s:s + step]
-            sx = x_q.sqrt()
             pos = x_q > 0
+            # √ with a zero slope at 0: its infinite one times dq = 0 made every gradient
+            # of a Gram matrix with a zero-variance unit NaN
+            sx = torch.where(pos, torch.where(pos, x_q, torch.ones_like(x_q)).sqrt(),
+                             torch.zeros_like(x_q))
             a = torch.where(pos, xy / torch.where(pos, sx, torch.ones_like(sx)),
                             torch.zeros_like(xy))
             # 0 on the diagonal of k(X): finite gradients; in units of y_q (floor relative)
@@ -174,9 +177,29 @@ class _Quadrature:
             b = safe_sqrt(1.0 - a * a / yq) * yq.sqrt() * (y_q > 0)
             u = sx[:, None] * Z                                          # (m, order)
             v = a[:, None, None] * Z[:, None] + b[:, None, None] * Z     # (m, order, order)
-            kk.append(((fn(v) @ W) * fn(u)) @ W)
-            kd.append(((grad(v) @ W) * grad(u)) @ W)
+            k1, k0 = ((fn(v) @ W) * fn(u)) @ W, ((grad(v) @ W) * grad(u)) @ W
+            zero = x_q == 0
+            if xy.requires_grad and bool(zero.any()):
+                k1, k0 = self._price(k1, k0, y_q, xy, zero, Z, W)
+            kk.append(k1)
+            kd.append(k0)
         return torch.cat(kk).reshape(shape), torch.cat(kd).reshape(shape)
+
+    def _price(self, k1, k0, y_q, xy, zero, Z, W):
+        """The c-derivatives where u has variance 0. There u ≡ 0 and the quadrature does
+        not depend on c (v = b·z₂), but the kernel does: by Price's theorem (Price 1958,
+        "A useful theorem for nonlinear devices having Gaussian inputs", IRE Trans.
+        Inf. Theory) ∂E[f(u)f(v)]/∂c = E[f'(u)f'(v)] and ∂E[f'(u)f'(v)]/∂c =
+        E[f''(u)f''(v)] = f''(0)·E f''(v); added as (c − c.detach())·(…), 0 in value.
+        (Where only v has variance 0, v = (c/√q_x)·z₁ carries that derivative already.)"""
+        def second(t):  # f'' by autograd of the elementwise f'
+            with torch.enable_grad():
+                t = t.detach().requires_grad_()
+                return torch.autograd.grad(self.grad(t).sum(), t)[0]
+
+        f2 = second(Z.new_zeros(())) * (second(y_q.detach().sqrt()[:, None] * Z) @ W)
+        dc = (xy - xy.detach()) * zero
+        return k1 + dc * k0.detach(), k0 + dc * f2
 
 
 # --------------------------------------------------------------------------------------
