@@ -223,8 +223,10 @@ def test_float32():
 
 def test_bad_input():
     X = torch.randn(10, 2, dtype=torch.float64)
+    with pytest.warns(UserWarning, match="n_components=11"):  # as scikit-learn: min(n, 11)
+        assert KernelPCA(n_components=11).fit(X).eigenvalues_.shape[0] <= 10
     with pytest.raises(ValueError, match="n_components"):
-        KernelPCA(n_components=11).fit(X)
+        KernelPCA(n_components=0).fit(X)
     with pytest.raises(ValueError, match="eigen_solver"):
         KernelPCA(n_components=2, eigen_solver="arpack").fit(X)
     with pytest.raises(ValueError, match="alpha"):

@@ -72,3 +72,20 @@ def test_randomized_solver_stopped_early_warns_with_its_residual():
     ref = (np.linalg.norm(Kc @ U - U * lam, axis=0) / lam.max()).max()
     assert ref > 1e-8
     np.testing.assert_allclose(float(found.group(1)), ref, rtol=2e-3)
+
+
+@pytest.mark.parametrize("solver", ["auto", "lanczos", "randomized"])
+def test_more_components_than_samples_as_scikit_learn(solver):
+    # scikit-learn's KernelPCA takes min(n, n_components); torchkern refused (ValueError)
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    sk = SkKernelPCA(n_components=40, kernel="rbf", gamma=0.5).fit(X)
+    with pytest.warns(UserWarning, match="n_components=40 is larger than the number of "
+                                         "samples n=30"):
+        m = KernelPCA(torchkern.RBF(1.0), n_components=40, eigen_solver=solver,
+                      random_state=0).fit(X)
+    assert m.eigenvalues_.shape == sk.eigenvalues_.shape == (30,)
+    np.testing.assert_allclose(m.eigenvalues_, sk.eigenvalues_, rtol=1e-9, atol=1e-12)
+    Z, Zs = m.transform(X), sk.transform(X)
+    assert Z.shape == Zs.shape == (30, 30)
+    np.testing.assert_allclose(np.abs(Z[:, :10]), np.abs(Zs[:, :10]), atol=1e-8)

@@ -298,9 +298,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         if self.eigen_solver not in _SOLVERS:
             raise ValueError(f"eigen_solver must be one of {_SOLVERS}, got {self.eigen_solver!r}")
         k = self.n_components
-        if k is not None and (not is_int(k) or not 1 <= k <= n):
-            raise ValueError(f"n_components must be None or an int with 1 <= n_components "
-                             f"<= n_samples={n}, got {k!r}")
+        if k is not None and (not is_int(k) or k < 1):
+            raise ValueError(f"n_components must be None or a positive int, got {k!r}")
+        if k is not None and k > n:
+            # scikit-learn's KernelPCA takes min(n, n_components) (a grid over
+            # n_components with small CV folds); this says so
+            warnings.warn(f"KernelPCA: n_components={k} is larger than the number of "
+                          f"samples n={n}; n components are computed", UserWarning,
+                          stacklevel=4)
+            k = n
         if self.tol is not None:
             check_positive(self.tol, "tol")
         if self.max_iter is not None and (not is_int(self.max_iter) or self.max_iter < 1):
