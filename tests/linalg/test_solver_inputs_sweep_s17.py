@@ -110,3 +110,15 @@ def test_pivoted_cholesky_of_an_indefinite_matrix_is_refused():
         PivotedCholesky(-K, 5, 0.1)
     assert PivotedCholesky(torch.zeros(40, 40, dtype=f64), 5, 0.1).rank == 0  # legitimate
     assert PivotedCholesky(K, 5, 0.1).rank == 5
+
+
+@pytest.mark.parametrize("call", [lambda A: cg(A, torch.ones(3, dtype=f64)),
+                                  lambda A: eigsh(A, 1), lambda A: logdet(A)],
+                         ids=["cg", "eigsh", "logdet"])
+def test_numpy_matrix_is_named_as_such(call):
+    # a NumPy float64 array was refused as "A must have dtype float32 or float64, got
+    # float64"
+    import numpy as np
+    with pytest.raises(TypeError, match=r"A must be a torch.Tensor or an operator, got a "
+                                        r"NumPy array: pass torch.from_numpy\(A\)"):
+        call(np.eye(3))

@@ -40,6 +40,11 @@ def _check_operator(A, name="A"):
             f"{name} must be a square matrix or operator with .shape and @, "
             f"got {type(A).__name__}"
         )
+    if type(A).__module__.split(".")[0] == "numpy":
+        # a NumPy array has shape, dtype and @, and was refused as "dtype float32 or
+        # float64, got float64"
+        raise TypeError(f"{name} must be a torch.Tensor or an operator, got a NumPy array: "
+                        f"pass torch.from_numpy({name})")
     shape = tuple(shape)
     if len(shape) != 2 or shape[0] != shape[1]:
         raise ValueError(f"{name} must be square of shape (n, n), got shape {shape}")
