@@ -195,7 +195,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         if m > n:
             warnings.warn(f"Nystroem: n_components={m} is larger than the number of samples "
                           f"n={n}; n anchors are used (the full kernel: exact features, "
-                          f"and its O(n²) cost)", UserWarning, stacklevel=2)
+                          f"and its O(n²) cost)", UserWarning, stacklevel=4)
             m = n
         if self.center_selection == "kmeans" and n_features(X) is None:
             raise ValueError(f"center_selection='kmeans' needs vector inputs (centroids are "
