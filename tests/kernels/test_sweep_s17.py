@@ -260,3 +260,27 @@ def test_triton_nan_hyperparameter_gives_nan(name, triton_engine):
     out = triton_engine.matmul(f.fn, f.xs, f.ys, f.ps, torch.ones(6, 1, dtype=torch.float64))
     assert bool(out.isnan().all()), out
     assert bool(triton_engine.gram(f.fn, f.xs, f.ys, f.ps).isnan().all())
+
+
+# ---- RBF, RationalQuadratic, IMQ gradients where 2(x − y) overflows: 0, not NaN ---------
+
+@pytest.mark.parametrize("name", ["rbf", "rq", "imq"])
+@pytest.mark.parametrize("backend", ["dense", "blocked"])
+def test_decaying_kernel_gradients_where_the_difference_overflows(name, backend):
+    # the gradient of (x − y)², 2(x − y), overflowed against the kernel's zero derivative
+    # at an infinite distance: ∞·0 = NaN, summed into every point's gradient
+    k = {"rbf": tk.RBF(lengthscale=0.9), "rq": tk.RationalQuadratic(lengthscale=0.9, alpha=0.6),
+         "imq": tk.InverseMultiquadric(lengthscale=0.9, c=1.3)}[name].double()
+    X = torch.tensor([[0.3], [1e308], [1.1], [-1e308]], dtype=torch.float64, requires_grad=True)
+    V = torch.tensor([[1.0], [2.0], [-0.5], [3.0]], dtype=torch.float64)
+    out = _matmul(k, X, V, backend)
+    (gx,) = torch.autograd.grad(out.sum(), [X])
+    # the closed form on the finite pair (0.3, 1.1): d/dx_0 Σ_ij K_ij V_j
+    u = torch.tensor(0.3 - 1.1, dtype=torch.float64, requires_grad=True)
+    t = (u / 0.9) ** 2
+    kk = {"rbf": torch.exp(-t / 2), "rq": (1 + t / (2 * 0.6)) ** -0.6,
+          "imq": (t + 1.3 ** 2) ** -0.5}[name]
+    (dk,) = torch.autograd.grad(kk, [u])
+    want = torch.tensor([[float(dk) * (-0.5 + 1.0)], [0.0], [-float(dk) * (1.0 - 0.5)], [0.0]],
+                        dtype=torch.float64)
+    torch.testing.assert_close(gx, want, rtol=1e-12, atol=1e-14)

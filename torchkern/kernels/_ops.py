@@ -7,6 +7,7 @@ whose last dimension is 1. Arithmetic, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``
 few operations whose spelling differs live here.
 """
 import functools
+import math
 
 import torch
 
@@ -77,7 +78,21 @@ def sqdist(x, y, center: bool = True):
         d2.add_((b * b).sum(-1)[None, :])
         d2 = d2.clamp_min_(0.0) if inplace_ok(d2) else d2.clamp_min(0.0)
         return d2.unsqueeze(-1)
-    return fsum((x - y) ** 2)
+    return fsum(_difference(x, y) ** 2)
+
+
+def _difference(x, y):
+    """x − y; on torch blocks under autograd clamped to ±2^(e/2 + 1), e the dtype's largest
+    exponent: the same squares (past √max they are ∞ either way), but 2(x − y), the
+    gradient of (x − y)², no longer overflows — where it did, times a kernel's zero
+    derivative at an infinite distance it was ∞·0 = NaN, and the NaN reached every point
+    through the sums (RBF, RationalQuadratic, inverse multiquadric: entries ±1e308 in
+    float64). Outside autograd, and in KeOps and Triton formulas, the plain difference."""
+    u = x - y
+    if is_torch(u) and not inplace_ok(u) and u.is_floating_point():
+        b = 2.0 ** (math.frexp(torch.finfo(u.dtype).max)[1] // 2 + 1)
+        u = u.clamp(-b, b)
+    return u
 
 
 def center(x, y=None):
@@ -159,8 +174,10 @@ def sqdist_exact(x, y, bound=None):
     overflowed and the gradient of (x − y)² times the kernel's zero derivative was
     ∞·0 = NaN. Torch blocks outside autograd skip the clamp (a pass over the (b, m, d)
     differences: about 15 % of a blocked Matérn product)."""
+    if bound is None:
+        return fsum(_difference(x, y) ** 2)
     u = x - y
-    if bound is not None and not inplace_ok(u):
+    if not inplace_ok(u):
         u = u.clamp(-bound, bound)
     return fsum(u ** 2)
 
