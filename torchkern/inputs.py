@@ -26,7 +26,7 @@ from ._validation import as_tensor, check_symmetric, index_tensor
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
            "n_samples", "n_features", "take", "concat", "as_index", "as_device",
-           "nonempty_parts"]
+           "gram_dtype", "nonempty_parts"]
 
 
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
@@ -74,9 +74,7 @@ class KernelInput:
         import copy
         out = copy.copy(self)
         if dtype is not None:
-            if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-                raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
-            out.dtype = dtype
+            out.dtype = gram_dtype(dtype)
         if device is not None:
             device = as_device(device)
             if device.type == "cuda" and device.index is None:  # as tensors report it
@@ -220,6 +218,16 @@ def take(X, idx):
         return X.take(as_index(idx, len(X)))
     # checked as for a KernelInput: X[[0.5]] would read row 0, silently
     return X[as_index(idx, X.shape[0], device=X.device)]
+
+
+def gram_dtype(dtype, name: str = "dtype") -> torch.dtype:
+    """The dtype of the Gram matrices of a structured input: a floating torch dtype (a
+    TypeError naming ``name`` otherwise), float16 / bfloat16 read as float32 as the vector
+    kernels upcast half-precision data (counts past 65504 were inf in float16, and the
+    sparse products refused it)."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"{name} must be a floating torch dtype, got {dtype!r}")
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def nonempty_parts(parts) -> list:

@@ -164,3 +164,25 @@ def test_concatenating_no_parts_is_refused_by_name(concat):
     # an IndexError (list index out of range) that named nothing
     with pytest.raises(ValueError, match="parts is empty"):
         concat([])
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_half_precision_graph_sets_compute_in_float32(half):
+    # 300 nodes of one label: WL's k(G, G) = 3 · 300² = 270,000, past float16's 65,504 —
+    # it was inf (bfloat16: 270,336), and normalized 0 for 1; half precision is float32
+    # for the Grams, as the vector kernels upcast half-precision data
+    big = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=300,
+               x=torch.zeros(300, 1, dtype=torch.long))
+    for S in (tg.GraphSet([big], dtype=half), tg.GraphSet([big]).to(dtype=half)):
+        assert S.dtype == torch.float32
+        assert tg.WeisfeilerLehman(2)(S).to_dense().item() == 270_000.0
+        assert tg.WeisfeilerLehman(2, normalize=True)(S).to_dense().item() == pytest.approx(
+            1.0, rel=1e-6)                                  # float32 rounding
+
+
+def test_node_set_dtype_is_checked_by_name():
+    # an int dtype reached torch.finfo deep inside (or gave an int Gram); a str likewise
+    for bad in (torch.int64, "float32"):
+        with pytest.raises(TypeError, match="dtype must be a floating torch dtype"):
+            tg.NodeSet(_path3(), dtype=bad)
+    assert tg.NodeSet(_path3(), dtype=torch.float16).dtype == torch.float32

@@ -113,3 +113,14 @@ def test_sequence_set_concat_of_no_parts_is_refused_by_name():
     from torchkern.sequences import SequenceSet
     with pytest.raises(ValueError, match="parts is empty"):
         SequenceSet.concat([])
+
+
+def test_half_precision_sequence_sets_compute_in_float32():
+    # Spectrum on a float16 set raised torch's NotImplementedError ("sparse_matmul" not
+    # implemented for 'Half'); half precision is float32 for the Grams
+    from torchkern.sequences import encode
+    S = encode(["ACGTACGT", "CGTA"], dtype=torch.float16)
+    assert S.dtype == torch.float32
+    K = Spectrum(2)(S).to_dense()
+    assert K.dtype == torch.float32
+    assert K.tolist() == [[13.0, 5.0], [5.0, 3.0]]   # AC, CG, GT twice and TA; CG, GT, TA

@@ -29,7 +29,7 @@ import torch
 
 from .._validation import is_int, is_real
 from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
-from ..inputs import KernelInput, nonempty_parts
+from ..inputs import KernelInput, gram_dtype, nonempty_parts
 from ..kernels.structured import StructuredKernel
 from ..linalg import cg
 from ._laplacian import LAPLACIANS, _Graph, as_graph, expm_action, is_graph_like
@@ -68,7 +68,7 @@ class NodeSet(KernelInput):
     def __init__(self, graph, index=None, dtype=_F64):
         self.graph = as_graph(graph)
         self.device = self.graph.device
-        self.dtype = dtype
+        self.dtype = gram_dtype(dtype)
         if index is None:
             index = torch.arange(self.graph.n, device=self.device)
         self.index = node_index(index, self.graph.n, "index", allow_empty=True).to(self.device)

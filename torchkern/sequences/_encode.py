@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inputs import KernelInput, as_device, nonempty_parts
+from ..inputs import KernelInput, as_device, gram_dtype, nonempty_parts
 
 __all__ = ["ALPHABETS", "SequenceSet", "encode", "as_sequences"]
 
@@ -93,7 +93,7 @@ class SequenceSet(KernelInput):
                              f"{int(codes.max())}]")
         self.flat, self.lengths, self.alphabet = codes, lengths, alphabet
         self.starts = _starts(lengths)
-        self.dtype, self.device = dtype, codes.device
+        self.dtype, self.device = gram_dtype(dtype), codes.device
 
     def __len__(self) -> int:
         return self.lengths.shape[0]
@@ -230,8 +230,6 @@ def encode(seqs, alphabet="dna", *, dtype: torch.dtype = torch.float64, device=N
 
     Cost: O(total length), one vectorized pass.
     """
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a floating torch dtype, got {dtype!r}")
     return _encode(seqs, alphabet, dtype, device, "seqs")
 
 
