@@ -25,8 +25,7 @@ import torch
 from ._validation import as_tensor, check_symmetric, index_tensor
 
 __all__ = ["KernelInput", "check_input", "check_fitted_input", "check_precomputed",
-           "n_samples", "n_features", "take", "concat", "as_index", "as_device",
-           "gram_dtype", "nonempty_parts"]
+           "n_samples", "n_features", "take", "concat", "as_index"]
 
 
 def as_index(idx, n: int, name: str = "idx", device=None) -> torch.Tensor:
