@@ -176,3 +176,18 @@ def test_learn_kernel_holdout_needs_two_samples():
     with pytest.raises(ValueError, match="n = 2 with validation_fraction = 0.9"):
         learning.learn_kernel(tk.KernelRidge(), X[:2], Y[:2], "holdout",
                               validation_fraction=0.9)
+
+
+def test_kernel_layer_names_its_input_and_centers():
+    layer = learning.KernelLayer(tk.RBF(), centers=X[:4])
+    # the kernel's checks said "X has 5 features but Y has 3" and "X and Y must have the
+    # same dtype", of a layer called with one argument
+    with pytest.raises(ValueError, match="^x has 5 features but the layer's centers have 3"):
+        layer(torch.randn(2, 5, dtype=torch.float64))
+    with pytest.raises(TypeError, match="^x has dtype torch.float32 but the layer's centers"):
+        layer(X.float())
+    # the right input is the RBF features times the weights, plus the bias
+    K = torch.exp(-torch.cdist(X, X[:4]) ** 2 / 2)
+    assert torch.allclose(layer(X), K @ layer.weight + layer.bias, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(layer.float()(X.float()), (K @ layer.weight.double()).float()
+                          + layer.bias, rtol=1e-5, atol=1e-6)

@@ -88,7 +88,16 @@ class KernelLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=C.dtype)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        K = self.kernel(x, self.centers, backend=self.backend)
+        C = self.centers
+        # named here: the kernel's own checks call x and the centres "X" and "Y"
+        if isinstance(x, torch.Tensor) and x.dim() == 2:
+            if x.shape[1] != C.shape[1]:
+                raise ValueError(f"x has {x.shape[1]} features but the layer's centers have "
+                                 f"{C.shape[1]}")
+            if x.is_floating_point() and x.dtype != C.dtype:
+                raise TypeError(f"x has dtype {x.dtype} but the layer's centers "
+                                f"{C.dtype}: convert one of them (e.g. layer.to(x.dtype))")
+        K = self.kernel(x, C, backend=self.backend)
         out = K @ self.weight
         return out if self.bias is None else out + self.bias
 
