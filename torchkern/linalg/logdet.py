@@ -545,7 +545,7 @@ def logdet(
     ConvergenceWarning
         When the quadrature stops at ``lanczos_steps``, when A's spectrum is below its
         dtype's resolution, and when the probes' standard error of the value exceeds 5 %
-        of tr|log A| (whitened: of tr|log(M^{-1/2}AM^{-1/2})| + |log det M|). The
+        of tr|log A| (whitened: of tr|log(M^{-1/2}AM^{-1/2})| plus abs(log det M)). The
         gradient's noise can be far larger than the value's (an RBF Gram of condition
         10¹², p = 30: value 0.3 %, lengthscale gradient 54 %): ask
         :meth:`LogdetInfo.grad_std_error` where it matters.
