@@ -414,10 +414,22 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
         """One L-BFGS-B run from θ0 on −log p(y) in :class:`~torchkern._optimize.Coordinates` (the optimizer of
         :mod:`torchkern.learning`); None if K + σ²I is not positive definite at θ0."""
-        bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
-
         def evaluate():
             return loss(None if seed is None else torch.Generator().manual_seed(seed))
+
+        if n_iter == 0:
+            # SciPy's L-BFGS-B takes a step even at maxiter=0 (n_iter=0 moved RBF(1.0) to
+            # a lengthscale of 1e-5): the start itself, evaluated
+            coords.set(theta0)
+            try:
+                with torch.no_grad():
+                    f = float(evaluate())
+            except ValueError:  # not positive definite at θ0
+                return None
+            if not math.isfinite(f):
+                return None
+            return dict(f=f, theta=coords.get(), history=[f / n], nit=0, early=None)
+        bar = progress_bar(self.verbose, n_iter, f"GaussianProcessRegressor (L-BFGS{label})")
 
         def step(value):
             if bar is not None:
