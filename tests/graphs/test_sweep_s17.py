@@ -186,3 +186,12 @@ def test_node_set_dtype_is_checked_by_name():
         with pytest.raises(TypeError, match="dtype must be a floating torch dtype"):
             tg.NodeSet(_path3(), dtype=bad)
     assert tg.NodeSet(_path3(), dtype=torch.float16).dtype == torch.float32
+
+
+def test_random_walk_overflow_names_the_dtype_that_overflowed():
+    # 9 e^(4·25) = 2.4e44 fits float64 but not a float32 set: the message said float64
+    G = _graph(3, [(0, 1), (1, 2), (2, 0)], [0, 1, 0], 0)
+    k = tg.RandomWalk(25.0, kind="exponential", labeled=False)
+    with pytest.raises(ValueError, match=r"lam=25: .* overflows float32"):
+        k(tg.GraphSet([G, G], dtype=torch.float32)).to_dense()
+    assert torch.isfinite(k([G, G]).to_dense()).all()      # float64 holds it

@@ -219,10 +219,10 @@ class RandomWalk(GraphKernel):
     # -- kernel ----------------------------------------------------------------------------
     def _finite(self, T: torch.Tensor) -> torch.Tensor:
         """``T`` (walk features' squared norms, or kernel values), refused when an entry
-        overflowed float64 (a large ``lam``, ``p`` or ``kind="exponential"``)."""
-        if not bool(torch.isfinite(T).all()):
+        overflowed its dtype (a large ``lam``, ``p`` or ``kind="exponential"``)."""
+        if not bool(torch.isfinite(T).all()):  # the dtype named: float32 sets said float64
             raise ValueError(f"lam={self.lam:g}: the {self.kind} random-walk series "
-                             f"(p={self.p}) overflows float64 on these graphs (λ^k times the "
+                             f"(p={self.p}) overflows {str(T.dtype)[6:]} on these graphs (λ^k times the "
                              f"walk counts); take a smaller lam" +
                              ("" if self.p is None else " or p"))
         return T
