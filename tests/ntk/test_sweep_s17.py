@@ -243,6 +243,13 @@ def test_empirical_ntk_refuses_random_or_batch_dependent_layers(layer, name):
     assert torch.allclose(empirical_ntk(plain, X3), J @ J.T, rtol=1e-12, atol=1e-12)
 
 
+def test_empirical_ntk_refuses_rrelu_in_training_mode():
+    # random slopes in training mode: vmap's "randomness error mode" from inside torch.func
+    net = nn.Sequential(nn.Linear(3, 8), nn.RReLU(), nn.Linear(8, 1)).double()
+    with pytest.raises(ValueError, match=r"layer 1 \(RReLU\).*model.eval\(\)"):
+        empirical_ntk(net, X3)
+
+
 @pytest.mark.parametrize("make", [
     lambda **kw: NTK(2, **kw), lambda **kw: NNGP(2, **kw),
     lambda **kw: infinite_width(_mlp(2, 0.0), **kw),

@@ -57,14 +57,15 @@ def _check_input(X, name: str, dtype, device) -> torch.Tensor:
 
 
 def _check_deterministic(model: nn.Module) -> None:
-    """Refuse layers whose output is random (dropout in training mode) or normalized by
-    the batch's statistics (batch normalization in training mode, or without running
-    statistics): the NTK of such a network is not a function of two inputs, and
-    per-sample Jacobians see batches of one (vmap refused the random draw; batch norm
-    raised on one value per channel)."""
+    """Refuse layers whose output is random (dropout, RReLU in training mode) or
+    normalized by the batch's statistics (batch normalization in training mode, or
+    without running statistics): the NTK of such a network is not a function of two
+    inputs, and per-sample Jacobians see batches of one (vmap refused the random draw;
+    batch norm raised on one value per channel)."""
     bad = [f"layer {name or '(the model)'} ({type(m).__name__})"
            for name, m in model.named_modules()
            if (isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0)
+           or (isinstance(m, nn.RReLU) and m.training and m.lower != m.upper)
            or (isinstance(m, nn.modules.batchnorm._BatchNorm)
                and (m.training or not m.track_running_stats))]
     if bad:
