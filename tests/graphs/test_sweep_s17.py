@@ -195,3 +195,17 @@ def test_random_walk_overflow_names_the_dtype_that_overflowed():
     with pytest.raises(ValueError, match=r"lam=25: .* overflows float32"):
         k(tg.GraphSet([G, G], dtype=torch.float32)).to_dense()
     assert torch.isfinite(k([G, G]).to_dense()).all()      # float64 holds it
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_odd_sth_values_past_float32_are_refused_by_name(normalize):
+    # λ = 1e20: k(path, path) = 4e80 fits float64 only; a float32 set gave inf (NaN
+    # normalized), silently, where the float64 check passed
+    X = _graphs()[:2]
+    k = tg.ODDSTh(lam=1e20, normalize=normalize)
+    S = tg.GraphSet(X, dtype=torch.float32)
+    for part in (lambda: k(S).to_dense(), lambda: k(S).diag()):
+        with pytest.raises(ValueError, match=r"lam=1e\+20: k\(G, G\) reaches 4e\+80, beyond "
+                                             r"the range of torch.float32"):
+            part()
+    assert torch.isfinite(k(X).to_dense()).all()

@@ -236,14 +236,15 @@ class ODDSTh(GraphKernel):
                              f"tree visits t (s(t) = {int(size.max()):,} nodes); take a "
                              f"smaller lam or h")
         p = int(t.max()) + 1 if t.numel() else 1
-        return g, t, vals.to(U.dtype), p
+        return g, t, vals, p                                  # float64
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)
         U = X if Y is None else GraphSet.concat([X, Y], attributes=self._reads_attributes)
         g, col, vals, p = self._features(U)
-        sq = torch.zeros(len(U), dtype=torch.float64, device=vals.device)
-        sq.index_add_(0, g, vals.to(torch.float64) ** 2)
+        sq = self._in_range(torch.zeros(len(U), dtype=torch.float64, device=vals.device)
+                            .index_add_(0, g, vals ** 2), X.dtype)
+        vals = vals.to(X.dtype)
         nx = len(X)
         # the diagonals, for the normalization that follows (forward calls _diag next)
         self._pending = [] if not self.normalize else [(X, sq[:nx].to(X.dtype))] + (
@@ -265,5 +266,15 @@ class ODDSTh(GraphKernel):
         self._pending = []
         g, _, vals, _ = self._features(X)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
-        out.index_add_(0, g, vals.to(torch.float64) ** 2)
-        return out.to(X.dtype)
+        out.index_add_(0, g, vals ** 2)
+        return self._in_range(out, X.dtype).to(X.dtype)
+
+    def _in_range(self, sq: torch.Tensor, dtype) -> torch.Tensor:
+        """The diagonal k(G, G) (float64), or a ValueError where it passes ``dtype``'s
+        range: |k(G, G')| ≤ max k(G, G), and a float32 set with λ = 1e20 had a Gram of
+        inf (NaN normalized), silently."""
+        top = float(sq.max()) if sq.numel() else 0.0
+        if top > torch.finfo(dtype).max:
+            raise ValueError(f"lam={self.lam:g}: k(G, G) reaches {top:.3g}, beyond the range "
+                             f"of {dtype}; take a smaller lam or h (or float64)")
+        return sq
