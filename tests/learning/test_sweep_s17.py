@@ -191,3 +191,22 @@ def test_kernel_layer_names_its_input_and_centers():
     assert torch.allclose(layer(X), K @ layer.weight + layer.bias, rtol=1e-12, atol=1e-14)
     assert torch.allclose(layer.float()(X.float()), (K @ layer.weight.double()).float()
                           + layer.bias, rtol=1e-5, atol=1e-6)
+
+
+def test_mmd_test_power_with_a_zero_variance_estimate_and_no_reg():
+    # Linear kernel on zero samples: MMD² = 0 and σ̂² = 0, 0/√0 = NaN silently
+    Z = torch.zeros(12, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"variance estimate .* is 0 .* pass reg > 0"):
+        learning.mmd_test_power(tk.Linear(), Z, Z, reg=0.0)
+    # reg = 0 on distinct samples is the closed form (Liu et al. 2020, eq. 5)
+    Xb = X + 0.5
+    got = learning.mmd_test_power(tk.RBF(), X, Xb, reg=0.0)
+    k = lambda A, B: np.exp(-((A[:, None] - B[None]) ** 2).sum(-1) / 2)  # noqa: E731
+    a, b = X.numpy(), Xb.numpy()
+    Kxx, Kyy, Kxy = k(a, a), k(b, b), k(a, b)
+    n = len(a)
+    mmd2 = ((Kxx.sum() - np.trace(Kxx)) + (Kyy.sum() - np.trace(Kyy))) / (n * (n - 1)) \
+        - 2 * Kxy.mean()
+    h = (Kxx + Kyy - Kxy - Kxy.T).sum(1)
+    var = 4 * ((h ** 2).sum() / n ** 3 - (h.sum() / n ** 2) ** 2)
+    assert abs(float(got) - mmd2 / np.sqrt(var)) < 1e-12 * abs(mmd2 / np.sqrt(var))

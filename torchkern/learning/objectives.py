@@ -555,6 +555,10 @@ def mmd_test_power(kernel, X, Y, *, reg=1e-8, backend=None):
     mmd2 = mmd2_unbiased(Kxx, Kyy, Kxy).as_subclass(torch.Tensor).to(_F64)
     h = (row_sums(Kxx) + row_sums(Kyy) - row_sums(Kxy) - row_sums(Kxy.T)).to(_F64)
     var = 4 * ((h ** 2).sum() / n ** 3 - (h.sum() / n ** 2) ** 2)
+    if float((var + reg).detach()) <= 0:  # √ of 0 or of a rounding below it: NaN
+        raise ValueError(f"mmd_test_power: the variance estimate σ̂²_H1 is "
+                         f"{float(var.detach()):.3g} (the rows of h sum to one value, as "
+                         f"for a zero kernel) and reg = {float(reg)!r}: pass reg > 0")
     return (mmd2 / (var + reg).sqrt()).to(X.dtype)
 
 
