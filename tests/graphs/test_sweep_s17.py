@@ -209,3 +209,36 @@ def test_odd_sth_values_past_float32_are_refused_by_name(normalize):
                                              r"the range of torch.float32"):
             part()
     assert torch.isfinite(k(X).to_dense()).all()
+
+
+def _pair(a, b):
+    """A labelled edge (labels 0, 1) with one attribute per node."""
+    return Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2,
+                x=torch.tensor([[0], [1]]),
+                node_attributes=torch.tensor([[a], [b]], dtype=torch.float64))
+
+
+def test_gaussian_node_kernels_on_attributes_past_the_square_root_of_max():
+    # ‖a‖² + ‖b‖² − 2aᵀb is inf − inf = NaN for attributes of 1e200, where a node's
+    # distance to itself is 0 and to the other node 1e200 (a Gaussian of 0): GraphHopper
+    # and SubgraphMatching gave NaN on the diagonal, silently (SubgraphMatching now said
+    # its weights overflowed). Far attributes give the values of attributes 0 and 100
+    # (e^-10000 = 0), and nothing across the two graphs.
+    X = [_pair(1e200, 2e200), _pair(1.0, 2.0)]
+    for make in (lambda: tg.GraphHopper(kernel_type="gaussian"),
+                 lambda: tg.SubgraphMatching(k=2, node_kernel="gaussian")):
+        far, near = make()([_pair(0.0, 100.0)]).to_dense(), make()(X[1:]).to_dense()
+        ref = torch.tensor([[far.item(), 0.0], [0.0, near.item()]], dtype=torch.float64)
+        torch.testing.assert_close(make()(X).to_dense(), ref, rtol=1e-15, atol=0)
+        torch.testing.assert_close(make()(X).diag(), ref.diagonal(), rtol=1e-15, atol=0)
+    assert tg.SubgraphMatching(k=2, node_kernel="gaussian")(X).diag().tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.float64, 1e200), (torch.float32, 1e30)])
+def test_graphhopper_linear_overflow_is_refused_by_name(dtype, scale):
+    # k(G, G) = Σ ⟨M_v, M_v'⟩ a_v a_v' ~ scale²: inf (NaN normalized), silently
+    S = tg.GraphSet([_pair(scale, 2 * scale), _pair(1.0, 2.0)], dtype=dtype)
+    for k in (tg.GraphHopper(), tg.GraphHopper(normalize=True)):
+        for part in (lambda: k(S).to_dense(), lambda: k(S).diag()):
+            with pytest.raises(ValueError, match=f"GraphHopper.*beyond the range of {dtype}"):
+                part()

@@ -99,6 +99,20 @@ def _check_node_count(n: int, device) -> None:
                  f"label id per node, which", device)
 
 
+def pair_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """‖a_i − b_j‖² for rows a (..., n, d) and b (..., m, d), (..., n, m): the expansion
+    ‖a‖² + ‖b‖² − 2aᵀb (one matrix product), clipped at 0, with the entries it overflows
+    (attributes past √max: inf − inf = NaN, where a node's distance to itself is 0)
+    recomputed from the differences."""
+    d2 = ((a * a).sum(-1).unsqueeze(-1) + (b * b).sum(-1).unsqueeze(-2)
+          - 2 * a @ b.transpose(-1, -2)).clamp_min_(0)
+    bad = ~torch.isfinite(d2)
+    if bool(bad.any()):
+        *batch, i, j = bad.nonzero(as_tuple=True)
+        d2[bad] = (a[(*batch, i)] - b[(*batch, j)]).square().sum(-1)
+    return d2
+
+
 def segment_ranges(starts: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """The concatenation of ``arange(s, s + c)`` for every (s, c), without a Python loop."""
     total = int(counts.sum()) if counts.numel() else 0

@@ -9,7 +9,7 @@ import torch
 
 from .._validation import check_bool
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
-from ._batch import GraphKernel, GraphSet, check_memory, segment_ranges
+from ._batch import GraphKernel, GraphSet, check_memory, pair_sqdist, segment_ranges
 
 __all__ = ["GraphHopper"]
 
@@ -249,6 +249,7 @@ class GraphHopper(GraphKernel):
             phi = torch.zeros(len(U), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=U.device)
             phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
+            _linear_in_range((phi * phi).sum(1), X.dtype)  # |k(G, G')| ≤ max k(G, G)
             phi = phi.to(X.dtype)
             if Y is None:
                 return FeatureKernelMatrix(phi)
@@ -268,13 +269,12 @@ class GraphHopper(GraphKernel):
         check_memory(8 * nx * ny, "GraphHopper(kernel_type='gaussian'): the Gram",
                      Mx.device)
         K = torch.zeros(nx, ny, dtype=torch.float64, device=Mx.device)
-        sy = (ay * ay).sum(1)
         step = max(1, _BLOCK // max(My.shape[0], 1))
         for i in range(0, Mx.shape[0], step):
             mx, a = Mx[i:i + step], ax[i:i + step]
             c = 0 if ptr is None else int(ptr[gx[i]])
             g0 = 0 if ptr is None else int(gx[i])
-            d2 = ((a * a).sum(1)[:, None] + sy[None, c:] - 2 * a @ ay[c:].T).clamp_min_(0)
+            d2 = pair_sqdist(a, ay[c:])
             W = (mx @ My[c:].T) * torch.exp(-self.mu * d2)
             Wg = torch.zeros(W.shape[0], ny - g0, dtype=W.dtype, device=W.device)
             Wg.index_add_(1, gy[c:] - g0, W)
@@ -290,7 +290,7 @@ class GraphHopper(GraphKernel):
             phi = torch.zeros(len(X), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=X.device)
             phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
-            return (phi * phi).sum(1).to(X.dtype)
+            return _linear_in_range((phi * phi).sum(1), X.dtype).to(X.dtype)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
         for gids, n in X.size_chunks(_BLOCK // 64):
             nodes = X.padded_nodes(gids, n)
@@ -298,7 +298,16 @@ class GraphHopper(GraphKernel):
             idx = nodes.clamp_min(0)
             m = M[idx] * ok[..., None]
             aa = a[idx]
-            sq = (aa * aa).sum(2)
-            d2 = (sq[:, :, None] + sq[:, None, :] - 2 * aa @ aa.transpose(1, 2)).clamp_min_(0)
+            d2 = pair_sqdist(aa, aa)
             out[gids] = (torch.bmm(m, m.transpose(1, 2)) * torch.exp(-self.mu * d2)).sum((1, 2))
         return out.to(X.dtype)
+
+
+def _linear_in_range(sq: torch.Tensor, dtype) -> torch.Tensor:
+    """The linear kernel's diagonal (float64), or a ValueError where it passes ``dtype``:
+    node attributes of 1e200 gave a Gram of inf, NaN normalized, silently."""
+    top = float(sq.max()) if sq.numel() else 0.0
+    if not top <= torch.finfo(dtype).max:
+        raise ValueError(f"GraphHopper(kernel_type='linear'): k(G, G) reaches {top:.3g}, "
+                         f"beyond the range of {dtype}; scale the node attributes down")
+    return sq

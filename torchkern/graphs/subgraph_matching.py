@@ -9,7 +9,8 @@ import torch
 
 from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
-from ._batch import GraphSet, check_memory, compact, count_rows, segment_ranges, sorted_unique
+from ._batch import (GraphSet, check_memory, compact, count_rows, pair_sqdist, segment_ranges,
+                     sorted_unique)
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo
 
 __all__ = ["SubgraphMatching", "connected_subgraphs", "canonical_codes"]
@@ -542,16 +543,12 @@ class SubgraphMatching(CountFeatureKernel):
             a_cnt = torch.bincount(cls, minlength=n_cls).tolist()
             b_cnt = torch.bincount(b_cls, minlength=n_cls).tolist()
             lam = float(self._lambdas[s - 1])
-            a_sq, b_sq = a_vec.square().sum(1), b_vec.square().sum(1)
             for ai, bi in zip(torch.split(a_ord, a_cnt), torch.split(b_ord, b_cnt)):
                 b, gb = b_vec.index_select(0, bi), b_graph.index_select(0, bi)
-                bb = b_sq.index_select(0, bi)
                 step = max(1, self._block // max(bi.numel(), 1))
                 for rows in torch.split(ai, step):
                     # ‖a − b‖² = ‖a‖² + ‖b‖² − 2 aᵀb: one matrix product per block
-                    d = torch.addmm(a_sq.index_select(0, rows).unsqueeze(1) + bb,
-                                    a_vec.index_select(0, rows), b.T, alpha=-2.0)
-                    w = _gaussian_(d.clamp_min_(0), ell)
+                    w = _gaussian_(pair_sqdist(a_vec.index_select(0, rows), b), ell)
                     part = torch.zeros(rows.numel(), n, dtype=K.dtype, device=dev)
                     part.index_add_(1, gb, w)
                     K.index_add_(0, g_set.index_select(0, rows), part, alpha=lam)
