@@ -170,6 +170,12 @@ class Sym:
 
     def clamp(self, lo, hi):
         return self._bin("max", lo)._bin("min", hi)
+
+    def grad_clamp(self, lo, hi):
+        """clamp(lo, hi) where a gradient is taken; the value itself where none is (the
+        forward product and the Gram writer): for clamps that only keep a derivative
+        finite and leave the kernel's value as it is (``kernels._ops.sqdist_exact``)."""
+        return Sym("gclamp", (self._bin("max", lo)._bin("min", hi), self), self.dim)
     def atan2(self, other): return self._bin("atan2", other)
 
     def sum(self, axis=-1, dim=None, **kw):
@@ -268,6 +274,7 @@ class _Lowered:
         self.par_dims = list(par_dims)
         self.matrix = self._matrix_vars(root, fast_ok)
         self.folded = self._folds(root) if fold else {}
+        self.values_only = fold  # forward and Gram writer: nothing is differentiated
         self.node_memo = {}
         self.out = self.lower(root)[0]
 
@@ -462,6 +469,8 @@ class _Lowered:
             return [acc]
         if op == "elem":
             return [self.lower(s.args[0])[s.args[1]]]
+        if op == "gclamp":  # (clamped, unclamped): the clamp only where we differentiate
+            return self.lower(s.args[1] if self.values_only else s.args[0])
         if op in ("add", "sub", "mul", "div", "atan2", "pow", "max", "min"):
             a, b = self.lower(s.args[0]), self.lower(s.args[1])
             w = max(len(a), len(b))
