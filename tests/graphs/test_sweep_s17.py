@@ -242,3 +242,13 @@ def test_graphhopper_linear_overflow_is_refused_by_name(dtype, scale):
         for part in (lambda: k(S).to_dense(), lambda: k(S).diag()):
             with pytest.raises(ValueError, match=f"GraphHopper.*beyond the range of {dtype}"):
                 part()
+
+
+def test_multiscale_laplacian_landmark_gram_overflow_is_refused_by_name():
+    # attributes of 1e160: the level-0 landmark Gram (1e320) was inf and every entry of
+    # the kernel came out 2^(-1/2), the two small graphs' 0.4998 included, silently
+    X = [_pair(1e160, 2e160), _pair(1.0, 2.0), _pair(3.0, -1.0)]
+    k = tg.MultiscaleLaplacian(L=1, n_samples=3, random_state=0)
+    for part in (lambda: k(X).to_dense(), lambda: k(X).diag()):
+        with pytest.raises(ValueError, match="landmark Gram matrix at level 0 overflows"):
+            part()

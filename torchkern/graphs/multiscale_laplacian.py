@@ -73,6 +73,11 @@ def _top_eigen(K: torch.Tensor, P: int, what: str):
     1e-6: ``(values (p,), vectors (m, p))``. Warns when the P-th and (P+1)-th largest
     eigenvalues are equal (to a relative 1e-9): the truncation then splits an
     eigenspace and the kernel is not uniquely defined."""
+    if not bool(torch.isfinite(K).all()):
+        # node attributes past √max (1e160): the Gram's inf made every graph alike
+        # (every entry 2^{-p/2}), silently
+        raise ValueError(f"MultiscaleLaplacian: the landmark Gram matrix at {what} "
+                         f"overflows float64; scale the node attributes down")
     v, w = torch.linalg.eigh((K + K.T) / 2)
     v, w = v.flip(0), w.flip(1)  # descending
     if v.numel() > P and v[P - 1] > _POSITIVE:
