@@ -109,11 +109,13 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     random_state : None, int or torch.Generator
         SLQ probes, the starts of ``n_restarts_optimizer`` and, by default,
         :meth:`sample_y`.
-    optimizer : {"lbfgs", "adam"}
+    optimizer : {"lbfgs", "adam"} or None
         How ``fit(..., optimize=True)`` maximizes log p(y): ``"lbfgs"`` (default) runs
         SciPy's L-BFGS-B in log-hyperparameters within ``hyperparameter_bounds`` to
         convergence, as scikit-learn does; ``"adam"`` takes a fixed number of Adam steps
-        (for noisy stochastic objectives), projected on the same bounds.
+        (for noisy stochastic objectives), projected on the same bounds. ``None``
+        (scikit-learn's value for a fixed kernel) keeps the kernel and noise as given;
+        ``fit`` keeps them anyway unless called with ``optimize=True``.
     verbose : bool
         tqdm bar over the hyperparameter-learning iterations (kept on screen).
     backend : str, optional
@@ -201,8 +203,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
         if self.mean not in _MEANS:
             raise ValueError(f"mean must be one of {_MEANS}, got {self.mean!r}")
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
+        if self.optimizer is not None and self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS} or None, "
+                             f"got {self.optimizer!r}")
         method = self.method
         if method == "auto":
             method = "cholesky" if n <= _AUTO_CHOLESKY_MAX_N else "cg"
@@ -229,6 +232,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
+        tags.requires_fit = False  # predict and sample_y before fit draw on the prior
         return tags
 
     def fit(self, X, y, optimize: bool = False, n_iter: int = 100, lr: float = 0.05):
@@ -321,6 +325,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
             if noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (as log noise)")
+            if self.optimizer is None:
+                raise ValueError("optimize=True needs optimizer='lbfgs' or 'adam', got "
+                                 "optimizer=None (scikit-learn's value for a fixed kernel)")
             with threads_for(Xf):
                 noise = self._learn(kernel, Xf, Yf, method, noise, n_iter, float(lr))
         else:
@@ -547,7 +554,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
 
     def _posterior(self, X, want_var: bool, want_cov: bool):
         """Latent mean (normalized units), variance and covariance at X."""
-        check_fitted(self, "alpha_")
+        if not hasattr(self, "alpha_"):
+            return self._prior(X, want_var, want_cov)
         Xt = check_fitted_input(self.kernel_, X, self.X_train_, estimator=self)
         work = _F64 if self.method_ == "cholesky" else self.X_train_.dtype
         Xw = Xt.to(dtype=work, device=self.X_train_.device)
@@ -579,8 +587,23 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                         var = var.clamp(min=0)
         return Xt, mean, var, cov
 
+    def _prior(self, X, want_var: bool, want_cov: bool):
+        """Mean 0, variance and covariance of the prior at X (before ``fit``, as
+        scikit-learn predicts)."""
+        kernel = resolve_kernel(self.kernel)
+        if isinstance(kernel, str):
+            raise ValueError("GaussianProcessRegressor needs a Kernel; 'precomputed' is not supported")
+        Xt = check_input(kernel, X).detach()
+        Xw = Xt.to(_F64)
+        with torch.no_grad():
+            mean = torch.zeros(Xw.shape[0], 1, dtype=_F64, device=Xw.device)
+            var = kernel.diag(Xw) if want_var else None
+            cov = kernel(Xw, backend="dense").to_dense() if want_cov else None
+        return Xt, mean, var, cov
+
     def predict(self, X, return_std: bool = False, return_cov: bool = False):
-        r"""Posterior mean (and standard deviation or covariance) of f at X.
+        r"""Posterior mean (and standard deviation or covariance) of f at X; before
+        ``fit``, those of the prior (mean 0), as scikit-learn.
 
         The std/cov is that of the latent f (noise not added), as in scikit-learn, scaled
         back by the target std when ``normalize_y``. Cost: O(n_test·n) kernel evaluations
@@ -601,12 +624,13 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError("At most one of return_std or return_cov can be requested.")
         Xt, mean, var, cov = self._posterior(X, return_std, return_cov)
         dtype, device = Xt.dtype, Xt.device
-        ys = self._y_std.to(dtype=mean.dtype, device=mean.device)
-        ym = self._y_mean.to(dtype=mean.dtype, device=mean.device)
+        fitted = hasattr(self, "alpha_")  # else the prior's, one target
+        ys = self._y_std.to(dtype=mean.dtype, device=mean.device) if fitted else 1.0
+        ym = self._y_mean.to(dtype=mean.dtype, device=mean.device) if fitted else 0.0
         mean = mean * ys + ym
         # one target, y of shape (n,) or (n, 1): 1-D results, as scikit-learn (a (m, 1) mean
         # minus a (m,) y_test broadcasts to (m, m) without a word)
-        single = self._ravel or mean.shape[1] == 1
+        single = not fitted or self._ravel or mean.shape[1] == 1
         out_mean = (mean[:, 0] if single else mean).to(dtype=dtype, device=device)
         if return_std:
             std = var.sqrt()[:, None] * ys

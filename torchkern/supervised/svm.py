@@ -54,8 +54,10 @@ class _BaseSVM(Estimator):
     def _train_gram(self, X):
         """The validated training data and its Gram matrix (stored when it fits)."""
         self.kernel_ = resolve_kernel(self.kernel)
+        self.__dict__.pop("n_features_in_", None)  # a refit on graphs has none
         if is_precomputed(self.kernel_):
             X = check_precomputed(X, square=True)
+            self.n_features_in_ = X.shape[1]  # scikit-learn's: the Gram's columns
         else:
             X = input_matrix(self.kernel_, X, "X")
             d = n_features(X)
@@ -102,7 +104,7 @@ class _BaseSVM(Estimator):
         k(x_test, x_train) and only its support columns are read."""
         if is_precomputed(self.kernel_):
             X = check_precomputed(X, self.shape_fit_[0])
-            Ks = X.cols(self.support_) if isinstance(X, KernelMatrix) else X[:, self.support_.to(X.device)]
+            Ks = X.cols(self.support_.long()) if isinstance(X, KernelMatrix) else X[:, self.support_.to(X.device).long()]
             return Ks @ coef.to(dtype=Ks.dtype, device=Ks.device)
         X = input_matrix(self.kernel_, X, "X")
         SV = self.support_vectors_.to(dtype=X.dtype, device=X.device)
@@ -326,7 +328,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         order = torch.cat([torch.nonzero(is_sv & (codes_t == c)).squeeze(1) for c in range(k)])
         self.classes_ = classes
         self.class_weight_ = torch.as_tensor(weights, dtype=f64)
-        self.support_ = order
+        self.support_ = order.to(torch.int32)  # scikit-learn's dtype
         self.n_support_ = torch.stack([(is_sv & (codes_t == c)).sum() for c in range(k)]).to(torch.int32)
         self.support_vectors_ = self._support_vectors(X, order)
         self._pair_coef = coef_full[order]  # (n_SV, n_pairs)
@@ -611,7 +613,7 @@ class SVR(RegressorMixin, _BaseSVM):
         if sub is not None:
             coef = torch.zeros(n, dtype=f64, device=device).index_copy_(0, sub, coef)
         support = torch.nonzero(coef).squeeze(1)
-        self.support_ = support
+        self.support_ = support.to(torch.int32)
         self.support_vectors_ = self._support_vectors(X, support)
         self.dual_coef_ = coef[support][None, :]
         self.intercept_ = torch.tensor([-sol.rho], dtype=f64, device=device)
