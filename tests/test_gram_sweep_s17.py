@@ -122,3 +122,15 @@ def test_scaled_takes_a_list():
     a = [1.0, 2.0, 0.5, 3.0, 1.5]
     t = torch.tensor(a, dtype=torch.float64)
     torch.testing.assert_close(K.scaled(a).to_dense(), t[:, None] * D * t[None, :])
+
+
+def test_product_with_a_vector_on_another_device_refused():
+    # No second device on a CPU machine: K reports a CUDA device, V stays on the CPU (a
+    # CPU V times a CUDA K reached torch's own device error, which names no argument).
+    X = torch.randn(5, 2, dtype=torch.float64)
+    K = tk.RBF()(X, backend="dense")
+    V = torch.ones(5, 1, dtype=torch.float64)
+    assert torch.allclose(K @ V, K.to_dense() @ V)  # same device: the product
+    K.device = torch.device("cuda", 0)
+    with pytest.raises(ValueError, match=r"K @ V: V is on cpu but K is on cuda:0"):
+        K @ V

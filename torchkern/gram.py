@@ -700,6 +700,9 @@ class KernelMatrix:
         if V2.dtype != self.dtype:
             raise TypeError(f"K @ V: V has dtype {V.dtype} but K has dtype {self.dtype}")
         check_not_meta(V, "K @ V: V")
+        if V.device != self.device:
+            raise ValueError(f"K @ V: V is on {V.device} but K is on {self.device}; move "
+                             f"it there first, e.g. V.to(K.device)")
         out = self._matmul(V2)
         if not bool(torch.isfinite(out.detach()).all()):  # no NaN out silently: say why
             if not bool(torch.isfinite(V2.detach()).all()):
