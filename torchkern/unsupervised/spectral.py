@@ -36,9 +36,12 @@ def _spectral_operator(K, normalized):
                          f"{low:.3g}); spectral clustering needs a "
                          f"nonnegative affinity (a kernel with values >= 0, e.g. RBF)")
     d = K.sum(1)
-    if not bool((d > 0).all()):
-        raise ValueError("the affinity matrix has rows with non-positive sums; spectral "
-                         "clustering needs a nonnegative affinity with positive degrees")
+    if not bool((d >= 0).all()):
+        raise ValueError("the affinity matrix has rows with negative sums; spectral "
+                         "clustering needs a nonnegative affinity")
+    # an isolated point (a zero row of a sparse affinity) gets degree 1, as SciPy's
+    # normalized Laplacian (scikit-learn's) gives it: its row of the operator stays 0
+    d = torch.where(d > 0, d, torch.ones_like(d))
     n = K.shape[0]
     if normalized:
         s = d.rsqrt()[:, None]
@@ -145,8 +148,10 @@ class SpectralClustering(ClusterMixin, Estimator):
         self.kernel_ = kernel
         self.embedding_ = U.to(K.dtype)
         self.labels_ = labels
-        if not is_precomputed(kernel) and n_features(X) is not None:
-            self.n_features_in_ = n_features(X)
+        self.__dict__.pop("n_features_in_", None)  # a refit on graphs has none
+        d = n if is_precomputed(kernel) else n_features(X)  # scikit-learn's: n if precomputed
+        if d is not None:
+            self.n_features_in_ = d
         return self
 
     def _embedding(self, A, k):

@@ -1,0 +1,41 @@
+"""Legitimate but unusual inputs a scikit-learn user passes: torchkern's unsupervised
+estimators give scikit-learn's numbers and attributes."""
+import warnings
+
+import numpy as np
+from sklearn import cluster
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+import torchkern as tk
+
+
+def _sparse_affinity():
+    X, _ = make_blobs(40, centers=[[0, 0], [6, 0]], cluster_std=0.7, random_state=1)
+    A = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    A[A < 0.05] = 0
+    A[0, :] = A[:, 0] = 0  # an isolated point: a zero row of the affinity
+    return A
+
+
+def test_spectral_precomputed_affinity_with_an_isolated_point():
+    A = _sparse_affinity()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn: "Graph is not fully connected"
+        ref = cluster.SpectralClustering(n_clusters=2, affinity="precomputed",
+                                         random_state=0).fit(A)
+    ours = tk.SpectralClustering(n_clusters=2, kernel="precomputed", random_state=0).fit(A)
+    # the isolated point's cluster is arbitrary; every other point as scikit-learn
+    assert adjusted_rand_score(ours.labels_[1:], ref.labels_[1:]) == 1.0
+    assert ours.labels_.shape == ref.labels_.shape
+    assert ours.n_features_in_ == ref.n_features_in_ == 40
+
+
+def test_spectral_precomputed_sets_n_features_in_and_refit_replaces_it():
+    A = _sparse_affinity()[1:, 1:]
+    sc = tk.SpectralClustering(n_clusters=2, random_state=0).fit(np.random.RandomState(0).randn(10, 3))
+    assert sc.n_features_in_ == 3
+    sc.set_params(kernel="precomputed").fit(A)
+    ref = cluster.SpectralClustering(n_clusters=2, affinity="precomputed", random_state=0).fit(A)
+    assert sc.n_features_in_ == ref.n_features_in_ == 39
+    assert adjusted_rand_score(sc.labels_, ref.labels_) == 1.0
