@@ -39,12 +39,11 @@ def _spectral_operator(K, normalized):
     if not bool((d >= 0).all()):
         raise ValueError("the affinity matrix has rows with negative sums; spectral "
                          "clustering needs a nonnegative affinity")
-    # an isolated point (a zero row of a sparse affinity) gets degree 1, as SciPy's
-    # normalized Laplacian (scikit-learn's) gives it: its row of the operator stays 0
-    d = torch.where(d > 0, d, torch.ones_like(d))
     n = K.shape[0]
     if normalized:
-        s = d.rsqrt()[:, None]
+        # an isolated point (a zero row of a sparse affinity) gets degree 1, as SciPy's
+        # normalized Laplacian (scikit-learn's) gives it: its row of the operator stays 0
+        s = torch.where(d > 0, d, torch.ones_like(d)).rsqrt()[:, None]
         return OperatorKernelMatrix(lambda V: s * (K @ (s * V)), (n, n), K.dtype, K.device)
     c = 2 * d.max()
     return OperatorKernelMatrix(lambda V: K @ V + (c - d)[:, None] * V, (n, n), K.dtype,
