@@ -196,8 +196,11 @@ def test_kernel_layer_names_its_input_and_centers():
 def test_mmd_test_power_with_a_zero_variance_estimate_and_no_reg():
     # Linear kernel on zero samples: MMD² = 0 and σ̂² = 0, 0/√0 = NaN silently
     Z = torch.zeros(12, 3, dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"variance estimate .* is 0 .* pass reg > 0"):
+    with pytest.raises(ValueError, match=r"variance estimate .* is 0, .* pass reg > 0"):
         learning.mmd_test_power(tk.Linear(), Z, Z, reg=0.0)
+    # X = Y: σ̂² is the rounding of the kernel values, J was MMD²/σ̂ of two roundings (-5e15)
+    with pytest.raises(ValueError, match=r"at or below the rounding .* pass reg > 0"):
+        learning.mmd_test_power(tk.RBF(), X, X, reg=0.0)
     # reg = 0 on distinct samples is the closed form (Liu et al. 2020, eq. 5)
     Xb = X + 0.5
     got = learning.mmd_test_power(tk.RBF(), X, Xb, reg=0.0)

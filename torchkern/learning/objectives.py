@@ -555,10 +555,17 @@ def mmd_test_power(kernel, X, Y, *, reg=1e-8, backend=None):
     mmd2 = mmd2_unbiased(Kxx, Kyy, Kxy).as_subclass(torch.Tensor).to(_F64)
     h = (row_sums(Kxx) + row_sums(Kyy) - row_sums(Kxy) - row_sums(Kxy.T)).to(_F64)
     var = 4 * ((h ** 2).sum() / n ** 3 - (h.sum() / n ** 2) ** 2)
-    if float((var + reg).detach()) <= 0:  # √ of 0 or of a rounding below it: NaN
+    # Each h_i sums 4n kernel values, each within ε·max k(x, x) of its own (|k(x, y)| ≤
+    # max k(x, x) for a positive definite kernel): σ̂² below (8ε max k(x, x))², well above
+    # that rounding's 16ε²max²/n, is the rounding itself (X and Y alike to the kernel),
+    # and J = MMD²/σ̂ a ratio of two roundings (−5e15 for X = Y with an RBF).
+    kmax = max(float(Kxx.diag().detach().abs().max()), float(Kyy.diag().detach().abs().max()))
+    floor = (8 * torch.finfo(X.dtype).eps * kmax) ** 2
+    if float((var + reg).detach()) <= floor:  # √ of 0 or of a rounding: NaN or noise
         raise ValueError(f"mmd_test_power: the variance estimate σ̂²_H1 is "
-                         f"{float(var.detach()):.3g} (the rows of h sum to one value, as "
-                         f"for a zero kernel) and reg = {float(reg)!r}: pass reg > 0")
+                         f"{float(var.detach()):.3g}, at or below the rounding of the kernel "
+                         f"values ({floor:.3g}; X and Y look alike to the kernel, or it is a "
+                         f"zero kernel) and reg = {float(reg)!r}: pass reg > 0")
     return (mmd2 / (var + reg).sqrt()).to(X.dtype)
 
 
