@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import _check_feature_names
 
 from ._config import _check_backend, config
 from ._sharding import SHARDED_FITS
@@ -289,8 +290,10 @@ def _wrap_fit(fit, learnable=False):
         self.__dict__["_numpy_out"] = wants_numpy(X)
         y = args[0] if args else kwargs.get("y")
         self.__dict__["_numpy_labels"] = y is not None and wants_numpy(y)
-        if depth == 0 and self._numpy_out:
-            self._fitted_to_numpy()
+        if depth == 0:
+            _check_feature_names(self, X, reset=True)  # feature_names_in_ as scikit-learn
+            if self._numpy_out:
+                self._fitted_to_numpy()
         return out
     return wrapper
 
@@ -309,6 +312,8 @@ def _wrap_output(method, name=None):
                 self._fitted_restore(stash)
         if depth > 0:
             return out
+        if name in ("fit_transform", "fit_predict") and args:
+            _check_feature_names(self, args[0], reset=True)
         if name == "predict" and is_classifier(self):
             # class labels come back as the labels went in: NumPy for a NumPy (or list) y,
             # torch for a torch y, whatever the type of X (a list of graphs, a tensor)

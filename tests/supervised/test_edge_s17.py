@@ -65,3 +65,23 @@ def test_svm_precomputed_n_features_in_and_support_dtype():
     ref = sksvm.SVC(kernel="precomputed").fit(K, X[:, 0] > 0)
     np.testing.assert_allclose(svc.decision_function(torch.as_tensor(K[:4])).numpy(),
                                ref.decision_function(K[:4]), rtol=1e-6, atol=1e-9)
+
+
+def test_dataframe_columns_give_feature_names_in_as_sklearn():
+    pd = pytest.importorskip("pandas")
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+    X, y = _data()
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    labels = np.where(X[:, 0] > 0, "pos", "neg")
+    for ours, ref, target in [(tk.SVC(tk.RBF()), sksvm.SVC(gamma=0.5), labels),
+                              (tk.KernelRidge(tk.RBF()), SkKernelRidge(kernel="rbf", gamma=0.5), y),
+                              (tk.GaussianProcessRegressor(tk.RBF()), skgp.GaussianProcessRegressor(
+                                  SkRBF(1.0), alpha=1e-2, optimizer=None), y)]:
+        ours.fit(df, target)
+        ref.fit(df, target)
+        np.testing.assert_array_equal(ours.feature_names_in_, ref.feature_names_in_)
+        assert ours.feature_names_in_.dtype == object
+        # a refit on an array forgets them, as scikit-learn's does
+        ours.fit(X, target)
+        ref.fit(X, target)
+        assert not hasattr(ours, "feature_names_in_") and not hasattr(ref, "feature_names_in_")

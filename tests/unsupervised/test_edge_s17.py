@@ -39,3 +39,19 @@ def test_spectral_precomputed_sets_n_features_in_and_refit_replaces_it():
     ref = cluster.SpectralClustering(n_clusters=2, affinity="precomputed", random_state=0).fit(A)
     assert sc.n_features_in_ == ref.n_features_in_ == 39
     assert adjusted_rand_score(sc.labels_, ref.labels_) == 1.0
+
+
+def test_fit_transform_on_a_dataframe_sets_feature_names_in_():
+    import pytest
+    pd = pytest.importorskip("pandas")
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+    X = np.random.RandomState(0).randn(20, 2)
+    df = pd.DataFrame(X, columns=["u", "v"])
+    ours = tk.KernelPCA(tk.RBF(), n_components=2)
+    ref = SkKernelPCA(2, kernel="rbf", gamma=0.5)
+    Z, R = ours.fit_transform(df), ref.fit_transform(df)
+    np.testing.assert_allclose(np.abs(Z), np.abs(R), rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(ours.feature_names_in_, ref.feature_names_in_)
+    sc = tk.SpectralClustering(n_clusters=2, random_state=0)
+    sc.fit_predict(df)
+    np.testing.assert_array_equal(sc.feature_names_in_, ["u", "v"])
