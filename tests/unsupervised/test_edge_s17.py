@@ -55,3 +55,13 @@ def test_fit_transform_on_a_dataframe_sets_feature_names_in_():
     sc = tk.SpectralClustering(n_clusters=2, random_state=0)
     sc.fit_predict(df)
     np.testing.assert_array_equal(sc.feature_names_in_, ["u", "v"])
+
+
+def test_kernel_pca_accepts_sklearn_arpack_solver():
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+    X = np.random.RandomState(0).randn(40, 3)
+    ref = SkKernelPCA(3, kernel="rbf", gamma=0.5, eigen_solver="arpack", random_state=0).fit(X)
+    ours = tk.KernelPCA(tk.RBF(), n_components=3, eigen_solver="arpack", random_state=0).fit(X)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    np.testing.assert_allclose(np.abs(ours.transform(X)), np.abs(ref.transform(X)),
+                               rtol=1e-6, atol=1e-8)

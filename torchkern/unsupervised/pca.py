@@ -25,7 +25,7 @@ from ._common import cheap_trace, warn_if_centering_cancels
 
 __all__ = ["KernelPCA"]
 
-_SOLVERS = ("auto", "dense", "lanczos", "randomized")
+_SOLVERS = ("auto", "dense", "lanczos", "randomized", "arpack")  # arpack: scikit-learn's name
 
 # Largest order whose dense eigendecomposition runs on one thread on the CPU. LAPACK's
 # tridiagonal reduction is a sequence of n matrix-vector steps, each a parallel region of
@@ -189,10 +189,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     n_components : int or None
         Number of components k; ``None`` keeps every component with a positive
         eigenvalue (dense solver).
-    eigen_solver : {"auto", "dense", "lanczos", "randomized"}
+    eigen_solver : {"auto", "dense", "lanczos", "randomized", "arpack"}
         ``"dense"``: ``torch.linalg.eigh`` of the materialized centered Gram, O(n³)
-        time, O(n²) memory. ``"lanczos"``: :func:`torchkern.linalg.eigsh` (thick-restart
-        Lanczos, one matrix-vector product per step). ``"randomized"``: randomized block
+        time, O(n²) memory. ``"lanczos"`` (``"arpack"``, scikit-learn's name, is the
+        same): :func:`torchkern.linalg.eigsh` (thick-restart Lanczos, one matrix-vector
+        product per step). ``"randomized"``: randomized block
         Krylov iteration with Rayleigh–Ritz (Halko et al. 2011; Musco and Musco 2015),
         one *block* product K Q (k + max(10, k) columns, rounded up to a multiple of
         12) per step, started from a Nyström estimate of the eigenvectors — the kernel
@@ -312,7 +313,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         if self.max_iter is not None and (not is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         check_positive(self.alpha, "alpha")
-        solver = self.eigen_solver
+        # scikit-learn's "arpack" (implicitly restarted Lanczos) is our Lanczos solver
+        solver = "lanczos" if self.eigen_solver == "arpack" else self.eigen_solver
         if k is None:
             if solver not in ("auto", "dense"):
                 raise ValueError("n_components=None needs eigen_solver='dense' or 'auto'")
