@@ -65,3 +65,18 @@ def test_kernel_pca_accepts_sklearn_arpack_solver():
     np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
     np.testing.assert_allclose(np.abs(ours.transform(X)), np.abs(ref.transform(X)),
                                rtol=1e-6, atol=1e-8)
+
+
+def test_kernel_pca_remove_zero_eig_as_sklearn():
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+    X = np.random.RandomState(0).randn(20, 3)
+    Xd = np.r_[X[:2], X[:2]]  # two distinct points: one nonzero eigenvalue
+    ref = SkKernelPCA(3, kernel="rbf", gamma=0.5, remove_zero_eig=True).fit(Xd)
+    ours = tk.KernelPCA(tk.RBF(), n_components=3, remove_zero_eig=True).fit(Xd)
+    assert ours.eigenvalues_.shape == ref.eigenvalues_.shape == (1,)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(np.abs(ours.transform(X)), np.abs(ref.transform(X)),
+                               rtol=1e-8, atol=1e-12)
+    # without it the zero components stay, as scikit-learn's
+    kept = tk.KernelPCA(tk.RBF(), n_components=3).fit(Xd)
+    assert kept.transform(X).shape == SkKernelPCA(3, kernel="rbf", gamma=0.5).fit(Xd).transform(X).shape

@@ -189,6 +189,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     n_components : int or None
         Number of components k; ``None`` keeps every component with a positive
         eigenvalue (dense solver).
+    remove_zero_eig : bool
+        Drop the components of eigenvalue 0 (after clipping), so that fewer than
+        ``n_components`` may be kept; always done for ``n_components=None``
+        (scikit-learn's parameter).
     eigen_solver : {"auto", "dense", "lanczos", "randomized", "arpack"}
         ``"dense"``: ``torch.linalg.eigh`` of the materialized centered Gram, O(n³)
         time, O(n²) memory. ``"lanczos"`` (``"arpack"``, scikit-learn's name, is the
@@ -270,8 +274,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     """
 
     def __init__(self, kernel=None, n_components=None, *, eigen_solver="auto", tol=None,
-                 max_iter=None, fit_inverse_transform=False, alpha=1.0, backend=None,
-                 random_state=None, verbose=False):
+                 max_iter=None, fit_inverse_transform=False, alpha=1.0,
+                 remove_zero_eig=False, backend=None, random_state=None, verbose=False):
         self.kernel = kernel
         self.n_components = n_components
         self.eigen_solver = eigen_solver
@@ -279,6 +283,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         self.max_iter = max_iter
         self.fit_inverse_transform = fit_inverse_transform
         self.alpha = alpha
+        self.remove_zero_eig = remove_zero_eig
         self.backend = backend
         self.random_state = random_state
         self.verbose = verbose
@@ -296,6 +301,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
     # ---------------------------------------------------------------------------------
     def _check_params(self, n):
         check_bool(self.fit_inverse_transform, "fit_inverse_transform")
+        check_bool(self.remove_zero_eig, "remove_zero_eig")
         if self.eigen_solver not in _SOLVERS:
             raise ValueError(f"eigen_solver must be one of {_SOLVERS}, got {self.eigen_solver!r}")
         k = self.n_components
@@ -367,7 +373,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             evals, evecs = self._top_eigenpairs(Kc, k, solver)
             evals = _psd_clip(evals, K.dtype)
             evecs = _flip_signs(evecs)
-        if self.n_components is None:
+        if self.n_components is None or self.remove_zero_eig:
             keep = evals > 0
             evals, evecs = evals[keep], evecs[:, keep]
         self.kernel_ = kernel
