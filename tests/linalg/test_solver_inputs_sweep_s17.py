@@ -41,6 +41,22 @@ def test_asymmetric_dense_matrix_is_refused_and_rounding_asymmetry_is_not(call):
     call(noisy)
 
 
+def test_float32_centred_gram_is_taken_with_a_warning():
+    # H K H of a wide RBF in float32: symmetric only to ~1e-3 of its own entries (the
+    # rounding of the uncentred ones, 1e3 times larger), which a sqrt(eps) rule refused
+    g = torch.Generator().manual_seed(2)
+    X = torch.randn(600, 3, generator=g, dtype=f64)
+    K = torch.exp(-torch.cdist(X, X) ** 2 / (2 * 100.0 ** 2)).float()
+    H = torch.eye(600) - 1.0 / 600
+    Kc = H @ K @ H
+    rel = float((Kc - Kc.T).abs().max() / Kc.abs().max())
+    assert 3.5e-4 < rel < 1e-2  # past sqrt(eps) = 3.4e-4, not a different matrix
+    with pytest.warns(UserWarning, match=r"A is symmetric only to .* of its largest entry"):
+        vals, _ = eigsh(Kc, 2)
+    ref = torch.linalg.eigvalsh(((Kc + Kc.T) / 2).double())[-2:]
+    assert torch.allclose(vals.double().sort().values, ref, rtol=10 * rel)
+
+
 def test_logdet_of_an_asymmetric_matrix_was_its_lower_triangles():
     # the reference: slogdet of the symmetric matrix its lower triangle defines, which the
     # old code returned for the asymmetric one
