@@ -85,3 +85,20 @@ def test_dataframe_columns_give_feature_names_in_as_sklearn():
         ours.fit(X, target)
         ref.fit(X, target)
         assert not hasattr(ours, "feature_names_in_") and not hasattr(ref, "feature_names_in_")
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", {"a": 3.0, "c": 0.5}])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_klr_class_weight_as_sklearn_logistic_regression(class_weight, weighted):
+    from sklearn.linear_model import LogisticRegression
+    rng = np.random.RandomState(0)
+    X = rng.randn(40, 3)
+    y = np.array(["a", "b", "c"])[rng.randint(0, 3, 40)]
+    sw = None
+    if weighted:
+        sw = rng.rand(40)
+        sw[:3] = 0
+    ours = tk.KernelLogisticRegression(tk.Linear(), class_weight=class_weight).fit(X, y, sample_weight=sw)
+    ref = LogisticRegression(class_weight=class_weight, tol=1e-12, max_iter=10000).fit(X, y, sample_weight=sw)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
 
@@ -15,7 +16,7 @@ from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
 from ..linalg import ConvergenceWarning, PivotedCholesky
 from ..linalg.newton import newton_direction
-from ._labels import decode_labels, encode_labels
+from ._labels import class_weights, decode_labels, encode_labels
 
 __all__ = ["KernelLogisticRegression"]
 
@@ -94,6 +95,10 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         tqdm bar over Newton steps.
     backend : str, optional
         Gram-matrix backend.
+    class_weight : None, "balanced" or dict
+        Multiplies each sample's weight by its class's, as scikit-learn's
+        ``LogisticRegression``: ``"balanced"`` uses Σw / (n_classes · Σ_{i∈c} w_i) (plain
+        counts without ``sample_weight``), a dict {label: weight} (missing labels weigh 1).
 
     Attributes
     ----------
@@ -136,8 +141,10 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
     """
 
     def __init__(self, kernel=None, C=1.0, fit_intercept=True, solver="newton", n_centers=None,
-                 tol=1e-6, max_iter=100, random_state=None, verbose=False, backend=None):
+                 tol=1e-6, max_iter=100, random_state=None, verbose=False, backend=None,
+                 class_weight=None):
         self.kernel = kernel
+        self.class_weight = class_weight
         self.C = C
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -165,6 +172,9 @@ class KernelLogisticRegression(ClassifierMixin, Estimator):
         n = X.shape[0]
         classes, codes = encode_labels(y, n)
         w = None if sample_weight is None else check_sample_weight(sample_weight, n)
+        if self.class_weight is not None:
+            cw = torch.as_tensor(_class_weights(self.class_weight, classes, codes, w))[codes]
+            w = cw if w is None else w * cw.to(w)
         with torch.no_grad():
             if self.n_centers is None:
                 K = kernel_matrix(self.kernel_, X, backend=self.backend, reuse=True)
@@ -375,3 +385,13 @@ def _newton(K, codes, n_classes, C, fit_intercept, tol, max_iter, verbose, facto
     if fit_intercept and not binary:
         b = b - b.mean()
     return A, b, it
+
+
+def _class_weights(class_weight, classes, codes, w):
+    """scikit-learn's ``LogisticRegression`` class weights: "balanced" counts the samples
+    by their weights (``compute_class_weight`` with ``sample_weight``)."""
+    if isinstance(class_weight, str) and class_weight == "balanced" and w is not None:
+        counts = np.bincount(codes, weights=w.cpu().numpy(), minlength=classes.size)
+        # a class of zero total weight: its samples weigh 0 whatever this is
+        return np.where(counts > 0, counts.sum() / (classes.size * np.maximum(counts, 1e-300)), 1.0)
+    return class_weights(class_weight, classes, codes)
