@@ -20,15 +20,20 @@ def _reference(X, ell, k):
     return w[::-1][:k].copy()
 
 
-@pytest.mark.parametrize("dtype, ell, copied, rtol", [
+@pytest.mark.parametrize("dtype, ell, copied, rtol, k", [
     # float64, ℓ = 10 on unit-variance data (tr K / tr K̃ ≈ 30): products lose nothing;
     # the old rule (mean > 90 % of tr K) copied the n × n Gram anyway
-    (torch.float64, 10.0, False, 1e-9),
+    (torch.float64, 10.0, False, 1e-9, 3),
     # float32, ℓ = 1000 (tr K / tr K̃ ≈ 3e5): unshifted the top eigenvalues were 1 % off;
     # the shifted copy keeps them to 1e-4
-    (torch.float32, 1000.0, True, 1e-3),
+    (torch.float32, 1000.0, True, 1e-3, 3),
+    # float64, ℓ = 10⁴ (tr K / tr K̃ ≈ 3e7, ε·tr K just under tol·tr K̃): the rule without
+    # its margin √n left it unshifted, the 4th and 5th eigenvalues then 12 and 6.5 times
+    # off (2.6e-7 of the first); shifted 1e-4 and 4e-4
+    (torch.float64, 1e4, True, 1e-3, 5),
 ])
-def test_mean_shift_copies_only_where_accuracy_needs_it(dtype, ell, copied, rtol, monkeypatch):
+def test_mean_shift_copies_only_where_accuracy_needs_it(dtype, ell, copied, rtol, k,
+                                                        monkeypatch):
     X = torch.randn(1100, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     made, solved = [], []
     kernel_matrix = pca_module.kernel_matrix
@@ -45,10 +50,10 @@ def test_mean_shift_copies_only_where_accuracy_needs_it(dtype, ell, copied, rtol
 
     monkeypatch.setattr(pca_module, "kernel_matrix", record_gram)
     monkeypatch.setattr(KernelPCA, "_top_eigenpairs", record_solve)
-    m = KernelPCA(torchkern.RBF(ell), 3, eigen_solver="randomized", random_state=0)
+    m = KernelPCA(torchkern.RBF(ell), k, eigen_solver="randomized", random_state=0)
     m.fit(X.to(dtype))
     assert (solved[0] != made[0]) == copied
-    np.testing.assert_allclose(m.eigenvalues_.double().numpy(), _reference(X, ell, 3),
+    np.testing.assert_allclose(m.eigenvalues_.double().numpy(), _reference(X, ell, k),
                                rtol=rtol, atol=0)
 
 
