@@ -91,9 +91,10 @@ def _check_symmetric(A, name="A"):
 def _check_preconditioner(preconditioner, rows, name="preconditioner"):
     """``preconditioner`` (None or a callable R ↦ M⁻¹R) checked against A's ``rows``:
     one that declares a ``shape`` (the library's preconditioners) must be (rows, rows);
-    any other must return a finite tensor of R's shape, checked on each call. A mismatch
-    is a ValueError naming the argument instead of a shape error deep in a product (or,
-    for NaN, CG's "A is not positive definite")."""
+    any other must return a tensor of R's shape (checked on each call) and finite (checked
+    on the first call only: a host synchronization). A mismatch is a ValueError naming the
+    argument instead of a shape error deep in a product (or, for NaN, CG's "A is not
+    positive definite")."""
     if preconditioner is None:
         return None
     if not callable(preconditioner):
@@ -111,10 +112,12 @@ def _check_preconditioner(preconditioner, rows, name="preconditioner"):
             raise ValueError(f"{name} returned {got} for residuals of shape "
                              f"{tuple(R.shape)}: it must return a tensor of the shape it is "
                              f"given (A has {rows} rows)")
-        if not bool(torch.isfinite(out).all()):
+        if not seen and not bool(torch.isfinite(out).all()):  # first call: a sync, once
             raise ValueError(f"{name} returned NaN or inf")
+        seen.append(True)
         return out
 
+    seen = []
     return checked
 
 
