@@ -53,6 +53,7 @@ def test_svm_precomputed_n_features_in_and_support_dtype():
         ours.fit(K, target)
         ref.fit(K, target)
         assert ours.n_features_in_ == ref.n_features_in_ == 30
+        assert ours.fit_status_ == ref.fit_status_ == 0
         assert ours.support_.dtype == ref.support_.dtype == np.int32
         np.testing.assert_array_equal(ours.support_, ref.support_)
         if isinstance(ours, tk.SVC):

@@ -349,6 +349,7 @@ class SVC(ClassifierMixin, _BaseSVM):
             self.dual_coef_ = dual
             self.intercept_ = -self._rho
         self.n_iter_ = int(max(iters))
+        self.fit_status_ = 0  # scikit-learn's: 0 = fitted (a failure raises here)
         self.solver_ = "libsvm" if inners == {"libsvm"} else "smo (" + ", ".join(sorted(inners)) + ")"
         return self
 
@@ -619,6 +620,7 @@ class SVR(RegressorMixin, _BaseSVM):
         self.intercept_ = torch.tensor([-sol.rho], dtype=f64, device=device)
         self.n_support_ = torch.tensor([support.numel()], dtype=torch.int32)
         self.n_iter_ = sol.n_iter
+        self.fit_status_ = 0
         return self
 
     def predict(self, X):
