@@ -284,3 +284,38 @@ def test_decaying_kernel_gradients_where_the_difference_overflows(name, backend)
     want = torch.tensor([[float(dk) * (-0.5 + 1.0)], [0.0], [-float(dk) * (1.0 - 0.5)], [0.0]],
                         dtype=torch.float64)
     torch.testing.assert_close(gx, want, rtol=1e-12, atol=1e-14)
+
+
+# ---- pairs of sums, products and scales of structured kernels ---------------------------
+
+def _small_graphs():
+    from torch_geometric.data import Data
+
+    def graph(n, edges, labels):
+        e = edges + [(b, a) for a, b in edges]
+        return Data(edge_index=torch.tensor(e, dtype=torch.long).T.reshape(2, -1),
+                    num_nodes=n, x=torch.tensor(labels)[:, None])
+
+    return [graph(3, [(0, 1), (1, 2), (2, 0)], [0, 1, 0]),
+            graph(4, [(0, 1), (1, 2), (2, 3)], [1, 1, 0, 2]),
+            graph(4, [(0, 1), (0, 2), (0, 3)], [0, 0, 1, 1])]
+
+
+@pytest.mark.parametrize("make", [
+    lambda wl: 2.0 * wl(n_iter=2),
+    lambda wl: wl(n_iter=1) + wl(n_iter=2),
+    lambda wl: 3.0 * (wl(n_iter=1) + wl(n_iter=2)),
+])
+def test_structured_sum_and_scale_pairs(make):
+    # were IndexError: tuple index out of range (the vector width check read X.shape[1]
+    # of a GraphSet); k(x_i, y_i) is the diagonal of the Gram k(X, Y)
+    from torchkern.graphs import WeisfeilerLehman
+    k = make(WeisfeilerLehman)
+    X = _small_graphs()
+    Y = [X[1], X[2], X[1]]
+    want = k(X, Y, backend="dense").to_dense().diagonal()
+    torch.testing.assert_close(k.pairs(X, Y), want, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="same number of samples"):
+        k.pairs(X, Y[:2])
+    with pytest.raises(TypeError, match="Y: graphs must be torch_geometric Data"):
+        k.pairs(X, [1, 2, 3])

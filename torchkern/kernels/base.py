@@ -675,6 +675,12 @@ class _CompositeKernel(Kernel):
         X = self.check_input(X, "X")
         return functools.reduce(self._op, [k.diag(X) for k in self.kernels])
 
+    def pairs(self, X, Y) -> torch.Tensor:
+        if self.vector_input:
+            return super().pairs(X, Y)
+        # Structured terms have no formula: combine their own pairs (and their errors).
+        return functools.reduce(self._op, [k.pairs(X, Y) for k in self.kernels])
+
     def _lazy_matrix(self, X, Y, f, backend):
         if self._op is not operator.add:
             return FormulaKernelMatrix(f, backend)
@@ -778,6 +784,12 @@ class ScaleKernel(Kernel):
         if self.vector_input:
             return super().diag(X)
         d = self.base.diag(X)
+        return self.outputscale.to(dtype=d.dtype, device=d.device) * d
+
+    def pairs(self, X, Y) -> torch.Tensor:
+        if self.vector_input:
+            return super().pairs(X, Y)
+        d = self.base.pairs(X, Y)
         return self.outputscale.to(dtype=d.dtype, device=d.device) * d
 
     def _lazy_matrix(self, X, Y, f, backend):
