@@ -2,6 +2,7 @@
 argument's name, on every representation — as the structured inputs' indices do."""
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -75,6 +76,10 @@ def test_row_blocks_size_checked():
     (True, TypeError, "got bool"),
     (float("nan"), ValueError, "c must be finite"),
     (torch.tensor(float("inf")), ValueError, "c must be finite"),
+    (np.array([2.0]), TypeError, r"got ndarray of shape \(1,\)"),
+    (np.array(float("nan")), ValueError, "c must be finite"),
+    (np.array("a"), TypeError, "c must be a real number"),
+    (torch.tensor(True), TypeError, "c must be a real number"),
 ])
 def test_scaling_by_a_non_scalar_refused(c, error, match):
     # 'a' raised torch's "new(): invalid data type 'str'", NaN failed only at K @ V
@@ -85,6 +90,16 @@ def test_scaling_by_a_non_scalar_refused(c, error, match):
         c * K
     for c in (2, 0.5, torch.tensor(3.0, dtype=torch.float64)):  # scalars still scale
         torch.testing.assert_close((c * K).to_dense(), float(c) * D)
+
+
+@pytest.mark.parametrize("c", [np.array(2.5), np.float32(2.5), np.int64(2),
+                               torch.tensor(2.5, dtype=torch.float32)])
+def test_scaling_by_a_zero_dimensional_array_like(c):
+    # a 0-d NumPy array was refused ("got ndarray of shape ()"); every real 0-d scale
+    # gives the dense product, on either side
+    K, D = _matrix("blocked")
+    torch.testing.assert_close((K * c).to_dense(), float(c) * D)
+    torch.testing.assert_close((c * K) @ torch.ones(5, dtype=torch.float64), float(c) * D.sum(1))
 
 
 def test_sum_of_matrices_of_different_dtypes_refused():

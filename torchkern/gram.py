@@ -673,6 +673,8 @@ class KernelMatrix:
     dtype: torch.dtype
     device: torch.device
     backend: str = "dense"
+    # NumPy defers to our operators: np.array([2.0]) * K was an object array holding 2·K
+    __array_ufunc__ = None
 
     # -- what a representation must provide --------------------------------------------
     def _matmul(self, V: torch.Tensor) -> torch.Tensor:  # V is (m, r)
@@ -794,15 +796,17 @@ class KernelMatrix:
     def __mul__(self, c) -> "KernelMatrix":
         if isinstance(c, KernelMatrix):
             return NotImplemented
-        if not (is_real(c) or (isinstance(c, torch.Tensor) and c.dim() == 0
-                               and not c.is_complex() and c.dtype != torch.bool)):
+        # a number or anything 0-d (tensor, NumPy array or scalar); real_tensor refuses
+        # the 0-d bools, complex numbers and strings by name
+        if not (is_real(c) or getattr(c, "ndim", None) == 0):
             raise TypeError(f"c * K: c must be a real number or a 0-d tensor, got "
                             f"{type(c).__name__}" + (f" of shape {tuple(c.shape)}"
                                                      if hasattr(c, "shape") else ""))
-        value = float(c.detach()) if isinstance(c, torch.Tensor) else float(c)
-        if not math.isfinite(value):
-            raise ValueError(f"c * K: c must be finite, got {value}")
-        return ScaledKernelMatrix(self, c)
+        t = real_tensor(c, "c * K: c")
+        if not bool(torch.isfinite(t.detach())):
+            raise ValueError(f"c * K: c must be finite, got {float(t.detach())}")
+        # a tensor c stays itself (a learnable scale keeps its gradient)
+        return ScaledKernelMatrix(self, c if isinstance(c, torch.Tensor) else t)
 
     __rmul__ = __mul__
 
