@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 
 import numpy as np
 import torch
@@ -99,6 +101,20 @@ def check_symmetric(K: torch.Tensor, name: str = "X") -> None:
         raise ValueError(f"{name} must be a symmetric Gram matrix (kernel='precomputed'): "
                          f"max |{name} - {name}.T| = {gap:.3g} against max |{name}| = "
                          f"{scale:.3g}; symmetrize it, e.g. ({name} + {name}.T) / 2")
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the calling function point at the
+    first frame outside torchkern, torch and scikit-learn (the user's line, also through
+    ``fit_transform``, a Pipeline or a ``no_grad`` decorator)."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    roots = (here,) + tuple(os.path.dirname(m.__file__) + os.sep
+                            for m in map(sys.modules.get, ("torch", "sklearn"))
+                            if m is not None and getattr(m, "__file__", None))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(roots):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def check_not_meta(X, name: str = "X") -> None:

@@ -9,7 +9,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from typing import NamedTuple
 
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, resolve_kernel
-from .._validation import as_generator, is_int, real_tensor
+from .._validation import as_generator, caller_stacklevel, is_int, real_tensor
 from ..gram import FeatureKernelMatrix
 from ..inputs import check_fitted_input, n_features, take
 from ..linalg import PivotedCholesky
@@ -195,7 +195,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
         if m > n:
             warnings.warn(f"Nystroem: n_components={m} is larger than the number of samples "
                           f"n={n}; n anchors are used (the full kernel: exact features, "
-                          f"and its O(n²) cost)", UserWarning, stacklevel=4)
+                          f"and its O(n²) cost)", UserWarning, stacklevel=caller_stacklevel())
             m = n
         if self.center_selection == "kmeans" and n_features(X) is None:
             raise ValueError(f"center_selection='kmeans' needs vector inputs (centroids are "

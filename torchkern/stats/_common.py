@@ -66,6 +66,7 @@ def row_sums(K: KernelMatrix) -> torch.Tensor:
     return K @ torch.ones(K.shape[1], dtype=K.dtype, device=K.device)
 
 from .._validation import as_generator as generator  # noqa: E402,F401 (re-exported)
+from .._validation import caller_stacklevel  # noqa: E402
 
 def randperm(n: int, gen: torch.Generator | None, device) -> torch.Tensor:
     """A random permutation of range(n) drawn on the generator's device, moved to ``device``."""
@@ -86,8 +87,6 @@ def warn_if_centering_cancels(trace, mean, n, dtype, who):
     offset 10³ gives 5·10⁻²; an RBF so wide that K ≈ 11ᵀ) a ``RuntimeWarning`` says so:
     the results hold fewer than three digits. Cost: O(1) given the trace and the mean.
     """
-    import os
-    import sys
     import warnings
     tr = float(trace)
     centered = tr - n * float(mean)
@@ -96,19 +95,12 @@ def warn_if_centering_cancels(trace, mean, n, dtype, who):
     # a negative tr K̃ (impossible for a p.s.d. kernel) is rounding alone
     lost = torch.finfo(dtype).eps * tr / abs(centered)
     if lost > 1e-3:
-        # point at the caller's line: the first frame outside torchkern (and torch's
-        # no_grad decorators)
-        roots = (os.path.dirname(os.path.dirname(__file__)) + os.sep,
-                 os.path.dirname(torch.__file__) + os.sep)
-        level, frame = 2, sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.startswith(roots):
-            level, frame = level + 1, frame.f_back
         warnings.warn(f"{who}: the {str(dtype).replace('torch.', '')} Gram matrix varies "
                       f"around its mean by {centered / tr:.1e} of its diagonal, so the "
                       f"entries of the centered Gram keep a relative precision of only "
                       f"~{lost:.0e} (small components and distances lose digits first): "
                       f"center the data (a dot-product kernel), or use float64",
-                      RuntimeWarning, stacklevel=level)
+                      RuntimeWarning, stacklevel=caller_stacklevel())
 
 
 def cheap_trace(K: KernelMatrix):

@@ -14,7 +14,7 @@ from .._estimator import (Estimator, check_fitted, input_matrix, is_precomputed,
 from .._progress import progress_bar
 from .._threads import one_thread
 from ..approx.nystroem import nystrom_basis, uniform_centers
-from .._validation import check_bool, check_positive, is_int
+from .._validation import caller_stacklevel, check_bool, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
@@ -314,7 +314,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
             # n_components with small CV folds); this says so
             warnings.warn(f"KernelPCA: n_components={k} is larger than the number of "
                           f"samples n={n}; n components are computed", UserWarning,
-                          stacklevel=4)
+                          stacklevel=caller_stacklevel())
             k = n
         if self.tol is not None:
             check_positive(self.tol, "tol")
