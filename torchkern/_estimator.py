@@ -88,7 +88,7 @@ def check_fitted(estimator, attribute: str) -> None:
 _OUTPUT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function",
                    "transform", "inverse_transform", "fit_transform", "fit_predict",
                    "score_samples", "sample", "sample_y", "score", "log_marginal_likelihood",
-                   "kernel_matrix")
+                   "log_marginal_likelihood_std_error", "kernel_matrix")
 
 
 def wants_numpy(X) -> bool:

@@ -31,3 +31,15 @@ def test_cg_log_marginal_likelihood_std_error_matches_the_spread_over_seeds():
     assert 1 / 1.5 < reported / values.std(ddof=1) < 1.5
     ref = float(exact.log_marginal_likelihood())
     assert abs(values.mean() - ref) < 4 * reported / math.sqrt(30) + 1e-3 * abs(ref)
+
+
+def test_std_error_takes_the_numpy_input_it_was_fitted_on():
+    # fitted on NumPy (scikit-learn's usual input) it raised AttributeError ('str' object
+    # has no attribute 'type': the stored ndarray's device); the value is the tensor fit's
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(300, 2)), rng.normal(size=300)
+    fit = lambda A, b: tk.GaussianProcessRegressor(  # noqa: E731
+        tk.Laplacian(1.0), noise=1e-2, method="cg", random_state=0).fit(A, b)
+    got = fit(X, y).log_marginal_likelihood_std_error()
+    assert got > 0
+    assert got == fit(torch.tensor(X), torch.tensor(y)).log_marginal_likelihood_std_error()
