@@ -14,6 +14,7 @@ D, WIDTH, W_STD = 4, 16, 1.3
 G = torch.Generator().manual_seed(17)
 Y = torch.randn(3, D, generator=G, dtype=torch.float64)
 ZERO = torch.zeros(1, D, dtype=torch.float64)
+ORDINARY = torch.tensor([[0.7, -0.4, 0.2, 1.1]], dtype=torch.float64)
 
 
 def _mlp(depth, slope, bias=True):
@@ -246,7 +247,7 @@ def test_empirical_ntk_refuses_random_or_batch_dependent_layers(layer, name):
 def test_empirical_ntk_refuses_rrelu_in_training_mode():
     # random slopes in training mode: vmap's "randomness error mode" from inside torch.func
     net = nn.Sequential(nn.Linear(3, 8), nn.RReLU(), nn.Linear(8, 1)).double()
-    with pytest.raises(ValueError, match=r"layer 1 \(RReLU\).*model.eval\(\)"):
+    with pytest.raises(ValueError, match=r"layer 1 \(RReLU\).*nn\.LeakyReLU"):
         empirical_ntk(net, X3)
 
 
@@ -351,12 +352,14 @@ def test_quadrature_activations_at_a_zero_input_have_finite_exact_gradients(act)
         for param in ("ntk", "standard"):
             k = infinite_width(net, param, kind=kind, weight_std=1.3, bias_std=0.0,
                                quadrature_order=order)
-            g = _input_grad(k, ZERO)
-            ref = _central(lambda x: float(k(x, Y, backend="dense").to_dense().sum()
-                                           .detach()), ZERO, h=1e-5)
-            # (central differences of sums of order 1 carry ~1e-11 of rounding)
-            assert float((g - ref).abs().max()) < 1e-9 * max(1.0, float(ref.abs().max())), \
-                (kind, param)
+            # x = 0 and an ordinary input (no zero-variance unit: the plain quadrature)
+            for x0 in (ZERO, ORDINARY):
+                g = _input_grad(k, x0)
+                ref = _central(lambda x: float(k(x, Y, backend="dense").to_dense().sum()
+                                               .detach()), x0, h=1e-5)
+                # (central differences of sums of order 1 carry ~1e-11 of rounding)
+                assert float((g - ref).abs().max()) < 1e-9 * max(
+                    1.0, float(ref.abs().max())), (kind, param, float(x0.abs().sum()))
             X = torch.cat([ZERO, Y])
             p = k.raw_weight_std
             (gp,) = torch.autograd.grad(k(X).to_dense().sum(), [p])
@@ -367,3 +370,80 @@ def test_quadrature_activations_at_a_zero_input_have_finite_exact_gradients(act)
                 down = float(k(X).to_dense().sum())
                 p += 1e-6
             assert abs(float(gp) - (up - down) / 2e-6) < 1e-7 * abs(float(gp)), (kind, param)
+
+
+def test_infinite_width_reads_a_module_placed_twice_twice():
+    # named_children() yields a shared module once: Sequential(l1, act, l2, act, l3) was
+    # read as l1, act, l2, l3 (one ReLU), 0 instead of 0.04 at an antiparallel pair
+    e1 = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    X, Z = torch.cat([e1, Y]), torch.cat([-e1, ORDINARY])
+    act = nn.ReLU()
+    shared = nn.Sequential(nn.Linear(D, WIDTH), act, nn.Linear(WIDTH, WIDTH), act,
+                           nn.Linear(WIDTH, 1)).double()
+    for kind, cls in (("ntk", NTK), ("nngp", NNGP)):
+        for param in ("ntk", "standard"):
+            k = infinite_width(shared, param, kind=kind, weight_std=W_STD, bias_std=0.1)
+            ref = infinite_width(_mlp(2, 0.0), param, kind=kind, weight_std=W_STD,
+                                 bias_std=0.1)
+            exact = cls(2, weight_std=W_STD, bias_std=0.1, parameterization=param,
+                        width=WIDTH)
+            K = k(X, Z).to_dense()
+            assert torch.allclose(K, ref(X, Z).to_dense(), rtol=1e-13, atol=0), (kind, param)
+            assert torch.allclose(K, exact(X, Z).to_dense(), rtol=1e-12, atol=1e-15), \
+                (kind, param)
+            assert float(K[0, 0].detach()) > 1e-3
+
+
+def test_infinite_width_diag_and_pairs_refuse_values_past_the_dtypes_range():
+    # k(Z, backend="blocked").diag() and k.pairs(Z, Z) came back [nan, nan, nan] silently
+    k = infinite_width(_mlp(2, 0.0, bias=False), kind="nngp")
+    Z = Y * 1e200
+    for call in (lambda: k(Z, backend="blocked").diag(),
+                 lambda: k(Z, Y, backend="blocked").diag(),
+                 lambda: k.pairs(Z, Z)):
+        with pytest.raises(ValueError, match="kernel values are not finite"):
+            call()
+    # representable inputs: the diagonal and the pairs are the dense matrix's
+    K = k(Y).to_dense()
+    assert torch.allclose(k(Y, backend="blocked").diag(), K.diagonal(), rtol=1e-14, atol=0)
+    assert torch.allclose(k.pairs(Y, Y), K.diagonal(), rtol=1e-14, atol=0)
+
+
+def test_empirical_ntk_refuses_rrelu_in_eval_mode_with_advice_that_works():
+    # vmap has no rule for aten::rrelu_with_noise in either mode: the advice model.eval()
+    # still ended in torch's "vmap: we do not yet support aten::rrelu_with_noise"
+    rrelu = nn.RReLU(0.1, 0.3)
+    net = nn.Sequential(nn.Linear(3, 8), rrelu, nn.Linear(8, 1)).double().eval()
+    for call in (lambda: empirical_ntk(net, X3), lambda: EmpiricalNTK(net)(X3).to_dense()):
+        with pytest.raises(ValueError,
+                           match=r"layer 1 \(RReLU\).*nn\.LeakyReLU\(\(lower \+ upper\) / 2\)"):
+            call()
+    # the advice: the same function in eval mode, whose NTK is J Jᵀ by autograd
+    x = torch.randn(5, 8, dtype=torch.float64)
+    leaky = nn.LeakyReLU((rrelu.lower + rrelu.upper) / 2)
+    assert torch.equal(leaky(x), rrelu(x))
+    net[1] = leaky
+    J = torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+        net(x[None]).sum(), list(net.parameters()))]) for x in X3])
+    assert torch.allclose(empirical_ntk(net, X3), J @ J.T, rtol=1e-12, atol=1e-12)
+
+
+def test_empirical_ntk_product_runs_no_extra_probe_forward():
+    # n_outputs ran a one-sample forward at every K @ V (besides the vjp and jvp passes)
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.probes = _net(), 0
+
+        def forward(self, x):
+            self.probes += x.shape[0] == 1
+            return self.body(x)
+
+    net = Counting()
+    X = torch.randn(6, 3, dtype=torch.float64)
+    K = EmpiricalNTK(net)(X, backend="blocked")
+    V = torch.randn(6, 2, dtype=torch.float64)
+    before = net.probes
+    KV = K @ V
+    assert net.probes == before
+    assert torch.allclose(KV, empirical_ntk(net, X) @ V, rtol=1e-10, atol=1e-12)

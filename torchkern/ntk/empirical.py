@@ -57,15 +57,22 @@ def _check_input(X, name: str, dtype, device) -> torch.Tensor:
 
 
 def _check_deterministic(model: nn.Module) -> None:
-    """Refuse layers whose output is random (dropout, RReLU in training mode) or
-    normalized by the batch's statistics (batch normalization in training mode, or
-    without running statistics): the NTK of such a network is not a function of two
-    inputs, and per-sample Jacobians see batches of one (vmap refused the random draw;
-    batch norm raised on one value per channel)."""
+    """Refuse layers whose output is random (dropout in training mode) or normalized by
+    the batch's statistics (batch normalization in training mode, or without running
+    statistics): the NTK of such a network is not a function of two inputs, and
+    per-sample Jacobians see batches of one (vmap refused the random draw; batch norm
+    raised on one value per channel). RReLU is refused in every mode: vmap has no rule
+    for its ``aten::rrelu_with_noise``, in eval mode too."""
+    rrelu = [f"layer {name or '(the model)'} ({type(m).__name__})"
+             for name, m in model.named_modules() if isinstance(m, nn.RReLU)]
+    if rrelu:
+        raise ValueError(f"model has RReLU layers, which torch.func cannot differentiate per "
+                         f"sample in any mode: {', '.join(rrelu)}; replace each by "
+                         f"nn.LeakyReLU((lower + upper) / 2), what RReLU computes in eval "
+                         f"mode")
     bad = [f"layer {name or '(the model)'} ({type(m).__name__})"
            for name, m in model.named_modules()
            if (isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0)
-           or (isinstance(m, nn.RReLU) and m.training and m.lower != m.upper)
            or (isinstance(m, nn.modules.batchnorm._BatchNorm)
                and (m.training or not m.track_running_stats))]
     if bad:
@@ -136,15 +143,19 @@ class _Net:
 
     def n_outputs(self, X, name: str = "x1") -> int:
         """o, from the network's output on the first sample of ``X``; a torch error there
-        (inputs of the wrong sample shape) is raised as a ValueError naming ``name``."""
+        (inputs of the wrong sample shape) is raised as a ValueError naming ``name``. Kept
+        after the first call (every input of this network has one sample shape): a
+        product ``K @ V`` runs no extra forward pass."""
+        if self._o is not None:
+            return self._o
         try:
             with torch.no_grad():
                 o = self.batch(self.params, X[:1]).shape[1]
         except RuntimeError as err:
             raise ValueError(f"{name} of sample shape {tuple(X.shape[1:])} does not fit the "
                              f"model, which raised: {err}") from err
-        self._o = o if self._o is None else self._o
-        return self._o
+        self._o = o
+        return o
 
     def chunk(self, X, chunk_size) -> int:
         if chunk_size is None:
@@ -278,7 +289,11 @@ def empirical_ntk(model: nn.Module, x1, x2=None, *, method: str = "auto",
         o outputs). Its parameters with ``requires_grad`` form θ; the others and buffers
         are held fixed. It is called as is; dropout (p > 0) and batch normalization in
         training mode (random, or batch-dependent: per-sample Jacobians see batches of
-        one) are refused with a ValueError: put the model in ``eval()`` mode.
+        one) and batch normalization without running statistics
+        (``track_running_stats=False``, batch-dependent in every mode) are refused with a
+        ValueError: put the model in ``eval()`` mode, with running statistics. ``nn.RReLU``
+        is refused in every mode (``vmap`` cannot differentiate it): replace it by
+        ``nn.LeakyReLU((lower + upper) / 2)``, what it computes in eval mode.
     x1 : Tensor of shape (n, ...)
     x2 : Tensor of shape (m, ...), optional
         Defaults to ``x1`` (then only one triangle of chunk pairs is computed).

@@ -162,6 +162,8 @@ class _Quadrature:
         Z = torch.as_tensor(z, dtype=c.dtype, device=c.device)
         W = torch.as_tensor(w, dtype=c.dtype, device=c.device)
         step = max(1, _QUAD_CHUNK // (order * order))
+        # one host sync per call, not per chunk: whether Price's term is needed anywhere
+        price = c.requires_grad and bool((qx == 0).any())
         kk, kd = [], []
         for s in range(0, c.numel(), step):
             x_q, y_q, xy = qx[s:s + step], qy[s:s + step], c[s:s + step]
@@ -178,9 +180,8 @@ class _Quadrature:
             u = sx[:, None] * Z                                          # (m, order)
             v = a[:, None, None] * Z[:, None] + b[:, None, None] * Z     # (m, order, order)
             k1, k0 = ((fn(v) @ W) * fn(u)) @ W, ((grad(v) @ W) * grad(u)) @ W
-            zero = x_q == 0
-            if xy.requires_grad and bool(zero.any()):
-                k1, k0 = self._price(k1, k0, y_q, xy, zero, Z, W)
+            if price:
+                k1, k0 = self._price(k1, k0, y_q, xy, x_q == 0, Z, W)
             kk.append(k1)
             kd.append(k0)
         return torch.cat(kk).reshape(shape), torch.cat(kd).reshape(shape)
@@ -264,7 +265,9 @@ def _read(module: nn.Module, order: int, prefix: str = "") -> list:
                              f"({type(module).__name__}): an nn.Sequential subclass with its "
                              f"own forward (write a residual block as torchkern.ntk.Residual)")
         ops = []
-        for key, layer in module.named_children():
+        # as Sequential.forward: every entry, a module placed twice included
+        # (named_children() yields it once, and the network lost a layer)
+        for key, layer in module._modules.items():
             ops += _read(layer, order, f"{prefix}{key}.")
         return ops
     name = f"{prefix[:-1] or 'module'} ({type(module).__name__})"
@@ -727,9 +730,9 @@ class InfiniteWidthKernel(Kernel):
 
     def _pairs(self, X, Y, rx, ry):
         """k(x_i, y_i) from the images' records: one image pair at a time."""
-        return torch.stack([self._block(X[i:i + 1], Y[i:i + 1], [r[i:i + 1] for r in rx],
-                                        [r[i:i + 1] for r in ry])[0, 0]
-                            for i in range(X.shape[0])])
+        return _finite_gram(torch.stack([
+            self._block(X[i:i + 1], Y[i:i + 1], [r[i:i + 1] for r in rx],
+                        [r[i:i + 1] for r in ry])[0, 0] for i in range(X.shape[0])]))
 
     def _block(self, X, Y, rx, ry):
         nd = X.dim() - 2
@@ -847,7 +850,7 @@ class _IWMatrix(KernelMatrix):
     def diag(self):
         k = min(self.shape)
         if self.Y is self.X:
-            return self.rec[2][:k]
+            return _finite_gram(self.rec[2][:k])
         rx, ry = self.rec[0], self.rec[1]
         return self.kernel._pairs(self.X[:k], self.Y[:k], [r[:k] for r in rx],
                                   [r[:k] for r in ry])
