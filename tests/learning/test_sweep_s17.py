@@ -213,3 +213,29 @@ def test_mmd_test_power_with_a_zero_variance_estimate_and_no_reg():
     h = (Kxx + Kyy - Kxy - Kxy.T).sum(1)
     var = 4 * ((h ** 2).sum() / n ** 3 - (h.sum() / n ** 2) ** 2)
     assert abs(float(got) - mmd2 / np.sqrt(var)) < 1e-12 * abs(mmd2 / np.sqrt(var))
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_kernel_layer_reads_half_precision_as_float32(half):
+    # the dtype check refused x in half precision ("x has dtype torch.float16 but the
+    # layer's centers torch.float32"), which the kernels read as float32
+    layer = learning.KernelLayer(tk.RBF(), centers=X[:4].float())
+    xh = X.to(half)
+    out = layer(xh)
+    K = torch.exp(-torch.cdist(xh.double(), X[:4].float().double()) ** 2 / 2)
+    assert out.dtype == torch.float32
+    assert torch.equal(out, layer(xh.float()))
+    assert torch.allclose(out.double(), K @ layer.weight.double() + layer.bias.double(),
+                          rtol=1e-5, atol=1e-6)
+    # real mismatches stay named: float64 or integer x on a float32 layer (integers are
+    # read as float64), half-precision x on a float64 layer
+    for bad in (X, X.round().long()):
+        with pytest.raises(TypeError, match=rf"^x has dtype {bad.dtype} but the layer's "
+                                            rf"centers torch.float32"):
+            layer(bad)
+    with pytest.raises(TypeError, match=rf"^x has dtype {half} but the layer's centers "
+                                        rf"torch.float64"):
+        learning.KernelLayer(tk.RBF(), centers=X[:4])(xh)
+    # integers on a float64 layer are its float64 values
+    wide = learning.KernelLayer(tk.RBF(), centers=X[:4])
+    assert torch.equal(wide(X.round().long()), wide(X.round()))

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .._validation import as_generator, is_int
-from ..kernels.base import Kernel
+from ..kernels.base import Kernel, upcast_half
 from ..stats.mmd import ESTIMATORS, mmd2
 
 __all__ = ["KernelLayer", "MMDLoss"]
@@ -94,9 +94,12 @@ class KernelLayer(nn.Module):
             if x.shape[1] != C.shape[1]:
                 raise ValueError(f"x has {x.shape[1]} features but the layer's centers have "
                                  f"{C.shape[1]}")
-            if x.is_floating_point() and x.dtype != C.dtype:
+            # read as the kernels read it: half precision as float32 (upcast_half),
+            # integers as float64 (as_tensor)
+            read = upcast_half(x).dtype if x.is_floating_point() else torch.float64
+            if C.dtype not in (x.dtype, read):
                 raise TypeError(f"x has dtype {x.dtype} but the layer's centers "
-                                f"{C.dtype}: convert one of them (e.g. layer.to(x.dtype))")
+                                f"{C.dtype}: convert one of them (e.g. layer.to({read}))")
         K = self.kernel(x, C, backend=self.backend)
         out = K @ self.weight
         return out if self.bias is None else out + self.bias
