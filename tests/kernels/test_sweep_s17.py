@@ -265,7 +265,7 @@ def test_triton_nan_hyperparameter_gives_nan(name, triton_engine):
 # ---- RBF, RationalQuadratic, IMQ gradients where 2(x − y) overflows: 0, not NaN ---------
 
 @pytest.mark.parametrize("name", ["rbf", "rq", "imq"])
-@pytest.mark.parametrize("backend", ["dense", "blocked"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_decaying_kernel_gradients_where_the_difference_overflows(name, backend):
     # the gradient of (x − y)², 2(x − y), overflowed against the kernel's zero derivative
     # at an infinite distance: ∞·0 = NaN, summed into every point's gradient

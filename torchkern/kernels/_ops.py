@@ -215,8 +215,9 @@ def log1p(t):
     if is_torch(t):
         return t.log1p()
     w = t + 1.0
-    # the correction taken at min(t, 2^20), where it is exactly 0 for t ≥ 2^20 (w − 1 = t
-    # there): at t = ∞ (an overflowed distance) it was (∞ − ∞)/∞ = NaN, and log w is right
+    # the correction taken at min(t, 2^20): for t ≥ 2^20 it is at most ulp(w)/(2w), below
+    # half an ulp of log w (≥ 13.8), so log w alone is right there; at t = ∞ (an
+    # overflowed distance) the unclamped correction was (∞ − ∞)/∞ = NaN
     c = t.clamp(-1.0, 2.0 ** 20)
     wc = c + 1.0
     return w.log() + (c - (wc - 1.0)) / wc
