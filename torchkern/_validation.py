@@ -90,15 +90,17 @@ def symmetry_gap(K: torch.Tensor) -> tuple[float, float]:
     return gap, scale
 
 
-def check_symmetric(K: torch.Tensor, name: str = "X") -> None:
+def check_symmetric(K: torch.Tensor, name: str = "X",
+                    context: str = "kernel='precomputed'") -> None:
     """Raise a ValueError naming ``name`` unless the square tensor ``K`` is symmetric up to
     rounding: max |K − Kᵀ| ≤ √ε · max |K| with ε the machine epsilon of K's dtype (a Gram
     matrix computed in blocks or in float32 is symmetric only to rounding). Estimators
     given a precomputed Gram matrix read one triangle or the other, so an asymmetric one
-    would give results that depend on which, silently."""
+    would give results that depend on which, silently. ``context`` says in the message
+    why a symmetric matrix is expected."""
     gap, scale = symmetry_gap(K)
     if gap > torch.finfo(K.dtype).eps ** 0.5 * scale:
-        raise ValueError(f"{name} must be a symmetric Gram matrix (kernel='precomputed'): "
+        raise ValueError(f"{name} must be a symmetric Gram matrix ({context}): "
                          f"max |{name} - {name}.T| = {gap:.3g} against max |{name}| = "
                          f"{scale:.3g}; symmetrize it, e.g. ({name} + {name}.T) / 2")
 
