@@ -146,7 +146,9 @@ def test_mkl_weights_refuse_an_asymmetric_gram_matrix(weights):
     # read through K v and vᵀK alike, an asymmetric matrix gave weights silently
     K = tk.RBF()(X).to_dense().detach()
     L = tk.Linear()(X).to_dense().detach()
-    with pytest.raises(ValueError, match=r"^grams\[0\] must be a symmetric Gram matrix"):
+    # (the message named kernel='precomputed', an argument these functions do not have)
+    with pytest.raises(ValueError, match=r"^grams\[0\] must be a symmetric Gram matrix "
+                                         r"\(the MKL weights read K v and vᵀK alike\)"):
         weights([K + torch.triu(torch.ones_like(K)), L], Y_CLS)
     # symmetric to float32 rounding (blocks, another order of sums) is accepted
     K32 = K.float()

@@ -198,8 +198,8 @@ def _as_grams(grams, name: str = "grams") -> list:
                 t = t.to(_F64)
             if not bool(torch.isfinite(t).all()):
                 raise ValueError(f"{name}[{i}] has NaN or infinite entries")
-            if t.shape[0] == t.shape[1]:  # the weights read K v and vᵀK alike
-                check_symmetric(t, f"{name}[{i}]")
+            if t.shape[0] == t.shape[1]:
+                check_symmetric(t, f"{name}[{i}]", "the MKL weights read K v and vᵀK alike")
             K = DenseKernelMatrix(t)
         if not K.is_square:
             raise ValueError(f"{name}[{i}] must be a square (training) Gram matrix, got "
