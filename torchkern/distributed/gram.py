@@ -5,7 +5,7 @@ import torch
 from torch.func import functional_call
 from torch.nn.utils.stateless import _reparametrize_module
 
-from ..gram import KernelMatrix, _as_index
+from ..gram import KernelMatrix, _as_index, _real_arg
 from ._comm import agree, all_reduce_sum, gather_rows, gather_shared, local_rows, sum_grads
 from .input import ShardedInput
 
@@ -310,12 +310,10 @@ class _ShardedShifted(_RowSharded):
         if not base.is_square:
             raise ValueError(f"add_diag needs a square matrix, got shape {base.shape}")
         self._inherit(base)
-        lam = torch.as_tensor(lam, dtype=base.dtype, device=base.device)
+        lam = _real_arg(lam, "lam", base)
         if lam.dim() > 1 or (lam.dim() == 1 and lam.shape[0] != base.local_rows):
             raise ValueError(f"lam must be a scalar or this rank's ({base.local_rows},) "
                              f"values, got shape {tuple(lam.shape)}")
-        if not bool(torch.isfinite(lam).all()):
-            raise ValueError("lam contains NaN or infinity")
         self.lam = lam
 
     def _lam_col(self):
