@@ -8,6 +8,7 @@ never as a finite number.
 import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -319,3 +320,16 @@ def test_structured_sum_and_scale_pairs(make):
         k.pairs(X, Y[:2])
     with pytest.raises(TypeError, match="Y: graphs must be torch_geometric Data"):
         k.pairs(X, [1, 2, 3])
+
+
+@pytest.mark.parametrize("c", [np.array([2.5]), np.array(2.5), np.float32(2.5)])
+def test_kernel_scaled_by_numpy(c):
+    # NumPy's operator went first: np.array([2.5]) * k was an object array holding 2.5 * k
+    # (not a kernel); both orders are now the ScaleKernel c · k
+    X = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    D = tk.RBF()(X, backend="dense").to_dense()
+    for k in (c * tk.RBF(), tk.RBF() * c):
+        assert isinstance(k, tk.ScaleKernel)
+        torch.testing.assert_close(k(X, backend="dense").to_dense(), 2.5 * D)
+    with pytest.raises(ValueError, match="outputscale must be a single number"):
+        np.array([2.0, 3.0]) * tk.RBF()

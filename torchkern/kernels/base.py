@@ -7,12 +7,13 @@ import inspect
 import io
 import operator
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, check_not_meta, is_int, real_tensor
+from .._validation import as_tensor, check_not_meta, is_int, is_real, real_tensor
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, _finite_gram, combine_formulas,
@@ -156,6 +157,8 @@ class Kernel(PicklesByValue, nn.Module):
     vector_input = True
     #: :meth:`check_input` makes float16 / bfloat16 data float32 (:func:`upcast_half`).
     _upcast_half = True
+    # NumPy defers to our operators: np.array([2.0]) * k was an object array holding 2·k
+    __array_ufunc__ = None
 
     def __init__(self, *, active_dims=None):
         super().__init__()
@@ -617,7 +620,8 @@ class Kernel(PicklesByValue, nn.Module):
     def __mul__(self, other):
         if isinstance(other, Kernel):
             return ProductKernel(self, other)
-        if isinstance(other, (int, float)) or (isinstance(other, torch.Tensor) and other.numel() == 1):
+        # numbers, NumPy scalars and arrays, tensors: ScaleKernel checks for one real number
+        if isinstance(other, (int, float, np.generic, np.ndarray, torch.Tensor)):
             return ScaleKernel(self, other)
         return NotImplemented
 
@@ -625,7 +629,7 @@ class Kernel(PicklesByValue, nn.Module):
 
 
 def _is_zero(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
+    return is_real(x) and x == 0
 
 
 class _CompositeKernel(Kernel):
