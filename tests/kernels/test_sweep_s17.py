@@ -14,6 +14,7 @@ import torch
 
 import torchkern as tk
 from torchkern._compiled import native
+from torchkern.learning.mkl import MultipleKernel
 
 BACKENDS = ["dense", "blocked", "compiled"]
 
@@ -306,9 +307,10 @@ def _small_graphs():
     lambda wl: 2.0 * wl(n_iter=2),
     lambda wl: wl(n_iter=1) + wl(n_iter=2),
     lambda wl: 3.0 * (wl(n_iter=1) + wl(n_iter=2)),
+    lambda wl: MultipleKernel([wl(n_iter=1), wl(n_iter=2)], init=[0.3, 0.7]),
 ])
 def test_structured_sum_and_scale_pairs(make):
-    # were IndexError: tuple index out of range (the vector width check read X.shape[1]
+    # sums, scales and multiple-kernel combinations of graph kernels: were IndexError: tuple index out of range (the vector width check read X.shape[1]
     # of a GraphSet); k(x_i, y_i) is the diagonal of the Gram k(X, Y)
     from torchkern.graphs import WeisfeilerLehman
     k = make(WeisfeilerLehman)

@@ -602,6 +602,8 @@ class Kernel(PicklesByValue, nn.Module):
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X and Y must have the same number of samples, got "
                              f"{X.shape[0]} and {Y.shape[0]}")
+        if not self.vector_input:  # no formula (a combination of structured kernels)
+            return self(X, Y).diag()
         self._check_pair(X, Y)
         return _finite_gram(self.formula(X, Y).evaluate_pairs())
 
