@@ -22,6 +22,7 @@ centering by rank-one corrections), ``K.T``, ``K1 + K2`` and ``c * K``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -156,7 +157,8 @@ class Formula:
 
     def evaluate_pairs(self) -> torch.Tensor:
         """k(x_i, y_i) for i < n, as a tensor of shape (n,) (n must equal m)."""
-        out = self.fn(list(self.xs), list(self.ys), list(self.ps))
+        with full_precision(self.xs[0].device):
+            out = self.fn(list(self.xs), list(self.ys), list(self.ps))
         return out.squeeze(-1).expand(self.xs[0].shape[0])
 
     @property
@@ -216,9 +218,20 @@ def combine_formulas(parts: Sequence[Formula], op: Callable) -> Formula:
     return Formula(tuple(xs), tuple(ys), tuple(ps), fn)
 
 
+def full_precision(device: torch.device):
+    """A scope with ``torch.autocast`` off on ``device`` (a no-op where it is off):
+    kernel values are computed in their inputs' dtype. Under autocast the fast distance
+    form ‖x‖² + ‖y‖² − 2⟨x, y⟩ ran in bfloat16 (8-bit mantissa: k(x, x) of an RBF off by
+    percents, the Gram matrix bfloat16), and a blocked product failed inside torch."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def _eval_torch(fn, xs, ys, ps) -> torch.Tensor:
     n, m = xs[0].shape[0], ys[0].shape[0]
-    out = fn([x[:, None, :] for x in xs], [y[None, :, :] for y in ys], list(ps))
+    with full_precision(xs[0].device):
+        out = fn([x[:, None, :] for x in xs], [y[None, :, :] for y in ys], list(ps))
     return out.squeeze(-1).expand(n, m)
 
 
@@ -422,7 +435,7 @@ class _BlockedMatmul(torch.autograd.Function):
         # product; n = 20,000 float32, 41-64 s against 3.8-5.1 s)
         small = V.device.type == "cpu" and min(n, block) * ys[0].shape[0] < \
             _BLOCKED_ONE_THREAD_ENTRIES
-        with one_thread(small):
+        with one_thread(small), full_precision(V.device):
             for s in range(0, n, block):
                 Kb = _eval_torch(fn, [x[s:s + block] for x in xs], ys, ps)
                 torch.matmul(Kb, V, out=out[s:s + block])
@@ -442,7 +455,7 @@ class _BlockedMatmul(torch.autograd.Function):
         grads = [torch.zeros_like(t) if q else None for t, q in zip(tensors, need)]
         gV = torch.zeros_like(V) if need_V else None
         n = xs[0].shape[0]
-        with torch.enable_grad():
+        with torch.enable_grad(), full_precision(V.device):
             for s in range(0, n, block):
                 xb = [x[s:s + block] for x in xs]
                 Kb = _eval_torch(fn, xb, ys, ps)
@@ -705,7 +718,8 @@ class KernelMatrix:
         if V.device != self.device:
             raise ValueError(f"K @ V: V is on {V.device} but K is on {self.device}; move "
                              f"it there first, e.g. V.to(K.device)")
-        out = self._matmul(V2)
+        with full_precision(self.device):
+            out = self._matmul(V2)
         if not bool(torch.isfinite(out.detach()).all()):  # no NaN out silently: say why
             if not bool(torch.isfinite(V2.detach()).all()):
                 raise ValueError("K @ V: V contains NaN or infinity")
