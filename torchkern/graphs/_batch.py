@@ -12,6 +12,7 @@ import torch
 
 from .._threads import one_thread
 from ..inputs import KernelInput, nonempty_parts
+from ..kernels._ops import sqdist
 from ..kernels.structured import StructuredKernel
 
 __all__ = ["GraphSet", "check_edge_index", "check_memory"]
@@ -99,13 +100,29 @@ def _check_node_count(n: int, device) -> None:
                  f"label id per node, which", device)
 
 
-def pair_sqdist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def sqdist_fits(a_sq: torch.Tensor, b_sq: torch.Tensor | None = None) -> bool:
+    """Whether :func:`pair_sqdist`'s expansion ‖a‖² + ‖b‖² − 2aᵀb stays finite for rows
+    of squared norms ``a_sq`` and ``b_sq`` (default: the same rows): |2aᵀb| ≤ ‖a‖² + ‖b‖²
+    (Cauchy–Schwarz, for every partial sum of the product too), so 2(max ‖a‖² + max ‖b‖²)
+    bounds every term (the factor 2 a margin for rounding) within the norms' dtype. O(n)
+    for the whole set, once, instead of a test of every block's entries."""
+    top = [float(s.max()) if s.numel() else 0.0 for s in (a_sq, a_sq if b_sq is None else b_sq)]
+    return 2.0 * (top[0] + top[1]) <= torch.finfo(a_sq.dtype).max
+
+
+def pair_sqdist(a: torch.Tensor, b: torch.Tensor, fits: bool = False) -> torch.Tensor:
     """‖a_i − b_j‖² for rows a (..., n, d) and b (..., m, d), (..., n, m): the expansion
-    ‖a‖² + ‖b‖² − 2aᵀb (one matrix product), clipped at 0, with the entries it overflows
-    (attributes past √max: inf − inf = NaN, where a node's distance to itself is 0)
-    recomputed from the differences."""
-    d2 = ((a * a).sum(-1).unsqueeze(-1) + (b * b).sum(-1).unsqueeze(-2)
-          - 2 * a @ b.transpose(-1, -2)).clamp_min_(0)
+    ‖a‖² + ‖b‖² − 2aᵀb through one matrix product, clipped at 0 (the kernels' fast
+    ``sqdist``; batched, one ``baddbmm``). Unless ``fits`` (:func:`sqdist_fits`, decided
+    once for all blocks), the entries it overflows (attributes past √max: inf − inf = NaN,
+    where a node's distance to itself is 0) are recomputed from the differences."""
+    if a.dim() == 2:
+        d2 = sqdist(a.unsqueeze(1), b.unsqueeze(0), center=False).squeeze(-1)
+    else:
+        d2 = torch.baddbmm((b * b).sum(-1).unsqueeze(-2), a, b.transpose(-1, -2), alpha=-2.0)
+        d2 = d2.add_((a * a).sum(-1).unsqueeze(-1)).clamp_min_(0)
+    if fits:
+        return d2
     bad = ~torch.isfinite(d2)
     if bool(bad.any()):
         *batch, i, j = bad.nonzero(as_tuple=True)

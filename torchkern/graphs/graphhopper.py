@@ -9,7 +9,8 @@ import torch
 
 from .._validation import check_bool
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
-from ._batch import GraphKernel, GraphSet, check_memory, pair_sqdist, segment_ranges
+from ._batch import (GraphKernel, GraphSet, check_memory, pair_sqdist, segment_ranges,
+                     sqdist_fits)
 
 __all__ = ["GraphHopper"]
 
@@ -269,13 +270,13 @@ class GraphHopper(GraphKernel):
         check_memory(8 * nx * ny, "GraphHopper(kernel_type='gaussian'): the Gram",
                      Mx.device)
         K = torch.zeros(nx, ny, dtype=torch.float64, device=Mx.device)
+        fits = sqdist_fits((ax * ax).sum(1), (ay * ay).sum(1))
         step = max(1, _BLOCK // max(My.shape[0], 1))
         for i in range(0, Mx.shape[0], step):
             mx, a = Mx[i:i + step], ax[i:i + step]
             c = 0 if ptr is None else int(ptr[gx[i]])
             g0 = 0 if ptr is None else int(gx[i])
-            d2 = pair_sqdist(a, ay[c:])
-            W = (mx @ My[c:].T) * torch.exp(-self.mu * d2)
+            W = (mx @ My[c:].T).mul_(pair_sqdist(a, ay[c:], fits).mul_(-self.mu).exp_())
             Wg = torch.zeros(W.shape[0], ny - g0, dtype=W.dtype, device=W.device)
             Wg.index_add_(1, gy[c:] - g0, W)
             K[:, g0:].index_add_(0, gx[i:i + step], Wg)
@@ -292,14 +293,15 @@ class GraphHopper(GraphKernel):
             phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
             return _linear_in_range((phi * phi).sum(1), X.dtype).to(X.dtype)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
+        fits = sqdist_fits((a * a).sum(1))
         for gids, n in X.size_chunks(_BLOCK // 64):
             nodes = X.padded_nodes(gids, n)
             ok = nodes >= 0
             idx = nodes.clamp_min(0)
             m = M[idx] * ok[..., None]
             aa = a[idx]
-            d2 = pair_sqdist(aa, aa)
-            out[gids] = (torch.bmm(m, m.transpose(1, 2)) * torch.exp(-self.mu * d2)).sum((1, 2))
+            d2 = pair_sqdist(aa, aa, fits)
+            out[gids] = torch.bmm(m, m.transpose(1, 2)).mul_(d2.mul_(-self.mu).exp_()).sum((1, 2))
         return out.to(X.dtype)
 
 

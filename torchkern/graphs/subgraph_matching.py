@@ -10,12 +10,13 @@ import torch
 from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
 from ._batch import (GraphSet, check_memory, compact, count_rows, pair_sqdist, segment_ranges,
-                     sorted_unique)
+                     sorted_unique, sqdist_fits)
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo
 
 __all__ = ["SubgraphMatching", "connected_subgraphs", "canonical_codes"]
 
 _WEIGHTS = ("uniform", "increasing", "decreasing", "strong_decreasing")
+_TINY = torch.finfo(torch.float64).tiny  # the smallest normal float64
 
 
 def _simple_undirected(G: GraphSet, name: str):
@@ -197,10 +198,14 @@ def canonical_codes(labels: torch.Tensor, adj: torch.Tensor, orders: bool = Fals
 
 
 def _gaussian_(sq_dist: torch.Tensor, ell: float) -> torch.Tensor:
-    """exp(−d / (2ℓ²)) of squared distances d, in place, as exp(−(d/ℓ)/ℓ/2): 1/(2ℓ²) is
-    inf or a ZeroDivisionError for ℓ < 1e-154 (then inf · 0 = NaN on equal attributes)
-    and an OverflowError for ℓ > 1e154; this gives the limits, 1 where d = 0 and 0
-    elsewhere for tiny ℓ, 1 everywhere for huge ℓ."""
+    """exp(−d / (2ℓ²)) of squared distances d, in place: one multiply by γ = 1/(2ℓ²) where
+    γ is a normal float64, else exp(−(d/ℓ)/ℓ/2) (two more passes over d). γ is inf for
+    ℓ < 1e-154 (then inf · 0 = NaN on equal attributes; ℓ² a ZeroDivisionError) and
+    subnormal or 0 for ℓ > 1e154 (ℓ² an OverflowError); the divisions give the limits, 1
+    where d = 0 and 0 elsewhere for tiny ℓ, 1 everywhere for huge ℓ."""
+    gamma = 0.5 / ell / ell
+    if _TINY <= gamma < math.inf:
+        return sq_dist.mul_(-gamma).exp_()
     return sq_dist.div_(ell).div_(ell).mul_(-0.5).exp_()
 
 
@@ -543,12 +548,13 @@ class SubgraphMatching(CountFeatureKernel):
             a_cnt = torch.bincount(cls, minlength=n_cls).tolist()
             b_cnt = torch.bincount(b_cls, minlength=n_cls).tolist()
             lam = float(self._lambdas[s - 1])
+            fits = sqdist_fits(a_vec.square().sum(1))  # the rows of b_vec: their orders
             for ai, bi in zip(torch.split(a_ord, a_cnt), torch.split(b_ord, b_cnt)):
                 b, gb = b_vec.index_select(0, bi), b_graph.index_select(0, bi)
                 step = max(1, self._block // max(bi.numel(), 1))
                 for rows in torch.split(ai, step):
                     # ‖a − b‖² = ‖a‖² + ‖b‖² − 2 aᵀb: one matrix product per block
-                    w = _gaussian_(pair_sqdist(a_vec.index_select(0, rows), b), ell)
+                    w = _gaussian_(pair_sqdist(a_vec.index_select(0, rows), b, fits), ell)
                     part = torch.zeros(rows.numel(), n, dtype=K.dtype, device=dev)
                     part.index_add_(1, gb, w)
                     K.index_add_(0, g_set.index_select(0, rows), part, alpha=lam)
