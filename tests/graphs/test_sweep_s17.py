@@ -236,11 +236,16 @@ def test_gaussian_node_kernels_on_attributes_past_the_square_root_of_max():
 
 @pytest.mark.parametrize("dtype, scale", [(torch.float64, 1e200), (torch.float32, 1e30)])
 def test_graphhopper_linear_overflow_is_refused_by_name(dtype, scale):
-    # k(G, G) = Σ ⟨M_v, M_v'⟩ a_v a_v' ~ scale²: inf (NaN normalized), silently
+    # k(G, G) = Σ ⟨M_v, M_v'⟩ a_v a_v' ~ scale²: inf (NaN normalized), silently; the
+    # message names the input and the attributes' field (it said "scale the node
+    # attributes down")
     S = tg.GraphSet([_pair(scale, 2 * scale), _pair(1.0, 2.0)], dtype=dtype)
+    field = r"node attributes \(field 'node_attributes', node_attr=\)"
     for k in (tg.GraphHopper(), tg.GraphHopper(normalize=True)):
-        for part in (lambda: k(S).to_dense(), lambda: k(S).diag()):
-            with pytest.raises(ValueError, match=f"GraphHopper.*beyond the range of {dtype}"):
+        for name, part in (("X", lambda: k(S).to_dense()), ("X", lambda: k(S).diag()),
+                           ("X and Y", lambda: k(S, S).to_dense())):
+            with pytest.raises(ValueError, match=f"^{name}: GraphHopper.*beyond the range of "
+                                                 f"{dtype}; scale the {field} down"):
                 part()
 
 

@@ -100,6 +100,19 @@ def _check_node_count(n: int, device) -> None:
                  f"label id per node, which", device)
 
 
+def check_range(t: torch.Tensor, dtype, message) -> torch.Tensor:
+    """``t``, or ``ValueError(message(top))`` where an entry is NaN or its modulus passes
+    the largest finite value of ``dtype`` (``top``: the largest modulus, NaN if any):
+    ``message`` names the argument to change. One ``aminmax`` pass and one host sync, as
+    ``gram._finite_gram`` (2 % of a block where ``isfinite(t).all()`` took 34 %)."""
+    if t.numel():
+        lo, hi = (float(v) for v in torch.aminmax(t.detach()))
+        top = max(-lo, hi) if lo == lo and hi == hi else math.nan
+        if not top <= torch.finfo(dtype).max:
+            raise ValueError(message(top))
+    return t
+
+
 def sqdist_fits(a_sq: torch.Tensor, b_sq: torch.Tensor | None = None) -> bool:
     """Whether :func:`pair_sqdist`'s expansion ‖a‖² + ‖b‖² − 2aᵀb stays finite for rows
     of squared norms ``a_sq`` and ``b_sq`` (default: the same rows): |2aᵀb| ≤ ‖a‖² + ‖b‖²

@@ -9,8 +9,8 @@ import torch
 
 from .._validation import check_bool
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
-from ._batch import (GraphKernel, GraphSet, check_memory, pair_sqdist, segment_ranges,
-                     sqdist_fits)
+from ._batch import (GraphKernel, GraphSet, check_memory, check_range, pair_sqdist,
+                     segment_ranges, sqdist_fits)
 
 __all__ = ["GraphHopper"]
 
@@ -250,7 +250,8 @@ class GraphHopper(GraphKernel):
             phi = torch.zeros(len(U), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=U.device)
             phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
-            _linear_in_range((phi * phi).sum(1), X.dtype)  # |k(G, G')| ≤ max k(G, G)
+            self._linear_in_range((phi * phi).sum(1), X.dtype,  # |k(G, G')| ≤ max k(G, G)
+                                  "X" if Y is None else "X and Y")
             phi = phi.to(X.dtype)
             if Y is None:
                 return FeatureKernelMatrix(phi)
@@ -284,6 +285,15 @@ class GraphHopper(GraphKernel):
             K = torch.triu(K) + torch.triu(K, 1).T
         return K
 
+    def _linear_in_range(self, sq: torch.Tensor, dtype, name: str) -> torch.Tensor:
+        """The linear kernel's diagonal (float64), or a ValueError naming the attributes
+        where it passes ``dtype``: node attributes of 1e200 gave a Gram of inf, NaN
+        normalized, silently."""
+        return check_range(sq, dtype, lambda top: (
+            f"{name}: GraphHopper(kernel_type='linear'): k(G, G) reaches {top:.3g}, beyond "
+            f"the range of {dtype}; scale the node attributes (field {self.node_attr!r}, "
+            f"node_attr=) down"))
+
     def _diag(self, X: GraphSet) -> torch.Tensor:
         M, a = self._node_features(X)
         g = X.graph_of_node
@@ -291,7 +301,7 @@ class GraphHopper(GraphKernel):
             phi = torch.zeros(len(X), M.shape[1] * a.shape[1], dtype=torch.float64,
                               device=X.device)
             phi.index_add_(0, g, (M[:, :, None] * a[:, None, :]).flatten(1))
-            return _linear_in_range((phi * phi).sum(1), X.dtype).to(X.dtype)
+            return self._linear_in_range((phi * phi).sum(1), X.dtype, "X").to(X.dtype)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
         fits = sqdist_fits((a * a).sum(1))
         for gids, n in X.size_chunks(_BLOCK // 64):
@@ -304,12 +314,3 @@ class GraphHopper(GraphKernel):
             out[gids] = torch.bmm(m, m.transpose(1, 2)).mul_(d2.mul_(-self.mu).exp_()).sum((1, 2))
         return out.to(X.dtype)
 
-
-def _linear_in_range(sq: torch.Tensor, dtype) -> torch.Tensor:
-    """The linear kernel's diagonal (float64), or a ValueError where it passes ``dtype``:
-    node attributes of 1e200 gave a Gram of inf, NaN normalized, silently."""
-    top = float(sq.max()) if sq.numel() else 0.0
-    if not top <= torch.finfo(dtype).max:
-        raise ValueError(f"GraphHopper(kernel_type='linear'): k(G, G) reaches {top:.3g}, "
-                         f"beyond the range of {dtype}; scale the node attributes down")
-    return sq

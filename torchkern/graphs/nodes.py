@@ -32,6 +32,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import KernelInput, gram_dtype, nonempty_parts
 from ..kernels.structured import StructuredKernel
 from ..linalg import cg
+from ._batch import check_range
 from ._laplacian import LAPLACIANS, _Graph, as_graph, expm_action, is_graph_like
 
 __all__ = ["NodeSet", "DiffusionKernel", "RegularizedLaplacian", "PStepRandomWalk",
@@ -230,11 +231,10 @@ class _NodeKernel(StructuredKernel):
         with a^p past float64 one of NaN."""
         lam, U = g.eigh(self._kind)
         f = self._spectral(lam, g)
-        top = float(f.detach().abs().max()) if f.numel() else 0.0
-        if not top <= torch.finfo(dtype).max:
-            raise ValueError(f"{type(self).__name__}({self.extra_repr()}): the kernel's "
-                             f"eigenvalues f(λ) reach {top:.3g}, beyond the range of "
-                             f"{dtype}; change the hyperparameters (or use float64)")
+        check_range(f, dtype, lambda top: (
+            f"{type(self).__name__}({self.extra_repr()}): the kernel's eigenvalues f(λ) "
+            f"reach {top:.3g}, beyond the range of {dtype}; change the hyperparameters (or "
+            f"use float64)"))
         return U, f
 
     def _gram(self, X: NodeSet, Y: NodeSet | None) -> KernelMatrix:

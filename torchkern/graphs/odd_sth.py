@@ -6,7 +6,7 @@ import math
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphKernel, GraphSet, count_rows, segment_ranges
+from ._batch import GraphKernel, GraphSet, check_range, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
 from .nspdk import multiset_ids
 from .shortest_path import hop_distances
@@ -273,8 +273,6 @@ class ODDSTh(GraphKernel):
         """The diagonal k(G, G) (float64), or a ValueError where it passes ``dtype``'s
         range: |k(G, G')| ≤ max k(G, G), and a float32 set with λ = 1e20 had a Gram of
         inf (NaN normalized), silently."""
-        top = float(sq.max()) if sq.numel() else 0.0
-        if top > torch.finfo(dtype).max:
-            raise ValueError(f"lam={self.lam:g}: k(G, G) reaches {top:.3g}, beyond the range "
-                             f"of {dtype}; take a smaller lam or h (or float64)")
-        return sq
+        return check_range(sq, dtype, lambda top: (
+            f"lam={self.lam:g}: k(G, G) reaches {top:.3g}, beyond the range of {dtype}; "
+            f"take a smaller lam or h (or float64)"))

@@ -10,7 +10,7 @@ from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ..linalg import cg
 from ..linalg._common import ConvergenceWarning
-from ._batch import GraphKernel, GraphSet, check_memory, unify_labels
+from ._batch import GraphKernel, GraphSet, check_memory, check_range, unify_labels
 
 __all__ = ["RandomWalk"]
 
@@ -220,12 +220,10 @@ class RandomWalk(GraphKernel):
     def _finite(self, T: torch.Tensor) -> torch.Tensor:
         """``T`` (walk features' squared norms, or kernel values), refused when an entry
         overflowed its dtype (a large ``lam``, ``p`` or ``kind="exponential"``)."""
-        if not bool(torch.isfinite(T).all()):  # the dtype named: float32 sets said float64
-            raise ValueError(f"lam={self.lam:g}: the {self.kind} random-walk series "
-                             f"(p={self.p}) overflows {str(T.dtype)[6:]} on these graphs (λ^k times the "
-                             f"walk counts); take a smaller lam" +
-                             ("" if self.p is None else " or p"))
-        return T
+        return check_range(T, T.dtype, lambda _: (  # the dtype named: float32 sets said float64
+            f"lam={self.lam:g}: the {self.kind} random-walk series (p={self.p}) overflows "
+            f"{str(T.dtype)[6:]} on these graphs (λ^k times the walk counts); take a smaller "
+            f"lam" + ("" if self.p is None else " or p")))
 
     def _gram(self, X: GraphSet, Y: GraphSet | None):
         self._check_pair(X, Y)

@@ -9,8 +9,8 @@ import torch
 
 from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
-from ._batch import (GraphSet, check_memory, compact, count_rows, pair_sqdist, segment_ranges,
-                     sorted_unique, sqdist_fits)
+from ._batch import (GraphSet, check_memory, check_range, compact, count_rows, pair_sqdist,
+                     segment_ranges, sorted_unique, sqdist_fits)
 from ._labels import CountFeatureKernel, SparseFeatureKernelMatrix, _coo
 
 __all__ = ["SubgraphMatching", "connected_subgraphs", "canonical_codes"]
@@ -636,7 +636,6 @@ class SubgraphMatching(CountFeatureKernel):
     def _finite(self, K: torch.Tensor) -> torch.Tensor:
         """K, or a ValueError where weights lw this large overflow it (a Gram of inf and
         NaN, NaN normalized)."""
-        if not bool(torch.isfinite(K).all()):
-            raise ValueError(f"SubgraphMatching: the kernel values overflow {K.dtype} with "
-                             f"the weights lw={self.lw!r}; take smaller weights")
-        return K
+        return check_range(K, K.dtype, lambda _: (
+            f"SubgraphMatching: the kernel values overflow {K.dtype} with the weights "
+            f"lw={self.lw!r}; take smaller weights"))
