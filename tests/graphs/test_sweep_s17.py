@@ -111,9 +111,18 @@ def _path3():
 @pytest.mark.parametrize("method", ["dense", "krylov"])
 def test_p_step_random_walk_refuses_a_power_past_float64_by_name(method):
     # (aI − L̃)^p has the eigenvalue a^p = 1e400: the dense Gram was NaN, silently (the
-    # products raised a generic "not finite" error)
-    with pytest.raises(ValueError, match=r"a\^p = 1e\+200\^2 overflows float64"):
-        tg.PStepRandomWalk(1e200, 2, method=method)(_path3()).to_dense()
+    # products raised a generic "not finite" error). The constructor refuses it; an a
+    # set afterwards is refused by each method's own Gram, diagonal and product (the
+    # Krylov products were inf).
+    match = r"a\^p = 1e\+200\^2 overflows float64"
+    with pytest.raises(ValueError, match=match):
+        tg.PStepRandomWalk(1e200, 2, method=method)
+    k = tg.PStepRandomWalk(2.0, 2, method=method).set_params(a=1e200)
+    X = _path3()
+    for part in (lambda: k(X).to_dense(), lambda: k(X).diag(),
+                 lambda: k(X) @ torch.ones(3, 1, dtype=torch.float64)):
+        with pytest.raises(ValueError, match=match):
+            part()
 
 
 @pytest.mark.parametrize("make, top", [
