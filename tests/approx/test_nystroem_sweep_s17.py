@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from sklearn.kernel_approximation import Nystroem as SkNystroem
 
 import torchkern
