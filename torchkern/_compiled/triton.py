@@ -654,7 +654,8 @@ def _sin_reduced(a, h: tl.constexpr):
         r = a - k * 3.1415926218032837
         r = r - k * 3.1786509424591713e-08
         r = r - k * 1.2246467991473532e-16
-        r = tl.minimum(tl.maximum(r, -1.5707963267948966, propagate_nan=tl.PropagateNan.ALL), 1.5707963267948966, propagate_nan=tl.PropagateNan.ALL)
+        r = tl.minimum(tl.maximum(r, -1.5707963267948966, propagate_nan=tl.PropagateNan.ALL),
+                       1.5707963267948966, propagate_nan=tl.PropagateNan.ALL)
         r2 = r * r
         p = 1.9572941063391263e-20
         p = p * r2 - 8.22063524662433e-18
@@ -668,7 +669,8 @@ def _sin_reduced(a, h: tl.constexpr):
         r = a - k * 3.140625
         r = r - k * 9.67502593994140625e-04
         r = r - k * 1.509957990978376432e-07
-        r = tl.minimum(tl.maximum(r, -1.5707963705062866, propagate_nan=tl.PropagateNan.ALL), 1.5707963705062866, propagate_nan=tl.PropagateNan.ALL)
+        r = tl.minimum(tl.maximum(r, -1.5707963705062866, propagate_nan=tl.PropagateNan.ALL),
+                       1.5707963705062866, propagate_nan=tl.PropagateNan.ALL)
         r2 = r * r
         p = 1.6059043836821613e-10
         odd = (kf.to(tl.int32, bitcast=True) & 1) != 0
