@@ -5,7 +5,9 @@ import copy
 import functools
 import inspect
 import io
+import numbers
 import operator
+import reprlib
 
 import numpy as np
 import torch
@@ -608,30 +610,44 @@ class Kernel(PicklesByValue, nn.Module):
         return _finite_gram(self.formula(X, Y).evaluate_pairs())
 
     # -- algebra -----------------------------------------------------------------------
+    # Raise (rather than return NotImplemented) on other operands: Python's fallback
+    # message ("can't multiply sequence by non-int of type 'RBF'") names neither side.
     def __add__(self, other):
+        if isinstance(other, Kernel):
+            return SumKernel(self, other)
         if _is_zero(other):
             return self
-        if not isinstance(other, Kernel):
-            return NotImplemented
-        return SumKernel(self, other)
+        raise _operand_error("+", other)
 
     def __radd__(self, other):
         # 0 + k is k, so that the built-in sum([k1, k2, ...]) builds k1 + k2 + ...
-        return self if _is_zero(other) else NotImplemented
+        if _is_zero(other):
+            return self
+        raise _operand_error("+", other)
 
     def __mul__(self, other):
         if isinstance(other, Kernel):
             return ProductKernel(self, other)
         # numbers, NumPy scalars and arrays, tensors: ScaleKernel checks for one real number
-        if isinstance(other, (int, float, np.generic, np.ndarray, torch.Tensor)):
+        if isinstance(other, (numbers.Real, np.generic, np.ndarray, torch.Tensor)):
             return ScaleKernel(self, other)
-        return NotImplemented
+        raise _operand_error("*", other)
 
     __rmul__ = __mul__
 
 
 def _is_zero(x) -> bool:
+    """Whether x is the number 0 (a 0-d real tensor or array included): the start of sum()."""
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0 and not getattr(x, "is_meta", False):
+        x = x.item()
     return is_real(x) and x == 0
+
+
+def _operand_error(op: str, other) -> TypeError:
+    accepted = ("a Kernel (or 0, the start of sum())" if op == "+" else
+                "a Kernel or a real number (int, float, NumPy scalar, 0-d tensor)")
+    return TypeError(f"kernel {op} {type(other).__name__}: expected {accepted}, got "
+                     f"{reprlib.repr(other)}")
 
 
 class _CompositeKernel(Kernel):
