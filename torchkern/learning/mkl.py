@@ -37,8 +37,8 @@ class MultipleKernel(Kernel):
 
     ``weights="simplex"``: η = softmax(θ), so η_i > 0 and Σ η_i = 1 under any gradient step;
     ``"nonneg"``: η = softplus(θ) > 0; ``"fixed"``: η is a buffer (zeros allowed: those
-    terms are skipped), what :class:`~torchkern.supervised.SimpleMKL` uses for its inner
-    solves. The combination is p.s.d. as a non-negative sum of p.s.d. kernels (Lanckriet
+    terms are skipped; not all of them), what :class:`~torchkern.supervised.SimpleMKL`
+    uses for its inner solves. The combination is p.s.d. as a non-negative sum of p.s.d. kernels (Lanckriet
     et al. 2004, "Learning the kernel matrix with semidefinite programming", JMLR 5).
 
     On vectors the terms are fused into one formula (one KeOps reduction or one pass of
@@ -51,7 +51,8 @@ class MultipleKernel(Kernel):
     kernels : sequence of Kernel
     weights : {"simplex", "nonneg", "fixed"}
     init : array-like of shape (p,), optional
-        Initial weights (default 1/p each); > 0 unless ``"fixed"``.
+        Initial weights (default 1/p each), finite and > 0; ``"fixed"`` weights may be 0
+        but not all of them.
 
     Attributes
     ----------
@@ -90,14 +91,17 @@ class MultipleKernel(Kernel):
             raw = eta.log() if weights == "simplex" else inv_softplus(eta)
             self.raw_weights = nn.Parameter(raw)
 
-    def _check_weights(self, eta):
+    def _check_weights(self, eta, name: str = "init"):
         p = len(self.kernels)
         if eta.numel() != p:
-            raise ValueError(f"init must have one weight per kernel ({p}), got {eta.numel()}")
+            raise ValueError(f"{name} must have one weight per kernel ({p}), got {eta.numel()}")
         bad = (eta < 0) if self.mode == "fixed" else (eta <= 0)
         if not bool(torch.isfinite(eta).all()) or bool(bad.any()):
-            raise ValueError(f"weights must be finite and {'>=' if self.mode == 'fixed' else '>'}"
-                             f" 0, got {eta.tolist()}")
+            raise ValueError(f"{name}: weights must be finite and "
+                             f"{'>=' if self.mode == 'fixed' else '>'} 0, got {eta.tolist()}")
+        if not bool((eta > 0).any()):  # "fixed" only: the combination would be the zero kernel
+            raise ValueError(f"{name}: the fixed weights are all 0, so the kernel would be 0 "
+                             f"everywhere; give at least one weight > 0")
 
     @property
     def weights(self) -> torch.Tensor:
@@ -110,7 +114,7 @@ class MultipleKernel(Kernel):
     def set_weights(self, eta) -> "MultipleKernel":
         """Set η (on the simplex for ``"simplex"``: it is renormalized)."""
         eta = real_tensor(eta, "eta").detach().reshape(-1)
-        self._check_weights(eta)
+        self._check_weights(eta, "eta")
         with torch.no_grad():
             if self.mode == "fixed":
                 self.fixed_weights.copy_(eta)
