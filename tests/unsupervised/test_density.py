@@ -129,7 +129,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="bandwidth"):
         KernelDensity(bandwidth=0.0).fit(X)
     with pytest.raises(ValueError, match="kernel"):
-        KernelDensity("tophat").fit(X)
+        KernelDensity("triangle").fit(X)
     with pytest.raises(TypeError, match="kernel"):
         KernelDensity(torchkern.Linear()).fit(X)
     with pytest.raises(ValueError, match="features"):

@@ -17,21 +17,66 @@ from ._common import check_int, generator, randn
 
 __all__ = ["KernelDensity", "NadarayaWatson"]
 
-_KINDS = {"gaussian": "gaussian", "laplacian": "laplacian", "exponential": "laplacian"}
+_KINDS = {"gaussian": "gaussian", "laplacian": "laplacian", "exponential": "laplacian",
+          "tophat": "tophat", "epanechnikov": "epanechnikov", "linear": "linear",
+          "cosine": "cosine"}
+# kinds ``sample`` can draw from (scikit-learn: gaussian and tophat only)
+_SAMPLED = ("gaussian", "laplacian", "tophat")
 # Entries of one (query block × training block) tile of log-kernel values.
 _TILE = 1 << 22
 
 
-def _log_unit_mass(kind, d):
-    """log ∫_{R^d} k(u) du for the unit-bandwidth profile.
+def _log_ball(d):
+    """log of the volume of the unit ball of R^d, π^{d/2} / Γ(d/2 + 1)."""
+    return 0.5 * d * math.log(math.pi) - math.lgamma(d / 2 + 1)
 
-    gaussian: ∫ exp(−‖u‖²/2) du = (2π)^{d/2}.
-    laplacian: ∫ exp(−‖u‖) du = |S^{d−1}| Γ(d) = d π^{d/2} Γ(d) / Γ(d/2 + 1).
+
+def _log_unit_mass(kind, d):
+    r"""log ∫_{R^d} k(u) du for the unit-bandwidth profile k (V_d the unit ball's volume,
+    |S^{d−1}| = d V_d the unit sphere's area; r = ‖u‖):
+
+    gaussian exp(−r²/2): (2π)^{d/2}; laplacian exp(−r): |S^{d−1}| Γ(d);
+    tophat 1[r<1]: V_d; epanechnikov (1 − r²)₊: V_d · 2/(d+2);
+    linear (1 − r)₊: V_d / (d+1); cosine cos(πr/2)1[r<1]: |S^{d−1}| ∫₀¹ r^{d−1}cos(πr/2)dr,
+    the integral by repeated integration by parts (its terms alternate in sign).
     """
     if kind == "gaussian":
         return 0.5 * d * math.log(2 * math.pi)
-    return (math.log(d) + 0.5 * d * math.log(math.pi) + math.lgamma(d)
-            - math.lgamma(d / 2 + 1))
+    log_sphere = math.log(d) + _log_ball(d)
+    if kind == "laplacian":
+        return log_sphere + math.lgamma(d)
+    if kind == "tophat":
+        return _log_ball(d)
+    if kind == "epanechnikov":
+        return _log_ball(d) + math.log(2 / (d + 2))
+    if kind == "linear":
+        return _log_ball(d) - math.log(d + 1)
+    # cosine: ∫₀¹ r^{d−1}cos(πr/2)dr = Σ_{k odd ≤ d} t_k, t_1 = 2/π,
+    # t_{k+2} = −t_k (d−k)(d−k−1)(2/π)²
+    total, t = 0.0, 2 / math.pi
+    for k in range(1, d + 1, 2):
+        total += t
+        t *= -(d - k) * (d - k - 1) * (2 / math.pi) ** 2
+    return math.log(total) + log_sphere
+
+
+def _log_profile(kind, d2):
+    """log k(u) from d2 = ‖u‖² (unit bandwidth); −inf outside a compact support."""
+    if kind == "gaussian":
+        return -0.5 * d2
+    if kind == "laplacian":
+        return -d2.sqrt()
+    inside = d2 < 1
+    d2 = d2.clamp(max=1)
+    if kind == "tophat":
+        g = torch.zeros_like(d2)
+    elif kind == "epanechnikov":
+        g = torch.log1p(-d2)
+    elif kind == "linear":
+        g = torch.log1p(-d2.sqrt())
+    else:  # cosine
+        g = torch.cos((0.5 * math.pi) * d2.sqrt()).log()
+    return g.masked_fill_(~inside, -math.inf)
 
 
 # The log density takes −‖x − x_i‖²/2 (or −‖x − x_i‖) itself, so the squared distances
@@ -40,6 +85,11 @@ def _log_unit_mass(kind, d):
 # 5e-13, or 1e-6 for the square root at coincident points), i.e. for data within ~45
 # bandwidths of their mean; farther spread data are compared by exact differences.
 _MAX_ROUNDOFF = 2.0 ** -40
+# The kernels of ‖u‖ (not ‖u‖²) take a square root, which turns that round-off δ into
+# δ/(2r): pairs closer than sqrt(_NEAR) (in bandwidths) are recomputed by exact
+# differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005).
+_NEAR = 2.0 ** -6
+_ROOT = ("laplacian", "linear")
 
 
 def _sqdist(A, B, exact):
@@ -50,10 +100,21 @@ def _sqdist(A, B, exact):
     return sqdist(A[:, None, :], B[None, :, :], center=False)[..., 0]
 
 
+def _refine_near(d2, q, t):
+    """Overwrite the entries of d2 below ``_NEAR`` by exact sums of squared differences,
+    at most ``_TILE`` / d pairs at a time."""
+    i, j = (d2 < _NEAR).nonzero(as_tuple=True)
+    step = max(1, _TILE // q.shape[1])
+    for s in range(0, i.numel(), step):
+        a, b = i[s:s + step], j[s:s + step]
+        d2[a, b] = (q[a] - t[b]).square().sum(1)
+    return d2
+
+
 def _log_kernel_sum(Q, T, logw, kind):
-    r"""log Σ_i exp(log w_i − g(‖q − t_i‖)) for every row q of Q, evaluated in tiles with
+    r"""log Σ_i exp(log w_i + log k(q − t_i)) for every row q of Q, evaluated in tiles with
     a log-sum-exp per tile, so that far-away points neither underflow nor materialize an
-    m × n matrix. g(r) = r²/2 (gaussian) or r (laplacian). Q and T are centred (and
+    m × n matrix (k the unit profile of ``kind``, ``_log_profile``). Q and T are centred (and
     scaled); distances as exact as scikit-learn's: the fast form in float64 where its
     round-off is below ``_MAX_ROUNDOFF``, exact differences otherwise (in tiles of
     ``_TILE`` / d pairs). O(m n d) time, O(tile) memory."""
@@ -68,22 +129,34 @@ def _log_kernel_sum(Q, T, logw, kind):
         parts = []
         for t in range(0, n, tb):
             d2 = _sqdist(q, T[t:t + tb], exact)
-            g = 0.5 * d2 if kind == "gaussian" else d2.sqrt()
-            parts.append(torch.logsumexp(logw[None, t:t + tb] - g, dim=1))
+            if not exact and kind in _ROOT:
+                d2 = _refine_near(d2, q, T[t:t + tb])
+            parts.append(torch.logsumexp(logw[None, t:t + tb] + _log_profile(kind, d2), dim=1))
         out[s:s + qb] = torch.logsumexp(torch.stack(parts, 1), dim=1)
     return out
 
 
 class KernelDensity(Estimator):
-    r"""Kernel density estimate with a Gaussian or Laplacian kernel.
+    r"""Kernel density estimate with scikit-learn's kernels.
 
     .. math:: \hat p(x) = \frac{1}{\sum_i w_i}\sum_{i=1}^n w_i\,
-              \frac{1}{Z_d\,\prod_k h_k}\,\exp\!\big(-g(\lVert (x - x_i)/h\rVert)\big)
+              \frac{1}{Z_d\,\prod_k h_k}\,k\big(\lVert (x - x_i)/h\rVert\big)
 
-    with g(r) = r²/2, :math:`Z_d = (2\pi)^{d/2}` (gaussian) or g(r) = r,
-    :math:`Z_d = d\,\pi^{d/2}\,\Gamma(d)/\Gamma(d/2+1)` (laplacian, the exponential kernel
-    of scikit-learn: :math:`\int e^{-\lVert u\rVert}du = |S^{d-1}|\,\Gamma(d)`)
-    (Silverman 1986, "Density Estimation for Statistics and Data Analysis", ch. 4).
+    with the unit profiles k(r) and their masses :math:`Z_d = \int_{\mathbb R^d} k(\lVert
+    u\rVert)\,du` (:math:`V_d = \pi^{d/2}/\Gamma(d/2+1)` the volume of the unit ball,
+    :math:`|S^{d-1}| = d\,V_d`):
+
+    - gaussian :math:`e^{-r^2/2}`, :math:`Z_d = (2\pi)^{d/2}`;
+    - laplacian (scikit-learn's "exponential") :math:`e^{-r}`,
+      :math:`Z_d = |S^{d-1}|\,\Gamma(d)`;
+    - tophat :math:`1[r<1]`, :math:`Z_d = V_d`;
+    - epanechnikov :math:`(1-r^2)_+`, :math:`Z_d = 2V_d/(d+2)`;
+    - linear :math:`(1-r)_+`, :math:`Z_d = V_d/(d+1)`;
+    - cosine :math:`\cos(\pi r/2)\,1[r<1]`,
+      :math:`Z_d = |S^{d-1}|\int_0^1 r^{d-1}\cos(\pi r/2)\,dr`
+
+    (Silverman 1986, "Density Estimation for Statistics and Data Analysis", ch. 4; the
+    conventions — h the radius of the support — are scikit-learn's ``KernelDensity``).
 
     ``score_samples`` is evaluated in the log domain: log-kernel values in tiles of at
     most 4M entries, combined by log-sum-exp, so points far from every training point get
@@ -93,10 +166,15 @@ class KernelDensity(Estimator):
 
     Parameters
     ----------
-    kernel : {"gaussian", "laplacian", "exponential"}, RBF or Laplacian
+    kernel : {"gaussian", "laplacian", "exponential", "tophat", "epanechnikov", "linear", \
+"cosine"}, RBF or Laplacian
         A torchkern ``RBF``/``Laplacian`` instance gives the bandwidth(s) by its
         lengthscale (ARD allowed: h_k per dimension) and ``bandwidth`` is ignored.
-        "exponential" is a synonym of "laplacian" (scikit-learn's name).
+        "exponential" is a synonym of "laplacian" (scikit-learn's name). The compactly
+        supported kernels (tophat, epanechnikov, linear, cosine) are names only: no
+        torchkern kernel object exists for them. Where every training point of positive
+        weight is h or farther, their density is 0 and ``score_samples`` gives −inf (as
+        scikit-learn's).
     bandwidth : float, "scott" or "silverman"
         h (string kernels), or scikit-learn's rule of thumb from n and d: "scott"
         n^(−1/(d+4)), "silverman" (n(d+2)/4)^(−1/(d+4)) (they assume data of unit scale).
@@ -154,8 +232,8 @@ class KernelDensity(Estimator):
             if h.numel() not in (1, d):
                 raise ValueError(f"the kernel has {h.numel()} lengthscales but X has {d} features")
             return ("gaussian" if type(k) is RBF else "laplacian"), h.expand(d)
-        raise TypeError(f"kernel must be 'gaussian', 'laplacian', 'exponential', or a "
-                        f"torchkern RBF/Laplacian kernel, got {type(k).__name__}")
+        raise TypeError(f"kernel must be one of {sorted(_KINDS)}, or a torchkern "
+                        f"RBF/Laplacian kernel, got {type(k).__name__}")
 
     def fit(self, X, y=None, sample_weight=None):
         """Store the training points and their (normalized) weights."""
@@ -197,19 +275,29 @@ class KernelDensity(Estimator):
     def sample(self, n_samples=1, random_state=None):
         """Draw from the estimate: a training point (by weight) plus kernel noise —
         h ⊙ N(0, I) (gaussian), or h ⊙ r·u with u uniform on the sphere and
-        r ~ Gamma(d, 1) (laplacian: the radial density ∝ r^{d−1}e^{−r})."""
+        r ~ Gamma(d, 1) (laplacian: the radial density ∝ r^{d−1}e^{−r}) or r = U^{1/d},
+        U ~ Uniform(0, 1) (tophat: uniform in the ball of radius h). Like scikit-learn's,
+        the epanechnikov, linear and cosine kernels cannot be sampled
+        (NotImplementedError)."""
         check_fitted(self, "X_fit_")
+        if self._kind not in _SAMPLED:
+            raise NotImplementedError(f"sample() supports the kernels 'gaussian', 'laplacian' "
+                                      f"('exponential') and 'tophat', not kernel="
+                                      f"{self.kernel!r}")
         check_int(n_samples, "n_samples")
         gen = generator(random_state)
         X, d = self.X_fit_, self.X_fit_.shape[1]
         idx = torch.multinomial(self.sample_weight_.cpu().to(torch.float64), n_samples,
                                 replacement=True, generator=gen).to(X.device)
         noise = randn((n_samples, d), X.dtype, X.device, gen)
-        if self._kind == "laplacian":
+        if self._kind != "gaussian":
             u = noise / noise.norm(dim=1, keepdim=True)
-            e = torch.rand((n_samples, d), generator=gen, dtype=torch.float64)
-            r = (-torch.log1p(-e)).sum(1, keepdim=True).to(X.dtype).to(X.device)
-            noise = r * u
+            if self._kind == "laplacian":
+                e = torch.rand((n_samples, d), generator=gen, dtype=torch.float64)
+                r = (-torch.log1p(-e)).sum(1, keepdim=True)
+            else:  # tophat
+                r = torch.rand((n_samples, 1), generator=gen, dtype=torch.float64) ** (1 / d)
+            noise = r.to(X.dtype).to(X.device) * u
         return X[idx] + self._h * noise
 
 

@@ -1,0 +1,85 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.neighbors import KernelDensity as SkKernelDensity
+
+from torchkern import KernelDensity
+
+COMPACT = ["tophat", "epanechnikov", "linear", "cosine"]
+
+
+# exponential: d = 5 passed before (the near pairs' error was below 1e-10 there)
+@pytest.mark.parametrize("kernel,d", [(k, d) for k in COMPACT for d in (1, 2, 5)]
+                         + [("exponential", 1), ("exponential", 2)])
+def test_kernels_equal_sklearn(kernel, d):
+    rng = np.random.default_rng(10 + d)
+    X = rng.normal(size=(150, d))
+    w = rng.uniform(0.1, 1.0, size=150)
+    h = 0.8 if d < 5 else 1.6
+    # random queries, training points (r = 0 exactly, and at 1e-9: the square root of a
+    # rounded squared distance erred 1e-10 there) and points outside every support
+    Q = np.r_[rng.normal(size=(30, d)), X[:4], X[4:8] + 1e-9, 20 + rng.normal(size=(3, d))]
+    ours = np.asarray(KernelDensity(kernel, bandwidth=h).fit(X, sample_weight=w)
+                      .score_samples(Q))
+    ref = SkKernelDensity(kernel=kernel, bandwidth=h, rtol=0, atol=0).fit(
+        X, sample_weight=w).score_samples(Q)
+    inside = (np.linalg.norm(Q[:, None] - X[None], axis=2) < h).any(1)
+    if kernel in COMPACT:
+        # zero density is -inf, both sides (brute force: no training point within h)
+        np.testing.assert_array_equal(np.isfinite(ours), inside)
+        np.testing.assert_array_equal(np.isfinite(ref), inside)
+        assert not inside[-3:].any() and inside[:38].sum() > 20
+    else:
+        assert np.isfinite(ours).all()
+    np.testing.assert_allclose(ours[inside], ref[inside], rtol=1e-10, atol=0)
+    kde = KernelDensity(kernel, bandwidth=h).fit(X)
+    sk = SkKernelDensity(kernel=kernel, bandwidth=h, rtol=0, atol=0).fit(X)
+    assert kde.score(Q[:38][inside[:38]]) == pytest.approx(sk.score(Q[:38][inside[:38]]),
+                                                           rel=1e-10)
+    if kernel in COMPACT:
+        assert kde.score(Q) == -math.inf == sk.score(Q)
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_zero_weights_outside_support_are_minus_inf(kernel):
+    # a query within h of a training point of zero weight only has density 0
+    X = np.array([[0.0], [5.0]])
+    kde = KernelDensity(kernel, bandwidth=1.0).fit(X, sample_weight=[1.0, 0.0])
+    out = np.asarray(kde.score_samples(np.array([[5.2], [0.3]])))
+    assert out[0] == -math.inf and np.isfinite(out[1])
+    ref = SkKernelDensity(kernel=kernel, bandwidth=1.0).fit(X, sample_weight=[1.0, 0.0])
+    assert out[1] == pytest.approx(ref.score_samples(np.array([[0.3]]))[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_tophat_sample_is_uniform_in_balls(d):
+    rng = np.random.default_rng(d)
+    X = 4.0 * np.arange(5)[:, None] + rng.uniform(-1, 1, size=(5, d))   # disjoint balls
+    w = np.array([1.0, 2.0, 3.0, 0.5, 0.5])
+    h = 0.7
+    kde = KernelDensity("tophat", bandwidth=h).fit(X, sample_weight=w)
+    S = np.asarray(kde.sample(60000, random_state=0))
+    assert S.shape == (60000, d)
+    dist = np.linalg.norm(S[:, None] - X[None], axis=2)
+    assert (dist.min(1) < h).all()
+    # closed form: the weighted mixture of uniform balls of radius h
+    p = w / w.sum()
+    mean = p @ X
+    var = p @ (X - mean) ** 2 + h ** 2 / (d + 2)   # E|u|^2 = h^2 d/(d+2) per ball
+    se = np.sqrt(var / 60000)
+    assert np.all(np.abs(S.mean(0) - mean) < 5 * se)
+    np.testing.assert_allclose(S.var(0), var, rtol=0.03)
+    # the radius about the nearest (the own) centre: P(r < h t) = t^d
+    r = dist.min(1) / h
+    for t in (0.5, 0.8):
+        assert abs((r < t).mean() - t ** d) < 0.01
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "linear", "cosine"])
+def test_sample_refuses_kernels_sklearn_cannot_sample(kernel):
+    kde = KernelDensity(kernel).fit(np.zeros((3, 2)))
+    with pytest.raises(NotImplementedError, match=kernel):
+        kde.sample(5)
+
