@@ -1,6 +1,7 @@
 """The graphlet kernel: frequencies of k-node induced subgraphs, sampled or enumerated."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -15,28 +16,52 @@ __all__ = ["GraphletSampling"]
 _SUBSETS_BUDGET = 2 ** 20  # k-node subsets examined at once
 
 
-def graphlet_classes(k: int):
-    """The isomorphism classes of graphs on k ≤ 4 nodes, by sorted degree sequence.
+_K_MAX = 7  # graphlet_classes' table has 2^C(k, 2) entries: 2^21 at k = 7, 2^28 past it
 
-    Returns ``(table, n_classes)``: ``table[code]`` is the class of the graph whose sorted
-    degree sequence (d₁ ≤ … ≤ d_k) has the base-k code Σ d_i kⁱ (-1 for codes no graph
-    has). For k ≤ 4 the sorted degree sequence is a complete invariant: the 4 classes on
-    3 nodes and the 11 on 4 nodes have distinct sequences (checked in the tests against
-    isomorphism by permutations).
+
+@functools.lru_cache(maxsize=None)
+def graphlet_classes(k: int):
+    """The isomorphism classes of graphs on k nodes (3 ≤ k ≤ 7), by adjacency pattern.
+
+    Returns ``(table, n_classes)``: ``table[code]`` is the class of the graph whose edges
+    are the pairs b (the C(k, 2) pairs i < j in lexicographic order, as
+    ``itertools.combinations``) of the bits set in ``code`` = Σ_b 2^b. Classes are the
+    orbits of the codes under the k! node permutations (4, 11, 34, 156 and 1044 for k = 3
+    to 7), found by propagating the smallest code of an orbit along the adjacent
+    transpositions (i, i+1), which generate the permutations; they are numbered by the
+    base-k code Σ_i d_i k^i of their sorted degree sequence d_1 ≤ … ≤ d_k, then by their
+    smallest code (for k ≤ 4 the degree sequence alone separates the classes). Built once
+    per k: O(k · C(k, 2)² · 2^C(k, 2)).
     """
     pairs = list(itertools.combinations(range(k), 2))
-    codes = set()
-    for mask in range(2 ** len(pairs)):
-        deg = [0] * k
-        for bit, (i, j) in enumerate(pairs):
-            if mask >> bit & 1:
-                deg[i] += 1
-                deg[j] += 1
-        codes.add(sum(d * k ** i for i, d in enumerate(sorted(deg))))
-    table = torch.full((k ** k,), -1, dtype=torch.long)
-    for c, code in enumerate(sorted(codes)):
-        table[code] = c
-    return table, len(codes)
+    bit = {p: b for b, p in enumerate(pairs)}
+    codes = torch.arange(2 ** len(pairs))
+    moves = []  # the code of the graph with nodes i and i+1 swapped
+    for i in range(k - 1):
+        swap = list(range(k))
+        swap[i], swap[i + 1] = i + 1, i
+        moved = torch.zeros_like(codes)
+        for b, (u, v) in enumerate(pairs):
+            moved |= (codes >> b & 1) << bit[tuple(sorted((swap[u], swap[v])))]
+        moves.append(moved)
+    rep = codes.clone()  # ends as the smallest code of each orbit
+    while True:
+        new = rep
+        for moved in moves:
+            new = torch.minimum(new, new[moved])
+        if torch.equal(new, rep):
+            break
+        rep = new
+    deg = torch.zeros(codes.numel(), k, dtype=torch.long)
+    for b, (u, v) in enumerate(pairs):
+        deg[:, u] += codes >> b & 1
+        deg[:, v] += codes >> b & 1
+    deg_code = (deg.sort(1).values * k ** torch.arange(k)).sum(1)
+    reps = torch.unique(rep)
+    order = sorted(range(reps.numel()), key=lambda c: (int(deg_code[reps[c]]), int(reps[c])))
+    class_of_rep = torch.empty(2 ** len(pairs), dtype=torch.long)
+    class_of_rep[reps[order]] = torch.arange(reps.numel())
+    return class_of_rep[rep], reps.numel()
 
 
 def _triple_counts(G: GraphSet, keys: torch.Tensor, N: int, table: torch.Tensor):
@@ -69,18 +94,19 @@ def _triple_counts(G: GraphSet, keys: torch.Tensor, N: int, table: torch.Tensor)
     one = m * (n - 2).clamp_min(0) - 2 * path - 3 * tri
     none = n * (n - 1) * (n - 2) // 6 - one - path - tri
     out = torch.zeros(n_graphs, 4, dtype=torch.long, device=dev)
-    for cnt, deg_seq in ((none, (0, 0, 0)), (one, (0, 1, 1)), (path, (1, 1, 2)),
-                         (tri, (2, 2, 2))):
-        out[:, int(table[sum(d * 3 ** i for i, d in enumerate(deg_seq))])] = cnt
+    # adjacency codes (pairs 01, 02, 12): no edge, one edge, a path (01, 02), a triangle
+    for cnt, code in ((none, 0), (one, 1), (path, 3), (tri, 7)):
+        out[:, int(table[code])] = cnt
     return out
 
 
 class GraphletSampling(GraphKernel):
     r"""Graphlet kernel (Shervashidze et al., 2009): compares the frequencies of the
-    isomorphism classes of k-node induced subgraphs (graphlets, k = 3 or 4).
+    isomorphism classes of k-node induced subgraphs (graphlets, k = 3 to 7).
 
     φ(G) is the distribution of the class of G[S] for S a uniformly random k-subset of
-    G's nodes (4 classes for k = 3, 11 for k = 4, connected or not), and
+    G's nodes (4 classes for k = 3, 11 for k = 4, 34 for k = 5 — GraKeL's default —,
+    156 for k = 6 and 1044 for k = 7, connected or not; :func:`graphlet_classes`), and
     k(G, G') = ⟨φ(G), φ(G')⟩. ``n_samples=None`` enumerates every k-subset (the exact
     frequencies; Σ_g C(n_g, k) subsets); an int estimates φ(G) from that many samples
     per graph.
@@ -95,7 +121,8 @@ class GraphletSampling(GraphKernel):
 
     Parameters
     ----------
-    k : {3, 4}
+    k : int
+        Nodes of a graphlet, 3 ≤ k ≤ 7.
     n_samples : int or None
         Sampled subsets per graph (None: all subsets).
     random_state : int, torch.Generator or None
@@ -104,15 +131,15 @@ class GraphletSampling(GraphKernel):
 
     Notes
     -----
-    The class of a subset is its sorted degree sequence in the induced subgraph (a
-    complete invariant for k ≤ 4); edges are looked up in the sorted edge keys by binary
-    search. For k = 3 and ``n_samples=None`` the class counts have a closed form (edges,
+    The class of a subset is looked up from the adjacency code of its induced subgraph
+    (C(k, 2) bits, a table of the isomorphism classes built once per k); edges are looked
+    up in the sorted edge keys by binary search. For k = 3 and ``n_samples=None`` the class counts have a closed form (edges,
     triangles trace(A³)/6, two-edge paths Σ_v C(deg v, 2) − 3t; Shervashidze et al.,
     2009, Sec. 4.1, count 3-node graphlets the same way): no subset is enumerated, O(n³)
     per graph. An edge counts when either direction is present (graphlets are undirected);
     self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
-    O(G·s·k² log E) for s samples per graph; features are dense (G, 4 or 11).
-    ``n_samples=None`` with k = 4 holds the C(n, k) subsets of a graph at once (8k bytes
+    O(G·s·k² log E) for s samples per graph; features are dense (G, classes).
+    ``n_samples=None`` with k ≥ 4 holds the C(n, k) subsets of a graph at once (8k bytes
     each), with k = 3 three dense (n, n) float64 tables: a graph for which that exceeds
     the device's memory is refused up front (ValueError giving the bytes); sampling has
     no such limit.
@@ -142,20 +169,21 @@ class GraphletSampling(GraphKernel):
     def __init__(self, k: int = 3, n_samples: int | None = 1000, random_state=None,
                  normalize: bool = False):
         super().__init__()
-        if k not in (3, 4) or isinstance(k, bool):
-            raise ValueError(f"k must be 3 or 4, got {k!r}")
+        if isinstance(k, bool) or not is_int(k) or not 3 <= k <= _K_MAX:
+            raise ValueError(f"k must be an int from 3 to {_K_MAX} (the nodes of a graphlet), "
+                             f"got {k!r}")
         if n_samples is not None and (isinstance(n_samples, bool) or
                                       not is_int(n_samples) or n_samples < 1):
             raise ValueError(f"n_samples must be a positive int or None, got {n_samples!r}")
         as_generator(random_state)  # validate now
-        self.k, self.n_samples, self.random_state = k, n_samples, random_state
+        self.k, self.n_samples, self.random_state = int(k), n_samples, random_state
         self.normalize = check_bool(normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"k={self.k}, n_samples={self.n_samples}, normalize={self.normalize}"
 
     def features(self, X) -> torch.Tensor:
-        """φ of every graph of X: class frequencies, shape (n_graphs, 4 or 11), whatever
+        """φ of every graph of X: class frequencies, shape (n_graphs, classes), whatever
         ``normalize`` (with ``normalize=True`` the kernel is the cosine of these rows)."""
         X = self.check_input(X, "X")
         return self._features(X, self._uniforms(X.device))
@@ -214,16 +242,13 @@ class GraphletSampling(GraphKernel):
             per_graph = counts.sum(1, keepdim=True)
             return torch.where(per_graph > 0, counts / per_graph.clamp_min(1), counts)
         for graph, nodes in self._subsets(G, ok, U):
-            deg = torch.zeros_like(nodes)
-            for i, j in itertools.combinations(range(k), 2):
+            code = torch.zeros_like(graph)  # the induced subgraph's adjacency code
+            for bit, (i, j) in enumerate(itertools.combinations(range(k), 2)):
                 a, b = nodes[:, i], nodes[:, j]
                 q = torch.minimum(a, b) * N + torch.maximum(a, b)
                 pos = torch.searchsorted(keys, q).clamp_max(max(keys.numel() - 1, 0))
-                hit = (keys[pos] == q).long() if keys.numel() else torch.zeros_like(q)
-                deg[:, i] += hit
-                deg[:, j] += hit
-            deg = deg.sort(1).values
-            code = (deg * (k ** torch.arange(k, device=dev))).sum(1)
+                if keys.numel():
+                    code |= (keys[pos] == q).long() << bit
             counts.index_put_((graph, table[code]), torch.ones_like(graph, dtype=G.dtype),
                               accumulate=True)
         per_graph = counts.sum(1, keepdim=True)
