@@ -40,8 +40,8 @@ def _canonical_codes(k):
 
 def _graph(code, k):
     e = [p for b, p in enumerate(_bits(k)) if code >> b & 1]
-    ei = torch.tensor([[u for u, v in e] + [v for u, v in e], [v for u, v in e] + [u for u, v in e]],
-                      dtype=torch.long).reshape(2, -1)
+    ei = torch.tensor([[u for u, v in e] + [v for u, v in e],
+                       [v for u, v in e] + [u for u, v in e]], dtype=torch.long).reshape(2, -1)
     return Data(edge_index=ei, num_nodes=k)
 
 
