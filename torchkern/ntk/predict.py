@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from .._validation import as_vector, check_bool, check_positive, real_tensor
+from .._validation import as_vector, check_bool, check_int, check_positive, real_tensor
 from ..gram import DenseKernelMatrix
 from ..inputs import check_fitted_input, check_input
 from ..kernels.base import Kernel
@@ -120,9 +120,9 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         Backend of the Gram matrices (``"dense"``, ``"blocked"``, ...; default the
         kernel's ``"auto"``).
     tol, max_iter :
-        Relative tolerance and iteration cap of CG (t = ∞) and Lanczos (finite t) on lazy
-        Gram matrices (default ``max_iter``: :func:`~torchkern.linalg.cg`'s, and min(n, 1000)
-        Lanczos steps).
+        Relative tolerance (> 0) and iteration cap (an int >= 1) of CG (t = ∞) and
+        Lanczos (finite t) on lazy Gram matrices (default ``max_iter``:
+        :func:`~torchkern.linalg.cg`'s, and min(n, 1000) Lanczos steps).
     compute_cov : bool
         Also return the covariance over initializations of the outputs on ``X_test``
         (per output unit; neural-tangents' ``compute_cov=True``).
@@ -164,6 +164,11 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     check_positive(reg, "reg", allow_zero=True)
     check_positive(learning_rate, "learning_rate")
     check_bool(compute_cov, "compute_cov")
+    # checked here, not only by cg: the Lanczos of finite t took max_iter=0 to an
+    # UnboundLocalError, 1.5 to a TypeError naming nothing, and tol=-1 silently
+    check_positive(tol, "tol")
+    if max_iter is not None:
+        check_int(max_iter, "max_iter", 1)
     reg, learning_rate = float(reg), float(learning_rate)
     times = None
     if t is not None:
