@@ -145,3 +145,41 @@ def test_five_node_graphlets_match_grakel_on_connected_five_node_graphs():
         Kg = gk.fit_transform([grakel.Graph(adjacency(d).astype(int)) for d in graphs])
     K = GraphletSampling(5, n_samples=None, normalize=True)(graphs).to_dense().numpy()
     np.testing.assert_allclose(K, Kg, atol=1e-12)
+
+
+# -- Propagation(random_state=None) --------------------------------------------------------
+
+def _labelled(seed, attributes=False):
+    X = random_graphs(8, 4, 8, 0.4, 3, seed=seed)
+    if attributes:
+        g = torch.Generator().manual_seed(seed)
+        for d in X:
+            d.node_attributes = torch.randn(d.num_nodes, 2, generator=g, dtype=torch.float64)
+    return X
+
+
+@pytest.mark.parametrize("kind", ["labels", "grakel_draws", "attributes"])
+def test_propagation_random_state_none_draws_once_per_object(kind):
+    from torchkern.graphs import Propagation, PropagationAttr
+
+    def make():
+        if kind == "attributes":
+            return PropagationAttr(t_max=3, w=0.5, random_state=None)
+        return Propagation(t_max=3, w=1e-3, random_state=None,
+                           n_labels=3 if kind == "grakel_draws" else None)
+
+    X = _labelled(3, kind == "attributes")
+    A, B = X[:5], X[5:]
+    np.random.seed(0)
+    k = make()
+    K = k(X).to_dense()
+    # one object: every call uses the same draws (a fitted model predicts with them)
+    torch.testing.assert_close(k(A, B).to_dense(), K[:5, 5:], rtol=0, atol=0)
+    torch.testing.assert_close(k(B).to_dense(), K[5:, 5:], rtol=0, atol=0)
+    assert torch.linalg.eigvalsh(K.double()).min() > -1e-9 * K.abs().max()
+    # the seed comes from NumPy's global generator: reseeding reproduces it...
+    np.random.seed(0)
+    torch.testing.assert_close(make()(X).to_dense(), K, rtol=0, atol=0)
+    # ...and a new object draws anew
+    Ks = [make()(X).to_dense() for _ in range(3)]
+    assert any(not torch.equal(Ki, K) for Ki in Ks)

@@ -29,9 +29,11 @@ def _check_common(t_max, w, random_state):
         raise ValueError(f"t_max must be a positive int, got {t_max!r}")
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"w must be a positive number (the bin width), got {w!r}")
-    if not is_int(random_state) or not 0 <= random_state < 2 ** 32:
-        raise ValueError(f"random_state must be a non-negative int below 2^32 (the seed of "
-                         f"the hash draws, numpy RandomState's range), got {random_state!r}")
+    if random_state is not None and (not is_int(random_state) or
+                                     not 0 <= random_state < 2 ** 32):
+        raise ValueError(f"random_state must be None or a non-negative int below 2^32 (the "
+                         f"seed of the hash draws, numpy RandomState's range), got "
+                         f"{random_state!r}")
 
 
 class Propagation(CountFeatureKernel):
@@ -62,11 +64,13 @@ class Propagation(CountFeatureKernel):
         Bin width w > 0.
     M : {"TV", "H"}
         The distance the hashing preserves.
-    random_state : int
-        Seed of the hash draws (see ``n_labels``), 0 ≤ random_state < 2^32. Every call
-        draws the same, and a graph's features depend on its own labels only, never on
-        the other graphs of the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are blocks of
-        ``k(X ∪ Y)``.
+    random_state : int or None
+        Seed of the hash draws (see ``n_labels``), 0 ≤ random_state < 2^32; None: a seed
+        drawn from NumPy's global generator when the object is first called, then kept
+        (as GraKeL's fitted kernels; a clone or a new object draws anew). Every call of
+        one object draws the same, and a graph's features depend on its own labels only,
+        never on the other graphs of the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are
+        blocks of ``k(X ∪ Y)``, so a model fitted with it predicts with the same hashes.
     n_labels : int or None
         How u_t is drawn.
 
@@ -123,8 +127,9 @@ class Propagation(CountFeatureKernel):
 
     _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
 
-    def __init__(self, t_max: int = 5, w: float = 0.01, M: str = "TV", random_state: int = 0,
-                 n_labels: int | None = None, normalize: bool = False):
+    def __init__(self, t_max: int = 5, w: float = 0.01, M: str = "TV",
+                 random_state: int | None = 0, n_labels: int | None = None,
+                 normalize: bool = False):
         super().__init__()
         _check_common(t_max, w, random_state)
         if M not in ("TV", "H"):
@@ -142,7 +147,7 @@ class Propagation(CountFeatureKernel):
 
     def _grakel_draws(self):
         """GraKeL's draws: u_t (n_labels,) and b_t for every t, one RandomState stream."""
-        rs = np.random.RandomState(self.random_state)
+        rs = np.random.RandomState(self._fixed_draws())
         us, bs = [], []
         for _ in range(self.t_max):
             u = rs.randn(self.n_labels)
@@ -157,12 +162,12 @@ class Propagation(CountFeatureKernel):
         from its own stream, and b_t."""
         rows = int64_label_values(values.cpu(), "Propagation").tolist() if values.numel() \
             else [[]] * values.shape[0]
-        U = np.empty((len(rows), self.t_max))
+        U, seed = np.empty((len(rows), self.t_max)), self._fixed_draws()
         for i, v in enumerate(rows):
-            a = np.random.default_rng([self.random_state, 1] + _seed_words(v))
+            a = np.random.default_rng([seed, 1] + _seed_words(v))
             a = a.standard_normal((self.t_max, 2))
             U[i] = a[:, 0] / a[:, 1] if self.M == "TV" else a[:, 0]
-        b = self.w * np.random.default_rng([self.random_state, 0]).random(self.t_max)
+        b = self.w * np.random.default_rng([seed, 0]).random(self.t_max)
         return U, b.tolist()
 
     def _grakel_ids(self, values: torch.Tensor) -> torch.Tensor:
@@ -241,10 +246,12 @@ class PropagationAttr(CountFeatureKernel):
         Bin width w > 0.
     M : {"L1", "L2"}
         The distance the hashing preserves.
-    random_state : int
+    random_state : int or None
         Seed: numpy ``RandomState(random_state)`` draws, for each t in turn, u_t (d
         entries), its Cauchy divisor for L1, then b_t = w·N(0, I_d) — GraKeL's draws,
-        so both give the same values for the same seed. Every call draws the same.
+        so both give the same values for the same seed. None: a seed drawn from NumPy's
+        global generator when the object is first called, then kept. Every call of one
+        object draws the same.
     node_attr : str
         The Data field holding the node attributes.
     normalize : bool
@@ -268,8 +275,9 @@ class PropagationAttr(CountFeatureKernel):
 
     _graph_fields = ("node_attributes", "edges")  # a list of Data: no x read
 
-    def __init__(self, t_max: int = 5, w: float = 4.0, M: str = "L1", random_state: int = 0,
-                 node_attr: str = "node_attributes", normalize: bool = False):
+    def __init__(self, t_max: int = 5, w: float = 4.0, M: str = "L1",
+                 random_state: int | None = 0, node_attr: str = "node_attributes",
+                 normalize: bool = False):
         super().__init__()
         _check_common(t_max, w, random_state)
         if M not in ("L1", "L2"):
@@ -299,7 +307,7 @@ class PropagationAttr(CountFeatureKernel):
     def _entries(self, G: GraphSet):
         P = G.node_attributes
         d = P.shape[1]
-        rs = np.random.RandomState(self.random_state)
+        rs = np.random.RandomState(self._fixed_draws())
         hashes = []
         for t in range(self.t_max):
             u = rs.randn(d)
