@@ -20,3 +20,19 @@ def test_infinite_width_predict_refuses_bad_solver_settings_by_name(kw, match):
     X, y = _data()
     with pytest.raises(ValueError, match=match):
         infinite_width_predict(NTK(depth=1), X, y, backend="blocked", **kw)
+
+
+@pytest.mark.parametrize("attr, value, match", [
+    ("activation", "ReLU", "activation"),          # silently gave the erf kernel
+    ("depth", -1, "depth"),                        # AttributeError in the recursion
+    ("parameterization", "Standard", "parameterization"),   # silently the NTK one
+])
+@pytest.mark.parametrize("call", ["gram", "diag", "pairs"])
+def test_ntk_attributes_set_after_construction_are_checked(attr, value, match, call):
+    X, _ = _data()
+    k = NTK(depth=1)
+    setattr(k, attr, value)
+    with pytest.raises(ValueError, match=match):
+        {"gram": lambda: k(X).to_dense(), "diag": lambda: k.diag(X),
+         "pairs": lambda: k.pairs(X, X)}[call]()
+

@@ -143,6 +143,25 @@ def _check_stds(weight_std, bias_std):
         check_positive(bias_std, "bias_std", allow_zero=True)
 
 
+def _check_structure(depth, activation, parameterization, width, ntk):
+    """The constructor's structural arguments, checked again at every evaluation: set as
+    attributes after construction (``k.activation = "ReLU"``), a misspelled activation
+    silently gave the erf kernel and ``depth=-1`` crashed in the recursion."""
+    if not is_int(depth) or depth < 0:
+        raise ValueError(f"depth must be an int >= 0 (hidden layers), got {depth!r}")
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
+    if parameterization not in _PARAMETERIZATIONS:
+        raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, "
+                         f"got {parameterization!r}")
+    if width is not None and (not is_int(width) or width < 1):
+        raise ValueError(f"width must be None or a positive int, got {width!r}")
+    if parameterization == "standard" and ntk and depth > 0:
+        if width is None:
+            raise ValueError(f"the standard-parameterization NTK grows with the hidden "
+                             f"width: pass width= (a positive int), got {width!r}")
+
+
 class _InfiniteMLP(Kernel):
     """Shared arguments and recursion of :class:`NTK` and :class:`NNGP`."""
 
@@ -151,19 +170,7 @@ class _InfiniteMLP(Kernel):
     def __init__(self, depth: int = 1, activation: str = "relu", weight_std=1.0,
                  bias_std=0.0, parameterization: str = "ntk", width: int | None = None):
         super().__init__()
-        if not is_int(depth) or depth < 0:
-            raise ValueError(f"depth must be an int >= 0 (hidden layers), got {depth!r}")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
-        if parameterization not in _PARAMETERIZATIONS:
-            raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, "
-                             f"got {parameterization!r}")
-        if width is not None and (not is_int(width) or width < 1):
-            raise ValueError(f"width must be None or a positive int, got {width!r}")
-        if parameterization == "standard" and self._ntk and depth > 0:
-            if width is None:
-                raise ValueError(f"the standard-parameterization NTK grows with the hidden "
-                                 f"width: pass width= (a positive int), got {width!r}")
+        _check_structure(depth, activation, parameterization, width, self._ntk)
         _check_stds(weight_std, bias_std)
         self.depth, self.activation = depth, activation
         self.parameterization, self.width = parameterization, width
@@ -181,6 +188,8 @@ class _InfiniteMLP(Kernel):
         return text + super().extra_repr()
 
     def _params(self, like):
+        _check_structure(self.depth, self.activation, self.parameterization, self.width,
+                         self._ntk)
         return self._param("weight_std", like), self._param("bias_std", like)
 
     def _k(self, x, y, w_std, b_std):
