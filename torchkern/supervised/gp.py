@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, resolve_kernel
 from .._validation import (as_generator as _generator, as_vector, check_bool, check_positive,
-                           is_int, is_real)
+                           is_int, is_real, real_tensor)
 from ..inputs import check_fitted_input, check_input
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
@@ -83,9 +83,12 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     kernel : Kernel or None
         Prior covariance (``None`` is ``RBF()``). Use ``c * RBF()`` for a learnable signal
         variance.
-    noise : float
+    noise : float or array of shape (n_samples,)
         σ² ≥ 0, added to the diagonal of the training Gram matrix (> 0 for ``"cg"`` and
-        for hyperparameter learning).
+        for hyperparameter learning). An array gives each training sample its own noise
+        variance σ²_i (heteroscedastic noise, scikit-learn's ``alpha`` array): A = K +
+        diag(σ²), a lazy diagonal with ``"cg"`` (whose preconditioner then uses the mean
+        σ²_i). It is fixed: ``fit(optimize=True)``, which learns one σ², refuses it.
     mean : {"zero", "constant"}
         Prior mean.
     normalize_y : bool
@@ -145,8 +148,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     ----------
     kernel_ : Kernel
         The fitted kernel (hyperparameters learned if ``fit(..., optimize=True)``).
-    noise_ : float
-        The fitted σ².
+    noise_ : float or Tensor of shape (n,)
+        The fitted σ² (the per-sample variances, float64, for an array ``noise``).
     X_train_ : Tensor of shape (n, d)
     y_train_ : Tensor of shape (n,) or (n, r)
         Targets after normalization.
@@ -209,8 +212,8 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         method = self.method
         if method == "auto":
             method = "cholesky" if n <= _AUTO_CHOLESKY_MAX_N else "cg"
-        check_positive(self.noise, "noise", allow_zero=True)
-        if method == "cg" and float(self.noise) == 0:
+        noise = self._noise(n)
+        if method == "cg" and not bool((torch.as_tensor(noise) > 0).all()):
             raise ValueError("noise must be > 0 with method='cg'")
         if not (is_real(self.tol) and 0 < self.tol < math.inf):
             raise ValueError(f"tol must be a finite positive float, got {self.tol!r}")
@@ -223,7 +226,20 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError(f"n_restarts_optimizer must be a non-negative int, "
                              f"got {self.n_restarts_optimizer!r}")
         self._log_bounds()
-        return method
+        return method, noise
+
+    def _noise(self, n: int):
+        """σ² as a float, or as a float64 tensor (n,) for a per-sample ``noise`` (a length
+        one array is the scalar, as scikit-learn's ``alpha``)."""
+        t = real_tensor(self.noise, "noise")
+        if t.numel() == 1 and t.dim() <= 1:
+            check_positive(t.reshape(()), "noise", allow_zero=True)
+            return float(t)
+        if t.dim() != 1 or t.shape[0] != n:
+            raise ValueError(f"noise must be a float or an array of shape ({n},) (one "
+                             f"variance per training sample), got shape {tuple(t.shape)}")
+        check_positive(t, "noise", allow_zero=True, scalar=False)
+        return t
 
     def _log_bounds(self):
         """(log low, log high) of the hyperparameter bounds, or None (unbounded)."""
@@ -300,7 +316,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         # Data are constants here: a graph hanging on X or y must not be backpropagated.
         Xt = check_input(kernel, X).detach()
         n = Xt.shape[0]
-        method = self._check_params(n)
+        method, noise = self._check_params(n)
         Y = as_vector(y, "y", n=n).detach()
         Y = Y.to(dtype=Xt.dtype if Y.is_floating_point() else Xt.dtype, device=Xt.device)
         ravel = Y.dim() == 1
@@ -316,13 +332,17 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         Xf = Xt.to(_F64) if method == "cholesky" else Xt
         Yf = Y2.to(Xf.dtype)
 
-        noise = float(self.noise)
+        if isinstance(noise, torch.Tensor):
+            noise = noise.to(Xt.device)
         self.loss_history_ = []
         if optimize:
             if not is_int(n_iter) or n_iter < 0:
                 raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
             if not (is_real(lr) and lr > 0):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
+            if isinstance(noise, torch.Tensor):
+                raise ValueError("optimize=True learns one noise variance: a per-sample "
+                                 "noise array is fixed; pass a float noise to learn it")
             if noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (as log noise)")
             if self.optimizer is None:
@@ -349,12 +369,21 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         """log p(Y) summed over targets, differentiable in the kernel and ``noise``, and
         what conditioning needs: (μ, A⁻¹(Y − μ), L or preconditioner)."""
         const = self.mean == "constant"
+        per_sample = isinstance(noise, torch.Tensor) and noise.dim() == 1
         if method == "cholesky":
             K = kernel(X, backend="dense").to_dense()
+            if per_sample:  # fixed (never learned): on K's diagonal
+                K = K + torch.diag(noise.to(K.dtype))
+                noise = 0.0
             return lml_cholesky(K, Y, noise, constant_mean=const)
         Kop = kernel(X, backend=self.backend)
+        if per_sample:
+            noise = noise.to(Kop.dtype)
         with torch.no_grad():
-            P = PivotedCholesky(Kop, _default_rank(X.shape[0]), float(noise))
+            # for per-sample noise, a preconditioner of the mean variance: CG and the
+            # log-determinant stay exact (log det A = log det M + log det M^-1/2 A M^-1/2)
+            P = PivotedCholesky(Kop, _default_rank(X.shape[0]), float(noise.mean())
+                                if per_sample else float(noise))
         return lml_cg(Kop, Y, noise, P, constant_mean=const, tol=self.tol,
                       max_iter=self.max_iter, num_probes=self.num_probes, generator=generator)
 

@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+import torch
+from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+from sklearn.gaussian_process.kernels import RBF as SkRBF
+
+import torchkern
+from torchkern import GaussianProcessRegressor
+
+
+def _data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+    noise = rng.uniform(0.01, 0.5, n)
+    return X, y, noise, rng.uniform(-3, 3, (10, 2))
+
+
+@pytest.mark.parametrize("normalize_y", [False, True])
+@pytest.mark.parametrize("method", ["cholesky", "cg"])
+def test_per_sample_noise_equals_sklearn_alpha_array(method, normalize_y):
+    X, y, noise, Xt = _data()
+    sk = SkGPR(SkRBF(1.3), alpha=noise, optimizer=None, normalize_y=normalize_y).fit(X, y)
+    m, s = sk.predict(Xt, return_std=True)
+    _, c = sk.predict(Xt, return_cov=True)
+    gp = GaussianProcessRegressor(torchkern.RBF(1.3), noise=torch.tensor(noise),
+                                  method=method, normalize_y=normalize_y, tol=1e-12,
+                                  random_state=0).fit(X, y)
+    mm, ss = gp.predict(Xt, return_std=True)
+    _, cc = gp.predict(Xt, return_cov=True)
+    np.testing.assert_allclose(np.asarray(mm), m, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(ss), s, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(cc), c, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(gp.noise_), noise, rtol=0)
+    lml = float(gp.log_marginal_likelihood())
+    if method == "cholesky":
+        assert lml == pytest.approx(sk.log_marginal_likelihood_value_, rel=1e-10)
+    else:  # a stochastic (SLQ) estimate: within a few of its standard errors
+        se = gp.log_marginal_likelihood_std_error()
+        assert abs(lml - sk.log_marginal_likelihood_value_) < 4 * se + 1e-8
+    # the scalar noise is not what was fitted
+    assert not np.allclose(np.asarray(GaussianProcessRegressor(
+        torchkern.RBF(1.3), noise=float(noise.mean())).fit(X, y).predict(Xt)), m, atol=1e-6)
+
+
+def test_per_sample_noise_two_targets_and_list():
+    X, y, noise, Xt = _data(seed=1)
+    Y = np.c_[y, np.cos(X[:, 1])]
+    sk = SkGPR(SkRBF(0.9), alpha=noise, optimizer=None).fit(X, Y)
+    gp = GaussianProcessRegressor(torchkern.RBF(0.9), noise=list(noise)).fit(X, Y)
+    np.testing.assert_allclose(np.asarray(gp.predict(Xt)), sk.predict(Xt), rtol=1e-8,
+                               atol=1e-10)
+    assert float(gp.log_marginal_likelihood()) == pytest.approx(
+        sk.log_marginal_likelihood_value_, rel=1e-10)
+
+
+def test_per_sample_noise_bad_input():
+    X, y, noise, _ = _data(n=20)
+    with pytest.raises(ValueError, match=r"noise must be a float or an array of shape \(20,\)"):
+        GaussianProcessRegressor(noise=noise[:-1]).fit(X, y)
+    with pytest.raises(ValueError, match="noise must be finite and >= 0"):
+        GaussianProcessRegressor(noise=-noise).fit(X, y)
+    with pytest.raises(ValueError, match="noise must be > 0 with method='cg'"):
+        GaussianProcessRegressor(noise=np.r_[0.0, noise[1:]], method="cg").fit(X, y)
+    with pytest.raises(ValueError, match="per-sample noise"):
+        GaussianProcessRegressor(noise=noise).fit(X, y, optimize=True)
