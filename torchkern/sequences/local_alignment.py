@@ -206,6 +206,7 @@ class LocalAlignment(StructuredKernel):
     def __init__(self, beta: float = 0.5, substitution="blosum62", gap_open: float = 11.0,
                  gap_extend: float = 1.0, log: bool = False, normalize: bool = False):
         super().__init__()
+        check_positive(beta, "beta")   # one β: a tensor of two was stored, then float() failed
         self.register_hyperparameter("beta", beta, learnable=False)
         check_positive(gap_open, "gap_open", allow_zero=True)
         check_positive(gap_extend, "gap_extend", allow_zero=True)
@@ -221,6 +222,11 @@ class LocalAlignment(StructuredKernel):
                 f"gap_extend={self.gap_extend:g}, log={self.log}, normalize={self.normalize}")
 
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
+        # attributes set after construction: a negative gap cost silently gave values
+        check_positive(self.gap_open, "gap_open", allow_zero=True)
+        check_positive(self.gap_extend, "gap_extend", allow_zero=True)
+        check_bool(self.log, "log")
+        check_bool(self.normalize, "normalize")
         return as_sequences(X, self.letters, name, fold_case=self._fold_case)
 
     def _log_pairs(self, device):

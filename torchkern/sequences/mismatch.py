@@ -159,10 +159,20 @@ class Mismatch(Spectrum):
         check_kmer_size(self.k, self._letters)  # k-mers decoded from base-|A| codes
         self.m = check_int(m, "m", 0, self.k)
 
+    def _check_args(self) -> None:
+        super()._check_args()
+        if self.alphabet is None:
+            raise ValueError("Mismatch needs a finite alphabet ('dna', 'rna', 'protein' or a "
+                             "string of letters), got None")
+        check_kmer_size(self.k, self._letters)
+        check_int(self.m, "m", 0, self.k)
+
     def extra_repr(self) -> str:
         return f"k={self.k}, m={self.m}, alphabet={self.alphabet!r}, normalize={self.normalize}"
 
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
         phi_x, phi_y, kmers = self._counts(X, Y)
-        G = shared_neighbour_matrix(kmers, self.k, self.m, len(self._letters), X.dtype)
+        # |A| of the codes themselves: an alphabet set after construction (protein for dna)
+        # left the constructor's |A| = 4 here, and the Hamming-ball sizes were wrong
+        G = shared_neighbour_matrix(kmers, self.k, self.m, len(X.alphabet), X.dtype)
         return CountKernelMatrix(phi_x, None if Y is None else phi_y, G)

@@ -181,15 +181,28 @@ class Spectrum(StructuredKernel):
 
     def __init__(self, k: int = 3, alphabet="dna", normalize: bool = False):
         super().__init__()
-        self._letters = _resolve_alphabet(alphabet)
+        _resolve_alphabet(alphabet)
         self.alphabet = alphabet            # as given: a name folds case, letters do not
         self.k = check_int(k, "k", 1)     # any k: long k-mers are coded by rank
         self.normalize = check_bool(normalize, "normalize")
+
+    @property
+    def _letters(self) -> str | None:
+        """The letters of ``alphabet`` as it is now (an attribute may be set after
+        construction)."""
+        return _resolve_alphabet(self.alphabet)
+
+    def _check_args(self) -> None:
+        """The constructor's checks again, at every call: attributes set after construction
+        went unchecked (``k = 0`` gave a RuntimeError naming nothing)."""
+        check_int(self.k, "k", 1)
+        check_bool(self.normalize, "normalize")
 
     def extra_repr(self) -> str:
         return f"k={self.k}, alphabet={self.alphabet!r}, normalize={self.normalize}"
 
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
+        self._check_args()
         return as_sequences(X, self.alphabet, name)
 
     def _counts(self, X: SequenceSet, Y: SequenceSet | None):

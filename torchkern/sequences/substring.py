@@ -8,7 +8,7 @@ import torch
 
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
-from .._validation import check_bool, check_int
+from .._validation import check_bool, check_int, check_positive
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
 from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, pairwise_diag,
                      pairwise_gram)
@@ -163,6 +163,7 @@ class Substring(StructuredKernel):
         _resolve_alphabet(alphabet)         # checked here; kept as given (a name folds case)
         self.alphabet = alphabet
         self.k = check_int(k, "k", 1)
+        check_positive(lam, "lam")     # one λ: a tensor of two was stored, then float() failed
         self.register_hyperparameter("lam", lam, learnable=False)
         self.normalize = check_bool(normalize, "normalize")
 
@@ -171,6 +172,10 @@ class Substring(StructuredKernel):
                 + ("" if self.alphabet is None else f", alphabet={self.alphabet!r}"))
 
     def check_input(self, X, name: str = "X", **kw) -> SequenceSet:
+        # attributes set after construction: k = 0 silently gave values, k = -2 a
+        # RuntimeError naming nothing
+        check_int(self.k, "k", 1)
+        check_bool(self.normalize, "normalize")
         return as_sequences(X, self.alphabet, name)
 
     def _pairs(self):

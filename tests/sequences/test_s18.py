@@ -1,0 +1,61 @@
+"""Sweep s18 of the string kernels: attributes set after construction, checked or
+honoured; one-number hyperparameters."""
+import itertools
+from collections import Counter
+
+import pytest
+import torch
+
+from torchkern.sequences import LocalAlignment, Mismatch, Spectrum, Substring
+
+S = ["ACGT", "AAC", "GGT", "TTAG"]
+
+
+def _mismatch_brute_force(x, y, k, m, letters):
+    """Σ_u φ_u(x) φ_u(y), φ_u = #k-mers of the string within Hamming distance m of u."""
+    def phi(s):
+        c = Counter()
+        for i in range(len(s) - k + 1):
+            for u in itertools.product(letters, repeat=k):
+                if sum(a != b for a, b in zip(s[i:i + k], u)) <= m:
+                    c[u] += 1
+        return c
+    px, py = phi(x), phi(y)
+    return float(sum(px[u] * py[u] for u in px))
+
+
+def test_mismatch_alphabet_set_after_construction_is_the_one_used():
+    # the Hamming balls kept the constructor's |A| = 4: K(ACGT, ACGT) read 37, not 129
+    k = Mismatch(k=2, m=1)
+    k.alphabet = "protein"
+    letters = "ACDEFGHIKLMNPQRSTVWY"
+    ref = torch.tensor([[_mismatch_brute_force(a, b, 2, 1, letters) for b in S] for a in S],
+                       dtype=torch.float64)
+    torch.testing.assert_close(k(S).to_dense(), ref)
+
+
+@pytest.mark.parametrize("make, attr, value, match", [
+    (lambda: Spectrum(2), "k", 0, "k"),               # RuntimeError naming nothing
+    (lambda: Spectrum(2), "k", 2.5, "k"),             # TypeError on slice indices
+    (lambda: Mismatch(2, 1), "m", -1, "m"),           # silently a zero Gram matrix
+    (lambda: Substring(2), "k", 0, "k"),              # silently values
+    (lambda: Substring(2), "k", -2, "k"),             # RuntimeError naming nothing
+    (lambda: LocalAlignment(), "gap_open", -5.0, "gap_open"),   # silently values
+])
+@pytest.mark.parametrize("call", ["gram", "diag"])
+def test_string_kernel_attributes_set_after_construction_are_checked(make, attr, value,
+                                                                     match, call):
+    k = make()
+    setattr(k, attr, value)
+    with pytest.raises(ValueError, match=match):
+        k(S).to_dense() if call == "gram" else k.diag(S)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda v: Substring(2, lam=v), "lam"),
+    (lambda v: LocalAlignment(beta=v), "beta"),
+])
+def test_decay_and_inverse_temperature_must_be_one_number(make, name):
+    # two values were stored; the first call then failed in float() naming nothing
+    with pytest.raises(ValueError, match=name):
+        make(torch.tensor([0.5, 1.0]))
