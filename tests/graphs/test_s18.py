@@ -183,3 +183,45 @@ def test_propagation_random_state_none_draws_once_per_object(kind):
     # ...and a new object draws anew
     Ks = [make()(X).to_dense() for _ in range(3)]
     assert any(not torch.equal(Ki, K) for Ki in Ks)
+
+
+# -- MultiscaleLaplacian on an empty graph ---------------------------------------------------
+
+def test_multiscale_laplacian_empty_graph_is_the_regularizer_gaussian():
+    # Kondor and Pan's S = Uᵀ(L + ηI)⁻¹U + γI is γI for a graph of 0 nodes (an empty
+    # sum): at L = 0 with 1-d attributes u (the level-0 map is then the identity),
+    # k(G, ∅) = (1/s + 1/γ)^{-1/2} / (sγ)^{1/4} with s = uᵀ(L + ηI)⁻¹u + γ. GraKeL refuses
+    # a graph without nodes; its value for a 1-node graph of attribute 0 (the same S)
+    # agrees.
+    from torchkern.graphs import MultiscaleLaplacian
+    u = np.array([1.0, 2.0, 3.0])
+    ring = torch.tensor([[0, 1, 1, 2, 2, 0], [1, 0, 2, 1, 0, 2]])
+    tri = Data(edge_index=ring, num_nodes=3, node_attributes=torch.tensor(u[:, None]))
+    none = torch.zeros(2, 0, dtype=torch.long)
+    f64 = dict(dtype=torch.float64)
+    empty = Data(edge_index=none, num_nodes=0, node_attributes=torch.zeros(0, 1, **f64))
+    zero = Data(edge_index=none, num_nodes=1, node_attributes=torch.zeros(1, 1, **f64))
+    gamma = heta = 0.01
+    A = np.ones((3, 3)) - np.eye(3)
+    s = u @ np.linalg.solve(np.diag(A.sum(1)) - A + heta * np.eye(3), u) + gamma
+    closed = np.sqrt(1 / (1 / s + 1 / gamma)) / (s * gamma) ** 0.25
+    args = dict(L=0, gamma=gamma, heta=heta, n_samples=4, P=1, random_state=0)
+    K = MultiscaleLaplacian(**args)([tri, empty]).to_dense()
+    np.testing.assert_allclose(K.numpy(), [[2 ** -0.5, closed], [closed, 2 ** -0.5]],
+                               rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Kg = grakel.MultiscaleLaplacian(**args).fit_transform(
+            [grakel.Graph(A, node_labels={i: u[i:i + 1] for i in range(3)}),
+             grakel.Graph(np.zeros((1, 1)), node_labels={0: np.zeros(1)})])
+    np.testing.assert_allclose(K.numpy(), Kg, rtol=1e-12)
+    # with levels: the empty graph holds no landmark, so the others' values do not move
+    tri2 = Data(edge_index=ring[:, :4], num_nodes=3,
+                node_attributes=torch.tensor([[1.0], [0.5], [2.0]], **f64))
+    k = MultiscaleLaplacian(L=2, random_state=0)
+    K3 = k([tri, empty, tri2]).to_dense()
+    K2 = MultiscaleLaplacian(L=2, random_state=0)([tri, tri2]).to_dense()
+    torch.testing.assert_close(K3[[0, 2]][:, [0, 2]], K2, rtol=1e-12, atol=0)
+    torch.testing.assert_close(k([tri, tri2], [empty]).to_dense(), K3[[0, 2]][:, [1]],
+                               rtol=1e-12, atol=0)
+    assert K3[1, 1] == pytest.approx(float(K3[0, 0]), rel=1e-12)  # 2^{-p/2}, as every graph

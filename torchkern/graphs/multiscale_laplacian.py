@@ -282,7 +282,9 @@ class MultiscaleLaplacian(GraphKernel):
     warning says so. One-hot labels make the level-0 Gram's eigenvalues the label counts
     of the landmarks; ties among the kept ones are harmless (the kernel is invariant to
     rotations of the features), a tie cut by P is not. GraKeL fails when there are fewer
-    than P landmarks; here all are then used.
+    than P landmarks; here all are then used. A graph of 0 nodes (GraKeL refuses it) has
+    S = γI, the definition's empty sum Uᵀ(L + ηI)⁻¹U = 0: the Gaussian of a graph whose
+    last-level features are all zero; it holds no landmark.
 
     Cost: per level, one Cholesky solve per distinct neighbourhood (nodes of a graph
     with the same neighbourhood, e.g. the whole graph at large radii, share their S_v),
