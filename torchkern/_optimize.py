@@ -346,17 +346,24 @@ def lbfgsb(coords, theta0, evaluate, *, max_iter, ftol=FTOL, gtol=GTOL, scale=1.
 
 
 def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
-                scale=1.0, on_step=None, callback=None, final_value=True):
+                gtol=GTOL, scale=1.0, on_step=None, callback=None, final_value=True):
     r"""Steps of a ``torch.optim`` optimizer (``optimizer(params)`` builds it) on the raw
     parameters, each one ``opt.step(closure)``, projected on ``coords``' bounds after each
     step. Stops after ``max_iter`` steps, when the best loss has improved by less than
     ``tol`` · max(1, |best|) over ``patience`` steps, when the loss is not finite (the best
     parameters seen are restored), or when ``callback(step, loss)`` returns True.
 
-    Returns the dict of :func:`lbfgsb` (``converged``: stopped by ``patience``; ``change``:
-    the relative decrease over the last tenth of the steps; ``f``: one more evaluation
-    where the parameters are left, NaN when not ``final_value``); None when ``evaluate``
-    raises ``ValueError`` at the first step.
+    Small progress is not convergence when the steps are small (a tiny ``lr``): a
+    ``patience`` stop counts as converged when the loss rose at some step of the window
+    (the optimizer overshoots: it is at the optimum to the resolution of its steps) or the
+    largest projected-gradient entry in θ where the parameters are left is at most
+    ``gtol``; a loss that fell at every step with a larger gradient is a stall (status 4).
+
+    Returns the dict of :func:`lbfgsb` (``converged``: as above; ``change``: the relative
+    decrease over the last tenth of the steps; ``f``: one more evaluation where the
+    parameters are left, NaN when not ``final_value``; ``pg``: the projected gradient
+    there after a ``patience`` stop, else NaN); None when ``evaluate`` raises
+    ``ValueError`` at the first step.
     """
     opt = optimizer(coords.params)
     if not isinstance(opt, torch.optim.Optimizer):
@@ -411,19 +418,30 @@ def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
         with torch.no_grad():
             for p, v in zip(coords.params, state["params"]):
                 p.copy_(v)
-    theta = coords.get()
+    theta, pg = coords.get(), math.nan
     if status == 2:
         f = state.get("best", math.inf)
     elif not final_value:
         f = math.nan
     else:  # the value where the parameters are left (the history is before each step)
-        with torch.no_grad():
-            f = float(evaluate().detach())
+        with torch.set_grad_enabled(status == 0):
+            value = evaluate()
+            f = float(value.detach())
+            if status == 0:
+                grads = torch.autograd.grad(value, coords.params, allow_unused=True)
+                pg = coords.projected_gradient_norm(theta, coords.grad(grads))
+    if status == 0 and final_value:
+        window = history[-patience:] + [f * scale]
+        if all(b < a for a, b in zip(window, window[1:])) and not pg <= gtol:
+            status, message = 4, (f"{message}, but the objective fell at each of them and "
+                                  f"the largest projected gradient entry is {pg:.2e} > gtol "
+                                  f"= {gtol:g} (log-hyperparameters): a stall (steps too "
+                                  f"small), not an optimum")
     tail = max(1, len(history) // 10)
     change = 0.0
     if len(history) > tail:
         a, b = history[-tail - 1] / scale, history[-1] / scale
         change = (a - b) / max(abs(a), abs(b), 1.0) if math.isfinite(a - b) else math.nan
     return dict(f=f, theta=theta, history=history, nit=len(history), nfev=count[0],
-                converged=status == 0, status=status, message=message, pg=math.nan,
+                converged=status == 0, status=status, message=message, pg=pg,
                 change=change, plateau=0, flat=False)

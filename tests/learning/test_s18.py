@@ -35,3 +35,36 @@ def test_multiple_kernel_fixed_weights_with_a_zero():
     k = MultipleKernel([tk.RBF(), tk.Linear()], weights="fixed", init=[0.0, 2.0])
     want = 2.0 * X @ X.T
     torch.testing.assert_close(k(X, backend="dense").to_dense(), want)
+
+
+def _target_fit():
+    # ||c K_l(X) - 2 K_0.7(X)||^2 / ||2 K_0.7||^2: optimum c = 2, l = 0.7, loss 0
+    X = torch.randn(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    T = 2.0 * tk.RBF(0.7)(X, backend="dense").to_dense().detach()
+    k = 1.0 * tk.RBF(1.0)
+    return k, lambda: ((k(X, backend="dense").to_dense() - T) ** 2).sum() / (T ** 2).sum()
+
+
+def test_fit_kernel_adam_with_tiny_steps_is_a_stall_not_convergence():
+    from torchkern.learning import fit_kernel
+    from torchkern.linalg import ConvergenceWarning
+
+    # lr=1e-6: each step lowers the loss by < tol, so patience stopped the run after 10
+    # steps and called it converged at outputscale 1.00001 (the optimum is 2)
+    k, obj = _target_fit()
+    with pytest.warns(ConvergenceWarning, match="adam did not converge: .* a stall"):
+        res = fit_kernel(obj, k, optimizer="adam", lr=1e-6, max_iter=200)
+    assert not res.converged and "largest projected gradient entry" in res.reason
+    assert abs(res.hyperparameters["outputscale"] - 1.0) < 1e-3
+    # a step size that reaches the optimum: converged, and there
+    k, obj = _target_fit()
+    res = fit_kernel(obj, k, optimizer="adam", lr=0.02, max_iter=2000)
+    assert res.converged
+    assert abs(res.hyperparameters["outputscale"] - 2.0) < 2e-3
+    assert abs(res.hyperparameters["base.lengthscale"] - 0.7) < 1e-3
+    # L-BFGS-B on the same objective agrees with the closed form to its gtol
+    k, obj = _target_fit()
+    res = fit_kernel(obj, k)
+    assert res.converged
+    assert abs(res.hyperparameters["outputscale"] - 2.0) < 1e-4
+    assert abs(res.hyperparameters["base.lengthscale"] - 0.7) < 1e-4

@@ -36,7 +36,8 @@ class KernelLearningResult:
         Objective-and-gradient evaluations of all runs together.
     converged : bool
         Whether the kept run met its convergence test (L-BFGS-B: SciPy's ``ftol`` /
-        ``gtol`` test; ``torch.optim``: no improvement over ``patience`` steps).
+        ``gtol`` test; ``torch.optim``: no improvement over ``patience`` steps, with the
+        loss rising at one of them or a projected gradient at most ``gtol``).
     reason : str
         Why the kept run stopped, in words, with the values that decided it.
     optimizer : str
@@ -169,7 +170,7 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
                 return res
             return _optimize.torch_optim(coords, evaluate, factory, max_iter=max_iter,
                                          tol=1e-6 if tol is None else tol, patience=patience,
-                                         on_step=on_step, callback=user_callback)
+                                         gtol=gtol, on_step=on_step, callback=user_callback)
         finally:
             if bar is not None:
                 bar.close()
@@ -229,7 +230,9 @@ def _reason(res, name, max_iter, tol, gtol, log_objective=False) -> str:
     """Why a run stopped, with the numbers."""
     change = f"last relative change of the objective {res['change']:.2e}"
     if name != "lbfgs":
-        return f"{res['message']} ({change} over the last tenth of the steps)"
+        pg = "" if math.isnan(res["pg"]) or res["status"] == 4 else \
+            f", largest projected gradient entry {res['pg']:.2e}"
+        return f"{res['message']} ({change} over the last tenth of the steps{pg})"
     if res["flat"]:
         return (f"the objective is flat at the start (largest projected gradient entry "
                 f"{res['pg']:.2e} <= gtol = {gtol:g}, and level along it): a plateau, not "
@@ -274,6 +277,9 @@ def _warn(res, reason, coords, what, name, n_restarts, losses):
                       ConvergenceWarning, stacklevel=4)
     elif res["status"] == 2:
         warnings.warn(f"{what}: {reason}{where}{tail}", ConvergenceWarning, stacklevel=4)
+    elif res["status"] == 4:
+        warnings.warn(f"{what}: {name} did not converge: {reason}{where}{tail}; raise lr, or "
+                      f"lower tol", ConvergenceWarning, stacklevel=4)
     skipped = sum(1 for f in losses[1:] if f == math.inf)
     if skipped:
         warnings.warn(f"{what}: {skipped} of {n_restarts} restarts were skipped: the objective "
@@ -323,7 +329,11 @@ def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, 
     callable ``params -> Optimizer``: ``max_iter`` steps ``opt.step(closure)`` on the raw
     parameters, projected on ``bounds`` after each; stops early when the best loss has
     improved by less than ``tol * max(1, abs(best))`` (default 1e-6) over ``patience`` steps,
-    or when the loss is not finite (the best parameters are restored). For stochastic
+    or when the loss is not finite (the best parameters are restored). A ``patience`` stop
+    is convergence when the loss rose at one of those steps (the steps overshoot the
+    optimum) or the largest projected gradient entry in θ is at most ``gtol``; a loss that
+    fell at each of them with a larger gradient is a stall (a tiny ``lr``): not converged,
+    with a warning. For stochastic
     objectives (minibatches, :func:`sgpr_bound` or :func:`nystrom_complexity_reg` over
     many parameters, matrix-free estimates).
 
@@ -354,7 +364,8 @@ def fit_kernel(objective, module_or_params, *, optimizer="lbfgs", max_iter=100, 
         Relative decrease of the objective below which the run stops (L-BFGS-B; default
         2.2e-9) or a step counts as no progress (``torch.optim``; default 1e-6).
     gtol : float
-        L-BFGS-B's bound on the projected gradient in θ.
+        Bound on the projected gradient in θ (L-BFGS-B's test; ``torch.optim``: what tells
+        convergence from a stall at a ``patience`` stop).
     lr : float
         Learning rate of ``torch.optim`` optimizers (unused by L-BFGS-B).
     patience : int or None
