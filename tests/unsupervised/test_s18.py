@@ -83,3 +83,62 @@ def test_sample_refuses_kernels_sklearn_cannot_sample(kernel):
     with pytest.raises(NotImplementedError, match=kernel):
         kde.sample(5)
 
+
+
+def _blobs():
+    rng = np.random.default_rng(0)
+    return np.r_[rng.normal(size=(30, 2)), rng.normal(size=(30, 2)) + [4, 0],
+                 rng.normal(size=(30, 2)) + [0, 4]]
+
+
+# ([0, 30, 60], 1) left out: the same before (the init is already the fixed point)
+@pytest.mark.parametrize("idx,max_iter", [(i, m) for i in ([0, 1, 2], [0, 30, 60], [5, 6, 7])
+                                          for m in (1, 2, 3, 300) if (i[1], m) != (30, 1)])
+def test_kmeans_n_iter_and_max_iter_as_sklearn(idx, max_iter):
+    # scikit-learn counts the assignment to the initial centers as iteration 1 and the
+    # iteration that changes no label: n_iter_ was one less, and for the same max_iter
+    # one more Lloyd step ran (different labels and inertia at max_iter = 1, 2, 3)
+    import warnings
+
+    from sklearn.cluster import KMeans
+
+    import torchkern
+    X = _blobs()
+    km = KMeans(3, init=X[idx], n_init=1, algorithm="lloyd", tol=0, max_iter=max_iter).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torchkern.linalg.ConvergenceWarning)
+        tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array(idx), n_init=1,
+                                    tol=0, max_iter=max_iter).fit(X)
+    assert tk.n_iter_ == km.n_iter_
+    np.testing.assert_array_equal(np.asarray(tk.labels_), km.labels_)
+    assert tk.inertia_ == pytest.approx(km.inertia_, rel=1e-12)
+
+
+def test_kmeans_converged_at_max_iter_does_not_warn():
+    # at the last allowed iteration the labels were a fixed point: no ConvergenceWarning
+    import warnings
+
+    import torchkern
+    X = _blobs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torchkern.linalg.ConvergenceWarning)
+        tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array([0, 30, 60]),
+                                    n_init=1, tol=0, max_iter=2).fit(X)
+    assert tk.n_iter_ == 2
+
+
+def test_cluster_labels_are_int32_as_sklearn():
+    from sklearn.cluster import KMeans, SpectralClustering
+
+    import torchkern
+    X = _blobs()
+    Xt = torch.from_numpy(X)   # tensors in, tensors out (NumPy in gives NumPy out)
+    sk = KMeans(3, n_init=1, random_state=0).fit(X)
+    km = torchkern.KernelKMeans(torchkern.Linear(), 3, n_init=1, random_state=0).fit(Xt)
+    assert km.labels_.dtype == torch.int32 == torch.from_numpy(sk.labels_).dtype
+    assert km.predict(Xt).dtype == torch.int32 == torch.from_numpy(sk.predict(X)).dtype
+    assert km.fit_predict(Xt).dtype == torch.int32
+    assert km.predict(X).dtype == np.int32
+    sc = torchkern.SpectralClustering(torchkern.RBF(1.0), 3, random_state=0).fit(Xt)
+    skc = SpectralClustering(3, random_state=0).fit(X)
+    assert sc.labels_.dtype == torch.int32 == torch.from_numpy(skc.labels_).dtype

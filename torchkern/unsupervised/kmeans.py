@@ -117,11 +117,12 @@ def _relocate_empty(D, labels, k, weights=None):
 
 
 def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
-    """Lloyd iterations from ``labels``. Stops when the labels no longer change or the
-    inertia decreased by at most ``tol`` (relative). Returns the final labels, the
-    inertia with respect to the cluster means that produced them, those means (as the
-    weights Z and squared norms s), the number of iterations and whether they converged
-    (False: stopped by ``max_iter``). One product K Z per iteration.
+    """Lloyd iterations from ``labels`` (the assignment to the initial centers, which
+    counts as the first of ``max_iter``, as in scikit-learn). Stops when the labels no
+    longer change or the inertia decreased by at most ``tol`` (relative). Returns the
+    final labels, the inertia with respect to the cluster means that produced them, those
+    means (as the weights Z and squared norms s), the number of iterations and whether
+    they converged (False: stopped by ``max_iter``). One product K Z per iteration.
 
     An empty cluster gets a point (:func:`_relocate_empty`); where the data hold fewer
     distinct points (of positive weight) than clusters, the next assignment empties it
@@ -131,12 +132,14 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
     which then warns that fewer distinct clusters than ``n_clusters`` were found)."""
     prev = math.inf
     seen = set()
-    for it in range(1, max_iter + 1):
+    # Counted as scikit-learn's KMeans counts: the assignment ``labels`` to the initial
+    # centers is iteration 1, and the iteration whose assignment changes nothing counts.
+    for it in range(2, max_iter + 1):
         D, Z, s = _distances(K, diag, labels, k, weights)
         inertia = _inertia(D, labels, weights)
         new = D.argmin(1)
         fixed = bool((new == labels).all())
-        if fixed or (it > 1 and prev - inertia <= tol * prev):
+        if fixed or (it > 2 and prev - inertia <= tol * prev):
             # labels = argmin w.r.t. the means of the previous labels, as sklearn's final
             # E-step: labels_ and predict() agree, inertia_ is exact for those centers.
             if bool((torch.bincount(new, minlength=k) > 0).all()):
@@ -150,7 +153,7 @@ def _lloyd(K, diag, labels, k, max_iter, tol, weights=None):
         prev = inertia
     D, Z, s = _distances(K, diag, labels, k, weights)
     new = D.argmin(1)
-    return new, _inertia(D, new, weights), Z, s, max_iter, False
+    return new, _inertia(D, new, weights), Z, s, max_iter, bool((new == labels).all())
 
 
 def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, tol=1e-4,
@@ -250,8 +253,9 @@ class KernelKMeans(ClusterMixin, Estimator):
         Restarts; the run with the lowest inertia is kept. Ignored (one run) with an
         explicit ``init``.
     max_iter : int
-        Lloyd iterations per run (each one product K Z). A ``ConvergenceWarning`` says
-        when the best run stopped there before converging.
+        Lloyd iterations per run (each one product K Z; the assignment to the initial
+        centers is the first, as in scikit-learn's ``KMeans``). A ``ConvergenceWarning``
+        says when the best run stopped there before converging.
     tol : float
         Stop when the inertia decreased by at most ``tol`` relative to the previous
         iteration (or when no label changes). ``tol=0`` runs to a fixed point.
@@ -266,10 +270,14 @@ class KernelKMeans(ClusterMixin, Estimator):
 
     Attributes
     ----------
-    labels_ : LongTensor (n,)
+    labels_ : IntTensor (n,)
+        int32, as scikit-learn's ``KMeans.labels_`` (and ``predict``).
     inertia_ : float
         Sum of squared feature-space distances to the cluster means.
     n_iter_ : int
+        Lloyd iterations of the run kept, counted as scikit-learn's ``KMeans`` counts
+        them: the initial assignment and the last iteration (which changed no label)
+        included.
     X_fit_ : Tensor
     kernel_ : Kernel or "precomputed"
 
@@ -330,7 +338,7 @@ class KernelKMeans(ClusterMixin, Estimator):
             tol=self.tol, random_state=self.random_state, verbose=self.verbose, weights=w)
         self.kernel_ = kernel
         self.X_fit_ = X
-        self.labels_ = labels
+        self.labels_ = labels.to(torch.int32)  # scikit-learn's KMeans dtype
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._center_weights = Z
@@ -356,7 +364,7 @@ class KernelKMeans(ClusterMixin, Estimator):
         :math:`-\frac{2}{|C_c|}\sum_{l\in C_c}k(x, x_l) + \frac{1}{|C_c|^2}\sum_{l,l'}K_{ll'}`
         (k(x, x) is common to all clusters). One (m × n) by (n × k) product."""
         check_fitted(self, "labels_")
-        return self._cross_products(X).argmin(1)
+        return self._cross_products(X).argmin(1).to(torch.int32)
 
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_``."""

@@ -89,7 +89,8 @@ class SpectralClustering(ClusterMixin, Estimator):
 
     Attributes
     ----------
-    labels_ : LongTensor (n,)
+    labels_ : IntTensor (n,)
+        int32, as scikit-learn's (k-means assignment).
     embedding_ : Tensor (n, k)
         The (row-normalized, if ``normalized``) spectral embedding.
     eigenvalues_ : Tensor (k,)
@@ -146,7 +147,7 @@ class SpectralClustering(ClusterMixin, Estimator):
                                         else False)
         self.kernel_ = kernel
         self.embedding_ = U.to(K.dtype)
-        self.labels_ = labels
+        self.labels_ = labels.to(torch.int32)  # scikit-learn's (assign_labels="kmeans")
         self.__dict__.pop("n_features_in_", None)  # a refit on graphs has none
         d = n if is_precomputed(kernel) else n_features(X)  # scikit-learn's: n if precomputed
         if d is not None:
