@@ -1,0 +1,17 @@
+"""Sweep s18 of the statistics: inputs that gave silently wrong values or unclear errors."""
+import pytest
+import torch
+
+from torchkern.stats import hsic_biased, hsic_unbiased
+
+
+@pytest.mark.parametrize("stat", [hsic_biased, hsic_unbiased])
+@pytest.mark.parametrize("which", ["K", "L"])
+def test_hsic_refuses_an_asymmetric_gram_matrix_by_name(stat, which):
+    # Before: a value that is not tr(KHLH)/n² and that changed with the orientation
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(8, 8, generator=g, dtype=torch.float64)
+    S = A + A.T
+    K, L = (A, S) if which == "K" else (S, A)
+    with pytest.raises(ValueError, match=f"{which} must be a symmetric Gram matrix"):
+        stat(K, L)
