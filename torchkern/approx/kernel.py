@@ -44,6 +44,10 @@ class ApproximateKernel(Kernel):
         """ψ(X), shape (n, p)."""
         fm = self.feature_map
         Z = fm(X) if isinstance(fm, nn.Module) else fm.transform(X)
+        if not isinstance(Z, torch.Tensor):
+            # a scikit-learn transformer (RBFSampler, Nystroem, ...) returns an ndarray: it
+            # raised AttributeError ('numpy.ndarray' object has no attribute 'dim')
+            Z = as_tensor(Z, "the feature map's output", dtype=X.dtype, device=X.device)
         if Z.dim() != 2 or Z.shape[0] != X.shape[0]:
             raise ValueError(f"the feature map must return shape ({X.shape[0]}, p), got {tuple(Z.shape)}")
         return Z
