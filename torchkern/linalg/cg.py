@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._validation import check_positive, is_int
+from .._validation import check_int, check_positive
 from ._common import (ConvergenceWarning, _check_operator, _check_preconditioner, _check_rhs,
                       _check_symmetric, _col_norms, _inner,
                       _maybe_requires_grad, _rows)
@@ -347,7 +347,9 @@ def cg(A, B, *, preconditioner=None, tol=None, max_iter=None, x0=None, return_in
         by the float64-accumulated X before its rounding to float32 (above); in float64
         the same as ``tol=1e-6``.
     max_iter : int, optional
-        Cap on iterations; default ``min(10 n, 1000)``. CG never runs past it.
+        Cap on iterations; default ``min(10 n, 1000)``. CG never runs past it. 0 is
+        allowed (as ``scipy.sparse.linalg.cg``'s ``maxiter=0``): the start ``x0`` (else 0)
+        is returned, with a warning unless it already meets ``tol``.
     x0 : torch.Tensor, optional
         Initial guess, same shape as ``B``.
     return_info : bool
@@ -415,8 +417,7 @@ def cg(A, B, *, preconditioner=None, tol=None, max_iter=None, x0=None, return_in
     check_positive(tol, "tol")  # an infinite tol returned X = 0 as converged
     if max_iter is None:
         max_iter = _default_max_iter(n)
-    if not is_int(max_iter) or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative int, got {max_iter!r}")
+    check_int(max_iter, "max_iter", low=0)
     if x0 is not None:
         if not isinstance(x0, torch.Tensor) or x0.shape != B.shape:
             raise ValueError(f"x0 must be a tensor of the shape of B {tuple(B.shape)}")

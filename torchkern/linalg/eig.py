@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from .._threads import num_threads, one_thread
+from .._validation import check_int, check_positive
 from ._common import _check_operator, _eigh, _generator, _randn
 
 __all__ = ["block_krylov_eigsh", "ritz_residual"]
@@ -216,7 +217,7 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     tol : float, optional
         Relative residual; default 1e-8 (float64) or 1e-5 (float32).
     max_iter : int, optional
-        Cap on block products (default 200).
+        Cap on block products, at least 1 (default 200).
     random_state : None, int or torch.Generator
         The Gaussian start block.
     max_depth : int
@@ -250,13 +251,18 @@ def block_krylov_eigsh(A, k, *, n_oversamples=None, tol=None, max_iter=None,
     """
     n = _check_operator(A, "A")
     device = torch.device(A.device)
+    check_int(k, "k", 1, n)
     if n_oversamples is None:
         n_oversamples = max(10, k)
+    check_int(n_oversamples, "n_oversamples", 0)
     b = _block_width(n, k, n_oversamples)
     if tol is None:
         tol = 1e-8 if A.dtype == _FLOAT64 else 1e-5
+    check_positive(tol, "tol")
     if max_iter is None:
         max_iter = 200
+    check_int(max_iter, "max_iter")  # at least one block product, as eigsh
+    check_int(max_depth, "max_depth")
     gen = _generator(random_state)
     Q = _start_block(n, b, start, device, gen)
     progress = _ResidualProgress(verbose, tol, "block Krylov eigensolver")

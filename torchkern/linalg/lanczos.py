@@ -137,7 +137,9 @@ def eigsh(A, k, *, which="largest", tol=None, max_iter=None, ncv=None, random_st
         Residual tolerance relative to the largest Ritz value in magnitude; default 1e-8
         for float64, 1e-5 for float32.
     max_iter : int, optional
-        Cap on products ``A @ v``; default ``max(1000, 50 * ncv)``.
+        Cap on products ``A @ v``, at least 1 (as ``scipy.sparse.linalg.eigsh``'s
+        ``maxiter``: there are no eigenpairs without a product); default
+        ``max(1000, 50 * ncv)``.
     ncv : int, optional
         Size m of the Krylov basis; default ``min(n, max(2k + 1, k + 20))``.
     random_state : None, int or torch.Generator

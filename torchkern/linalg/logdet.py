@@ -525,7 +525,7 @@ def logdet(
     cg_tol : float
         Relative residual of those solves.
     cg_max_iter : int, optional
-        Iteration cap of those solves (default as in :func:`cg`).
+        Iteration cap of those solves (default and 0 as in :func:`cg`).
     random_state : None, int or torch.Generator
         Probes.
     return_info : bool
@@ -585,7 +585,7 @@ def logdet(
     check_positive(lanczos_tol, "lanczos_tol")
     check_positive(cg_tol, "cg_tol")
     cg_max_iter = min(10 * n, 1000) if cg_max_iter is None else check_int(cg_max_iter,
-                                                                          "cg_max_iter")
+                                                                          "cg_max_iter", 0)
     if not _whitens(preconditioner):
         preconditioner = _check_preconditioner(preconditioner, _rows(A, n))
     elif getattr(preconditioner, "shape", None) not in (None, (n, n)):
@@ -675,7 +675,8 @@ def inv_quad_logdet(
     preconditioner : callable, optional
         For the CG solve (SLQ method).
     tol, max_iter
-        CG relative residual and iteration cap (SLQ method).
+        CG relative residual and iteration cap (SLQ method; default and 0 as in
+        :func:`cg`).
     return_info : bool
         Also return the log-determinant's :class:`LogdetInfo` (as in :func:`logdet`,
         which also gives the standard-error warning).
@@ -721,7 +722,7 @@ def inv_quad_logdet(
     check_positive(lanczos_tol, "lanczos_tol")
     # a NaN tol stopped CG at once and returned bᵀA⁻¹b = 0 without a word
     check_positive(tol, "tol")
-    max_iter = min(10 * n, 1000) if max_iter is None else check_int(max_iter, "max_iter")
+    max_iter = min(10 * n, 1000) if max_iter is None else check_int(max_iter, "max_iter", 0)
     preconditioner = _check_preconditioner(preconditioner, rows)
     gen = _generator(random_state)
     Z = _own(A, _rademacher((n, num_probes), A.dtype, torch.device(A.device), gen))
