@@ -15,3 +15,15 @@ def test_hsic_refuses_an_asymmetric_gram_matrix_by_name(stat, which):
     K, L = (A, S) if which == "K" else (S, A)
     with pytest.raises(ValueError, match=f"{which} must be a symmetric Gram matrix"):
         stat(K, L)
+
+
+@pytest.mark.parametrize("weights", [
+    torch.ones(5, dtype=torch.complex128),   # the imaginary part was dropped silently
+    "abcde",                                 # TypeError "new(): invalid data type 'str'"
+])
+def test_mean_embedding_weights_must_be_real_numbers(weights):
+    import torchkern
+    from torchkern.stats import KernelMeanEmbedding
+    X = torch.randn(5, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="weights"):
+        KernelMeanEmbedding(X, weights, torchkern.RBF(1.0))

@@ -17,6 +17,7 @@ import numbers
 
 import torch
 
+from .._validation import real_tensor
 from ..inputs import KernelInput, check_input, concat
 from ._common import check_kernel
 from .mmd import _statistic
@@ -50,8 +51,11 @@ class KernelMeanEmbedding:
     def __init__(self, points, weights, kernel, backend=None):
         kernel = check_kernel(kernel)
         self.points = check_input(kernel, points, "points", allow_1d=True)
-        self.weights = torch.as_tensor(weights, dtype=self.points.dtype,
-                                       device=self.points.device)
+        # real_tensor: complex weights lost their imaginary part with only torch's warning,
+        # a string raised "new(): invalid data type 'str'" naming nothing
+        w = weights if (isinstance(weights, torch.Tensor) and weights.is_floating_point()) \
+            else real_tensor(weights, "weights")
+        self.weights = w.to(dtype=self.points.dtype, device=self.points.device)
         if self.weights.shape != (self.points.shape[0],):
             raise ValueError(f"weights must have shape ({self.points.shape[0]},), "
                              f"got {tuple(self.weights.shape)}")
