@@ -64,3 +64,49 @@ def test_per_sample_noise_bad_input():
         GaussianProcessRegressor(noise=np.r_[0.0, noise[1:]], method="cg").fit(X, y)
     with pytest.raises(ValueError, match="per-sample noise"):
         GaussianProcessRegressor(noise=noise).fit(X, y, optimize=True)
+
+
+def _reachable_kernel_inputs(root):
+    """Every KernelInput reachable from ``root`` through object references (not root)."""
+    import gc
+    import types
+
+    from torchkern.inputs import KernelInput
+    seen, stack, found = {id(root)}, list(gc.get_referents(root)), []
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(o))
+        if isinstance(o, KernelInput):
+            found.append(o)
+        stack.extend(gc.get_referents(o))
+    return found
+
+
+@pytest.mark.parametrize("estimator", ["SVC", "SVR"])
+def test_graph_support_vectors_hold_only_the_support_graphs(estimator):
+    from torch_geometric.data import Data
+
+    from torchkern.graphs import WeisfeilerLehman
+    rng = np.random.default_rng(0)
+    graphs, y = [], []
+    for _ in range(80):
+        n = int(rng.integers(4, 20))
+        ei = torch.tensor(rng.integers(0, n, (2, 2 * n)))
+        graphs.append(Data(x=torch.tensor(rng.integers(0, 3, (n, 1))),
+                           edge_index=torch.cat([ei, ei.flip(0)], 1), num_nodes=n))
+        y.append(float(n > 11))
+    est = getattr(torchkern, estimator)(kernel=WeisfeilerLehman(n_iter=2), C=0.1).fit(graphs, y)
+    sv = est.support_vectors_
+    n_sv = int(est.support_.numel())
+    assert len(sv) == n_sv == int(est.n_support_.sum()) < 80
+    # the support graphs only: no other (e.g. the whole training) set behind them
+    assert [len(o) for o in _reachable_kernel_inputs(sv)] == []
+    # the decision function is Σ dual_coef k(x, sv) + b over the support graphs of the
+    # training list (dense reference from the kernel on the support graphs themselves)
+    K = WeisfeilerLehman(n_iter=2)(graphs[:15], [graphs[int(i)] for i in est.support_])
+    ref = K.to_dense() @ torch.as_tensor(est.dual_coef_[0], dtype=torch.float64) \
+        + float(est.intercept_[0])
+    out = est.decision_function(graphs[:15]) if estimator == "SVC" else est.predict(graphs[:15])
+    np.testing.assert_allclose(np.asarray(out), ref.numpy(), rtol=1e-10, atol=1e-10)

@@ -2,6 +2,7 @@
 with the duals of LIBSVM solved on the lazy Gram matrix (see :mod:`._smo`)."""
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 from typing import NamedTuple
@@ -16,7 +17,7 @@ from .._validation import (as_vector, check_bool, check_positive, check_sample_w
                            is_int)
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..linalg import ConvergenceWarning
-from ..inputs import check_fitted_input, check_precomputed, n_features, take
+from ..inputs import KernelInput, check_fitted_input, check_precomputed, n_features, take
 from ._labels import warn_column_vector, class_weights, decode_labels, encode_labels
 from ._platt import couple, fit_sigmoid, fold_bounds, fold_order, libsvm_seed, sigmoid
 from ._smo import solve_dual
@@ -69,7 +70,15 @@ class _BaseSVM(Estimator):
 
     def _support_vectors(self, X, support):
         """The inputs of the support vectors (None for a precomputed kernel)."""
-        return None if is_precomputed(self.kernel_) else take(X, support)
+        if is_precomputed(self.kernel_):
+            return None
+        sv = take(X, support)
+        if isinstance(sv, KernelInput):
+            # a part of a structured input may read fields it has not read yet from the
+            # whole input (GraphSet.take keeps the training set for that): a copy holds
+            # its own fields only (as the part's pickle does), not every training graph
+            sv = copy.deepcopy(sv)
+        return sv
 
     @staticmethod
     def _sample_weight(sample_weight, n, device):
