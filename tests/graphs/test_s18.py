@@ -3,6 +3,7 @@ empty graph in MultiscaleLaplacian, PropagationAttr's overflowing hash."""
 import itertools
 import math
 import warnings
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -225,3 +226,46 @@ def test_multiscale_laplacian_empty_graph_is_the_regularizer_gaussian():
     torch.testing.assert_close(k([tri, tri2], [empty]).to_dense(), K3[[0, 2]][:, [1]],
                                rtol=1e-12, atol=0)
     assert K3[1, 1] == pytest.approx(float(K3[0, 0]), rel=1e-12)  # 2^{-p/2}, as every graph
+
+
+# -- PropagationAttr: attributes whose hash overflows float64 -------------------------------
+
+def test_propagation_attr_hashes_huge_attributes_exactly():
+    # Reference in exact rationals: P_{t+1} = D⁻¹A P, bins ⌊(p u_t + b_t)/w⌋ with the
+    # documented draws (numpy RandomState: u_t = randn/randn, b_t = w randn), nodes of
+    # equal bins counted step by step. Near 1e308, p·u_t overflows float64: every such
+    # node fell in one ±inf bin (K[g, h] was 9 here, 3 in exact arithmetic).
+    from fractions import Fraction
+    from torchkern.graphs import PropagationAttr
+    t_max, w, seed = 3, 4.0, 0
+    path = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    star = torch.tensor([[0, 1, 0, 2, 0, 3], [1, 0, 2, 0, 3, 0]])
+    f64 = dict(dtype=torch.float64)
+    attrs = [[1e308, 6e307, -9e307], [1e308] * 3, [-1e308, 3.0, 6e307, 1e308]]
+    X = [Data(edge_index=e, num_nodes=len(a), node_attributes=torch.tensor(a, **f64)[:, None])
+         for e, a in zip((path, path, star), attrs)]
+    rs = np.random.RandomState(seed)
+    draws = []
+    for _ in range(t_max):
+        u = rs.randn(1)
+        u = u / rs.randn(1)
+        draws.append((Fraction(float(u[0])), Fraction(float(w * rs.randn(1)[0]))))
+    assert abs(float(draws[0][0])) * 1e308 > np.finfo(np.float64).max  # it overflows
+    counts = []  # per step, per graph: Counter of bins
+    states = [[Fraction(float(a)) for a in d.node_attributes[:, 0]] for d in X]
+    for t in range(t_max):
+        u, b = draws[t]
+        counts.append([Counter(math.floor((p * u + b) / Fraction(w)) for p in P)
+                       for P in states])
+        new = []
+        for d, P in zip(X, states):
+            nb = {v: [] for v in range(d.num_nodes)}
+            for s, tt in d.edge_index.t().tolist():
+                nb[s].append(tt)
+            new.append([sum((P[j] for j in nb[v]), Fraction(0)) / len(nb[v])
+                        for v in range(d.num_nodes)])
+        states = new
+    ref = np.array([[sum(sum(c[i][key] * c[j][key] for key in c[i]) for c in counts)
+                     for j in range(len(X))] for i in range(len(X))], dtype=float)
+    K = PropagationAttr(t_max=t_max, w=w, random_state=seed)(X).to_dense().numpy()
+    np.testing.assert_array_equal(K, ref)

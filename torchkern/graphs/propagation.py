@@ -315,10 +315,35 @@ class PropagationAttr(CountFeatureKernel):
                 u = u / rs.randn(d)
             b = self.w * rs.randn(d)
             u, b = (torch.from_numpy(v).to(P.device) for v in (u, b))
-            hashes.append(torch.floor((P * u + b) / self.w))
+            z = (P * u + b) / self.w
+            hashes.append(torch.floor(z) if bool(torch.isfinite(z).all())
+                          else _wide_hash(z, P, u, self.w))
             if t < self.t_max - 1:
                 P = _propagate(G, P)
+                if not bool(torch.isfinite(P).all()):  # a sum of terms near float64's max
+                    raise ValueError(f"PropagationAttr: the node attributes (field "
+                                     f"{self.node_attr!r}) overflow float64 when averaged "
+                                     f"over neighbours at step {t + 1}; scale them down")
         return _bin_counts(G, hashes)
+
+
+def _wide_hash(z, P, u, w: float) -> torch.Tensor:
+    """PropagationAttr's hash ⌊z⌋, z = (P u + b)/w (N, d), where some z overflows float64:
+    the bins as (mantissa, exponent) columns (N, 2d), ``torch.frexp`` of ⌊z⌋ where z is
+    finite and of the float P·u/w where it is not (there |z| > 2^1023: b/w, a standard
+    normal, lies far below one unit in the last place, and ⌊·⌋ is the identity), computed
+    from the mantissas and exponents of P, u and w so that nothing overflows. Equal
+    values get equal pairs, distinct ones distinct pairs: the same bins as ⌊z⌋ in a wider
+    exponent range (every finite value keeps its bin)."""
+    big = ~torch.isfinite(z)
+    m, e = torch.frexp(torch.floor(z.masked_fill(big, 0.0)))
+    mp, ep = torch.frexp(P)
+    mu, eu = torch.frexp(u)
+    mw, ew = math.frexp(w)
+    mb, eb = torch.frexp(mp * mu / mw)  # |mp mu / mw| in [1/4, 2): finite
+    m = torch.where(big, mb, m)
+    e = torch.where(big, ep + eu - ew + eb, e)
+    return torch.cat([m, e.to(m.dtype)], 1)
 
 
 def _seed_words(row) -> list:
