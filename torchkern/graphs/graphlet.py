@@ -136,8 +136,8 @@ class GraphletSampling(GraphKernel):
     up in the sorted edge keys by binary search. For k = 3 and ``n_samples=None`` the
     class counts have a closed form (edges, triangles trace(A³)/6, two-edge paths
     Σ_v C(deg v, 2) − 3t; Shervashidze et al., 2009, Sec. 4.1, count 3-node graphlets the
-    same way): no subset is enumerated, O(n³) per graph. An edge counts when either direction is present (graphlets are undirected);
-    self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
+    same way): no subset is enumerated, O(n³) per graph. An edge counts when either
+    direction is present (graphlets are undirected); self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
     O(G·s·k² log E) for s samples per graph; features are dense (G, classes).
     ``n_samples=None`` with k ≥ 4 holds the C(n, k) subsets of a graph at once (8k bytes
     each), with k = 3 three dense (n, n) float64 tables: a graph for which that exceeds
