@@ -115,7 +115,26 @@ class RandomFourierFeatures(nn.Module):
     def __init__(self, kernel, n_features: int, *, in_features: int | None = None,
                  orthogonal: bool = False, variant: str = "paired", random_state=None):
         super().__init__()
-        self._spectrum = decompose(kernel)  # TypeError for unsupported kernels
+        self.kernel = kernel
+        self.n_features = n_features
+        self.orthogonal = orthogonal
+        self.variant = variant
+        self._generator = as_generator(random_state)
+        if in_features is not None and (not is_int(in_features) or in_features < 1):
+            raise ValueError(f"in_features must be a positive int, got {in_features!r}")
+        self._setup(in_features)
+        if self.in_features is not None:
+            self.resample()
+
+    def _setup(self, in_features=None) -> None:
+        """Check the arguments and derive what depends on them (the kernel's spectral
+        decomposition, the number of frequencies, the buffers), for the construction and
+        again when ``kernel``, ``n_features``, ``variant`` or ``orthogonal`` were set after
+        it: a replaced kernel kept the old one's spectrum (the map approximated the old
+        kernel), a changed ``n_features`` was ignored and ``variant="offset"`` gave half
+        the features (the kernel at half its value)."""
+        kernel, n_features, variant = self.kernel, self.n_features, self.variant
+        spectrum = decompose(kernel)  # TypeError for unsupported kernels
         if not is_int(n_features) or n_features < 1:
             raise ValueError(f"n_features must be a positive int, got {n_features!r}")
         if variant not in _VARIANTS:
@@ -123,39 +142,45 @@ class RandomFourierFeatures(nn.Module):
         if variant == "paired" and n_features % 2:
             raise ValueError(f"n_features must be even for variant='paired' (cos and sin "
                              f"of each frequency), got {n_features}")
-        if not isinstance(orthogonal, bool):
-            raise TypeError(f"orthogonal must be a bool, got {type(orthogonal).__name__}")
-        ard = self._spectrum.ard_dims
-        if in_features is not None:
-            if not is_int(in_features) or in_features < 1:
-                raise ValueError(f"in_features must be a positive int, got {in_features!r}")
-            if ard is not None and ard != in_features:
-                raise ValueError(f"in_features={in_features} but the kernel has ard_dims={ard}")
-        self.kernel = kernel
-        self.n_features = n_features
-        self.orthogonal = orthogonal
-        self.variant = variant
-        self._generator = as_generator(random_state)
+        if not isinstance(self.orthogonal, bool):
+            raise TypeError(f"orthogonal must be a bool, got {type(self.orthogonal).__name__}")
+        ard = spectrum.ard_dims
+        if in_features is not None and ard is not None and ard != in_features:
+            raise ValueError(f"in_features={in_features} but the kernel has ard_dims={ard}")
+        n_frequencies = n_features // 2 if variant == "paired" else n_features
+        mixture = len(spectrum.terms) > 1
+        if mixture and n_frequencies < len(spectrum.terms):
+            raise ValueError(f"n_features={n_features} gives {n_frequencies} "
+                             f"frequencies, fewer than the {len(spectrum.terms)} terms of the "
+                             f"kernel")
+        for name in list(self._buffers):  # the draws of a previous setup
+            del self._buffers[name]
+        self._spectrum, self._mixture = spectrum, mixture
         self.in_features = in_features if in_features is not None else ard
-        self.n_frequencies = n_features // 2 if variant == "paired" else n_features
-        self._n_factors = len(self._spectrum.factors)
+        self.n_frequencies = n_frequencies
+        self._n_factors = len(spectrum.factors)
         for q in range(self._n_factors):
             self.register_buffer(f"omega_{q}", None)
-        self._mixture = len(self._spectrum.terms) > 1
-        if self._mixture:  # a sum: how many frequencies each term has
-            m = len(self._spectrum.terms)
-            if self.n_frequencies < m:
-                raise ValueError(f"n_features={n_features} gives {self.n_frequencies} "
-                                 f"frequencies, fewer than the {m} terms of the kernel")
+        if mixture:  # a sum: how many frequencies each term has
             self.register_buffer("term_counts", None)
         self.register_buffer("phase", None)
         self._law_at_draw = None
-        if self.in_features is not None:
-            self.resample()
+        self._config = self._current_config()
+
+    def _current_config(self) -> tuple:
+        return (self.kernel, self.n_features, self.variant, self.orthogonal)
+
+    def _check_config(self) -> None:
+        """Set up again (the frequencies to be redrawn) if an argument changed."""
+        now = self._current_config()
+        if len(now) != len(self._config) or any(a is not b and a != b
+                                                  for a, b in zip(now, self._config)):
+            self._setup()
 
     # -- frequencies -------------------------------------------------------------------
     def resample(self, in_features: int | None = None) -> "RandomFourierFeatures":
         """Draw new frequencies (and phases) from the module's random stream; returns self."""
+        self._check_config()
         d = in_features if in_features is not None else self.in_features
         if d is None:
             raise ValueError("in_features is unknown: pass it or call the map on data first")
@@ -206,6 +231,7 @@ class RandomFourierFeatures(nn.Module):
         """Φ(X), shape (n, n_features), in X's dtype (float32 for float16 / bfloat16 data,
         as the kernels compute) and on X's device."""
         X = upcast_half(as_tensor(X, "X"))
+        self._check_config()
         if self.in_features is None or self.omega_0 is None:
             self.resample(X.shape[1])
             for name in self._buffer_names():
