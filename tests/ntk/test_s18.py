@@ -36,3 +36,30 @@ def test_ntk_attributes_set_after_construction_are_checked(attr, value, match, c
         {"gram": lambda: k(X).to_dense(), "diag": lambda: k.diag(X),
          "pairs": lambda: k.pairs(X, X)}[call]()
 
+
+
+@pytest.mark.parametrize("attr, value", [
+    ("kind", "NTK"),                     # silently the NNGP
+    ("parameterization", "Standard"),    # silently the NTK parameterization
+    ("block_pairs", 0),                  # no check at all
+])
+@pytest.mark.parametrize("call", ["gram", "diag"])
+def test_infinite_width_attributes_set_after_construction_are_checked(attr, value, call):
+    from torch import nn
+    from torchkern.ntk import infinite_width
+    X, _ = _data()
+    k = infinite_width(nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)))
+    setattr(k, attr, value)
+    with pytest.raises(ValueError, match=attr):
+        k(X).to_dense() if call == "gram" else k.diag(X)
+
+
+def test_infinite_width_quadrature_order_set_after_construction_is_used():
+    from torch import nn
+    from torchkern.ntk import infinite_width
+    X, _ = _data()
+    net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    k = infinite_width(net)
+    k.quadrature_order = 4          # was ignored: the 64-node rule stayed
+    ref = infinite_width(net, quadrature_order=4)
+    torch.testing.assert_close(k(X).to_dense(), ref(X).to_dense())

@@ -614,6 +614,19 @@ def _input_cov(X, Y, full, nd, pairs):
 # The kernel
 # --------------------------------------------------------------------------------------
 
+def _check_kernel_args(kind, parameterization, quadrature_order, block_pairs):
+    """The arguments of :class:`InfiniteWidthKernel` that are not hyperparameters."""
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+    if parameterization not in _PARAMETERIZATIONS:
+        raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, got "
+                         f"{parameterization!r}")
+    if not is_int(quadrature_order) or quadrature_order < 2:
+        raise ValueError(f"quadrature_order must be an int >= 2, got {quadrature_order!r}")
+    if block_pairs is not None and (not is_int(block_pairs) or block_pairs < 1):
+        raise ValueError(f"block_pairs must be a positive int or None, got {block_pairs!r}")
+
+
 class InfiniteWidthKernel(Kernel):
     r"""The NTK or NNGP kernel of a torch network at infinite width (channels / hidden
     units → ∞), read from the module by :func:`infinite_width`; see there for the layers,
@@ -634,20 +647,12 @@ class InfiniteWidthKernel(Kernel):
         super().__init__()
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-        if kind not in _KINDS:
-            raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
-        if parameterization not in _PARAMETERIZATIONS:
-            raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, got "
-                             f"{parameterization!r}")
-        if not is_int(quadrature_order) or quadrature_order < 2:
-            raise ValueError(f"quadrature_order must be an int >= 2, got {quadrature_order!r}")
-        if block_pairs is not None and (not is_int(block_pairs) or block_pairs < 1):
-            raise ValueError(f"block_pairs must be a positive int or None, got {block_pairs!r}")
+        _check_kernel_args(kind, parameterization, quadrature_order, block_pairs)
         ops = _read(module, int(quadrature_order))
         if not any(op.kind == "affine" for op in ops):
             raise ValueError("module has no Linear or Conv layer: nothing is infinitely wide")
         object.__setattr__(self, "_module", module)
-        self._ops = ops
+        self._ops, self._ops_order = ops, int(quadrature_order)
         self._full = _needs_full(ops)
         first = next((op for op in ops if op.kind in ("act", "residual")), None)
         self._erf_first = first is not None and first.kind == "act" and first.act is _erf
@@ -682,6 +687,14 @@ class InfiniteWidthKernel(Kernel):
     def check_input(self, X, name: str = "X", **kw):
         """``X`` as a floating tensor of shape (n,) + sample shape; the sample shape is checked
         against the layers."""
+        # the arguments again, as attributes set after construction: kind="NTK" silently
+        # gave the NNGP, parameterization="Standard" the NTK parameterization, and a new
+        # quadrature_order was ignored (the rule was built once, with the layers)
+        _check_kernel_args(self.kind, self.parameterization, self.quadrature_order,
+                           self.block_pairs)
+        if self.quadrature_order != self._ops_order:
+            self._ops, self._ops_order = _read(self._module, self.quadrature_order), \
+                self.quadrature_order
         if isinstance(X, KernelInput):
             raise TypeError(f"{name} must be a tensor of network inputs, got {type(X).__name__}")
         if not isinstance(X, torch.Tensor):
