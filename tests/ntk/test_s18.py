@@ -63,3 +63,17 @@ def test_infinite_width_quadrature_order_set_after_construction_is_used():
     k.quadrature_order = 4          # was ignored: the 64-node rule stayed
     ref = infinite_width(net, quadrature_order=4)
     torch.testing.assert_close(k(X).to_dense(), ref(X).to_dense())
+
+
+def test_empirical_ntk_kernel_checks_its_arguments():
+    from torch import nn
+    from torchkern.ntk import EmpiricalNTK
+    X, _ = _data()
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
+    with pytest.raises(ValueError, match="chunk_size"):
+        EmpiricalNTK(net, chunk_size=0)        # accepted until the first call
+    k = EmpiricalNTK(net)
+    k.method = "jac"                           # silently ran the vjp-jvp products
+    for call in (lambda: k(X), lambda: k.diag(X), lambda: k.pairs(X, X)):
+        with pytest.raises(ValueError, match="method"):
+            call()

@@ -400,8 +400,21 @@ class EmpiricalNTK(Kernel):
         super().__init__()
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        _check_method(method)
         self.model, self.method, self.chunk_size = model, method, chunk_size
+        self._check_args()  # chunk_size=0 was refused only at the first call
+
+    def _check_args(self) -> None:
+        _check_method(self.method)
+        if self.chunk_size is not None and (not is_int(self.chunk_size) or self.chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive int or None, got "
+                             f"{self.chunk_size!r}")
+
+    def _net(self) -> "_Net":
+        """The network as a function, after checking ``method`` and ``chunk_size`` again:
+        set after construction, a misspelled method silently ran the vjp-jvp products.
+        (The network itself is read at each call: it may be put in eval mode later.)"""
+        self._check_args()
+        return _Net(self.model)
 
     def extra_repr(self):
         return f"method={self.method!r}"
@@ -415,7 +428,7 @@ class EmpiricalNTK(Kernel):
 
     def check_input(self, X, name: str = "X", **kw):
         """``X`` as a floating tensor of shape (n, ...) in the network's dtype and device."""
-        net = _Net(self.model)
+        net = self._net()
         return _check_input(X, name, net.dtype, net.device)
 
     def formula(self, X, Y=None):
@@ -424,7 +437,7 @@ class EmpiricalNTK(Kernel):
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
         """k(X, Y): dense, or the matrix-free operator (class docstring)."""
-        net = _Net(self.model)
+        net = self._net()
         X = _check_input(X, "X", net.dtype, net.device)
         if Y is not None:
             Y = _check_input(Y, "Y", net.dtype, net.device)
@@ -441,7 +454,7 @@ class EmpiricalNTK(Kernel):
 
     def diag(self, X) -> torch.Tensor:
         """k(x_i, x_i) = (1/o)‖J(x_i)‖²_F, from per-sample Jacobians."""
-        net = _Net(self.model)
+        net = self._net()
         X = _check_input(X, "X", net.dtype, net.device)
         net.n_outputs(X, "X")
         with torch.no_grad():
@@ -449,7 +462,7 @@ class EmpiricalNTK(Kernel):
 
     def pairs(self, X, Y) -> torch.Tensor:
         """k(x_i, y_i) for paired samples, from per-sample Jacobians."""
-        net = _Net(self.model)
+        net = self._net()
         X, Y = _check_input(X, "X", net.dtype, net.device), _check_input(Y, "Y", net.dtype,
                                                                          net.device)
         if X.shape[0] != Y.shape[0]:
