@@ -355,7 +355,6 @@ def test_class_weight_values(value, error):
 @pytest.mark.parametrize("make,arg,y", [
     (lambda: supervised.SVC(C=torch.tensor([1.0, 2.0])), "C", Y_CLS),
     (lambda: supervised.KernelLogisticRegression(C=[1.0, 2.0]), "C", Y_CLS),
-    (lambda: supervised.GaussianProcessRegressor(noise=[0.1, 0.2]), "noise", Y_REG),
     (lambda: unsupervised.KernelDensity(bandwidth=[1.0, 2.0]), "bandwidth", None),
 ])
 def test_scalar_hyperparameter_given_an_array(make, arg, y):

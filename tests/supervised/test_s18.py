@@ -110,3 +110,10 @@ def test_graph_support_vectors_hold_only_the_support_graphs(estimator):
         + float(est.intercept_[0])
     out = est.decision_function(graphs[:15]) if estimator == "SVC" else est.predict(graphs[:15])
     np.testing.assert_allclose(np.asarray(out), ref.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_per_sample_noise_nan_names_the_entry():
+    X, y, noise, _ = _data(n=20)
+    noise[5] = np.nan
+    with pytest.raises(ValueError, match=r"noise\[5\] = nan"):
+        GaussianProcessRegressor(noise=noise).fit(X, y)

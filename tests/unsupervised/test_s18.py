@@ -142,3 +142,36 @@ def test_cluster_labels_are_int32_as_sklearn():
     sc = torchkern.SpectralClustering(torchkern.RBF(1.0), 3, random_state=0).fit(Xt)
     skc = SpectralClustering(3, random_state=0).fit(X)
     assert sc.labels_.dtype == torch.int32 == torch.from_numpy(skc.labels_).dtype
+
+
+def test_kmeans_transform_and_score_equal_sklearn():
+    from sklearn.cluster import KMeans
+
+    import torchkern
+    X = _blobs()
+    Q = np.random.default_rng(1).normal(scale=3.0, size=(7, 2))
+    w = np.random.default_rng(2).uniform(0, 2, size=7)
+    km = KMeans(3, init=X[[0, 1, 2]], n_init=1, algorithm="lloyd", tol=0).fit(X)
+    tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array([0, 1, 2]), n_init=1,
+                                tol=0).fit(X)
+    np.testing.assert_allclose(np.asarray(tk.transform(Q)), km.transform(Q), rtol=1e-10,
+                               atol=1e-12)
+    assert tk.score(Q) == pytest.approx(km.score(Q), rel=1e-10)
+    assert tk.score(Q, sample_weight=w) == pytest.approx(km.score(Q, sample_weight=w),
+                                                         rel=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array([0, 1, 2]),
+                                          n_init=1, tol=0).fit_transform(X)),
+        km.transform(X), rtol=1e-10, atol=1e-12)
+    K = torchkern.Linear()(torch.from_numpy(X)).to_dense()
+    pre = torchkern.KernelKMeans("precomputed", 3, init=np.array([0, 1, 2]), n_init=1).fit(K)
+    with pytest.raises(ValueError, match="precomputed"):
+        pre.transform(K[:5])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "tophat"])
+def test_sample_zero_draws_is_empty_as_sklearn(kernel):
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    out = np.asarray(KernelDensity(kernel).fit(X).sample(0, random_state=0))
+    ref = SkKernelDensity(kernel=kernel).fit(X).sample(0, random_state=0)
+    assert out.shape == ref.shape == (0, 3)

@@ -238,7 +238,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"noise must be a float or an array of shape ({n},) (one "
                              f"variance per training sample), got shape {tuple(t.shape)}")
-        check_positive(t, "noise", allow_zero=True, scalar=False)
+        bad = ~(torch.isfinite(t) & (t >= 0))
+        if bool(bad.any()):  # the offending entry, not the whole array
+            i = int(bad.nonzero()[0, 0])
+            raise ValueError(f"noise must be finite and >= 0, got noise[{i}] = {float(t[i])!r}")
         return t
 
     def _log_bounds(self):

@@ -284,7 +284,9 @@ class KernelDensity(Estimator):
             raise NotImplementedError(f"sample() supports the kernels 'gaussian', 'laplacian' "
                                       f"('exponential') and 'tophat', not kernel="
                                       f"{self.kernel!r}")
-        check_int(n_samples, "n_samples")
+        check_int(n_samples, "n_samples", 0)
+        if n_samples == 0:  # an empty (0, d) draw, as scikit-learn's
+            return self.X_fit_[:0].clone()
         gen = generator(random_state)
         X, d = self.X_fit_, self.X_fit_.shape[1]
         idx = torch.multinomial(self.sample_weight_.cpu().to(torch.float64), n_samples,

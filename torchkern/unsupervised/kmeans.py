@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import ClusterMixin
+from sklearn.base import ClusterMixin, TransformerMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
@@ -226,7 +226,7 @@ def _explicit_init(K, diag, init, k):
 # The estimator
 # --------------------------------------------------------------------------------------
 
-class KernelKMeans(ClusterMixin, Estimator):
+class KernelKMeans(TransformerMixin, ClusterMixin, Estimator):
     r"""Kernel k-means: k-means in the feature space of a kernel (Dhillon et al. 2004).
 
     Minimizes the inertia :math:`\sum_c\sum_{i\in C_c}\lVert\varphi(x_i) -
@@ -369,3 +369,37 @@ class KernelKMeans(ClusterMixin, Estimator):
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_``."""
         return self.fit(X).labels_
+
+    def _sq_distances(self, X):
+        r"""Squared feature-space distances of the rows of X to the cluster means, (m, k):
+        :math:`k(x, x) - \frac{2}{|C_c|}\sum_{l\in C_c}k(x, x_l) + \frac{1}{|C_c|^2}
+        \sum_{l,l'}K_{ll'}` (∞ for a cluster of no mass), rounding below 0 clipped."""
+        check_fitted(self, "labels_")
+        if is_precomputed(self.kernel_):
+            raise ValueError("transform and score need k(x, x) of the new points, which a "
+                             "kernel='precomputed' Gram matrix does not give; use predict")
+        X = check_fitted_input(self.kernel_, X, self.X_fit_, estimator=self)
+        with torch.no_grad():
+            own = self.kernel_.diag(X)
+            return (self._cross_products(X) + own.to(self._center_sqnorms.dtype)[:, None]
+                    ).clamp_(min=0)
+
+    def transform(self, X):
+        """Distances in feature space of the rows of X to the k cluster means, shape
+        (m, k) — scikit-learn's ``KMeans.transform`` (cluster-distance space). One
+        (m × n) by (n × k) product and the m values k(x, x)."""
+        return self._sq_distances(X).sqrt()
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit and return ``transform(X)``."""
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the inertia of X against the fitted cluster means, −Σ wᵢ
+        min_c ‖φ(xᵢ) − μ_c‖² (scikit-learn's ``KMeans.score``), weighted by
+        ``sample_weight`` (n,)."""
+        D = self._sq_distances(X).min(1).values
+        if sample_weight is not None:
+            D = D * check_sample_weight(sample_weight, D.shape[0], dtype=D.dtype,
+                                        device=D.device, min_positive=0)
+        return -float(D.sum())
