@@ -286,7 +286,8 @@ class KernelKMeans(TransformerMixin, ClusterMixin, Estimator):
     Cost per Lloyd iteration: one (n × n) by (n × k) product, O(n² k) for a dense Gram
     and O(n² d) kernel evaluations on the lazy backends; ``predict`` costs one (m × n)
     by (n × k) product. There are no explicit ``cluster_centers_`` (they live in feature
-    space).
+    space); ``transform`` gives the distances to them, ``score`` the opposite of the
+    inertia of new points, as scikit-learn's ``KMeans``.
 
     Examples
     --------
