@@ -27,3 +27,11 @@ def test_mean_embedding_weights_must_be_real_numbers(weights):
     X = torch.randn(5, 2, dtype=torch.float64)
     with pytest.raises(TypeError, match="weights"):
         KernelMeanEmbedding(X, weights, torchkern.RBF(1.0))
+
+
+def test_witness_normalize_must_be_a_bool():
+    import torchkern
+    from torchkern.stats import witness
+    X = torch.randn(6, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="normalize"):
+        witness(X, X + 1.0, torchkern.RBF(1.0), normalize="no")   # read as True

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from .._validation import check_bool
 from ._common import check_kernel, check_samples
 from .embedding import KernelMeanEmbedding, mean_embedding
 from .mmd import _statistic
@@ -44,6 +45,7 @@ def witness(X, Y, kernel, *, normalize: bool = False, backend=None) -> KernelMea
         empirical distribution (e.g. one is a permutation of the other), and f/‖f‖_H
         would be NaN or amplified rounding noise.
     """
+    check_bool(normalize, "normalize")  # normalize="no" was read as True
     X, Y = check_samples(X, Y, kernel=check_kernel(kernel))
     f = mean_embedding(X, kernel, backend=backend) - mean_embedding(Y, kernel, backend=backend)
     if normalize:
