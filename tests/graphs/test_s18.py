@@ -11,7 +11,8 @@ import torch
 from torch_geometric.data import Data
 
 from tests.graphs.test_graph_kernels import adjacency, random_graphs
-from torchkern.graphs import GraphletSampling
+from torchkern.graphs import (GraphHopper, GraphletSampling, ODDSTh, Propagation,
+                              PropagationAttr)
 
 import grakel  # noqa: E402  (the test extra installs it: never skipped)
 
@@ -269,3 +270,23 @@ def test_propagation_attr_hashes_huge_attributes_exactly():
                      for j in range(len(X))] for i in range(len(X))], dtype=float)
     K = PropagationAttr(t_max=t_max, w=w, random_state=seed)(X).to_dense().numpy()
     np.testing.assert_array_equal(K, ref)
+
+
+# -- NumPy float hyperparameters ---------------------------------------------------------------
+
+@pytest.mark.parametrize("make, match", [
+    (lambda v: GraphHopper(kernel_type="gaussian", mu=v), "mu must be a positive number"),
+    (lambda v: ODDSTh(h=2, lam=v), "lam must be a finite number > 0"),
+    (lambda v: Propagation(t_max=2, w=v), "w must be a positive number"),
+    (lambda v: PropagationAttr(t_max=2, w=v), "w must be a positive number"),
+])
+def test_numpy_float_hyperparameters_are_numbers(make, match):
+    # a grid built with np.linspace / np.float32 holds NumPy scalars, which GraKeL and
+    # scikit-learn take: np.float32(0.5) was refused as "not a positive number"
+    X = _labelled(5, attributes=True)
+    want = make(0.5)(X).to_dense()
+    for v in (np.float32(0.5), np.float16(0.5), np.int64(1) / 2):
+        torch.testing.assert_close(make(v)(X).to_dense(), want, rtol=0, atol=0)
+    for bad in (True, np.bool_(True), "0.5", np.float32("nan"), np.float32(0)):
+        with pytest.raises(ValueError, match=match):
+            make(bad)

@@ -7,7 +7,7 @@ import warnings
 
 import torch
 
-from .._validation import check_bool
+from .._validation import check_bool, is_real
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix
 from ._batch import (GraphKernel, GraphSet, check_memory, check_range, pair_sqdist,
                      segment_ranges, sqdist_fits)
@@ -210,8 +210,7 @@ class GraphHopper(GraphKernel):
         super().__init__()
         if kernel_type not in ("linear", "gaussian"):
             raise ValueError(f"kernel_type must be 'linear' or 'gaussian', got {kernel_type!r}")
-        if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu) \
-                or mu <= 0:
+        if not is_real(mu) or not math.isfinite(mu) or mu <= 0:
             raise ValueError(f"mu must be a positive number, got {mu!r}")
         if not isinstance(node_attr, str):
             raise TypeError(f"node_attr must be the name of a Data field (a str), got "

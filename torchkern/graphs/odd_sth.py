@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from .._validation import check_bool, is_int
+from .._validation import check_bool, is_int, is_real
 from ._batch import GraphKernel, GraphSet, check_range, count_rows, segment_ranges
 from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels
 from .nspdk import multiset_ids
@@ -151,8 +151,7 @@ class ODDSTh(GraphKernel):
         super().__init__()
         if not is_int(h) or h < 1:
             raise ValueError(f"h must be an int >= 1, got {h!r}")
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or \
-                not math.isfinite(lam) or lam <= 0:
+        if not is_real(lam) or not math.isfinite(lam) or lam <= 0:
             raise ValueError(f"lam must be a finite number > 0, got {lam!r}")
         self.h, self.lam, self.normalize = int(h), float(lam), check_bool(normalize, "normalize")
 

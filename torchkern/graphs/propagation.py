@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from .._validation import check_bool, is_int
+from .._validation import check_bool, is_int, is_real
 from ._batch import GraphSet, check_memory, compact, sorted_unique
 from ._labels import CountFeatureKernel, histogram, int64_label_values
 
@@ -27,7 +27,7 @@ def _propagate(G: GraphSet, P: torch.Tensor) -> torch.Tensor:
 def _check_common(t_max, w, random_state):
     if not is_int(t_max) or t_max < 1:
         raise ValueError(f"t_max must be a positive int, got {t_max!r}")
-    if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+    if not is_real(w) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"w must be a positive number (the bin width), got {w!r}")
     if random_state is not None and (not is_int(random_state) or
                                      not 0 <= random_state < 2 ** 32):
