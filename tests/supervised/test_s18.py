@@ -117,3 +117,11 @@ def test_per_sample_noise_nan_names_the_entry():
     noise[5] = np.nan
     with pytest.raises(ValueError, match=r"noise\[5\] = nan"):
         GaussianProcessRegressor(noise=noise).fit(X, y)
+
+
+@pytest.mark.parametrize("spec", ["lml", {"objective": "map"}])
+def test_per_sample_noise_not_replaced_by_learn_kernel(spec):
+    # the learned scalar noise silently replaced the array (noise_ 1e-5 for an array of 0.1)
+    X, y, noise, _ = _data(n=20)
+    with pytest.raises(ValueError, match="per-sample noise array is fixed"):
+        GaussianProcessRegressor(torchkern.RBF(1.0), noise=noise).fit(X, y, learn_kernel=spec)

@@ -244,6 +244,15 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             raise ValueError(f"noise must be finite and >= 0, got noise[{i}] = {float(t[i])!r}")
         return t
 
+    def _check_learn_kernel(self, spec) -> None:
+        """``fit(learn_kernel=...)``: the "lml" / "map" objectives learn one noise variance
+        and would replace a per-sample ``noise`` array by it; refused."""
+        objective = spec.get("objective", "auto") if isinstance(spec, dict) else spec
+        if objective in ("lml", "map") and real_tensor(self.noise, "noise").numel() > 1:
+            raise ValueError(f"learn_kernel={objective!r} learns one noise variance: a "
+                             f"per-sample noise array is fixed; pass a float noise to learn "
+                             f"it")
+
     def _log_bounds(self):
         """(log low, log high) of the hyperparameter bounds, or None (unbounded)."""
         return _log_bounds(self.hyperparameter_bounds, "hyperparameter_bounds")
