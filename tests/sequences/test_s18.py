@@ -59,3 +59,22 @@ def test_decay_and_inverse_temperature_must_be_one_number(make, name):
     # two values were stored; the first call then failed in float() naming nothing
     with pytest.raises(ValueError, match=name):
         make(torch.tensor([0.5, 1.0]))
+
+
+@pytest.mark.parametrize("codes, lengths, name", [
+    (torch.tensor([0.5, 1.7, 2.2]), torch.tensor([3]), "codes"),   # read as "ACG"
+    (torch.tensor([True, False]), torch.tensor([2]), "codes"),     # read as "CA"
+    (torch.tensor([0, 1, 2]), torch.tensor([1.5, 1.6]), "lengths"),
+])
+def test_sequence_set_codes_and_lengths_must_be_integers(codes, lengths, name):
+    from torchkern.sequences import SequenceSet
+    with pytest.raises(TypeError, match=name):
+        SequenceSet(codes, lengths, "ACGT")
+
+
+def test_sequence_set_from_lists_of_codes():
+    # a list raised AttributeError ('list' object has no attribute 'long')
+    from torchkern.sequences import SequenceSet
+    S = SequenceSet([0, 1, 2, 3, 3], [3, 2], "ACGT")
+    assert S.strings() == ["ACG", "TT"]
+    torch.testing.assert_close(Spectrum(1)(S).to_dense(), Spectrum(1)(["ACG", "TT"]).to_dense())

@@ -32,6 +32,21 @@ def _resolve_alphabet(alphabet) -> str | None:
     return letters
 
 
+def _integers(values, name: str) -> torch.Tensor:
+    """``values`` (a tensor, array or list) as an integer tensor, else a TypeError naming
+    ``name``: float codes were truncated silently (0.5, 1.7, 2.2 read as "ACG"), booleans
+    read as 0 and 1, and a list raised AttributeError."""
+    if not isinstance(values, torch.Tensor):
+        try:
+            values = torch.as_tensor(np.asarray(values))
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{name} must be a tensor of integers, got "
+                            f"{type(values).__name__}") from None
+    if values.dtype == torch.bool or values.is_floating_point() or values.is_complex():
+        raise TypeError(f"{name} must be a tensor of integers, got dtype {values.dtype}")
+    return values
+
+
 def _starts(lengths: torch.Tensor) -> torch.Tensor:
     """Each string's offset in the packed codes: the exclusive cumulative sum of lengths."""
     return torch.cumsum(lengths, 0) - lengths
@@ -68,6 +83,7 @@ class SequenceSet(KernelInput):
 
     def __init__(self, codes: torch.Tensor, lengths: torch.Tensor, alphabet: str | None,
                  dtype: torch.dtype = torch.float64):
+        codes, lengths = _integers(codes, "codes"), _integers(lengths, "lengths")
         lengths = lengths.long()
         if lengths.dim() != 1:
             raise ValueError(f"lengths must be (n,), got {tuple(lengths.shape)}")
