@@ -246,7 +246,7 @@ def test_arguments_are_checked_by_name():
         PropagationAttr(w=-1.0)
     with pytest.raises(ValueError, match="M must be 'TV' or 'H'"):
         Propagation(M="L1")
-    with pytest.raises(ValueError, match="random_state must be None or a non-negative int"):
+    with pytest.raises(ValueError, match="random_state must be None, a numpy RandomState"):
         Propagation(random_state=-1)
     with pytest.raises(ValueError, match="n_iter must be a non-negative int"):
         WeisfeilerLehmanOptimalAssignment(-1)

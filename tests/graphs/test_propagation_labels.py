@@ -226,7 +226,7 @@ def test_n_labels_is_checked_by_name():
 
 def test_random_state_is_checked_by_name():
     # numpy's RandomState (GraKeL's draws, PropagationAttr) takes seeds below 2^32 only
-    msg = r"random_state must be None or a non-negative int below 2\^32"
+    msg = r"random_state must be None, a numpy RandomState or a non-negative int below 2\^32"
     for make in (Propagation, lambda **a: Propagation(n_labels=3, **a), PropagationAttr):
         for bad in (-1, 2 ** 32, 1.5, "0"):
             with pytest.raises(ValueError, match=msg):

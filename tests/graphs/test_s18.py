@@ -290,3 +290,54 @@ def test_numpy_float_hyperparameters_are_numbers(make, match):
     for bad in (True, np.bool_(True), "0.5", np.float32("nan"), np.float32(0)):
         with pytest.raises(ValueError, match=match):
             make(bad)
+
+
+# -- a numpy RandomState as random_state -------------------------------------------------------
+
+def _grakel_graphs(X, what):
+    out = []
+    for d in X:
+        A = adjacency(d)
+        if what == "labels":
+            nodes = dict(enumerate(d.x.argmax(1).tolist()))
+        else:
+            nodes = dict(enumerate(d.node_attributes.double().numpy()))
+        out.append(grakel.Graph(A, node_labels=nodes))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["propagation", "propagation_attr", "multiscale"])
+def test_numpy_random_state_draws_as_grakel(kind):
+    # GraKeL (sklearn's check_random_state) takes a RandomState; it was refused here
+    from torchkern.graphs import MultiscaleLaplacian
+    X = _labelled(11, attributes=True)
+    X = [d for d in X if d.edge_index.shape[1]]  # GraKeL's readers need an edge
+    if kind == "propagation":
+        # GraKeL draws for its fitted labels in order: all 3 labels must occur
+        assert sorted(set(torch.cat([d.x.argmax(1) for d in X]).tolist())) == [0, 1, 2]
+        ours = lambda rs: Propagation(t_max=3, w=1e-3, random_state=rs, n_labels=3)
+        theirs = lambda rs: grakel.Propagation(t_max=3, w=1e-3, random_state=rs)
+        what = "labels"
+    elif kind == "propagation_attr":
+        ours = lambda rs: PropagationAttr(t_max=3, w=0.5, random_state=rs)
+        theirs = lambda rs: grakel.PropagationAttr(t_max=3, w=0.5, random_state=rs)
+        what = "attributes"
+    else:
+        ours = lambda rs: MultiscaleLaplacian(L=2, n_samples=8, P=3, random_state=rs)
+        theirs = lambda rs: grakel.MultiscaleLaplacian(L=2, n_samples=8, P=3, random_state=rs)
+        what = "attributes"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Kg = theirs(np.random.RandomState(7)).fit_transform(_grakel_graphs(X, what))
+    k = ours(np.random.RandomState(7))
+    K = k(X).to_dense().numpy()
+    np.testing.assert_allclose(K, Kg, rtol=1e-10, atol=1e-12 * np.abs(Kg).max())
+    np.testing.assert_array_equal(k(X).to_dense().numpy(), K)  # replayed at every call
+    np.testing.assert_array_equal(ours(7)(X).to_dense().numpy(), K)  # = the int seed
+    if kind == "propagation":  # per-label draws: one seed taken from the RandomState
+        k = Propagation(t_max=3, w=1e-3, random_state=np.random.RandomState(7))
+        K = k(X).to_dense()
+        torch.testing.assert_close(k(X[:3], X[3:]).to_dense(), K[:3, 3:], rtol=0, atol=0)
+        seed = int(np.random.RandomState(7).randint(2 ** 32, dtype=np.int64))
+        torch.testing.assert_close(Propagation(t_max=3, w=1e-3, random_state=seed)(X).to_dense(),
+                                   K, rtol=0, atol=0)

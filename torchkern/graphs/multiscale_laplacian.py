@@ -255,12 +255,14 @@ class MultiscaleLaplacian(GraphKernel):
         Number of landmark nodes, ≥ 1 (all nodes when there are fewer).
     P : int
         Largest number of eigenpairs kept per level, ≥ 1.
-    random_state : int or None
+    random_state : int, numpy RandomState or None
         Seed of the landmark draws (below 2^32): numpy ``RandomState(random_state)``
         shuffles the nodes (numbered graph after graph) once for level 0 and again for
         each level, the landmarks being the first ``n_samples`` — GraKeL's draws, so both
         give the same values for the same seed. ``None``: a seed drawn once for this
-        kernel object (from NumPy's global generator), the same for all its calls.
+        kernel object (from NumPy's global generator), the same for all its calls. A
+        ``numpy.random.RandomState`` (GraKeL and scikit-learn take one): its state at the
+        first call, replayed at every call.
     features : {"attributes", "labels"}
         The node features read (see above).
     node_attr : str
@@ -331,11 +333,11 @@ class MultiscaleLaplacian(GraphKernel):
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         if not is_int(P) or P < 1:
             raise ValueError(f"P must be a positive int, got {P!r}")
-        if random_state is not None and (not is_int(random_state)
-                                         or not 0 <= random_state < 2 ** 32):
-            raise ValueError(f"random_state must be None or a non-negative int below 2^32 "
-                             f"(the seed of the landmark draws, numpy RandomState's range), "
-                             f"got {random_state!r}")
+        if random_state is not None and not isinstance(random_state, np.random.RandomState) \
+                and (not is_int(random_state) or not 0 <= random_state < 2 ** 32):
+            raise ValueError(f"random_state must be None, a numpy RandomState or a "
+                             f"non-negative int below 2^32 (the seed of the landmark draws, "
+                             f"numpy RandomState's range), got {random_state!r}")
         if features not in ("attributes", "labels"):
             raise ValueError(f"features must be 'attributes' or 'labels', got {features!r}")
         if not isinstance(node_attr, str):
@@ -412,7 +414,8 @@ class MultiscaleLaplacian(GraphKernel):
         phi, values = self._phi(X)
         if not bool(torch.isfinite(phi).all()):
             raise ValueError("X: the node attributes must be finite")
-        rs = np.random.RandomState(self._fixed_draws())
+        rs = self._fixed_draws()  # a RandomState given is replayed from its first state
+        rs = rs if isinstance(rs, np.random.RandomState) else np.random.RandomState(rs)
         perm = np.arange(N)
         ns = min(N, self.n_samples)
         chunks = _Chunks(X, 2 ** (self.L - 1) if self.L else 0)

@@ -29,11 +29,19 @@ def _check_common(t_max, w, random_state):
         raise ValueError(f"t_max must be a positive int, got {t_max!r}")
     if not is_real(w) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"w must be a positive number (the bin width), got {w!r}")
-    if random_state is not None and (not is_int(random_state) or
-                                     not 0 <= random_state < 2 ** 32):
-        raise ValueError(f"random_state must be None or a non-negative int below 2^32 (the "
-                         f"seed of the hash draws, numpy RandomState's range), got "
-                         f"{random_state!r}")
+    if random_state is not None and not isinstance(random_state, np.random.RandomState) \
+            and (not is_int(random_state) or not 0 <= random_state < 2 ** 32):
+        raise ValueError(f"random_state must be None, a numpy RandomState or a non-negative "
+                         f"int below 2^32 (the seed of the hash draws, numpy RandomState's "
+                         f"range), got {random_state!r}")
+
+
+def _stream(kernel) -> np.random.RandomState:
+    """The kernel's numpy stream (GraKeL's): ``RandomState(seed)`` for an int or None (a
+    seed drawn once per object), a given RandomState replayed from its state at the
+    first call."""
+    d = kernel._fixed_draws()
+    return d if isinstance(d, np.random.RandomState) else np.random.RandomState(d)
 
 
 class Propagation(CountFeatureKernel):
@@ -64,10 +72,12 @@ class Propagation(CountFeatureKernel):
         Bin width w > 0.
     M : {"TV", "H"}
         The distance the hashing preserves.
-    random_state : int or None
+    random_state : int, numpy RandomState or None
         Seed of the hash draws (see ``n_labels``), 0 ≤ random_state < 2^32; None: a seed
         drawn from NumPy's global generator when the object is first called, then kept
-        (as GraKeL's fitted kernels; a clone or a new object draws anew). Every call of
+        (as GraKeL's fitted kernels; a clone or a new object draws anew); a RandomState:
+        its state at the first call, replayed at every call (its stream itself with
+        ``n_labels``; per-label draws take the seed ``randint(2^32)`` from it). Every call of
         one object draws the same, and a graph's features depend on its own labels only,
         never on the other graphs of the call: ``k(X)``, ``k(X, Y)`` and ``k(Y)`` are
         blocks of ``k(X ∪ Y)``, so a model fitted with it predicts with the same hashes.
@@ -147,7 +157,7 @@ class Propagation(CountFeatureKernel):
 
     def _grakel_draws(self):
         """GraKeL's draws: u_t (n_labels,) and b_t for every t, one RandomState stream."""
-        rs = np.random.RandomState(self._fixed_draws())
+        rs = _stream(self)
         us, bs = [], []
         for _ in range(self.t_max):
             u = rs.randn(self.n_labels)
@@ -163,6 +173,8 @@ class Propagation(CountFeatureKernel):
         rows = int64_label_values(values.cpu(), "Propagation").tolist() if values.numel() \
             else [[]] * values.shape[0]
         U, seed = np.empty((len(rows), self.t_max)), self._fixed_draws()
+        if isinstance(seed, np.random.RandomState):
+            seed = int(seed.randint(2 ** 32, dtype=np.int64))
         for i, v in enumerate(rows):
             a = np.random.default_rng([seed, 1] + _seed_words(v))
             a = a.standard_normal((self.t_max, 2))
@@ -246,11 +258,12 @@ class PropagationAttr(CountFeatureKernel):
         Bin width w > 0.
     M : {"L1", "L2"}
         The distance the hashing preserves.
-    random_state : int or None
+    random_state : int, numpy RandomState or None
         Seed: numpy ``RandomState(random_state)`` draws, for each t in turn, u_t (d
         entries), its Cauchy divisor for L1, then b_t = w·N(0, I_d) — GraKeL's draws,
-        so both give the same values for the same seed. None: a seed drawn from NumPy's
-        global generator when the object is first called, then kept. Every call of one
+        so both give the same values for the same seed (or RandomState). None: a seed
+        drawn from NumPy's global generator when the object is first called, then kept;
+        a RandomState is replayed from its state at the first call. Every call of one
         object draws the same.
     node_attr : str
         The Data field holding the node attributes.
@@ -307,7 +320,7 @@ class PropagationAttr(CountFeatureKernel):
     def _entries(self, G: GraphSet):
         P = G.node_attributes
         d = P.shape[1]
-        rs = np.random.RandomState(self._fixed_draws())
+        rs = _stream(self)
         hashes = []
         for t in range(self.t_max):
             u = rs.randn(d)
