@@ -77,3 +77,23 @@ def test_empirical_ntk_kernel_checks_its_arguments():
     for call in (lambda: k(X), lambda: k.diag(X), lambda: k.pairs(X, X)):
         with pytest.raises(ValueError, match="method"):
             call()
+
+
+def test_parameterize_without_a_seed_draws_from_the_global_generator():
+    # None was a fixed seed 0: every network of an unseeded ensemble was the same one
+    from torch import nn
+    from torchkern.ntk import parameterize
+
+    def weights(net):
+        return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+    def make():
+        return parameterize(nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1)),
+                            "standard", bias_std=0.1)
+    torch.manual_seed(3)
+    a = make()
+    b = make()
+    torch.manual_seed(3)
+    c = make()
+    assert not torch.equal(weights(a), weights(b))
+    assert torch.equal(weights(a), weights(c))

@@ -977,7 +977,8 @@ def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.
     module : nn.Module
     parameterization : {"ntk", "standard"}
     weight_std, bias_std : float
-    random_state : int or torch.Generator, optional
+    random_state : None, int or torch.Generator
+        Draws the weights; None draws from torch's global generator (``torch.manual_seed``).
 
     Returns
     -------
@@ -990,8 +991,9 @@ def parameterize(module: nn.Module, parameterization: str = "ntk", weight_std=1.
     if parameterization not in _PARAMETERIZATIONS:
         raise ValueError(f"parameterization must be one of {_PARAMETERIZATIONS}, got "
                          f"{parameterization!r}")
-    g = torch.Generator().manual_seed(0) if random_state is None else \
-        as_generator(random_state)
+    # None draws from torch's global generator, as everywhere in torchkern: it was a fixed
+    # seed 0, so every network of an ensemble initialized without a seed came out the same
+    g = as_generator(random_state)
     check_positive(weight_std, "weight_std")
     check_positive(bias_std, "bias_std", allow_zero=True)
     w_std, b_std = float(weight_std), float(bias_std)
