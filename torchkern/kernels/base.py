@@ -5,6 +5,7 @@ import copy
 import functools
 import inspect
 import io
+import math
 import numbers
 import operator
 import reprlib
@@ -883,10 +884,56 @@ class StationaryKernel(_Lengthscale, Kernel):
     def _formula(self, X, Y=None):
         X, Y = center(X, None if Y is X else Y)
         f = super()._formula(X, Y)
+        if X.dtype == torch.float32 and self._float64_needed(f):
+            return self._float64_formula(X, Y)
         if self.fast_sqdist:
             dtype = fast_form_dtype(f.xs[0], None if Y is None else f.ys[0])
             f = Formula(f.xs, f.ys, f.ps, in_precision(f.fn, dtype, f.dtype), f.profile)
         return f
+
+    #: k(x, y) > 0 at any distance (RationalQuadratic, InverseMultiquadric): an
+    #: overflowed ‖x − y‖² must not read as k = 0.
+    heavy_tail = False
+
+    def _float64_needed(self, f) -> bool:
+        """Whether float32 cannot hold the formula's intermediate values: scaled inputs
+        x = X/ℓ that overflowed (|X| past 3.4e38·ℓ: x − x was ∞ − ∞ = NaN though
+        k(x, x) = 1) and, for a heavy tail, whose squared differences may (|x| ≥ 2^63/√d:
+        its value, not 0, where ‖x − y‖² overflowed). Kernels that are 0 there keep
+        float32 on every backend. One ``aminmax`` per input (as gram._finite_gram)."""
+        ts = (f.xs[0],) if f.ys[0] is f.xs[0] else (f.xs[0], f.ys[0])
+        top = max((max(-float(lo), float(hi)) for lo, hi in
+                   (torch.aminmax(t.detach()) for t in ts if t.numel())), default=0.0)
+        if self.heavy_tail:
+            return not top < 2.0 ** 63 / math.sqrt(max(f.xs[0].shape[-1], 1))
+        return not math.isfinite(top)
+
+    def _float64_formula(self, X, Y):
+        """The formula of float32 data that :meth:`_float64_needed`: its variables are X/ℓ
+        (computed in float64) scaled by a power of two 2^-s (exact) into float32's range,
+        and torch blocks evaluate k in float64 on 2^s times them, by exact differences,
+        rounded back to float32 (k(x, x) = 1; 0, or the tail's value, between distant
+        points). KeOps and Triton formulas, which compute in float32, raise
+        NotImplementedError (the lazy backends then fall back to torch)."""
+        f64, f32 = torch.float64, torch.float32
+        g = super()._formula(X.to(f64), None if Y is None else Y.to(f64))
+        top = max(float(v.detach().abs().max()) for v in (g.xs[0], g.ys[0]))
+        shift = 2.0 ** max(0, math.frexp(top)[1] - 120)
+        x = (g.xs[0] / shift).to(f32)
+        y = x if Y is None else (g.ys[0] / shift).to(f32)
+        exact = in_precision(g.fn, None, f64)  # None: exact differences
+
+        def fn(xs, ys, ps):
+            if not isinstance(xs[0], torch.Tensor):
+                raise NotImplementedError(
+                    f"{type(self).__name__}: this float32 Gram needs float64 intermediates "
+                    f"(scaled inputs X/lengthscale past 2^63, or a hyperparameter's square "
+                    f"past float32's range), which torch gives (backend='dense' or "
+                    f"'blocked'); use one of them, or float64 data")
+            up = lambda ts: [t.to(f64) * shift for t in ts]  # noqa: E731
+            return exact(up(xs), up(ys), [p.to(f64) for p in ps]).to(xs[0].dtype)
+
+        return Formula((x,), (y,), tuple(p.to(f32) for p in g.ps), fn)
 
     def __init__(self, lengthscale=1.0, ard_dims=None):
         Kernel.__init__(self)

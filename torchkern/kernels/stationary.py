@@ -113,6 +113,8 @@ class RationalQuadratic(StationaryKernel):
     Equal to scikit-learn's ``RationalQuadratic(length_scale, alpha)``; α → ∞ gives the RBF.
     """
 
+    heavy_tail = True
+
     def __init__(self, lengthscale=1.0, alpha=1.0, ard_dims=None):
         super().__init__(lengthscale, ard_dims)
         self.register_hyperparameter("alpha", alpha, scalar=True)
@@ -123,7 +125,8 @@ class RationalQuadratic(StationaryKernel):
     def _k(self, x, y, alpha):
         # log1p: with log(1 + u), u = d²/(2α) < ε for large α and K was 1 everywhere
         # (float32, α = 1e5: off by 5e-3; α = 1e8: by 0.997)
-        return (log1p(sqdist(x, y, center=False) / (alpha * 2.0)) * (-alpha)).exp()
+        # d²·½/α: 2α overflowed float32 for α past 1.7e38 (then K was 1 everywhere)
+        return (log1p(sqdist(x, y, center=False) * 0.5 / alpha) * (-alpha)).exp()
 
 
 class InverseMultiquadric(StationaryKernel):
@@ -132,12 +135,21 @@ class InverseMultiquadric(StationaryKernel):
     Positive definite for every c > 0 (a scale mixture of Gaussians).
     """
 
+    heavy_tail = True
+
     def __init__(self, lengthscale=1.0, c=1.0, ard_dims=None):
         super().__init__(lengthscale, ard_dims)
         self.register_hyperparameter("c", c, scalar=True)
 
     def _params(self, like):
         return (self._param("c", like),)
+
+    def _float64_needed(self, f):
+        # c² past float32's normal range: c = 1e-30 made k(x, x) = 1/√0 = ∞ (it is 1e30),
+        # c = 1e30 made every entry 1/√∞ = 0 (they are ≈ 1e-30)
+        c2 = float(self.c.detach()) ** 2
+        fi = torch.finfo(torch.float32)
+        return super()._float64_needed(f) or not fi.tiny <= c2 <= fi.max
 
     def _k(self, x, y, c):
         return (sqdist(x, y, center=False) + c * c).rsqrt()
@@ -177,5 +189,7 @@ class Periodic(_Lengthscale, Kernel):
         return (self._param("lengthscale", like), self._param("period", like))
 
     def _k(self, x, y, lengthscale, period):
-        s = ((x - y) * math.pi / period).sin()
-        return (fsum(s * s / (lengthscale * lengthscale)) * -2.0).exp()
+        # sin/ℓ, squared: sin²/ℓ² was 0/0 = NaN at x = y where ℓ² underflows (float32,
+        # ℓ < 1e-19)
+        s = ((x - y) * math.pi / period).sin() / lengthscale
+        return (fsum(s * s) * -2.0).exp()
