@@ -62,8 +62,13 @@ def test_per_sample_noise_bad_input():
         GaussianProcessRegressor(noise=-noise).fit(X, y)
     with pytest.raises(ValueError, match="noise must be > 0 with method='cg'"):
         GaussianProcessRegressor(noise=np.r_[0.0, noise[1:]], method="cg").fit(X, y)
-    with pytest.raises(ValueError, match="per-sample noise"):
-        GaussianProcessRegressor(noise=noise).fit(X, y, optimize=True)
+    with pytest.raises(ValueError, match="noise_prior needs a learned noise"):
+        GaussianProcessRegressor(noise=noise, noise_prior=torch.distributions.Gamma(
+            1.1, 0.05)).fit(X, y, optimize=True)
+    fixed = torchkern.RBF(1.0)
+    fixed.requires_grad_(False)
+    with pytest.raises(ValueError, match="kernel's hyperparameters only"):
+        GaussianProcessRegressor(fixed, noise=noise).fit(X, y, optimize=True)
 
 
 def _reachable_kernel_inputs(root):
@@ -125,3 +130,24 @@ def test_per_sample_noise_not_replaced_by_learn_kernel(spec):
     X, y, noise, _ = _data(n=20)
     with pytest.raises(ValueError, match="per-sample noise array is fixed"):
         GaussianProcessRegressor(torchkern.RBF(1.0), noise=noise).fit(X, y, learn_kernel=spec)
+
+
+def test_per_sample_noise_optimize_learns_the_kernel_as_sklearn():
+    # scikit-learn keeps an alpha array fixed and learns the kernel: the same optimum
+    from sklearn.gaussian_process.kernels import ConstantKernel
+    g = np.random.default_rng(0)
+    X = g.uniform(-3, 3, (80, 2))
+    noise = g.uniform(0.01, 0.3, 80)
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + np.sqrt(noise) * g.standard_normal(80)
+    sk = SkGPR(ConstantKernel() * SkRBF(1.0), alpha=noise, random_state=0).fit(X, y)
+    gp = GaussianProcessRegressor(1.0 * torchkern.RBF(1.0), noise=noise).fit(X, y,
+                                                                            optimize=True)
+    assert float(gp.log_marginal_likelihood()) == pytest.approx(
+        sk.log_marginal_likelihood_value_, rel=1e-8)
+    theta = np.exp(sk.kernel_.theta)
+    assert float(gp.kernel_.outputscale.detach()) == pytest.approx(theta[0], rel=1e-4)
+    assert float(gp.kernel_.base.lengthscale.detach()) == pytest.approx(theta[1], rel=1e-4)
+    np.testing.assert_array_equal(np.asarray(gp.noise_), noise)
+    Xt = g.uniform(-3, 3, (5, 2))
+    np.testing.assert_allclose(np.asarray(gp.predict(Xt)), sk.predict(Xt), rtol=1e-5,
+                               atol=1e-7)

@@ -88,7 +88,9 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         for hyperparameter learning). An array gives each training sample its own noise
         variance σ²_i (heteroscedastic noise, scikit-learn's ``alpha`` array): A = K +
         diag(σ²), a lazy diagonal with ``"cg"`` (whose preconditioner then uses the mean
-        σ²_i). It is fixed: ``fit(optimize=True)``, which learns one σ², refuses it.
+        σ²_i). It is fixed, as scikit-learn's: ``fit(optimize=True)`` then learns the
+        kernel's hyperparameters only (``noise_prior`` is refused), and
+        ``fit(learn_kernel="lml" / "map")``, which learns one σ², refuses it.
     mean : {"zero", "constant"}
         Prior mean.
     normalize_y : bool
@@ -352,10 +354,10 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                 raise ValueError(f"n_iter must be a non-negative int, got {n_iter!r}")
             if not (is_real(lr) and lr > 0):
                 raise ValueError(f"lr must be a positive float, got {lr!r}")
-            if isinstance(noise, torch.Tensor):
-                raise ValueError("optimize=True learns one noise variance: a per-sample "
-                                 "noise array is fixed; pass a float noise to learn it")
-            if noise <= 0:
+            if isinstance(noise, torch.Tensor) and self.noise_prior is not None:
+                raise ValueError("noise_prior needs a learned noise: a per-sample noise "
+                                 "array is fixed (optimize=True learns the kernel only)")
+            if not isinstance(noise, torch.Tensor) and noise <= 0:
                 raise ValueError("noise must be > 0 to be learned (as log noise)")
             if self.optimizer is None:
                 raise ValueError("optimize=True needs optimizer='lbfgs' or 'adam', got "
@@ -403,14 +405,23 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         """The learnable parameters — the kernel's and the noise σ² = softplus(ρ) — in
         optimizer coordinates (:func:`torchkern._optimize.coordinates`), the raw
         noise ρ and loss(generator) = −log p(Y), differentiable in them."""
-        learned_noise = _Noise(noise)
-        raw_noise = learned_noise.raw_noise
-        coords = _coordinates([kernel, learned_noise], self._log_bounds())
+        if isinstance(noise, torch.Tensor):  # per-sample: fixed, the kernel alone learned
+            raw_noise = None
+            try:
+                coords = _coordinates([kernel], self._log_bounds())
+            except ValueError:
+                raise ValueError("optimize=True with a per-sample noise array learns the "
+                                 "kernel's hyperparameters only, and the kernel has none "
+                                 "that requires grad") from None
+        else:
+            learned_noise = _Noise(noise)
+            raw_noise = learned_noise.raw_noise
+            coords = _coordinates([kernel, learned_noise], self._log_bounds())
 
         with_priors = self.noise_prior is not None or any(True for _ in kernel.named_priors())
 
         def loss(generator):
-            sigma2 = F.softplus(raw_noise)
+            sigma2 = noise if raw_noise is None else F.softplus(raw_noise)
             lml, _ = self._lml(kernel, X, Y, sigma2.to(X.dtype) if method == "cg" else sigma2,
                                method, generator)
             if with_priors:  # MAP: log p(y) + log p(θ), as GPyTorch's MLL with priors
@@ -457,7 +468,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
                           f"widen hyperparameter_bounds and fit again, or change the kernel "
                           f"(a signal variance at its lower bound: the kernel explains none "
                           f"of y)", ConvergenceWarning, stacklevel=5)
-        return float(F.softplus(raw_noise.detach()))
+        return noise if raw_noise is None else float(F.softplus(raw_noise.detach()))
 
     def _lbfgs(self, coords, theta0, loss, seed, n, n_iter, lr, label):
         """One L-BFGS-B run from θ0 on −log p(y) in :class:`~torchkern._optimize.Coordinates` (the optimizer of
