@@ -97,3 +97,31 @@ def test_parameterize_without_a_seed_draws_from_the_global_generator():
     c = make()
     assert not torch.equal(weights(a), weights(b))
     assert torch.equal(weights(a), weights(c))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_infinite_width_half_precision_inputs_compute_in_float32(dtype):
+    # the recursion ran in half precision: 1e-3 (float16) / 4e-3 (bfloat16) off, and a
+    # float16 Gram matrix came out
+    from torch import nn
+    from torchkern.ntk import infinite_width
+    g = torch.Generator().manual_seed(1)
+    X = (30 * torch.randn(20, 3, generator=g)).to(dtype)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(),
+                        nn.Linear(8, 1))
+    k = infinite_width(net, bias_std=0.5)
+    K = k(X).to_dense()
+    ref = k(X.to(torch.float64)).to_dense()
+    assert K.dtype == torch.float32
+    torch.testing.assert_close(K.double(), ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max()))
+
+
+def test_infinite_width_set_params_of_a_constructor_argument():
+    # TypeError: __init__() missing 1 required positional argument: 'module'
+    from torch import nn
+    from torchkern.ntk import infinite_width
+    X, _ = _data()
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    k = infinite_width(net, bias_std=0.2).set_params(kind="nngp")
+    ref = infinite_width(net, kind="nngp", bias_std=0.2)
+    torch.testing.assert_close(k(X).to_dense(), ref(X).to_dense())

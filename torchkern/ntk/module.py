@@ -22,7 +22,7 @@ from .._validation import as_generator, as_tensor, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix, _finite_gram
 from ..inputs import KernelInput, as_index
 from ..kernels._ops import safe_sqrt
-from ..kernels.base import Kernel
+from ..kernels.base import Kernel, upcast_half
 from .analytic import _arccos, _check_stds
 
 __all__ = ["infinite_width", "InfiniteWidthKernel", "Residual", "Erf", "parameterize"]
@@ -680,6 +680,11 @@ class InfiniteWidthKernel(Kernel):
     def _sub_kernel(self, name):
         return None
 
+    def _structural_args(self) -> dict:
+        # the module is kept as _module (not a sub-module): set_params(kind=...) rebuilt
+        # the kernel without it (TypeError: missing 1 required positional argument)
+        return {**super()._structural_args(), "module": self._module}
+
     def formula(self, X, Y=None):
         raise TypeError("InfiniteWidthKernel has no closed-form formula: it cannot be combined "
                         "with vector kernels in one formula; use its Gram matrices")
@@ -706,7 +711,11 @@ class InfiniteWidthKernel(Kernel):
             raise ValueError(f"{name} must be real: Complex data not supported, got dtype "
                              f"{X.dtype}")
         if not X.is_floating_point():
-            X = X.to(torch.get_default_dtype())
+            X = X.to(torch.float64)   # as as_tensor reads integers (float32 before)
+        # float16 / bfloat16 computed in float32, as the vector kernels do: the recursion
+        # ran in half precision (NTK 1e-3 off in float16, 4e-3 in bfloat16, and variances
+        # past 65504 overflowed)
+        X = upcast_half(X)
         if not bool(torch.isfinite(X).all()):
             raise ValueError(f"{name} contains NaN or infinity")
         if X.dim() > 4:
