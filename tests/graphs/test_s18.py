@@ -341,3 +341,29 @@ def test_numpy_random_state_draws_as_grakel(kind):
         seed = int(np.random.RandomState(7).randint(2 ** 32, dtype=np.int64))
         torch.testing.assert_close(Propagation(t_max=3, w=1e-3, random_state=seed)(X).to_dense(),
                                    K, rtol=0, atol=0)
+
+
+# -- the θ kernels with random_state=None --------------------------------------------------
+
+@pytest.mark.parametrize("draws", ["graph", "grakel"])
+def test_theta_kernels_take_random_state_none(draws):
+    # GraKeL's LovaszTheta / SvmTheta default random_state=None was refused here. None is a
+    # seed drawn once per object from NumPy's global generator: reseeding reproduces it,
+    # every call of one object draws the same, and a new object draws anew.
+    from torchkern.graphs import LovaszTheta, SVMTheta
+    X = random_graphs(5, 4, 7, 0.5, 1, seed=2)
+    for make in (lambda rs: SVMTheta(n_samples=6, subsets_size_range=(2, 3), random_state=rs,
+                                     draws=draws),
+                 lambda rs: LovaszTheta(n_samples=3, subsets_size_range=(2, 3), random_state=rs,
+                                        draws=draws)):
+        np.random.seed(3)
+        k = make(None)
+        K = k(X).to_dense()
+        phi = k.features(X)
+        torch.testing.assert_close(K, phi @ phi.T, rtol=1e-12, atol=0)
+        # (with draws="grakel" a set's features depend on the set: compare with its φ)
+        torch.testing.assert_close(k(X[:2], X[2:]).to_dense(),
+                                   k.features(X[:2]) @ k.features(X[2:]).T, rtol=1e-12, atol=0)
+        np.random.seed(3)
+        torch.testing.assert_close(make(None)(X).to_dense(), K, rtol=0, atol=0)
+        assert any(not torch.equal(make(None).features(X), phi) for _ in range(3))

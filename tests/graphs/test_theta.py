@@ -421,7 +421,7 @@ def test_base_kernel_and_grid_search(mutag):
     (lambda: LovaszTheta(subsets_size_range=(3, 2)), "subsets_size_range must be"),
     (lambda: SVMTheta(subsets_size_range=(0, 2)), "subsets_size_range must be"),
     (lambda: SVMTheta(subsets_size_range=3), "subsets_size_range must be"),
-    (lambda: LovaszTheta(random_state=None), "random_state must be"),
+    (lambda: LovaszTheta(random_state=1.5), "random_state must be"),
     (lambda: SVMTheta(random_state=-1), "random_state must be"),
     (lambda: SVMTheta(random_state=2 ** 32), "random_state must be"),  # numpy's range
     (lambda: LovaszTheta(random_state=2 ** 32, draws="grakel"), "random_state must be"),

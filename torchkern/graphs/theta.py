@@ -1073,10 +1073,11 @@ def _check_common(n_samples, subsets_size_range, random_state, base_kernel):
             is_int(v) and not isinstance(v, bool) for v in r) or r[0] < 1 or r[0] > r[1]):
         raise ValueError(f"subsets_size_range must be a pair (min, max) of ints with "
                          f"1 <= min <= max, got {subsets_size_range!r}")
-    if (isinstance(random_state, bool) or not is_int(random_state)
-            or not 0 <= random_state < 2 ** 32):
-        raise ValueError(f"random_state must be a non-negative int below 2^32 (the seed of "
-                         f"the subset draws, numpy RandomState's range), got {random_state!r}")
+    if random_state is not None and (isinstance(random_state, bool) or not is_int(random_state)
+                                     or not 0 <= random_state < 2 ** 32):
+        raise ValueError(f"random_state must be None or a non-negative int below 2^32 (the "
+                         f"seed of the subset draws, numpy RandomState's range), got "
+                         f"{random_state!r}")
     if base_kernel is not None and not (isinstance(base_kernel, Kernel)
                                         and getattr(base_kernel, "vector_input", True)):
         raise TypeError(f"base_kernel must be None (the dot product of the feature vectors) "
@@ -1098,7 +1099,7 @@ class _ThetaKernel(GraphKernel):
         self.draws = draws
         self.n_samples = int(n_samples)
         self.subsets_size_range = (int(subsets_size_range[0]), int(subsets_size_range[1]))
-        self.random_state = int(random_state)
+        self.random_state = None if random_state is None else int(random_state)
         self.base_kernel = base_kernel
         self.normalize = check_bool(normalize, "normalize")
 
@@ -1125,14 +1126,15 @@ class _ThetaKernel(GraphKernel):
         for the set, graph after graph (``draws="grakel"``), or one stream per graph
         seeded by ``random_state`` and the graph (``draws="graph"``)."""
         lo, hi = self.subsets_size_range
-        shared = _LegacyDraws(self.random_state) if self.draws == "grakel" else None
+        seed = self._fixed_draws()  # None: a seed drawn once for the object
+        shared = _LegacyDraws(seed) if self.draws == "grakel" else None
         phi = np.zeros((len(G), hi - lo + 1))
         for i, (n, pairs) in enumerate(_edge_pairs(G)):
             plan = _distribute_samples(n, lo, hi, self.n_samples)
             if not plan:
                 continue
             draws = shared if shared is not None else _LegacyDraws(
-                [self.random_state, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
+                [seed, n, zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
             value = value_of_graph(i, n, pairs)
             for j, count in enumerate(plan):
                 if count <= 0:
@@ -1220,12 +1222,13 @@ class LovaszTheta(_ThetaKernel):
         size down; sizes above n get none) — GraKeL's ``distribute_samples``.
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
-    random_state : int
+    random_state : int or None
         Seed of the draws (below 2^32), made as GraKeL makes them with NumPy's
         ``RandomState``: ``choice(n, s, replace=False)`` per subset, then
         (``cone="grakel"``) the permutation and picks of the cone routine — from
         ``RandomState(random_state)`` with ``draws="grakel"``, from a stream per graph
-        with ``draws="graph"``.
+        with ``draws="graph"``. None (GraKeL's default): a seed drawn from NumPy's global
+        generator when the object is first called, then kept for all its calls.
     draws : {"graph", "grakel"}
         ``"graph"``: each graph draws from its own stream, seeded by ``random_state``,
         its node count and its edges — a graph's features depend on the graph only, so
@@ -1319,6 +1322,7 @@ class LovaszTheta(_ThetaKernel):
                 f"normalize={self.normalize}")
 
     def _features(self, G: GraphSet) -> torch.Tensor:
+        self._fixed_draws()  # fixes random_state=None's seed before anything else draws
         lo = self.subsets_size_range[0]
         graphs = _edge_pairs(G)
         need = [i for i, (n, _) in enumerate(graphs) if n >= lo]
@@ -1355,10 +1359,12 @@ class SVMTheta(_ThetaKernel):
         Subsets drawn per graph, spread over the sizes as in :class:`LovaszTheta`.
     subsets_size_range : (int, int)
         Smallest and largest subset size (min ≥ 1).
-    random_state : int
+    random_state : int or None
         Seed of the draws (below 2^32): ``choice(n, s, replace=False)`` per subset,
         NumPy's ``RandomState`` replayed exactly — ``RandomState(random_state)`` itself
-        with ``draws="grakel"``, a stream per graph with ``draws="graph"``.
+        with ``draws="grakel"``, a stream per graph with ``draws="graph"``. None
+        (GraKeL's default): a seed drawn from NumPy's global generator when the object is
+        first called, then kept for all its calls.
     draws : {"graph", "grakel"}
         As in :class:`LovaszTheta`: one stream per graph (seeded by ``random_state``
         and the graph: consistent Grams in estimators), or GraKeL's one stream for the
@@ -1426,6 +1432,8 @@ class SVMTheta(_ThetaKernel):
                 f"normalize={self.normalize}")
 
     def _features(self, G: GraphSet) -> torch.Tensor:
+        # fixes random_state=None's seed before libsvm draws from NumPy's global generator
+        self._fixed_draws()
         lo, hi = self.subsets_size_range
         S = self.n_samples
         graphs = _edge_pairs(G)
@@ -1452,14 +1460,15 @@ class SVMTheta(_ThetaKernel):
         # where :func:`_permuted_is_legacy` found so)
         bits = np.random.MT19937()
         rs = np.random.RandomState(bits)
+        seed = self._fixed_draws()  # None: a seed drawn once for the object
         if shared:
-            rs.seed(self.random_state)
+            rs.seed(seed)
         permuted = np.random.Generator(bits).permuted if _permuted_is_legacy() else None
         shuffle = rs.shuffle
         for k, i in enumerate(use):
             n, pairs = graphs[i]
             if not shared:
-                rs.seed([self.random_state, n,
+                rs.seed([seed, n,
                          zlib.crc32(np.ascontiguousarray(pairs, np.int64))])
             perms = buf[:S * n].reshape(S, n)
             perms[:] = np.arange(n)
