@@ -68,3 +68,35 @@ def test_fit_kernel_adam_with_tiny_steps_is_a_stall_not_convergence():
     assert res.converged
     assert abs(res.hyperparameters["outputscale"] - 2.0) < 1e-4
     assert abs(res.hyperparameters["base.lengthscale"] - 0.7) < 1e-4
+
+
+def test_multiple_kernel_pairs_of_structured_kernels_use_each_terms_pairs():
+    # MultipleKernel.pairs on structured terms took the diagonal of the combined k(X, Y):
+    # every term's n x n Gram, where each term's own pairs may be O(n)
+    import random
+
+    from torchkern.sequences import Spectrum
+
+    class PerPair(Spectrum):
+        """A Spectrum kernel whose pairs are one 1 x 1 Gram per pair; records its Grams."""
+        shapes = []
+
+        def _gram(self, X, Y):
+            PerPair.shapes.append((len(X), len(X if Y is None else Y)))
+            return super()._gram(X, Y)
+
+        def pairs(self, X, Y):
+            return torch.cat([Spectrum.pairs(self, [x], [y]) for x, y in zip(X, Y)])
+
+    rng = random.Random(0)
+    X = ["".join(rng.choice("ACGT") for _ in range(12)) for _ in range(15)]
+    Y = ["".join(rng.choice("ACGT") for _ in range(12)) for _ in range(15)]
+    for k in (MultipleKernel([PerPair(3), PerPair(2, normalize=True)], weights="fixed",
+                             init=[0.3, 2.0]),
+              MultipleKernel([PerPair(3), PerPair(2)]),
+              PerPair(3) + 0.5 * PerPair(2)):
+        want = k(X, Y, backend="dense").to_dense().diagonal().detach()
+        PerPair.shapes.clear()
+        got = k.pairs(X, Y).detach()
+        assert set(PerPair.shapes) == {(1, 1)}, PerPair.shapes
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)

@@ -162,6 +162,15 @@ class MultipleKernel(Kernel):
         w, idx = self._active()
         return sum(w[i].to(X.dtype) * self.kernels[i].diag(X) for i in idx)
 
+    def pairs(self, X, Y):
+        if self.vector_input:
+            return super().pairs(X, Y)
+        # Structured terms have no formula: Σ_i η_i times each term's own pairs, never the
+        # diagonal of the combined k(X, Y)
+        w, idx = self._active()
+        out = [self.kernels[i].pairs(X, Y) for i in idx]
+        return sum(w[i].to(p.dtype) * p for i, p in zip(idx, out))
+
     def extra_repr(self):
         return f"weights={self.mode}: {_fmt(self.weights)}"
 
