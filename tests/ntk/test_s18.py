@@ -125,3 +125,15 @@ def test_infinite_width_set_params_of_a_constructor_argument():
     k = infinite_width(net, bias_std=0.2).set_params(kind="nngp")
     ref = infinite_width(net, kind="nngp", bias_std=0.2)
     torch.testing.assert_close(k(X).to_dense(), ref(X).to_dense())
+
+
+@pytest.mark.parametrize("kw", [dict(method="vjp-jvp"), dict(chunk_size=2)])
+def test_empirical_ntk_set_params_of_a_constructor_argument(kw):
+    # TypeError: __init__() missing 1 required positional argument: 'model'
+    from torch import nn
+    from torchkern.ntk import EmpiricalNTK, empirical_ntk
+    X, _ = _data()
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    k = EmpiricalNTK(net).set_params(**kw)
+    assert k.model is net and all(getattr(k, a) == v for a, v in kw.items())
+    torch.testing.assert_close(k(X).to_dense(), empirical_ntk(net, X, method="jacobian"))

@@ -422,6 +422,11 @@ class EmpiricalNTK(Kernel):
     def _sub_kernel(self, name):  # the network is not a sub-kernel for get/set_params
         return None
 
+    def _structural_args(self) -> dict:
+        # the network is a sub-module, not a plain attribute: set_params(method=...) rebuilt
+        # the kernel without it (TypeError: missing 1 required positional argument 'model')
+        return {**super()._structural_args(), "model": self.model}
+
     def get_params(self, deep: bool = True) -> dict:
         """No hyperparameters: the kernel is set by the network's weights."""
         return {}
