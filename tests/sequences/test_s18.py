@@ -78,3 +78,17 @@ def test_sequence_set_from_lists_of_codes():
     S = SequenceSet([0, 1, 2, 3, 3], [3, 2], "ACGT")
     assert S.strings() == ["ACG", "TT"]
     torch.testing.assert_close(Spectrum(1)(S).to_dense(), Spectrum(1)(["ACG", "TT"]).to_dense())
+
+
+def test_local_alignment_set_params_keeps_a_custom_substitution_matrix():
+    # the rebuild took the default: BLOSUM62 replaced the matrix silently (K(ACCA, ACCA)
+    # 5.8e5 instead of 421)
+    scores = torch.tensor([[2.0, -1.0], [-1.0, 3.0]])
+    X = ["ACCA", "CA", "AAC"]
+    k = LocalAlignment(beta=0.5, substitution=("AC", scores), gap_open=1.0, gap_extend=0.5)
+    k.set_params(gap_open=2.0)
+    ref = LocalAlignment(beta=0.5, substitution=("AC", scores), gap_open=2.0, gap_extend=0.5)
+    torch.testing.assert_close(k(X).to_dense(), ref(X).to_dense())
+    k = LocalAlignment(beta=0.5).set_params(log=True)     # the named matrix folds case
+    torch.testing.assert_close(k(["acd"]).to_dense(),
+                               LocalAlignment(0.5, log=True)(["ACD"]).to_dense())

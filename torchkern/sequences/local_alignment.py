@@ -217,6 +217,12 @@ class LocalAlignment(StructuredKernel):
         self._fold_case = isinstance(substitution, str)
         self.log, self.normalize = check_bool(log, "log"), check_bool(normalize, "normalize")
 
+    def _structural_args(self) -> dict:
+        # the substitution matrix is kept as (letters, scores): set_params(gap_open=...)
+        # rebuilt the kernel with the default, BLOSUM62 replacing a custom matrix silently
+        return {**super()._structural_args(),
+                "substitution": "blosum62" if self._fold_case else (self.letters, self.scores)}
+
     def extra_repr(self) -> str:
         return (f"beta={float(self.beta):.4g}, gap_open={self.gap_open:g}, "
                 f"gap_extend={self.gap_extend:g}, log={self.log}, normalize={self.normalize}")
