@@ -166,9 +166,9 @@ class KernelDensity(Estimator):
 
     Parameters
     ----------
-    kernel : {"gaussian", "laplacian", "exponential", "tophat", "epanechnikov", "linear", \
-"cosine"}, RBF or Laplacian
-        A torchkern ``RBF``/``Laplacian`` instance gives the bandwidth(s) by its
+    kernel : str, RBF or Laplacian
+        "gaussian", "laplacian", "exponential", "tophat", "epanechnikov", "linear" or
+        "cosine". A torchkern ``RBF``/``Laplacian`` instance gives the bandwidth(s) by its
         lengthscale (ARD allowed: h_k per dimension) and ``bandwidth`` is ignored.
         "exponential" is a synonym of "laplacian" (scikit-learn's name). The compactly
         supported kernels (tophat, epanechnikov, linear, cosine) are names only: no
