@@ -100,3 +100,25 @@ def test_multiple_kernel_pairs_of_structured_kernels_use_each_terms_pairs():
         got = k.pairs(X, Y).detach()
         assert set(PerPair.shapes) == {(1, 1)}, PerPair.shapes
         torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(tol=math.inf), "tol must be None or a finite float >= 0"),
+    (dict(gtol=math.inf), "gtol must be a finite float >= 0"),
+    (dict(tol=math.inf, optimizer="adam"), "tol must be None or a finite float >= 0"),
+])
+def test_fit_kernel_refuses_infinite_tolerances(kw, match):
+    # an infinite tol or gtol stopped at the start and reported converged
+    from torchkern.learning import fit_kernel
+    k, obj = _target_fit()
+    with pytest.raises(ValueError, match=match):
+        fit_kernel(obj, k, **kw)
+
+
+def test_multiple_kernel_kernels_and_init_shapes_by_name():
+    # MultipleKernel(RBF()) said "'RBF' object is not iterable"; init=[[0.5, 0.5]] was
+    # read as its flattening
+    with pytest.raises(TypeError, match="kernels must be a non-empty sequence .* got one RBF"):
+        MultipleKernel(tk.RBF())
+    with pytest.raises(ValueError, match=r"init must be a 1-D sequence of weights, got shape \(1, 2\)"):
+        MultipleKernel([tk.RBF(), tk.Linear()], init=[[0.5, 0.5]])

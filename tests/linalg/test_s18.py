@@ -54,3 +54,19 @@ def test_block_krylov_eigsh_checks_its_settings(kw, match):
     with pytest.raises(ValueError, match=match):
         block_krylov_eigsh(_spd(), **kw)
 
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(tol=-1.0), ValueError, "tol must be finite and >= 0"),
+    (dict(tol=float("nan")), ValueError, "tol must be finite and >= 0"),
+    (dict(tol="a"), TypeError, "tol must be a real number"),
+    (dict(lam="a"), TypeError, "lam must be a real number"),
+    (dict(lam=True), TypeError, "lam must be a real number"),
+])
+def test_pivoted_cholesky_checks_tol_and_lam(kw, exc, match):
+    # tol=-1 and nan were taken (pivoting on past the numerical rank), tol="a" raised
+    # "can't multiply sequence by non-int", lam="a" float()'s message, lam=True read as 1
+    from torchkern.linalg import PivotedCholesky
+    kw = dict(dict(rank=3, lam=0.1), **kw)
+    with pytest.raises(exc, match=match):
+        PivotedCholesky(_spd(), **kw)

@@ -90,10 +90,11 @@ def _optimizer_factory(optimizer, lr):
 def _check(max_iter, tol, gtol, lr, patience, n_restarts):
     if not is_int(max_iter) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    if tol is not None and not (is_real(tol) and tol >= 0):
-        raise ValueError(f"tol must be None or a float >= 0, got {tol!r}")
-    if not (is_real(gtol) and gtol >= 0):
-        raise ValueError(f"gtol must be a float >= 0, got {gtol!r}")
+    # an infinite tol or gtol stopped at the start and called it converged
+    if tol is not None and not (is_real(tol) and 0 <= tol < math.inf):
+        raise ValueError(f"tol must be None or a finite float >= 0, got {tol!r}")
+    if not (is_real(gtol) and 0 <= gtol < math.inf):
+        raise ValueError(f"gtol must be a finite float >= 0, got {gtol!r}")
     if not (is_real(lr) and lr > 0):
         raise ValueError(f"lr must be > 0, got {lr!r}")
     if patience is not None and (not is_int(patience) or patience < 1):

@@ -70,6 +70,9 @@ class MultipleKernel(Kernel):
 
     def __init__(self, kernels, weights="simplex", init=None):
         super().__init__()
+        if isinstance(kernels, Kernel):  # list(kernel) said "'RBF' object is not iterable"
+            raise TypeError(f"kernels must be a non-empty sequence of torchkern Kernels, got "
+                            f"one {type(kernels).__name__}: wrap it in a list")
         kernels = list(kernels)
         if not kernels or not all(isinstance(k, Kernel) for k in kernels):
             raise TypeError("kernels must be a non-empty sequence of torchkern Kernels")
@@ -83,7 +86,11 @@ class MultipleKernel(Kernel):
         self.mode = weights
         p = len(kernels)
         eta = torch.full((p,), 1.0 / p, dtype=_F64) if init is None else \
-            real_tensor(init, "init").detach().clone().reshape(-1)
+            real_tensor(init, "init").detach().clone()
+        if eta.dim() > 1:  # [[0.5, 0.5]] was read as its flattening
+            raise ValueError(f"init must be a 1-D sequence of weights, got shape "
+                             f"{tuple(eta.shape)}")
+        eta = eta.reshape(-1)
         self._check_weights(eta)
         if weights == "fixed":
             self.register_buffer("fixed_weights", eta)

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .._validation import is_int
+from .._validation import check_positive, is_int
 from ._common import _check_operator, _reduce, _rows, _sharded, uniform_centers
 
 _FLOAT64 = torch.float64
@@ -39,10 +39,8 @@ def _columns(K, idx):
 
 
 def _check_lam(lam):
-    lam = float(lam)
-    if not lam > 0 or not math.isfinite(lam):
-        raise ValueError(f"lam must be a positive finite float, got {lam}")
-    return lam
+    check_positive(lam, "lam")  # a string was float()'s message, naming no argument
+    return float(lam)
 
 
 class _WoodburyPreconditioner:
@@ -166,6 +164,8 @@ class PivotedCholesky(_WoodburyPreconditioner):
         if not is_int(rank) or rank < 1:
             raise ValueError(f"rank must be a positive int, got {rank!r}")
         lam = _check_lam(lam)
+        # a negative or NaN tol pivoted on past the numerical rank; a string failed deep
+        check_positive(tol, "tol", allow_zero=True)
         rank = min(rank, n)
         with torch.no_grad():
             d = _diagonal(K).detach().to(_FLOAT64).clone()
