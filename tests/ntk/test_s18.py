@@ -137,3 +137,12 @@ def test_empirical_ntk_set_params_of_a_constructor_argument(kw):
     k = EmpiricalNTK(net).set_params(**kw)
     assert k.model is net and all(getattr(k, a) == v for a, v in kw.items())
     torch.testing.assert_close(k(X).to_dense(), empirical_ntk(net, X, method="jacobian"))
+
+
+def test_ntk_set_params_keeps_layers_without_bias():
+    # bias_std=None became bias_std=0 in the rebuild: the standard NTK gained its bias term
+    X, _ = _data()
+    make = NTK
+    kw = dict(bias_std=None, parameterization="standard", width=16)
+    k = make(depth=1, **kw).set_params(depth=2)
+    torch.testing.assert_close(k(X).to_dense(), make(depth=2, **kw)(X).to_dense())

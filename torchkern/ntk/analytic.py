@@ -187,6 +187,14 @@ class _InfiniteMLP(Kernel):
             text += f"width={self.width}, "
         return text + super().extra_repr()
 
+    def _rebuild(self, name, value):
+        # the rebuild passes the hyperparameters' values, bias_std = 0.0 for a kernel built
+        # with bias_std=None: set_params(depth=2) then added the standard NTK's bias term
+        # (1.75 off at depth 2, width 16)
+        has_bias = self.has_bias
+        super()._rebuild(name, value)
+        self.has_bias = has_bias
+
     def _params(self, like):
         _check_structure(self.depth, self.activation, self.parameterization, self.width,
                          self._ntk)
