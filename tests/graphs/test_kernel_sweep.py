@@ -31,7 +31,7 @@ CONFIGS = {
     "WeisfeilerLehman": (dict(n_iter=2), {"n_iter": [1, 2]}),
     "ShortestPath": ({}, {"with_labels": [True, False]}),
     "RandomWalk": (dict(lam=0.05), {"lam": [0.01, 0.05]}),
-    "GraphletSampling": (dict(k=3, n_samples=None), {"k": [3, 4]}),
+    "GraphletSampling": (dict(k=3, n_samples=None), {"k": [3, 5]}),
     "NeighborhoodHash": (dict(R=2, random_state=0), {"R": [1, 2]}),
     "PyramidMatch": (dict(L=3, d=3), {"L": [2, 3]}),
     "CoreFramework": (dict(base_kernel=tg.WeisfeilerLehman(1)), {"min_core": [-1, 1]}),
