@@ -175,3 +175,20 @@ def test_sample_zero_draws_is_empty_as_sklearn(kernel):
     out = np.asarray(KernelDensity(kernel).fit(X).sample(0, random_state=0))
     ref = SkKernelDensity(kernel=kernel).fit(X).sample(0, random_state=0)
     assert out.shape == ref.shape == (0, 3)
+
+
+def test_kmeans_transform_feature_names_and_pandas_output():
+    import pandas as pd
+    from sklearn.cluster import KMeans
+
+    import torchkern
+    X = pd.DataFrame(_blobs(), columns=["a", "b"])
+    tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array([0, 1, 2]), n_init=1,
+                                tol=0).fit(X)
+    sk = KMeans(3, init=X.values[[0, 1, 2]], n_init=1, algorithm="lloyd", tol=0).fit(X)
+    names = tk.get_feature_names_out()
+    assert list(names) == [f"kernelkmeans{i}" for i in range(3)]
+    assert len(names) == len(sk.get_feature_names_out())
+    out = tk.set_output(transform="pandas").transform(X)
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
+    np.testing.assert_allclose(out.values, sk.transform(X), rtol=1e-10, atol=1e-12)

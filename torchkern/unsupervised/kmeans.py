@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import ClusterMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 
 from .._estimator import Estimator, check_fitted, is_precomputed, kernel_matrix, resolve_kernel
 from ..inputs import check_fitted_input, check_input, check_precomputed, n_features
@@ -226,7 +226,7 @@ def _explicit_init(K, diag, init, k):
 # The estimator
 # --------------------------------------------------------------------------------------
 
-class KernelKMeans(TransformerMixin, ClusterMixin, Estimator):
+class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Estimator):
     r"""Kernel k-means: k-means in the feature space of a kernel (Dhillon et al. 2004).
 
     Minimizes the inertia :math:`\sum_c\sum_{i\in C_c}\lVert\varphi(x_i) -
@@ -370,6 +370,11 @@ class KernelKMeans(TransformerMixin, ClusterMixin, Estimator):
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_``."""
         return self.fit(X).labels_
+
+    @property
+    def _n_features_out(self):
+        """Columns of ``transform`` (``get_feature_names_out``: kernelkmeans0, …)."""
+        return self._center_sqnorms.shape[0]
 
     def _sq_distances(self, X):
         r"""Squared feature-space distances of the rows of X to the cluster means, (m, k):
