@@ -805,7 +805,12 @@ class KernelMatrix:
     def __add__(self, other) -> "KernelMatrix":
         if isinstance(other, KernelMatrix):
             return SumKernelMatrix([self, other])
-        return NotImplemented
+        # Python's "unsupported operand type(s)" said neither what K adds to nor how to
+        # add a ridge
+        raise TypeError(f"K + other: other must be a KernelMatrix (for K + λI use "
+                        f"K.add_diag(λ)), got {type(other).__name__}")
+
+    __radd__ = __add__
 
     def __mul__(self, c) -> "KernelMatrix":
         if isinstance(c, KernelMatrix):

@@ -90,3 +90,17 @@ def test_float32_heavy_tails_past_squared_overflow():
 def test_float32_extreme_hyperparameters(make):
     X = torch.tensor([[0.3], [0.0], [0.1], [-2.0]], dtype=torch.float32)
     _against_float64(make, X)
+
+
+@pytest.mark.parametrize("other", ["a", 1.0, None, torch.ones(4, 4, dtype=torch.float64)],
+                         ids=["str", "float", "None", "tensor"])
+def test_kernel_matrix_sum_names_what_it_accepts(other):
+    # K + 1.0 said "unsupported operand type(s) for +: 'DenseKernelMatrix' and 'float'"
+    X = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    K = tk.RBF()(X)
+    for expr in (lambda: K + other, lambda: other + K):
+        with pytest.raises(TypeError, match=r"K \+ other: other must be a KernelMatrix "
+                                            r"\(for K \+ λI use K.add_diag\(λ\)\)"):
+            expr()
+    L = tk.Linear()(X)
+    torch.testing.assert_close((K + L).to_dense(), K.to_dense() + X @ X.T)
