@@ -151,3 +151,23 @@ def test_per_sample_noise_optimize_learns_the_kernel_as_sklearn():
     Xt = g.uniform(-3, 3, (5, 2))
     np.testing.assert_allclose(np.asarray(gp.predict(Xt)), sk.predict(Xt), rtol=1e-5,
                                atol=1e-7)
+
+
+def test_svc_break_ties_as_sklearn():
+    from sklearn.svm import SVC as SkSVC
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(20, 2)) + [0, 2], rng.normal(size=(20, 2)) + [2, -1],
+              rng.normal(size=(20, 2)) + [-2, -1]]
+    y = np.repeat([0, 1, 2], 20)
+    Q = rng.uniform(-4, 4, (4000, 2))
+    ours = torchkern.SVC(torchkern.RBF(1.0), tol=1e-8, break_ties=True).fit(X, y)
+    ref = SkSVC(gamma=0.5, tol=1e-8, break_ties=True).fit(X, y)
+    np.testing.assert_array_equal(np.asarray(ours.predict(Q)), ref.predict(Q))
+    # the tied votes (a cycle of three pairwise wins) are where it differs from the vote
+    votes = SkSVC(gamma=0.5, tol=1e-8).fit(X, y).predict(Q)
+    assert (ref.predict(Q) != votes).sum() > 0
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        torchkern.SVC(torchkern.RBF(1.0), break_ties=True,
+                      decision_function_shape="ovo").fit(X, y).predict(Q[:3])
+    with pytest.raises(TypeError, match="break_ties"):
+        torchkern.SVC(torchkern.RBF(1.0), break_ties="yes").fit(X, y)

@@ -171,6 +171,11 @@ class SVC(ClassifierMixin, _BaseSVM):
         As scikit-learn: ``"ovo"`` returns the n_classes(n_classes−1)/2 pairwise values,
         ``"ovr"`` (default) turns them into per-class scores, votes plus a confidence in
         (−1/3, 1/3). Ignored for two classes.
+    break_ties : bool
+        As scikit-learn: with ``decision_function_shape="ovr"`` and more than two classes,
+        ``predict`` returns the argmax of :meth:`decision_function` (votes, ties broken
+        by the confidences) instead of LIBSVM's vote (ties to the first class). Costs
+        nothing more; an error with ``"ovo"``.
     probability : bool
         Also fit LIBSVM's probability model, for :meth:`predict_proba`: per pair of
         classes Platt's sigmoid 1/(1 + exp(A f + B)) of decision values from a 5-fold
@@ -259,7 +264,7 @@ class SVC(ClassifierMixin, _BaseSVM):
     def __init__(self, kernel=None, C=1.0, *, tol=1e-3, max_iter=None, class_weight=None,
                  decision_function_shape="ovr", probability=False, cache_size=200,
                  working_set_size=256, solver="auto", random_state=None, verbose=False,
-                 backend=None):
+                 backend=None, break_ties=False):
         self.kernel = kernel
         self.solver = solver
         self.C = C
@@ -268,6 +273,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         self.max_iter = max_iter
         self.class_weight = class_weight
         self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
         self.cache_size = cache_size
         self.working_set_size = working_set_size
         self.random_state = random_state
@@ -282,6 +288,7 @@ class SVC(ClassifierMixin, _BaseSVM):
         if self.decision_function_shape not in ("ovr", "ovo"):
             raise ValueError(f"decision_function_shape must be 'ovr' or 'ovo', "
                              f"got {self.decision_function_shape!r}")
+        check_bool(self.break_ties, "break_ties")
         X, K = self._train_gram(X)
         n = K.shape[0]
         if self._use_libsvm(K):
@@ -486,9 +493,15 @@ class SVC(ClassifierMixin, _BaseSVM):
         return couple(R).to(dec.dtype)
 
     def predict(self, X):
-        """One-vs-one votes (LIBSVM): pair (i, j) votes i when its decision is > 0."""
+        """One-vs-one votes (LIBSVM): pair (i, j) votes i when its decision is > 0; with
+        ``break_ties`` (and more than two classes) the argmax of the "ovr" scores."""
+        check_bool(self.break_ties, "break_ties")
+        if self.break_ties and self.decision_function_shape == "ovo":
+            raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
         dec = self._ovo(X)
         k = self.classes_.size
+        if self.break_ties and k > 2:
+            return decode_labels(self.classes_, _ovr_scores(dec, k).argmax(1))
         votes = torch.zeros(dec.shape[0], k, dtype=torch.long, device=dec.device)
         pair = 0
         for i in range(k):
