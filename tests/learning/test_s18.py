@@ -122,3 +122,14 @@ def test_multiple_kernel_kernels_and_init_shapes_by_name():
         MultipleKernel(tk.RBF())
     with pytest.raises(ValueError, match=r"init must be a 1-D sequence of weights, got shape \(1, 2\)"):
         MultipleKernel([tk.RBF(), tk.Linear()], init=[[0.5, 0.5]])
+
+
+def test_learn_kernel_blames_y_not_the_gram_for_a_wrong_y():
+    # the message read "the objective is not finite or not defined (a Gram matrix not
+    # positive definite) at the initial hyperparameters ...: y has 5 rows but 12 were
+    # expected": the Gram was fine
+    from torchkern.learning import learn_kernel
+    X = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="objective is not defined at the initial") as e:
+        learn_kernel(tk.KernelRidge(tk.RBF()), X, X[:5, 0], "loo")
+    assert "positive definite" not in str(e.value) and "y has 5 rows" in str(e.value)

@@ -191,10 +191,10 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
         try:
             with torch.enable_grad():
                 why = f"its value is {float(evaluate().detach())}"
-        except ValueError as err:
-            why = str(err)
-        raise ValueError(f"{what}: the objective is not finite or not defined (a Gram matrix "
-                         f"not positive definite) at the initial hyperparameters "
+            state = "not finite"
+        except ValueError as err:  # its refusal says why (y, or a Gram not p.d. there)
+            why, state = str(err), "not defined"
+        raise ValueError(f"{what}: the objective is {state} at the initial hyperparameters "
                          f"{coords.describe(start)}: {why}")
     best, losses, evals = runs
     if log_objective:
