@@ -225,7 +225,10 @@ class Propagation(CountFeatureKernel):
         hashes = []
         for t in range(self.t_max):
             z = Z[:, t] if P is None else P.sqrt() @ U[:, t]
-            hashes.append(torch.floor((z + b[t]) / self.w))
+            num = z + b[t]
+            h = num / self.w  # a bin width below ~1e-300 can overflow it
+            hashes.append(torch.floor(h) if bool(torch.isfinite(h).all())
+                          else _wide_floor(h, *torch.frexp(num), self.w))
             if t < self.t_max - 1:
                 if P is None:
                     Z = _propagate(G, Z[:, t + 1:])
@@ -329,8 +332,13 @@ class PropagationAttr(CountFeatureKernel):
             b = self.w * rs.randn(d)
             u, b = (torch.from_numpy(v).to(P.device) for v in (u, b))
             z = (P * u + b) / self.w
-            hashes.append(torch.floor(z) if bool(torch.isfinite(z).all())
-                          else _wide_hash(z, P, u, self.w))
+            if not bool(torch.isfinite(z).all()):  # attributes near 1e308, or w tiny
+                # P·u may overflow where z does not (w > 1): the same value, another order
+                z = torch.where(torch.isfinite(z), z, P * (u / self.w) + b / self.w)
+                (mp, ep), (mu, eu) = torch.frexp(P), torch.frexp(u)
+                hashes.append(_wide_floor(z, mp * mu, ep + eu, self.w))
+            else:
+                hashes.append(torch.floor(z))
             if t < self.t_max - 1:
                 P = _propagate(G, P)
                 if not bool(torch.isfinite(P).all()):  # a sum of terms near float64's max
@@ -340,23 +348,23 @@ class PropagationAttr(CountFeatureKernel):
         return _bin_counts(G, hashes)
 
 
-def _wide_hash(z, P, u, w: float) -> torch.Tensor:
-    """PropagationAttr's hash ⌊z⌋, z = (P u + b)/w (N, d), where some z overflows float64:
-    the bins as (mantissa, exponent) columns (N, 2d), ``torch.frexp`` of ⌊z⌋ where z is
-    finite and of the float P·u/w where it is not (there |z| > 2^1023: b/w, a standard
-    normal, lies far below one unit in the last place, and ⌊·⌋ is the identity), computed
-    from the mantissas and exponents of P, u and w so that nothing overflows. Equal
-    values get equal pairs, distinct ones distinct pairs: the same bins as ⌊z⌋ in a wider
-    exponent range (every finite value keeps its bin)."""
+def _wide_floor(z, m, e, w: float) -> torch.Tensor:
+    """The propagation hash ⌊z⌋ (N,) or (N, d), z = (m·2^e)/w, where some z overflowed
+    float64: the bins as (mantissa, exponent) columns (N, 2) or (N, 2d), ``torch.frexp``
+    of ⌊z⌋ where z is finite and of m·2^e/w where it is not — computed from the mantissas
+    and exponents (m/w's mantissa, e minus w's exponent), so that nothing overflows. There
+    |z| > 2^1023: b/w (a standard normal, Propagation(Attr)'s offset) lies far below one
+    unit in the last place and ⌊·⌋ is the identity. Equal values get equal pairs, distinct
+    ones distinct pairs: the bins of ⌊z⌋ in a wider exponent range (every finite value
+    keeps its bin)."""
+    if z.dim() == 1:
+        z, m, e = z[:, None], m[:, None], e[:, None]
     big = ~torch.isfinite(z)
-    m, e = torch.frexp(torch.floor(z.masked_fill(big, 0.0)))
-    mp, ep = torch.frexp(P)
-    mu, eu = torch.frexp(u)
+    fm, fe = torch.frexp(torch.floor(z.masked_fill(big, 0.0)))
     mw, ew = math.frexp(w)
-    mb, eb = torch.frexp(mp * mu / mw)  # |mp mu / mw| in [1/4, 2): finite
-    m = torch.where(big, mb, m)
-    e = torch.where(big, ep + eu - ew + eb, e)
-    return torch.cat([m, e.to(m.dtype)], 1)
+    bm, be = torch.frexp(m / mw)  # |m / mw| in [1/4, 2): finite
+    return torch.cat([torch.where(big, bm, fm), torch.where(big, e - ew + be, fe).to(z.dtype)],
+                     1)
 
 
 def _seed_words(row) -> list:
