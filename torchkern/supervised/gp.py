@@ -233,7 +233,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
     def _noise(self, n: int):
         """σ² as a float, or as a float64 tensor (n,) for a per-sample ``noise`` (a length
         one array is the scalar, as scikit-learn's ``alpha``)."""
-        t = real_tensor(self.noise, "noise")
+        t = real_tensor(self.noise, "noise").detach()  # fixed: no gradient to the caller's
         if t.numel() == 1 and t.dim() <= 1:
             check_positive(t.reshape(()), "noise", allow_zero=True)
             return float(t)
