@@ -369,18 +369,22 @@ def test_theta_kernels_take_random_state_none(draws):
         assert any(not torch.equal(make(None).features(X), phi) for _ in range(3))
 
 
-@pytest.mark.parametrize("w, scale", [(1e-320, 1.0), (1e300, 1e308), (4.0, 1e308)])
+@pytest.mark.parametrize("w, scale", [(1e-320, 1.0), (1e300, 1e308), (4.0, 1e308),
+                                      (1.5e308, 1.0)])
 def test_propagation_hash_past_float64_keeps_distinct_values_apart(w, scale):
     # With one step (no diffusion) the bins are those of the labels (attributes): nodes of
     # equal labels share a bin, and bins of width w much below the gaps keep the others
     # apart, so K = Σ [ℓ(v) = ℓ(v')] (a histogram dot product). A bin width below 1e-300
     # overflowed (z + b)/w, attributes near 1e308 overflowed p·u: every such node fell in
     # one ±inf bin. (1e300: p·u overflows where (p·u + b)/w, about 1e8, does not.)
+    # A bin width near float64's max holds all of them.
     lab = [[0, 1, 2, 1], [2, 2, 0], [3, 1]]
     X = [Data(x=torch.tensor(v)[:, None], edge_index=torch.zeros(2, 0, dtype=torch.long),
               node_attributes=scale / 4 * (1.0 + torch.tensor(v, dtype=torch.float64)[:, None]))
          for v in lab]
     ref = np.array([[sum(a == b for a in u for b in v) for v in lab] for u in lab], float)
+    if w > 1e300:  # one bin of width 1.5e308 holds every attribute (b = w·N(0, 1) = ±inf)
+        ref = np.outer([len(v) for v in lab], [len(v) for v in lab]).astype(float)
     kernels = [PropagationAttr(t_max=1, w=w, random_state=s) for s in range(3)]
     if scale == 1.0:
         kernels += [Propagation(t_max=1, w=w, M=M, random_state=s, n_labels=n)

@@ -329,12 +329,14 @@ class PropagationAttr(CountFeatureKernel):
             u = rs.randn(d)
             if self.M == "L1":
                 u = u / rs.randn(d)
-            b = self.w * rs.randn(d)
-            u, b = (torch.from_numpy(v).to(P.device) for v in (u, b))
+            r = rs.randn(d)
+            with np.errstate(over="ignore"):  # w near float64's max: b = ±inf
+                b = self.w * r
+            u, b, r = (torch.from_numpy(v).to(P.device) for v in (u, b, r))
             z = (P * u + b) / self.w
-            if not bool(torch.isfinite(z).all()):  # attributes near 1e308, or w tiny
-                # P·u may overflow where z does not (w > 1): the same value, another order
-                z = torch.where(torch.isfinite(z), z, P * (u / self.w) + b / self.w)
+            if not bool(torch.isfinite(z).all()):  # attributes near 1e308, w tiny or huge
+                # P·u or b may overflow where z does not: the same value, another order
+                z = torch.where(torch.isfinite(z), z, P * (u / self.w) + r)
                 (mp, ep), (mu, eu) = torch.frexp(P), torch.frexp(u)
                 hashes.append(_wide_floor(z, mp * mu, ep + eu, self.w))
             else:
