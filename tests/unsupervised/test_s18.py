@@ -192,3 +192,24 @@ def test_kmeans_transform_feature_names_and_pandas_output():
     out = tk.set_output(transform="pandas").transform(X)
     assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
     np.testing.assert_allclose(out.values, sk.transform(X), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("d,h", [(2, 3.0), (3, 3.0)])
+def test_tophat_points_at_distance_h_are_outside_as_sklearn(d, h):
+    # integer data: many pairs at exactly h, outside the support (‖x − y‖ < h). Centred
+    # and divided by h, some came out at 1 - 1e-16 and counted (log density off by 0.036)
+    rng = np.random.default_rng(0)
+    X = rng.integers(-5, 6, (200, d)).astype(float)
+    Q = rng.integers(-6, 7, (300, d)).astype(float)
+    dist = np.linalg.norm(Q[:, None] - X[None], axis=2)
+    assert (dist == h).any()
+    inside = (dist < h).mean(1)
+    with np.errstate(divide="ignore"):
+        brute = np.log(inside) - d * math.log(h) - (0.5 * d * math.log(math.pi)
+                                                     - math.lgamma(d / 2 + 1))
+    ours = np.asarray(KernelDensity("tophat", bandwidth=h).fit(X).score_samples(Q))
+    ref = SkKernelDensity(kernel="tophat", bandwidth=h, rtol=0, atol=0).fit(X).score_samples(Q)
+    np.testing.assert_array_equal(np.isfinite(ours), np.isfinite(brute))
+    fin = np.isfinite(brute)
+    np.testing.assert_allclose(ours[fin], brute[fin], rtol=1e-13, atol=0)
+    np.testing.assert_allclose(ours[fin], ref[fin], rtol=1e-13, atol=0)

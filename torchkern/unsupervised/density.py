@@ -66,11 +66,9 @@ def _log_profile(kind, d2):
         return -0.5 * d2
     if kind == "laplacian":
         return -d2.sqrt()
-    inside = d2 < 1
+    inside = d2 < 1  # (the tophat's support is tested in _log_kernel_sum)
     d2 = d2.clamp(max=1)
-    if kind == "tophat":
-        g = torch.zeros_like(d2)
-    elif kind == "epanechnikov":
+    if kind == "epanechnikov":
         g = torch.log1p(-d2)
     elif kind == "linear":
         g = torch.log1p(-d2.sqrt())
@@ -111,15 +109,18 @@ def _refine_near(d2, q, t):
     return d2
 
 
-def _log_kernel_sum(Q, T, logw, kind):
+def _log_kernel_sum(Q, T, logw, kind, radius=None):
     r"""log Σ_i exp(log w_i + log k(q − t_i)) for every row q of Q, evaluated in tiles with
     a log-sum-exp per tile, so that far-away points neither underflow nor materialize an
     m × n matrix (k the unit profile of ``kind``, ``_log_profile``). Q and T are centred (and
     scaled); distances as exact as scikit-learn's: the fast form in float64 where its
     round-off is below ``_MAX_ROUNDOFF``, exact differences otherwise (in tiles of
-    ``_TILE`` / d pairs). O(m n d) time, O(tile) memory."""
+    ``_TILE`` / d pairs). With ``radius`` (the tophat, 1 inside its support, whose
+    boundary a rounding moves), Q and T are the data themselves and the test is
+    ‖q − t‖ < radius on exact differences, as scikit-learn makes it. O(m n d) time,
+    O(tile) memory."""
     m, n = Q.shape[0], T.shape[0]
-    exact = fast_form_dtype(Q, T, _MAX_ROUNDOFF) is None
+    exact = radius is not None or fast_form_dtype(Q, T, _MAX_ROUNDOFF) is None
     tile = max(1, _TILE // Q.shape[1]) if exact else _TILE
     tb = max(1, min(n, tile // max(1, min(m, 1024))))
     qb = max(1, min(m, tile // tb))
@@ -129,9 +130,13 @@ def _log_kernel_sum(Q, T, logw, kind):
         parts = []
         for t in range(0, n, tb):
             d2 = _sqdist(q, T[t:t + tb], exact)
-            if not exact and kind in _ROOT:
-                d2 = _refine_near(d2, q, T[t:t + tb])
-            parts.append(torch.logsumexp(logw[None, t:t + tb] + _log_profile(kind, d2), dim=1))
+            if radius is not None:
+                g = torch.zeros_like(d2).masked_fill_(~(d2.sqrt() < radius), -math.inf)
+            else:
+                if not exact and kind in _ROOT:
+                    d2 = _refine_near(d2, q, T[t:t + tb])
+                g = _log_profile(kind, d2)
+            parts.append(torch.logsumexp(logw[None, t:t + tb] + g, dim=1))
         out[s:s + qb] = torch.logsumexp(torch.stack(parts, 1), dim=1)
     return out
 
@@ -263,9 +268,16 @@ class KernelDensity(Estimator):
             # In float64, centred (exact for offset data) before the bandwidth division:
             # an offset of 1e4 in float32 cost 5.3 in log density, 1e8 in float64 3.7.
             f64 = torch.float64
-            Q, T = center(X.to(f64), self.X_fit_.to(f64))
-            h = self._h.to(f64)
-            s = _log_kernel_sum(Q / h, T / h, self.sample_weight_.to(f64).log(), self._kind)
+            logw = self.sample_weight_.to(f64).log()
+            if self._kind == "tophat":
+                # 0 or 1: only the support test counts, on the data themselves (centred
+                # and scaled, integer points at distance h fell inside by a rounding)
+                s = _log_kernel_sum(X.to(f64), self.X_fit_.to(f64), logw, "tophat",
+                                    radius=self.bandwidth_)
+            else:
+                Q, T = center(X.to(f64), self.X_fit_.to(f64))
+                h = self._h.to(f64)
+                s = _log_kernel_sum(Q / h, T / h, logw, self._kind)
         return (s + self._log_norm).to(X.dtype)
 
     def score(self, X, y=None):
