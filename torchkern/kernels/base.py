@@ -913,8 +913,8 @@ class StationaryKernel(_Lengthscale, Kernel):
         (computed in float64) scaled by a power of two 2^-s (exact) into float32's range,
         and torch blocks evaluate k in float64 on 2^s times them, by exact differences,
         rounded back to float32 (k(x, x) = 1; 0, or the tail's value, between distant
-        points). KeOps and Triton formulas, which compute in float32, raise
-        NotImplementedError (the lazy backends then fall back to torch)."""
+        points). KeOps and Triton formulas compute in float32 as before (where x/ℓ
+        overflowed, their products are refused as not finite)."""
         f64, f32 = torch.float64, torch.float32
         g = super()._formula(X.to(f64), None if Y is None else Y.to(f64))
         top = max(float(v.detach().abs().max()) for v in (g.xs[0], g.ys[0]))
@@ -925,11 +925,10 @@ class StationaryKernel(_Lengthscale, Kernel):
 
         def fn(xs, ys, ps):
             if not isinstance(xs[0], torch.Tensor):
-                raise NotImplementedError(
-                    f"{type(self).__name__}: this float32 Gram needs float64 intermediates "
-                    f"(scaled inputs X/lengthscale past 2^63, or a hyperparameter's square "
-                    f"past float32's range), which torch gives (backend='dense' or "
-                    f"'blocked'); use one of them, or float64 data")
+                # float32 throughout, as the formula of X/ℓ: a NaN is refused by the
+                # product's check. (Raising here would make backend="auto" give KeOps up
+                # for the session.)
+                return g.fn([x * shift for x in xs], [y * shift for y in ys], ps)
             up = lambda ts: [t.to(f64) * shift for t in ts]  # noqa: E731
             return exact(up(xs), up(ys), [p.to(f64) for p in ps]).to(xs[0].dtype)
 
