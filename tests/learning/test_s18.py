@@ -120,7 +120,8 @@ def test_multiple_kernel_kernels_and_init_shapes_by_name():
     # read as its flattening
     with pytest.raises(TypeError, match="kernels must be a non-empty sequence .* got one RBF"):
         MultipleKernel(tk.RBF())
-    with pytest.raises(ValueError, match=r"init must be a 1-D sequence of weights, got shape \(1, 2\)"):
+    with pytest.raises(ValueError, match=r"init must be a 1-D sequence of weights, got "
+                                         r"shape \(1, 2\)"):
         MultipleKernel([tk.RBF(), tk.Linear()], init=[[0.5, 0.5]])
 
 

@@ -639,7 +639,8 @@ class Kernel(PicklesByValue, nn.Module):
 
 def _is_zero(x) -> bool:
     """Whether x is the number 0 (a 0-d real tensor or array included): the start of sum()."""
-    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0 and not getattr(x, "is_meta", False):
+    if (isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0
+            and not getattr(x, "is_meta", False)):
         x = x.item()
     return is_real(x) and x == 0
 
@@ -928,7 +929,7 @@ class StationaryKernel(_Lengthscale, Kernel):
                 # float32 throughout, as the formula of X/ℓ: a NaN is refused by the
                 # product's check. (Raising here would make backend="auto" give KeOps up
                 # for the session.)
-                return g.fn([x * shift for x in xs], [y * shift for y in ys], ps)
+                return g.fn([t * shift for t in xs], [t * shift for t in ys], ps)
             up = lambda ts: [t.to(f64) * shift for t in ts]  # noqa: E731
             return exact(up(xs), up(ys), [p.to(f64) for p in ps]).to(xs[0].dtype)
 

@@ -38,8 +38,9 @@ class MultipleKernel(Kernel):
     ``weights="simplex"``: η = softmax(θ), so η_i > 0 and Σ η_i = 1 under any gradient step;
     ``"nonneg"``: η = softplus(θ) > 0; ``"fixed"``: η is a buffer (zeros allowed: those
     terms are skipped; not all of them), what :class:`~torchkern.supervised.SimpleMKL`
-    uses for its inner solves. The combination is p.s.d. as a non-negative sum of p.s.d. kernels (Lanckriet
-    et al. 2004, "Learning the kernel matrix with semidefinite programming", JMLR 5).
+    uses for its inner solves. The combination is p.s.d. as a non-negative sum of p.s.d.
+    kernels (Lanckriet et al. 2004, "Learning the kernel matrix with semidefinite
+    programming", JMLR 5).
 
     On vectors the terms are fused into one formula (one KeOps reduction or one pass of
     row blocks, whatever the number of kernels), so the Gram matrix is lazy at any n; terms
