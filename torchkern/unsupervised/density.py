@@ -20,6 +20,7 @@ __all__ = ["KernelDensity", "NadarayaWatson"]
 _KINDS = {"gaussian": "gaussian", "laplacian": "laplacian", "exponential": "laplacian",
           "tophat": "tophat", "epanechnikov": "epanechnikov", "linear": "linear",
           "cosine": "cosine"}
+_COMPACT = ("tophat", "epanechnikov", "linear", "cosine")
 # kinds ``sample`` can draw from (scikit-learn: gaussian and tophat only)
 _SAMPLED = ("gaussian", "laplacian", "tophat")
 # Entries of one (query block × training block) tile of log-kernel values.
@@ -61,19 +62,26 @@ def _log_unit_mass(kind, d):
 
 
 def _log_profile(kind, d2):
-    """log k(u) from d2 = ‖u‖² (unit bandwidth); −inf outside a compact support."""
-    if kind == "gaussian":
-        return -0.5 * d2
-    if kind == "laplacian":
-        return -d2.sqrt()
-    inside = d2 < 1  # (the tophat's support is tested in _log_kernel_sum)
-    d2 = d2.clamp(max=1)
-    if kind == "epanechnikov":
-        g = torch.log1p(-d2)
+    """log k(u) from d2 = ‖u‖² (unit bandwidth) of the gaussian or laplacian kernel."""
+    return -0.5 * d2 if kind == "gaussian" else -d2.sqrt()
+
+
+def _log_compact(kind, dist, h):
+    """log k(dist/h) of a compactly supported kernel from the distances themselves, as
+    scikit-learn evaluates it: −inf unless dist < h (the support test decides between
+    −inf and a finite value near the boundary, so it is made on the same numbers)."""
+    inside = dist < h
+    dist = torch.where(inside, dist, 0.0)  # no log of a negative number outside
+    # the operations in scikit-learn's order: near the boundary 1 − r² cancels, and a
+    # different rounding of r² moved log k by 0.06 there
+    if kind == "tophat":
+        g = torch.zeros_like(dist)
+    elif kind == "epanechnikov":
+        g = torch.log1p(-(dist * dist) / (h * h))
     elif kind == "linear":
-        g = torch.log1p(-d2.sqrt())
+        g = torch.log1p(-dist / h)
     else:  # cosine
-        g = torch.cos((0.5 * math.pi) * d2.sqrt()).log()
+        g = torch.cos(0.5 * math.pi * dist / h).log()
     return g.masked_fill_(~inside, -math.inf)
 
 
@@ -83,11 +91,11 @@ def _log_profile(kind, d2):
 # 5e-13, or 1e-6 for the square root at coincident points), i.e. for data within ~45
 # bandwidths of their mean; farther spread data are compared by exact differences.
 _MAX_ROUNDOFF = 2.0 ** -40
-# The kernels of ‖u‖ (not ‖u‖²) take a square root, which turns that round-off δ into
+# The laplacian kernel, of ‖u‖ (not ‖u‖²), takes a square root, which turns that round-off δ into
 # δ/(2r): pairs closer than sqrt(_NEAR) (in bandwidths) are recomputed by exact
 # differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005).
 _NEAR = 2.0 ** -6
-_ROOT = ("laplacian", "linear")
+_ROOT = ("laplacian",)
 
 
 def _sqdist(A, B, exact):
@@ -115,10 +123,10 @@ def _log_kernel_sum(Q, T, logw, kind, radius=None):
     m × n matrix (k the unit profile of ``kind``, ``_log_profile``). Q and T are centred (and
     scaled); distances as exact as scikit-learn's: the fast form in float64 where its
     round-off is below ``_MAX_ROUNDOFF``, exact differences otherwise (in tiles of
-    ``_TILE`` / d pairs). With ``radius`` (the tophat, 1 inside its support, whose
-    boundary a rounding moves), Q and T are the data themselves and the test is
-    ‖q − t‖ < radius on exact differences, as scikit-learn makes it. O(m n d) time,
-    O(tile) memory."""
+    ``_TILE`` / d pairs). With ``radius`` h (the compactly supported kernels, whose
+    support test a rounding moves: −inf or a finite value), Q and T are the data
+    themselves, the distances exact differences and the kernel ``_log_compact`` of them,
+    as scikit-learn computes it. O(m n d) time, O(tile) memory."""
     m, n = Q.shape[0], T.shape[0]
     exact = radius is not None or fast_form_dtype(Q, T, _MAX_ROUNDOFF) is None
     tile = max(1, _TILE // Q.shape[1]) if exact else _TILE
@@ -131,7 +139,7 @@ def _log_kernel_sum(Q, T, logw, kind, radius=None):
         for t in range(0, n, tb):
             d2 = _sqdist(q, T[t:t + tb], exact)
             if radius is not None:
-                g = torch.zeros_like(d2).masked_fill_(~(d2.sqrt() < radius), -math.inf)
+                g = _log_compact(kind, d2.sqrt(), radius)
             else:
                 if not exact and kind in _ROOT:
                     d2 = _refine_near(d2, q, T[t:t + tb])
@@ -269,10 +277,10 @@ class KernelDensity(Estimator):
             # an offset of 1e4 in float32 cost 5.3 in log density, 1e8 in float64 3.7.
             f64 = torch.float64
             logw = self.sample_weight_.to(f64).log()
-            if self._kind == "tophat":
-                # 0 or 1: only the support test counts, on the data themselves (centred
-                # and scaled, integer points at distance h fell inside by a rounding)
-                s = _log_kernel_sum(X.to(f64), self.X_fit_.to(f64), logw, "tophat",
+            if self._kind in _COMPACT:
+                # the support test ‖x − x_i‖ < h on the data themselves, as scikit-learn
+                # (centred and scaled, points at exactly h fell inside by a rounding)
+                s = _log_kernel_sum(X.to(f64), self.X_fit_.to(f64), logw, self._kind,
                                     radius=self.bandwidth_)
             else:
                 Q, T = center(X.to(f64), self.X_fit_.to(f64))
