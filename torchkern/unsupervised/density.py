@@ -91,11 +91,10 @@ def _log_compact(kind, dist, h):
 # 5e-13, or 1e-6 for the square root at coincident points), i.e. for data within ~45
 # bandwidths of their mean; farther spread data are compared by exact differences.
 _MAX_ROUNDOFF = 2.0 ** -40
-# The laplacian kernel, of ‖u‖ (not ‖u‖²), takes a square root, which turns that round-off δ into
-# δ/(2r): pairs closer than sqrt(_NEAR) (in bandwidths) are recomputed by exact
-# differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005).
+# The laplacian kernel, of ‖u‖ (not ‖u‖²), takes a square root, which turns that
+# round-off δ into δ/(2r): pairs closer than sqrt(_NEAR) (in bandwidths) are recomputed
+# by exact differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005).
 _NEAR = 2.0 ** -6
-_ROOT = ("laplacian",)
 
 
 def _sqdist(A, B, exact):
@@ -141,7 +140,7 @@ def _log_kernel_sum(Q, T, logw, kind, radius=None):
             if radius is not None:
                 g = _log_compact(kind, d2.sqrt(), radius)
             else:
-                if not exact and kind in _ROOT:
+                if not exact and kind == "laplacian":
                     d2 = _refine_near(d2, q, T[t:t + tb])
                 g = _log_profile(kind, d2)
             parts.append(torch.logsumexp(logw[None, t:t + tb] + g, dim=1))
