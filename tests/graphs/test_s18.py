@@ -109,6 +109,16 @@ def test_six_node_graphlet_classes_are_isomorphism_classes():
         assert (cols[i] == cols[j]) == (forms[i] == forms[j])
 
 
+def test_graphlet_subsets_are_itertools_combinations():
+    # the exhaustive mode enumerated subsets with torch.combinations, which builds all
+    # n^k tuples first (k = 6 on three 30-node graphs: 174 s here, 1.6 s now)
+    from torchkern.graphs.graphlet import _combinations
+    for n in range(9):
+        for k in range(1, 8):
+            assert _combinations(n, k).tolist() == [list(c) for c in
+                                                    itertools.combinations(range(n), k)]
+
+
 def test_graphlet_class_counts_and_k_range():
     from torchkern.graphs.graphlet import graphlet_classes
     # the numbers of graphs on 3..7 nodes (OEIS A000088)

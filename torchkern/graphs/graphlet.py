@@ -64,6 +64,22 @@ def graphlet_classes(k: int):
     return class_of_rep[rep], reps.numel()
 
 
+def _combinations(n: int, k: int, device=None) -> torch.Tensor:
+    """The k-subsets of range(n) as rows (C(n, k), k), in lexicographic order, built one
+    column at a time (each row extended by every larger node): O(Σ_i i·C(n, i)) memory
+    and work — ``torch.combinations`` first builds all n^k tuples (7.3·10⁸ rows for
+    k = 6 of 30 nodes)."""
+    comb = torch.arange(n, device=device)[:, None]
+    for _ in range(k - 1):
+        last = comb[:, -1]
+        reps = n - 1 - last  # the larger nodes of each row
+        rows = torch.repeat_interleave(torch.arange(comb.shape[0], device=device), reps)
+        first = torch.cumsum(reps, 0) - reps  # each row's first new row
+        nxt = last[rows] + 1 + torch.arange(rows.numel(), device=device) - first[rows]
+        comb = torch.cat([comb[rows], nxt[:, None]], 1)
+    return comb
+
+
 def _triple_counts(G: GraphSet, keys: torch.Tensor, N: int, table: torch.Tensor):
     """The number of 3-node subsets of every graph of G in each class (no edge, one edge,
     an induced path, a triangle), in closed form: with m edges, t triangles and
@@ -262,7 +278,7 @@ class GraphletSampling(GraphKernel):
             sizes = G.num_nodes[graphs]
             for n in torch.unique(sizes).tolist():
                 gs = graphs[sizes == n]
-                comb = torch.combinations(torch.arange(n, device=dev), k)
+                comb = _combinations(n, k, dev)
                 step = max(1, _SUBSETS_BUDGET // max(comb.shape[0], 1))
                 for c in range(0, gs.numel(), step):
                     g = gs[c:c + step]
