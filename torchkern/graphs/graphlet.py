@@ -274,7 +274,7 @@ class GraphletSampling(GraphKernel):
         """Yields ``(graph, nodes)``: k-subsets of the nodes of ``graphs`` as global node
         indices (rows of ``nodes``), all of them or ``n_samples`` per graph."""
         k, dev = self.k, G.device
-        if U is None:  # every subset: one torch.combinations per distinct graph size
+        if U is None:  # every subset: one _combinations per distinct graph size
             sizes = G.num_nodes[graphs]
             for n in torch.unique(sizes).tolist():
                 gs = graphs[sizes == n]
