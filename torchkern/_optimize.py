@@ -369,7 +369,7 @@ def torch_optim(coords, evaluate, optimizer, *, max_iter, tol=1e-6, patience=10,
     if not isinstance(opt, torch.optim.Optimizer):
         raise TypeError(f"optimizer(params) must return a torch.optim.Optimizer, got "
                         f"{type(opt).__name__}")
-    history, best, best_state, since = [], math.inf, None, 0
+    history, best, since = [], math.inf, 0
     count, state = [0], {}
 
     def closure():

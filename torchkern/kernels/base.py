@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._config import _check_backend, config
-from .._validation import as_tensor, check_not_meta, is_int, is_real, real_tensor
+from .._validation import as_tensor, is_int, is_real, real_tensor
 from ..inputs import KernelInput
 from ..gram import (DenseKernelMatrix, Formula, FormulaKernelMatrix, KernelMatrix,
                     ScaledKernelMatrix, SumKernelMatrix, _finite_gram, combine_formulas,
