@@ -235,7 +235,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         one array is the scalar, as scikit-learn's ``alpha``)."""
         t = real_tensor(self.noise, "noise").detach()  # fixed: no gradient to the caller's
         if t.numel() == 1 and t.dim() <= 1:
-            check_positive(t.reshape(()), "noise", allow_zero=True)
+            check_positive(self.noise, "noise", allow_zero=True)  # its message shows the value
             return float(t)
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"noise must be a float or an array of shape ({n},) (one "
