@@ -134,3 +134,12 @@ def test_learn_kernel_blames_y_not_the_gram_for_a_wrong_y():
     with pytest.raises(ValueError, match="objective is not defined at the initial") as e:
         learn_kernel(tk.KernelRidge(tk.RBF()), X, X[:5, 0], "loo")
     assert "positive definite" not in str(e.value) and "y has 5 rows" in str(e.value)
+
+
+def test_multiple_kernel_simplex_set_weights_of_huge_weights():
+    # set_weights([1e308, 1e308]) on the simplex: Σ η overflowed, the weights were NaN
+    k = MultipleKernel([tk.RBF(), tk.Linear()])
+    k.set_weights([1e308, 1e308])
+    torch.testing.assert_close(k.weights.detach(), torch.tensor([0.5, 0.5], dtype=torch.float64))
+    k.set_weights([1.0, 3.0])
+    torch.testing.assert_close(k.weights.detach(), torch.tensor([0.25, 0.75], dtype=torch.float64))

@@ -127,7 +127,9 @@ class MultipleKernel(Kernel):
             if self.mode == "fixed":
                 self.fixed_weights.copy_(eta)
             elif self.mode == "simplex":
-                self.raw_weights.copy_((eta / eta.sum()).log())
+                # softmax(log η) = η / Σ η, without the sum (Σ η overflowed for η_i
+                # near 1e308: log 0 and NaN weights)
+                self.raw_weights.copy_(eta.log())
             else:
                 self.raw_weights.copy_(inv_softplus(eta))
         return self
