@@ -143,3 +143,23 @@ def test_multiple_kernel_simplex_set_weights_of_huge_weights():
     torch.testing.assert_close(k.weights.detach(), torch.tensor([0.5, 0.5], dtype=torch.float64))
     k.set_weights([1.0, 3.0])
     torch.testing.assert_close(k.weights.detach(), torch.tensor([0.25, 0.75], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("c", [1e200, 1e-200])
+def test_alignment_and_gcv_do_not_depend_on_the_kernels_scale(c):
+    # outputscale 1e200: ‖K_c‖²_F overflowed and the alignment read 0.0; 1e-200: it
+    # underflowed ("the kernel's centered Gram matrix on X is zero"); gcv(c·k, c·alpha)
+    # was 0/0 = NaN (‖c‖² and tr(A⁻¹)² both underflowed)
+    from torchkern.learning import gcv, kernel_alignment
+    X = torch.randn(20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = X[:, 0] ** 2 + X[:, 1]  # real targets, used as they are
+    K = torch.exp(-torch.cdist(X, X) ** 2 / 2)
+    H = torch.eye(20, dtype=torch.float64) - 1.0 / 20
+    Kc, yc = H @ K @ H, y - y.mean()
+    want = (yc @ Kc @ yc) / (Kc.norm() * (yc @ yc))
+    got = kernel_alignment(c * tk.RBF(), X, y)
+    torch.testing.assert_close(got.detach(), want, rtol=1e-10, atol=0)
+    Ainv = torch.linalg.inv(K + 0.1 * torch.eye(20, dtype=torch.float64))
+    want = 20 * ((Ainv @ y) ** 2).sum() / Ainv.trace() ** 2
+    got = gcv(c * tk.RBF(), X, y, 0.1 * c)
+    torch.testing.assert_close(got.detach(), want, rtol=1e-8, atol=0)

@@ -332,11 +332,20 @@ def kernel_alignment(kernel, X, y, centered=True, *, backend=None):
     if Y.shape[0] != n:
         raise ValueError(f"y has {Y.shape[0]} samples but X has {n}")
     K = kernel(X, backend=backend)
+    # The alignment does not change with the scales of K and Y: both are brought to order
+    # 1 (|K_ij| <= max K_ii for a p.s.d. kernel), where ‖K_c‖²_F overflowed (outputscale
+    # 1e200: alignment 0) or underflowed (1e-200: "Gram matrix is zero")
+    s = float(kernel.diag(X).detach().abs().max())
+    if 0 < s < math.inf and s != 1:
+        K = K * (1.0 / s)
     if check_bool(centered, "centered"):
         Y = Y - Y.mean(0)
         k_norm2 = hsic_biased(K, K).to(_F64) * n ** 2
     else:
         k_norm2 = _frobenius2(K)
+    top = float(Y.detach().abs().max()) if Y.numel() else 0.0
+    if 0 < top < math.inf:
+        Y = Y / top
     G = Y.T.to(_F64) @ Y.to(_F64)
     y_norm = G.norm()
     if float(y_norm) == 0:
@@ -467,7 +476,8 @@ def gcv(kernel, X, y, alpha, *, method="auto", num_probes=32, tol=1e-6, max_iter
     C, _, t = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state)
     n = X.shape[0]
-    return (n * (C ** 2).sum(0).mean() / t ** 2).to(Y.dtype)
+    # ‖c / t‖², not ‖c‖² / t²: with K and alpha of order 1e200 both underflowed (0/0 = NaN)
+    return (n * ((C / t) ** 2).sum(0).mean()).to(Y.dtype)
 
 
 def kernel_ridge_predict(kernel, X, y, X_test, alpha, *, solver="auto", tol=1e-8,
