@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 
 from .._config import config
-from .._validation import check_symmetric
 from ..inputs import check_input
 from ..gram import DenseKernelMatrix, KernelMatrix
+from ..linalg._common import _check_symmetric
 from ._common import as_gram, check_kernel, cheap_trace, row_sums, warn_if_centering_cancels
 from .mmd import _statistic
 
@@ -39,10 +39,11 @@ def _check_pair(K, L):
         # the estimators center with row sums only and pair K_ij with L_ij: an asymmetric
         # matrix (a cross-Gram k(X, Y) passed by mistake) gave a value that is not
         # tr(KHLH)/n² and changed with the orientation (unbiased: 0.018 against 0.0053
-        # for the transposes); a dense one is checked in one pass, a lazy one is trusted
+        # for the transposes); a dense one is checked in one pass, a lazy one is trusted.
+        # The linalg rule: refused past 1 % of max |M|, a warning above √ε — a float32
+        # Gram cast to float64 is symmetric only to float32's rounding, and was refused.
         if isinstance(M, DenseKernelMatrix):
-            check_symmetric(M.tensor, name, context="HSIC compares the Gram matrices "
-                            "k(X, X) and l(Y, Y)")
+            _check_symmetric(M.tensor, name)
     return K, L, K.shape[0]
 
 
