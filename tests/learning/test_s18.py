@@ -163,3 +163,21 @@ def test_alignment_and_gcv_do_not_depend_on_the_kernels_scale(c):
     want = 20 * ((Ainv @ y) ** 2).sum() / Ainv.trace() ** 2
     got = gcv(c * tk.RBF(), X, y, 0.1 * c)
     torch.testing.assert_close(got.detach(), want, rtol=1e-8, atol=0)
+
+
+def test_mmd_test_power_of_a_huge_outputscale():
+    # 1e200 * RBF: (8 eps kmax)**2 raised Python's OverflowError and h**2 was inf; J is
+    # MMD²_u / σ̂ of the unit kernel (λ/s² negligible)
+    from torchkern.learning import mmd_test_power
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(20, 3, dtype=torch.float64, generator=g)
+    Z = torch.randn(20, 3, dtype=torch.float64, generator=g) + 0.5
+    k = lambda A, B: torch.exp(-torch.cdist(A, B) ** 2 / 2)  # noqa: E731
+    Kxx, Kzz, Kxz = k(X, X), k(Z, Z), k(X, Z)
+    H = Kxx + Kzz - Kxz - Kxz.T
+    n = 20  # Gretton et al. (2012) eq. 3: within-sample sums off the diagonal
+    mmd2 = ((Kxx.sum() - Kxx.trace() + Kzz.sum() - Kzz.trace()) / (n * (n - 1))
+            - 2 * Kxz.sum() / n ** 2)
+    var = 4 * ((H.sum(1) ** 2).sum() / n ** 3 - (H.sum() / n ** 2) ** 2)
+    got = mmd_test_power(1e200 * tk.RBF(), X, Z)
+    torch.testing.assert_close(got.detach(), mmd2 / var.sqrt(), rtol=1e-10, atol=0)

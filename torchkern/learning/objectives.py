@@ -562,21 +562,27 @@ def mmd_test_power(kernel, X, Y, *, reg=1e-8, backend=None):
     check_positive(reg, "reg", allow_zero=True)
     Kxx, Kyy, Kxy = kernel(X, backend=backend), kernel(Y, backend=backend), \
         kernel(X, Y, backend=backend)
-    mmd2 = mmd2_unbiased(Kxx, Kyy, Kxy).as_subclass(torch.Tensor).to(_F64)
-    h = (row_sums(Kxx) + row_sums(Kyy) - row_sums(Kxy) - row_sums(Kxy.T)).to(_F64)
+    kmax = max(float(Kxx.diag().detach().abs().max()), float(Kyy.diag().detach().abs().max()))
+    # In units of s = max k(x, x): J = (MMD²/s) / √(σ̂²/s² + λ/s²) is the same, and h²
+    # no longer overflows (outputscale 1e200: an OverflowError, σ̂² = ∞)
+    s = kmax if 0 < kmax < math.inf else 1.0
+    mmd2 = mmd2_unbiased(Kxx, Kyy, Kxy).as_subclass(torch.Tensor).to(_F64) / s
+    h = (row_sums(Kxx) + row_sums(Kyy) - row_sums(Kxy) - row_sums(Kxy.T)).to(_F64) / s
     var = 4 * ((h ** 2).sum() / n ** 3 - (h.sum() / n ** 2) ** 2)
+    r = math.sqrt(float(reg)) / s  # √λ in those units; r² may overflow (s = 1e-200)
     # Each h_i sums 4n kernel values, each within ε·max k(x, x) of its own (|k(x, y)| ≤
     # max k(x, x) for a positive definite kernel): σ̂² below (8ε max k(x, x))², well above
     # that rounding's 16ε²max²/n, is the rounding itself (X and Y alike to the kernel),
     # and J = MMD²/σ̂ a ratio of two roundings (−5e15 for X = Y with an RBF).
-    kmax = max(float(Kxx.diag().detach().abs().max()), float(Kyy.diag().detach().abs().max()))
-    floor = (8 * torch.finfo(X.dtype).eps * kmax) ** 2
-    if float((var + reg).detach()) <= floor:  # √ of 0 or of a rounding: NaN or noise
+    floor = (8 * torch.finfo(X.dtype).eps) ** 2
+    if float(var.detach()) + r * r <= floor:  # √ of 0 or of a rounding: NaN or noise
         raise ValueError(f"mmd_test_power: the variance estimate σ̂²_H1 is "
-                         f"{float(var.detach()):.3g}, at or below the rounding of the kernel "
-                         f"values ({floor:.3g}; X and Y look alike to the kernel, or it is a "
-                         f"zero kernel) and reg = {float(reg)!r}: pass reg > 0")
-    return (mmd2 / (var + reg).sqrt()).to(X.dtype)
+                         f"{float(var.detach()) * s * s:.3g}, at or below the rounding of the "
+                         f"kernel values ({floor * s * s:.3g}; X and Y look alike to the "
+                         f"kernel, or it is a zero kernel) and reg = {float(reg)!r}: pass "
+                         f"reg > 0")
+    sd = r * (var / r / r + 1).sqrt() if r > 1 else (var + r * r).sqrt()
+    return (mmd2 / sd).to(X.dtype)
 
 
 # -- Nyström (inducing-point) objective ------------------------------------------------
