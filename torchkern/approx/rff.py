@@ -122,6 +122,7 @@ class RandomFourierFeatures(nn.Module):
         self._generator = as_generator(random_state)
         if in_features is not None and (not is_int(in_features) or in_features < 1):
             raise ValueError(f"in_features must be a positive int, got {in_features!r}")
+        self._fixed_d = in_features   # d given here, to resample() or by the first data
         self._setup(in_features)
         if self.in_features is not None:
             self.resample()
@@ -171,17 +172,28 @@ class RandomFourierFeatures(nn.Module):
         return (self.kernel, self.n_features, self.variant, self.orthogonal)
 
     def _check_config(self) -> None:
-        """Set up again (the frequencies to be redrawn) if an argument changed."""
+        """Set up again (the frequencies to be redrawn) if an argument changed, keeping a
+        d that was given or read from data (it was reset: resample() then raised 'in_features
+        is unknown' and data of another dimension was taken)."""
         now = self._current_config()
         if len(now) != len(self._config) or any(a is not b and a != b
                                                   for a, b in zip(now, self._config)):
-            self._setup()
+            self._setup(self._fixed_d)
+
+    def _current(self) -> None:
+        """The draws for the current arguments, drawn now if d is known: what ``omega`` and
+        :meth:`frequencies` read (they returned the draws of a replaced kernel)."""
+        self._check_config()
+        if self.omega_0 is None and self.in_features is not None:
+            self.resample()
 
     # -- frequencies -------------------------------------------------------------------
     def resample(self, in_features: int | None = None) -> "RandomFourierFeatures":
         """Draw new frequencies (and phases) from the module's random stream; returns self."""
         self._check_config()
         d = in_features if in_features is not None else self.in_features
+        if in_features is not None:
+            self._fixed_d = in_features
         if d is None:
             raise ValueError("in_features is unknown: pass it or call the map on data first")
         gen = self._generator
@@ -206,6 +218,7 @@ class RandomFourierFeatures(nn.Module):
 
     @property
     def omega(self) -> list:
+        self._current()
         return [getattr(self, f"omega_{q}") for q in range(self._n_factors)]
 
     def frequencies(self):
@@ -213,6 +226,7 @@ class RandomFourierFeatures(nn.Module):
         the amplitude, both float64 and differentiable: a = k(x, x) (a scalar) for a
         product, and for a sum the per-frequency weights a_i·D/D_i (D,) of each frequency's
         term i (see :func:`torchkern.approx.spectral.assemble`)."""
+        self._current()
         if self.omega_0 is None:
             raise RuntimeError("the frequencies are not drawn yet: call the map on data "
                                "(or pass in_features) first")
@@ -232,8 +246,8 @@ class RandomFourierFeatures(nn.Module):
         as the kernels compute) and on X's device."""
         X = upcast_half(as_tensor(X, "X"))
         self._check_config()
-        if self.in_features is None or self.omega_0 is None:
-            self.resample(X.shape[1])
+        if self.omega_0 is None:
+            self.resample(X.shape[1] if self.in_features is None else None)
             for name in self._buffer_names():
                 if getattr(self, name) is not None:
                     setattr(self, name, getattr(self, name).to(X.device))
@@ -285,7 +299,7 @@ class RandomFourierFeatures(nn.Module):
             if key in state_dict and getattr(self, name) is None:
                 setattr(self, name, torch.empty_like(state_dict[key]))
                 if name == "omega_0":
-                    self.in_features = state_dict[key].shape[1]
+                    self.in_features = self._fixed_d = state_dict[key].shape[1]
                     self._law_at_draw = law_params(self._spectrum)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
