@@ -262,14 +262,31 @@ def check_int(value, name: str, low: int = 1, high: int | None = None) -> int:
     return int(value)
 
 
-def as_generator(random_state) -> torch.Generator | None:
-    """A ``torch.Generator`` from ``random_state``: None (torch's global generator), an
-    int seed, or a Generator passed through."""
-    if random_state is None or isinstance(random_state, torch.Generator):
+def check_random_state(random_state, name: str = "random_state"):
+    """``random_state`` checked without drawing from it: None, an int seed, a
+    ``torch.Generator``, or a NumPy ``RandomState`` / ``Generator`` (as scikit-learn's
+    estimators take one); returned unchanged."""
+    if random_state is None or isinstance(random_state, (torch.Generator, np.random.RandomState,
+                                                         np.random.Generator)):
         return random_state
     if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be None, an int or a torch.Generator, "
-                        f"got {type(random_state).__name__}")
+        raise TypeError(f"{name} must be None, an int, a torch.Generator or a NumPy "
+                        f"RandomState/Generator, got {type(random_state).__name__}")
+    return random_state
+
+
+def as_generator(random_state) -> torch.Generator | None:
+    """A ``torch.Generator`` from ``random_state``: None (torch's global generator), an
+    int seed, a Generator passed through, or a NumPy ``RandomState`` / ``Generator``, from
+    which one seed is drawn (advancing it, so that each use of the same NumPy state draws
+    anew, as scikit-learn's ``check_random_state``)."""
+    check_random_state(random_state)
+    if random_state is None or isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        random_state = random_state.randint(2 ** 63 - 1, dtype=np.int64)
+    elif isinstance(random_state, np.random.Generator):
+        random_state = random_state.integers(2 ** 63 - 1)
     return torch.Generator().manual_seed(int(random_state))
 
 

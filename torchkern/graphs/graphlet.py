@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .._validation import as_generator, check_bool, is_int
+from .._validation import as_generator, check_bool, check_random_state, is_int
 from ..gram import FeatureKernelMatrix
 from ._batch import GraphKernel, GraphSet, check_memory
 
@@ -191,7 +191,7 @@ class GraphletSampling(GraphKernel):
         if n_samples is not None and (isinstance(n_samples, bool) or
                                       not is_int(n_samples) or n_samples < 1):
             raise ValueError(f"n_samples must be a positive int or None, got {n_samples!r}")
-        as_generator(random_state)  # validate now
+        check_random_state(random_state)  # validate now, drawing nothing
         self.k, self.n_samples, self.random_state = int(k), n_samples, random_state
         self.normalize = check_bool(normalize, "normalize")
 
