@@ -146,3 +146,28 @@ def test_ntk_set_params_keeps_layers_without_bias():
     kw = dict(bias_std=None, parameterization="standard", width=16)
     k = make(depth=1, **kw).set_params(depth=2)
     torch.testing.assert_close(k(X).to_dense(), make(depth=2, **kw)(X).to_dense())
+
+
+def test_infinite_width_predict_cg_takes_max_iter_zero():
+    # t = ∞ on a lazy Gram is CG, which takes max_iter=0 (scipy's cg too): the start x = 0,
+    # so a zero prediction, with a ConvergenceWarning; it was refused since the Lanczos
+    # check (finite t needs >= 1 step)
+    from torchkern.linalg import ConvergenceWarning
+    X, y = _data()
+    with pytest.warns(ConvergenceWarning):
+        out = infinite_width_predict(NTK(depth=1), X, y, backend="blocked", max_iter=0)
+    torch.testing.assert_close(out, torch.zeros_like(y))
+    with pytest.raises(ValueError, match="max_iter"):
+        infinite_width_predict(NTK(depth=1), X, y, backend="blocked", max_iter=-1)
+
+
+def test_infinite_width_integer_inputs_give_a_float64_gram():
+    # integers were read in the default dtype (float32), unlike as_tensor (float64)
+    from torch import nn
+    from torchkern.ntk import infinite_width
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    k = infinite_width(net, bias_std=0.3)
+    Xi = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 10000001]])
+    K = k(Xi).to_dense()
+    assert K.dtype == torch.float64
+    torch.testing.assert_close(K, k(Xi.to(torch.float64)).to_dense())

@@ -120,8 +120,9 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
         Backend of the Gram matrices (``"dense"``, ``"blocked"``, ...; default the
         kernel's ``"auto"``).
     tol, max_iter :
-        Relative tolerance (> 0) and iteration cap (an int >= 1) of CG (t = ∞) and
-        Lanczos (finite t) on lazy Gram matrices (default ``max_iter``:
+        Relative tolerance (> 0) and iteration cap of CG (t = ∞; an int >= 0, 0 returns
+        the start with a ConvergenceWarning) and Lanczos (finite t; an int >= 1) on lazy
+        Gram matrices (default ``max_iter``:
         :func:`~torchkern.linalg.cg`'s, and min(n, 1000) Lanczos steps).
     compute_cov : bool
         Also return the covariance over initializations of the outputs on ``X_test``
@@ -165,10 +166,11 @@ def infinite_width_predict(kernel, X_train, y_train, X_test=None, t=None, *, reg
     check_positive(learning_rate, "learning_rate")
     check_bool(compute_cov, "compute_cov")
     # checked here, not only by cg: the Lanczos of finite t took max_iter=0 to an
-    # UnboundLocalError, 1.5 to a TypeError naming nothing, and tol=-1 silently
+    # UnboundLocalError, 1.5 to a TypeError naming nothing, and tol=-1 silently. CG
+    # (t = ∞) takes 0, as scipy's cg: the start, with a ConvergenceWarning.
     check_positive(tol, "tol")
     if max_iter is not None:
-        check_int(max_iter, "max_iter", 1)
+        check_int(max_iter, "max_iter", 0 if t is None else 1)
     reg, learning_rate = float(reg), float(learning_rate)
     times = None
     if t is not None:
