@@ -3,6 +3,7 @@ honoured; one-number hyperparameters."""
 import itertools
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -92,3 +93,37 @@ def test_local_alignment_set_params_keeps_a_custom_substitution_matrix():
     k = LocalAlignment(beta=0.5).set_params(log=True)     # the named matrix folds case
     torch.testing.assert_close(k(["acd"]).to_dense(),
                                LocalAlignment(0.5, log=True)(["ACD"]).to_dense())
+
+
+def test_local_alignment_substitution_set_after_construction_is_the_one_used():
+    # la.substitution = ... was stored and ignored: BLOSUM62 stayed (K(ACCA, ACCA) 5.7e5,
+    # not 352)
+    import math
+    from tests.sequences.test_unseen_s15 import _la_log_brute
+    scores = [[2.0, -1.0], [-1.0, 3.0]]
+    X = ["ACCA", "CA", "AAC"]
+    k = LocalAlignment(beta=0.5)
+    k.substitution = ("AC", torch.tensor(scores))
+    ref = torch.tensor([[math.exp(_la_log_brute(x, y, "AC", scores, 0.5, 11.0, 1.0))
+                         for y in X] for x in X], dtype=torch.float64)
+    torch.testing.assert_close(k(X).to_dense(), ref)
+    assert k.substitution[0] == "AC"
+    with pytest.raises(ValueError, match="substitution"):
+        k.substitution = "pam250"
+    k.substitution = "blosum62"        # back to the named matrix, which folds case
+    torch.testing.assert_close(k(["acd"]).to_dense(), LocalAlignment(0.5)(["ACD"]).to_dense())
+
+
+@pytest.mark.parametrize("codes", [[], np.zeros(0), torch.zeros(0), torch.zeros(2, 0)])
+def test_sequence_set_of_empty_strings_from_empty_codes(codes):
+    # np.asarray([]) is float64: 'codes must be a tensor of integers, got dtype float64'
+    from torchkern.sequences import SequenceSet
+    S = SequenceSet(codes, [0, 0], "ACGT")
+    assert S.strings() == ["", ""]
+    torch.testing.assert_close(Spectrum(1)(S).to_dense(), torch.zeros(2, 2, dtype=torch.float64))
+
+
+def test_sequence_set_integer_message_names_the_type_given():
+    from torchkern.sequences import SequenceSet
+    with pytest.raises(TypeError, match=r"codes must .*integers.*got a list of dtype"):
+        SequenceSet([0.5, 1.5], [2], "ACGT")

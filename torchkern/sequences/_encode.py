@@ -35,15 +35,20 @@ def _resolve_alphabet(alphabet) -> str | None:
 def _integers(values, name: str) -> torch.Tensor:
     """``values`` (a tensor, array or list) as an integer tensor, else a TypeError naming
     ``name``: float codes were truncated silently (0.5, 1.7, 2.2 read as "ACG"), booleans
-    read as 0 and 1, and a list raised AttributeError."""
+    read as 0 and 1, and a list raised AttributeError. Empty ones of any dtype are taken
+    (``np.asarray([])`` is float64)."""
+    given = type(values).__name__
     if not isinstance(values, torch.Tensor):
         try:
             values = torch.as_tensor(np.asarray(values))
         except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"{name} must be a tensor of integers, got "
-                            f"{type(values).__name__}") from None
+            raise TypeError(f"{name} must be a tensor, array or list of integers, got "
+                            f"{given}") from None
+    if values.numel() == 0:
+        return values.long()
     if values.dtype == torch.bool or values.is_floating_point() or values.is_complex():
-        raise TypeError(f"{name} must be a tensor of integers, got dtype {values.dtype}")
+        raise TypeError(f"{name} must be a tensor, array or list of integers, got a {given} "
+                        f"of dtype {values.dtype}")
     return values
 
 

@@ -211,17 +211,27 @@ class LocalAlignment(StructuredKernel):
         check_positive(gap_open, "gap_open", allow_zero=True)
         check_positive(gap_extend, "gap_extend", allow_zero=True)
         self.gap_open, self.gap_extend = float(gap_open), float(gap_extend)
-        self.letters, self.scores = _substitution(substitution)
+        self.substitution = substitution
+        self.log, self.normalize = check_bool(log, "log"), check_bool(normalize, "normalize")
+
+    @property
+    def substitution(self):
+        """``"blosum62"`` or the ``(letters, scores)`` pair in use; setting it checks the
+        matrix and derives the alphabet (``la.substitution = ('AC', S)`` was ignored: the
+        kernel kept BLOSUM62)."""
+        return "blosum62" if self._fold_case else (self.letters, self.scores)
+
+    @substitution.setter
+    def substitution(self, value) -> None:
+        self.letters, self.scores = _substitution(value)
         # BLOSUM62's letters are upper case: lower case is read as upper case, as for the
         # named alphabets; a matrix given as (letters, scores) is case-sensitive.
-        self._fold_case = isinstance(substitution, str)
-        self.log, self.normalize = check_bool(log, "log"), check_bool(normalize, "normalize")
+        self._fold_case = isinstance(value, str)
 
     def _structural_args(self) -> dict:
         # the substitution matrix is kept as (letters, scores): set_params(gap_open=...)
         # rebuilt the kernel with the default, BLOSUM62 replacing a custom matrix silently
-        return {**super()._structural_args(),
-                "substitution": "blosum62" if self._fold_case else (self.letters, self.scores)}
+        return {**super()._structural_args(), "substitution": self.substitution}
 
     def extra_repr(self) -> str:
         return (f"beta={float(self.beta):.4g}, gap_open={self.gap_open:g}, "
