@@ -1,4 +1,6 @@
 """Sweep s18 of the statistics: inputs that gave silently wrong values or unclear errors."""
+import warnings
+
 import pytest
 import torch
 
@@ -29,11 +31,7 @@ def _hsic_brute_force(K, L, unbiased):
             - 2.0 / (n - 2) * (one @ Kt @ Lt @ one)) / (n * (n - 3))
 
 
-@pytest.mark.parametrize("stat, unbiased", [(hsic_biased, False), (hsic_unbiased, True)])
-def test_hsic_takes_a_float32_gram_cast_to_float64(stat, unbiased):
-    # a float32 RBF Gram is symmetric only to float32 rounding (1.2e-7 here): cast to
-    # float64 it was refused as 'not symmetric' by the √ε(float64) rule; the linalg rule
-    # warns below 1 % of max |K| and computes, and still refuses a cross-Gram
+def _float32_grams_cast_to_float64():
     import torchkern
     g = torch.Generator().manual_seed(0)
     X = torch.randn(50, 2, generator=g)
@@ -41,10 +39,27 @@ def test_hsic_takes_a_float32_gram_cast_to_float64(stat, unbiased):
     K = torchkern.RBF(1.0)(X).to_dense().detach().double()
     L = torchkern.RBF(1.0)(Y).to_dense().detach().double()
     assert float((K - K.T).abs().max()) > 1e-8     # the case: asymmetric by rounding
-    with pytest.warns(UserWarning, match="[KL] is symmetric only"):
+    C = torchkern.RBF(1.0)(X, X + 0.5).to_dense().detach().double()
+    return K, L, C
+
+
+@pytest.mark.parametrize("stat, unbiased", [(hsic_biased, False), (hsic_unbiased, True)])
+def test_hsic_takes_a_float32_gram_cast_to_float64(stat, unbiased):
+    # a float32 RBF Gram is symmetric only to float32 rounding (1.2e-7 here): cast to
+    # float64 it was refused as 'not symmetric' by the √ε(float64) rule
+    K, L, _ = _float32_grams_cast_to_float64()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # the rounding is reported (below)
         value = stat(K, L)
     torch.testing.assert_close(value, _hsic_brute_force(K, L, unbiased), rtol=1e-5, atol=0)
-    C = torchkern.RBF(1.0)(X, X + 0.5).to_dense().detach().double()
+
+
+@pytest.mark.parametrize("stat", [hsic_biased, hsic_unbiased])
+def test_hsic_warns_of_rounding_asymmetry_and_refuses_a_cross_gram(stat):
+    # the linalg rule: a warning below 1 % of max |K|, a ValueError above (a cross-Gram)
+    K, L, C = _float32_grams_cast_to_float64()
+    with pytest.warns(UserWarning, match="[KL] is symmetric only"):
+        stat(K, L)
     with pytest.raises(ValueError, match="K must be symmetric"):
         stat(C, L)
 
