@@ -82,31 +82,43 @@ def test_five_node_graphlets_equal_enumeration_and_sampling():
     np.testing.assert_allclose(sampled.sum(1), [1.0] * 6 + [0.0])
 
 
-def test_six_node_graphlet_classes_are_isomorphism_classes():
+@pytest.mark.parametrize("k, n_classes", [(6, 156), (7, 1044)])
+def test_graphlet_classes_are_isomorphism_classes(k, n_classes):
+    # the k = 7 table is built on int32 codes, degree sequences of the class minima only
     rng = np.random.default_rng(0)
-    codes = rng.integers(0, 2 ** 15, 30).tolist()
-    perms = list(itertools.permutations(range(6)))
-    pairs = _bits(6)
+    pairs = _bits(k)
     index = {p: b for b, p in enumerate(pairs)}
+    perm_bits = np.array([[index[tuple(sorted((p[u], p[v])))] for (u, v) in pairs]
+                          for p in itertools.permutations(range(k))])  # (k!, C(k, 2))
 
-    def canon(c):
-        return min(sum((c >> b & 1) << index[tuple(sorted((p[u], p[v])))]
-                       for b, (u, v) in enumerate(pairs)) for p in perms)
+    def relabel(c, pb):  # the code of c with its pairs' bits moved to pb (any shape)
+        return sum((c >> b & 1) << pb[..., b] for b in range(len(pairs)))
+
+    def canon(c):  # brute force: the smallest code over the k! relabelings
+        return int(relabel(c, perm_bits).min())
 
     # each code beside a random relabeling of itself: same class, and classes equal
     # exactly when the brute-force canonical forms are
-    relabeled = []
-    for c in codes:
-        p = rng.permutation(6)
-        relabeled.append(sum((c >> b & 1) << index[tuple(sorted((p[u], p[v])))]
-                             for b, (u, v) in enumerate(pairs)))
-    phi = GraphletSampling(6, n_samples=None).features([_graph(c, 6) for c in codes + relabeled])
-    assert phi.shape[1] == 156
+    codes = rng.integers(0, 2 ** len(pairs), 30).tolist()
+    relabeled = [int(relabel(c, perm_bits[rng.integers(len(perm_bits))])) for c in codes]
+    kern = GraphletSampling(k, n_samples=None)
+    phi = kern.features([_graph(c, k) for c in codes + relabeled])
+    assert phi.shape[1] == n_classes
     cols = phi.argmax(1).tolist()
     assert cols[:30] == cols[30:]
     forms = [canon(c) for c in codes]
     for i, j in itertools.combinations(range(30), 2):
         assert (cols[i] == cols[j]) == (forms[i] == forms[j])
+    # classes numbered by sorted degree sequence (base-k code), then smallest code
+    from torchkern.graphs.graphlet import graphlet_classes
+
+    def key(c):
+        deg = sorted(sum(c >> index[tuple(sorted((u, v)))] & 1 for v in range(k) if v != u)
+                     for u in range(k))
+        return sum(d * k ** i for i, d in enumerate(deg)), c
+
+    assert [int(graphlet_classes(k)[0][f]) for f in sorted(set(forms), key=key)] == \
+        sorted(cols[forms.index(f)] for f in set(forms))
 
 
 def test_graphlet_subsets_are_itertools_combinations():
