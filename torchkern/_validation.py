@@ -208,28 +208,33 @@ def check_positive(value, name: str, *, allow_zero: bool = False,
 
 
 def check_sample_weight(sample_weight, n: int, *, dtype=torch.float64, device=None,
-                        allow_negative: bool = False, min_positive: int = 1) -> torch.Tensor:
+                        allow_negative: bool = False, min_positive: int = 1,
+                        name: str = "sample_weight") -> torch.Tensor:
     """Per-sample weights as a (n,) tensor: a scalar is the same weight for every sample;
     finite, ≥ 0 (or, with ``allow_negative``, any finite value: LIBSVM leaves samples of
     weight ≤ 0 out), with at least ``min_positive`` positive entries — else a ValueError
-    naming ``sample_weight``."""
-    check_not_meta(sample_weight, "sample_weight")
+    naming the argument (``name``, e.g. a GP's per-sample ``noise``) and the first bad
+    entry."""
+    check_not_meta(sample_weight, name)
     if isinstance(sample_weight, (bool, np.bool_)):
-        raise TypeError(f"sample_weight must be None, a float or an array of shape ({n},), "
+        raise TypeError(f"{name} must be None, a float or an array of shape ({n},), "
                         f"got {sample_weight!r}")
     if isinstance(sample_weight, numbers.Real) or (isinstance(sample_weight, torch.Tensor)
                                                    and sample_weight.dim() == 0):
         # one weight for every sample
         w = torch.full((n,), float(sample_weight), dtype=dtype, device=device)
     else:
-        w = as_vector(sample_weight, "sample_weight", dtype=dtype, device=device, finite=False)
+        w = as_vector(sample_weight, name, dtype=dtype, device=device, finite=False)
     if w.dim() != 1 or w.shape[0] != n:
-        raise ValueError(f"sample_weight must be a float or have shape ({n},), got "
+        raise ValueError(f"{name} must be a float or have shape ({n},), got "
                          f"{tuple(w.shape)}")
-    if not bool(torch.isfinite(w).all()) or (not allow_negative and bool((w < 0).any())):
-        raise ValueError("sample_weight must be finite" + ("" if allow_negative else " and >= 0"))
+    bad = ~torch.isfinite(w) if allow_negative else ~(torch.isfinite(w) & (w >= 0))
+    if bool(bad.any()):  # the offending entry, not the whole array
+        i = int(bad.nonzero()[0, 0])
+        raise ValueError(f"{name} must be finite" + ("" if allow_negative else " and >= 0")
+                         + f", got {name}[{i}] = {float(w[i])!r}")
     if int((w > 0).sum()) < min_positive:
-        raise ValueError(f"sample_weight needs at least {min_positive} positive weight(s): "
+        raise ValueError(f"{name} needs at least {min_positive} positive weight(s): "
                          f"the weights are zero (or negative) elsewhere")
     return w
 

@@ -56,7 +56,8 @@ def test_per_sample_noise_two_targets_and_list():
 
 def test_per_sample_noise_bad_input():
     X, y, noise, _ = _data(n=20)
-    with pytest.raises(ValueError, match=r"noise must be a float or an array of shape \(20,\)"):
+    with pytest.raises(ValueError, match=r"noise must be a float or have shape \(20,\), got "
+                                         r"\(19,\)"):
         GaussianProcessRegressor(noise=noise[:-1]).fit(X, y)
     with pytest.raises(ValueError, match="noise must be finite and >= 0"):
         GaussianProcessRegressor(noise=-noise).fit(X, y)
@@ -122,6 +123,17 @@ def test_per_sample_noise_nan_names_the_entry():
     noise[5] = np.nan
     with pytest.raises(ValueError, match=r"noise\[5\] = nan"):
         GaussianProcessRegressor(noise=noise).fit(X, y)
+
+
+def test_bad_sample_weight_names_the_entry():
+    # check_sample_weight (which the GP's per-sample noise now shares) names the first bad
+    # entry; it said only "sample_weight must be finite and >= 0"
+    X, y, _, _ = _data(n=20)
+    w = np.ones(20)
+    w[3] = -1.0
+    with pytest.raises(ValueError, match=r"sample_weight must be finite and >= 0, got "
+                                         r"sample_weight\[3\] = -1\.0"):
+        torchkern.KernelRidge(alpha=0.1).fit(X, y, sample_weight=w)
 
 
 @pytest.mark.parametrize("spec", ["lml", {"objective": "map"}])

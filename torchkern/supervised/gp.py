@@ -10,7 +10,7 @@ from sklearn.base import RegressorMixin
 
 from .._estimator import Estimator, check_fitted, resolve_kernel
 from .._validation import (as_generator as _generator, as_vector, check_bool, check_positive,
-                           is_int, is_real, real_tensor)
+                           check_sample_weight, is_int, is_real, real_tensor)
 from ..inputs import check_fitted_input, check_input
 from .._progress import progress_bar
 from ..linalg import ConvergenceWarning, PivotedCholesky, cg, logdet
@@ -237,14 +237,7 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         if t.numel() == 1 and t.dim() <= 1:
             check_positive(self.noise, "noise", allow_zero=True)  # its message shows the value
             return float(t)
-        if t.dim() != 1 or t.shape[0] != n:
-            raise ValueError(f"noise must be a float or an array of shape ({n},) (one "
-                             f"variance per training sample), got shape {tuple(t.shape)}")
-        bad = ~(torch.isfinite(t) & (t >= 0))
-        if bool(bad.any()):  # the offending entry, not the whole array
-            i = int(bad.nonzero()[0, 0])
-            raise ValueError(f"noise must be finite and >= 0, got noise[{i}] = {float(t[i])!r}")
-        return t
+        return check_sample_weight(t, n, min_positive=0, name="noise")
 
     def _check_learn_kernel(self, spec) -> None:
         """``fit(learn_kernel=...)``: the "lml" / "map" objectives learn one noise variance
