@@ -131,6 +131,23 @@ def test_graphlet_subsets_are_itertools_combinations():
                                                     itertools.combinations(range(n), k)]
 
 
+def test_graphlet_memory_check_covers_the_measured_peak(monkeypatch):
+    # k = 5 on a 30-node graph: C(30, 5) = 142,506 subsets. The check asked for
+    # C·k·8 = 5.7 MB, but enumerating and looking them up peaked at 30 MiB resident
+    # (ru_maxrss, 221 bytes a subset; 28 MiB now): a device of 20 MB passed the check and
+    # then ran out. The check now counts 4k + 48 bytes a subset plus 16k + 160 a row looked
+    # up at once (44 MB here).
+    import torchkern.graphs._batch as batch
+    X = random_graphs(1, 30, 30, 0.3, 1, seed=4)
+    kern = GraphletSampling(5, n_samples=None)
+    monkeypatch.setattr(batch, "device_memory", lambda device: 20 * 10 ** 6)
+    with pytest.raises(ValueError, match=r"X: GraphletSampling\(n_samples=None\) on a graph "
+                                         r"of 30 nodes .* 43,891,848 bytes"):
+        kern.features(X)
+    monkeypatch.setattr(batch, "device_memory", lambda device: 44 * 10 ** 6)
+    assert kern.features(X).sum().item() == pytest.approx(1.0)
+
+
 def test_graphlet_class_counts_and_k_range():
     from torchkern.graphs.graphlet import graphlet_classes
     # the numbers of graphs on 3..7 nodes (OEIS A000088)

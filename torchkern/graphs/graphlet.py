@@ -79,18 +79,25 @@ def _class_table(k: int, device: torch.device) -> torch.Tensor:
 
 
 def _combinations(n: int, k: int, device=None) -> torch.Tensor:
-    """The k-subsets of range(n) as rows (C(n, k), k), in lexicographic order, built one
-    column at a time (each row extended by every larger node): O(Σ_i i·C(n, i)) memory
-    and work — ``torch.combinations`` first builds all n^k tuples (7.3·10⁸ rows for
-    k = 6 of 30 nodes)."""
-    comb = torch.arange(n, device=device)[:, None]
-    for _ in range(k - 1):
-        last = comb[:, -1]
+    """The k-subsets of range(n) as int32 rows (C(n, k), k), in lexicographic order, built
+    one column at a time (each row extended by every larger node) into a preallocated
+    table: O(Σ_i i·C(n, i)) work, a peak of about (4k + 24)·C(n, k) bytes for k ≪ n
+    (``torch.combinations`` first builds all n^k tuples: 7.3·10⁸ rows for k = 6 of 30
+    nodes)."""
+    comb = torch.arange(n, dtype=torch.int32, device=device)[:, None]
+    for c in range(1, k):
+        last = comb[:, -1].long()
         reps = n - 1 - last  # the larger nodes of each row
         rows = torch.repeat_interleave(torch.arange(comb.shape[0], device=device), reps)
-        first = torch.cumsum(reps, 0) - reps  # each row's first new row
-        nxt = last[rows] + 1 + torch.arange(rows.numel(), device=device) - first[rows]
-        comb = torch.cat([comb[rows], nxt[:, None]], 1)
+        out = torch.empty(rows.numel(), c + 1, dtype=torch.int32, device=device)
+        for j in range(c):
+            out[:, j] = comb[:, j][rows]
+        nxt = torch.arange(rows.numel(), device=device)  # row r: last + 1 + r − its first
+        nxt -= (torch.cumsum(reps, 0) - reps)[rows]
+        nxt += last[rows]
+        nxt += 1
+        out[:, c] = nxt
+        comb = out
     return comb
 
 
@@ -167,12 +174,14 @@ class GraphletSampling(GraphKernel):
     class counts have a closed form (edges, triangles trace(A³)/6, two-edge paths
     Σ_v C(deg v, 2) − 3t; Shervashidze et al., 2009, Sec. 4.1, count 3-node graphlets the
     same way): no subset is enumerated, O(n³) per graph. An edge counts when either
-    direction is present (graphlets are undirected); self-loops are ignored. Graphs with fewer than k nodes get φ = 0. Cost:
-    O(G·s·k² log E) for s samples per graph; features are dense (G, classes).
-    ``n_samples=None`` with k ≥ 4 holds the C(n, k) subsets of a graph at once (8k bytes
-    each), with k = 3 three dense (n, n) float64 tables: a graph for which that exceeds
-    the device's memory is refused up front (ValueError giving the bytes); sampling has
-    no such limit.
+    direction is present (graphlets are undirected); self-loops are ignored. Graphs with
+    fewer than k nodes get φ = 0. Cost: O(G·s·k² log E) for s samples per graph; features
+    are dense (G, classes).
+    ``n_samples=None`` with k ≥ 4 holds the C(n, k) subsets of a graph at once (int32,
+    4k bytes each, about 4k + 48 while they are built) and looks up at most 2^20 of them
+    at once (16k + 160 bytes each, measured with the allocator's slack), with k = 3 three
+    dense (n, n) float64 tables: a graph for which that exceeds the device's memory is
+    refused up front (ValueError giving the bytes); sampling has no such limit.
     By Hoeffding's inequality each estimated frequency is within ε of the truth with
     probability 1 − δ for s ≥ log(2/δ)/(2ε²) (Shervashidze et al., 2009, Sec. 3.1, give a
     bound on the whole vector).
@@ -233,9 +242,14 @@ class GraphletSampling(GraphKernel):
                          f"(24 bytes per node pair), which", X.device)
             return
         subsets = math.comb(n, k)
-        check_memory(subsets * k * 8, f"{name}: GraphletSampling(n_samples=None) on a graph of "
-                     f"{n:,} nodes enumerates its C(n, {k}) = {subsets:,} node subsets (a "
-                     f"table of {k} int64 per subset), which", X.device)
+        rows = min(subsets * len(X), _SUBSETS_BUDGET)  # examined at once
+        # measured peaks (resident memory): _combinations ~(4k + 24)·C(n, k) bytes plus
+        # allocator slack, the adjacency lookups ~(8k + 100) bytes a row examined
+        nbytes = (4 * k + 48) * subsets + (16 * k + 160) * rows
+        check_memory(nbytes, f"{name}: GraphletSampling(n_samples=None) on a graph of {n:,} "
+                     f"nodes enumerates its C(n, {k}) = {subsets:,} node subsets ({4 * k + 48} "
+                     f"bytes each, and {16 * k + 160} per subset looked up at once), which",
+                     X.device)
 
     def _uniforms(self, device):
         if self.n_samples is None:
@@ -295,8 +309,11 @@ class GraphletSampling(GraphKernel):
                 step = max(1, _SUBSETS_BUDGET // max(comb.shape[0], 1))
                 for c in range(0, gs.numel(), step):
                     g = gs[c:c + step]
-                    yield (g.repeat_interleave(comb.shape[0]),
-                           (G.ptr[g][:, None, None] + comb).reshape(-1, k))
+                    # a graph of more subsets than the budget: in parts of the budget
+                    for r in range(0, comb.shape[0], _SUBSETS_BUDGET):
+                        part = comb[r:r + _SUBSETS_BUDGET]
+                        yield (g.repeat_interleave(part.shape[0]),
+                               (G.ptr[g][:, None, None] + part).reshape(-1, k))
             return
         S = U.shape[0]
         step = max(1, _SUBSETS_BUDGET // S)
