@@ -221,11 +221,21 @@ def test_propagation_random_state_none_draws_once_per_object(kind):
     # one object: every call uses the same draws (a fitted model predicts with them)
     torch.testing.assert_close(k(A, B).to_dense(), K[:5, 5:], rtol=0, atol=0)
     torch.testing.assert_close(k(B).to_dense(), K[5:, 5:], rtol=0, atol=0)
-    assert torch.linalg.eigvalsh(K.double()).min() > -1e-9 * K.abs().max()
+    # a clone (sklearn's clone deep-copies a torchkern kernel) made after the first call
+    # keeps the seed: no draw from NumPy's generator
+    from sklearn.base import clone
+    state = np.random.get_state()[1].copy()
+    torch.testing.assert_close(clone(k)(X).to_dense(), K, rtol=0, atol=0)
+    np.testing.assert_array_equal(np.random.get_state()[1], state)
     # the seed comes from NumPy's global generator: reseeding reproduces it...
     np.random.seed(0)
     torch.testing.assert_close(make()(X).to_dense(), K, rtol=0, atol=0)
-    # ...and a new object draws anew
+    # ...and a new object, or a clone made before the first call, draws anew
+    np.random.seed(0)
+    fresh = make()
+    early = clone(fresh)
+    torch.testing.assert_close(fresh(X).to_dense(), K, rtol=0, atol=0)
+    assert not torch.equal(early(X).to_dense(), K)  # the next seed of NumPy's generator
     Ks = [make()(X).to_dense() for _ in range(3)]
     assert any(not torch.equal(Ki, K) for Ki in Ks)
 
@@ -393,6 +403,7 @@ def test_theta_kernels_take_random_state_none(draws):
     # GraKeL's LovaszTheta / SvmTheta default random_state=None was refused here. None is a
     # seed drawn once per object from NumPy's global generator: reseeding reproduces it,
     # every call of one object draws the same, and a new object draws anew.
+    from sklearn.base import clone
     from torchkern.graphs import LovaszTheta, SVMTheta
     X = random_graphs(5, 4, 7, 0.5, 1, seed=2)
     for make in (lambda rs: SVMTheta(n_samples=6, subsets_size_range=(2, 3), random_state=rs,
@@ -404,6 +415,7 @@ def test_theta_kernels_take_random_state_none(draws):
         K = k(X).to_dense()
         phi = k.features(X)
         torch.testing.assert_close(K, phi @ phi.T, rtol=1e-12, atol=0)
+        torch.testing.assert_close(clone(k).features(X), phi, rtol=0, atol=0)  # seed kept
         # (with draws="grakel" a set's features depend on the set: compare with its φ)
         torch.testing.assert_close(k(X[:2], X[2:]).to_dense(),
                                    k.features(X[:2]) @ k.features(X[2:]).T, rtol=1e-12, atol=0)

@@ -75,7 +75,8 @@ class Propagation(CountFeatureKernel):
     random_state : int, numpy RandomState or None
         Seed of the hash draws (see ``n_labels``), 0 ≤ random_state < 2^32; None: a seed
         drawn from NumPy's global generator when the object is first called, then kept
-        (as GraKeL's fitted kernels; a clone or a new object draws anew); a RandomState:
+        (as GraKeL's fitted kernels; a new object, or a clone made before the first call,
+        draws anew; a later clone keeps the seed); a RandomState:
         its state at the first call, replayed at every call (its stream itself with
         ``n_labels``; per-label draws take the seed ``randint(2^32)`` from it). Every call of
         one object draws the same, and a graph's features depend on its own labels only,
@@ -265,9 +266,10 @@ class PropagationAttr(CountFeatureKernel):
         Seed: numpy ``RandomState(random_state)`` draws, for each t in turn, u_t (d
         entries), its Cauchy divisor for L1, then b_t = w·N(0, I_d) — GraKeL's draws,
         so both give the same values for the same seed (or RandomState). None: a seed
-        drawn from NumPy's global generator when the object is first called, then kept;
-        a RandomState is replayed from its state at the first call. Every call of one
-        object draws the same.
+        drawn from NumPy's global generator when the object is first called, then kept
+        (a new object, or a clone made before the first call, draws anew; a later clone
+        keeps the seed); a RandomState is replayed from its state at the first call.
+        Every call of one object draws the same.
     node_attr : str
         The Data field holding the node attributes.
     normalize : bool

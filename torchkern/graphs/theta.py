@@ -1228,7 +1228,9 @@ class LovaszTheta(_ThetaKernel):
         (``cone="grakel"``) the permutation and picks of the cone routine — from
         ``RandomState(random_state)`` with ``draws="grakel"``, from a stream per graph
         with ``draws="graph"``. None (GraKeL's default): a seed drawn from NumPy's global
-        generator when the object is first called, then kept for all its calls.
+        generator when the object is first called, then kept for all its calls (a new
+        object, or a clone made before the first call, draws anew; a later clone keeps
+        the seed).
     draws : {"graph", "grakel"}
         ``"graph"``: each graph draws from its own stream, seeded by ``random_state``,
         its node count and its edges — a graph's features depend on the graph only, so
@@ -1364,7 +1366,8 @@ class SVMTheta(_ThetaKernel):
         NumPy's ``RandomState`` replayed exactly — ``RandomState(random_state)`` itself
         with ``draws="grakel"``, a stream per graph with ``draws="graph"``. None
         (GraKeL's default): a seed drawn from NumPy's global generator when the object is
-        first called, then kept for all its calls.
+        first called, then kept for all its calls (a new object, or a clone made before
+        the first call, draws anew; a later clone keeps the seed).
     draws : {"graph", "grakel"}
         As in :class:`LovaszTheta`: one stream per graph (seeded by ``random_state``
         and the graph: consistent Grams in estimators), or GraKeL's one stream for the
