@@ -327,19 +327,22 @@ def test_propagation_attr_hashes_huge_attributes_exactly():
 
 # -- NumPy float hyperparameters ---------------------------------------------------------------
 
-@pytest.mark.parametrize("make, match", [
-    (lambda v: GraphHopper(kernel_type="gaussian", mu=v), "mu must be a positive number"),
-    (lambda v: ODDSTh(h=2, lam=v), "lam must be a finite number > 0"),
-    (lambda v: Propagation(t_max=2, w=v), "w must be a positive number"),
-    (lambda v: PropagationAttr(t_max=2, w=v), "w must be a positive number"),
+@pytest.mark.parametrize("make, match, smooth", [
+    (lambda v: GraphHopper(kernel_type="gaussian", mu=v), "mu must be a positive number", True),
+    (lambda v: ODDSTh(h=2, lam=v), "lam must be a finite number > 0", True),
+    (lambda v: Propagation(t_max=2, w=v), "w must be a positive number", False),
+    (lambda v: PropagationAttr(t_max=2, w=v), "w must be a positive number", False),
 ])
-def test_numpy_float_hyperparameters_are_numbers(make, match):
+def test_numpy_float_hyperparameters_are_numbers(make, match, smooth):
     # a grid built with np.linspace / np.float32 holds NumPy scalars, which GraKeL and
-    # scikit-learn take: np.float32(0.5) was refused as "not a positive number"
+    # scikit-learn take: np.float32(0.5) was refused as "not a positive number". A NumPy
+    # scalar is the number it holds: np.float32(0.1) is 0.100000001490116..., not 0.1.
     X = _labelled(5, attributes=True)
-    want = make(0.5)(X).to_dense()
-    for v in (np.float32(0.5), np.float16(0.5), np.int64(1) / 2):
+    for v in (np.float32(0.1), np.float16(0.1), np.int64(1) / 10):
+        want = make(float(v))(X).to_dense()
         torch.testing.assert_close(make(v)(X).to_dense(), want, rtol=0, atol=0)
+        if smooth and v.dtype != np.float64:  # a smooth kernel sees the rounding of 0.1
+            assert not torch.equal(want, make(0.1)(X).to_dense())
     for bad in (True, np.bool_(True), "0.5", np.float32("nan"), np.float32(0)):
         with pytest.raises(ValueError, match=match):
             make(bad)
