@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from .._threads import one_thread
+from .._validation import is_int
 from ..inputs import KernelInput, nonempty_parts
 from ..kernels._ops import sqdist
 from ..kernels.structured import StructuredKernel
@@ -90,6 +91,17 @@ def check_memory(nbytes: int, what: str, device) -> None:
         raise ValueError(f"{what} needs at least {nbytes:,} bytes ({_fmt_bytes(nbytes)}), more "
                          f"than the {total:,} bytes ({_fmt_bytes(total)}) of memory of "
                          f"{torch.device(device)}")
+
+
+def check_numpy_seed(random_state, what: str) -> None:
+    """``random_state`` of a kernel that draws with NumPy's ``RandomState``: None, a
+    RandomState, or an int seed in its range [0, 2^32); else a ValueError naming it
+    (``what``: the draws it seeds)."""
+    if random_state is not None and not isinstance(random_state, np.random.RandomState) \
+            and (not is_int(random_state) or not 0 <= random_state < 2 ** 32):
+        raise ValueError(f"random_state must be None, a numpy RandomState or a non-negative "
+                         f"int below 2^32 (the seed of {what}, numpy RandomState's range), "
+                         f"got {random_state!r}")
 
 
 def _check_node_count(n: int, device) -> None:
@@ -2167,6 +2179,13 @@ class GraphKernel(StructuredKernel):
             out.set_state(state[1])
             return out
         return state
+
+    def _numpy_stream(self) -> np.random.RandomState:
+        """:meth:`_fixed_draws` as a NumPy stream (GraKeL's): ``RandomState(seed)`` for an
+        int or None (a seed drawn once per object), a RandomState given replayed from its
+        state at the first call."""
+        d = self._fixed_draws()
+        return d if isinstance(d, np.random.RandomState) else np.random.RandomState(d)
 
     def _check_fitted(self, X_fit: GraphSet, X: GraphSet, name: str = "X") -> None:
         """Predict-time graphs ``X`` checked against the fitted ones ``X_fit``

@@ -12,7 +12,8 @@ from .._threads import one_thread
 from .._validation import check_bool, is_int, is_real
 from ..gram import DenseKernelMatrix
 from ..kernels.structured import _inv_sqrt
-from ._batch import GraphKernel, GraphSet, check_memory, is_undirected, unify_labels
+from ._batch import (GraphKernel, GraphSet, check_memory, check_numpy_seed, is_undirected,
+                     unify_labels)
 from ._labels import initial_labels
 
 __all__ = ["MultiscaleLaplacian"]
@@ -333,11 +334,7 @@ class MultiscaleLaplacian(GraphKernel):
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         if not is_int(P) or P < 1:
             raise ValueError(f"P must be a positive int, got {P!r}")
-        if random_state is not None and not isinstance(random_state, np.random.RandomState) \
-                and (not is_int(random_state) or not 0 <= random_state < 2 ** 32):
-            raise ValueError(f"random_state must be None, a numpy RandomState or a "
-                             f"non-negative int below 2^32 (the seed of the landmark draws, "
-                             f"numpy RandomState's range), got {random_state!r}")
+        check_numpy_seed(random_state, "the landmark draws")
         if features not in ("attributes", "labels"):
             raise ValueError(f"features must be 'attributes' or 'labels', got {features!r}")
         if not isinstance(node_attr, str):
@@ -414,8 +411,7 @@ class MultiscaleLaplacian(GraphKernel):
         phi, values = self._phi(X)
         if not bool(torch.isfinite(phi).all()):
             raise ValueError("X: the node attributes must be finite")
-        rs = self._fixed_draws()  # a RandomState given is replayed from its first state
-        rs = rs if isinstance(rs, np.random.RandomState) else np.random.RandomState(rs)
+        rs = self._numpy_stream()  # a RandomState given is replayed from its first state
         perm = np.arange(N)
         ns = min(N, self.n_samples)
         chunks = _Chunks(X, 2 ** (self.L - 1) if self.L else 0)

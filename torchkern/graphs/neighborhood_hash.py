@@ -57,11 +57,11 @@ def _row_hashes(V: np.ndarray, key: int) -> np.ndarray:
     return h
 
 
-def bit_labels(values: torch.Tensor, bits: int, random_state) -> torch.Tensor:
+def bit_labels(values: torch.Tensor, bits: int, rs: np.random.RandomState) -> torch.Tensor:
     """Random ``bits``-bit codes of the label numbers ``values`` (non-negative int64,
     from :func:`label_numbers`): label v gets entry v mod 2^bits of the
-    (v div 2^bits)-th random permutation of [0, 2^bits) drawn by NumPy's
-    ``RandomState(random_state).permutation``. Labels 0 … L−1 thus get exactly GraKeL
+    (v div 2^bits)-th random permutation of [0, 2^bits) drawn by ``rs.permutation``
+    (the kernel's ``RandomState(random_state)``). Labels 0 … L−1 thus get exactly GraKeL
     0.1.11's codes (its ``choice(2**bits, L, replace=False)`` is the first L entries of
     one such permutation; with more labels than codes, it draws whole blocks), and a
     label's code does not depend on which other labels a set holds. Numbers from
@@ -70,8 +70,6 @@ def bit_labels(values: torch.Tensor, bits: int, random_state) -> torch.Tensor:
     number mixed with a key read from the first permutation instead: seeded as the
     others, no table of permutations up to them (codes of distinct labels may then
     coincide, as codes of numbers 2^bits apart do)."""
-    rs = random_state if isinstance(random_state, np.random.RandomState) else \
-        np.random.RandomState(random_state)
     top = 1 << bits
     hashed = values >= max(top, 1 << 16)
     plain = values[~hashed]
@@ -275,7 +273,7 @@ class NeighborhoodHash(GraphKernel):
 
     def hashed_labels(self, G: GraphSet):
         """The codes of every node after rounds 1..R: a list of R int64 tensors (N,)."""
-        lab = bit_labels(label_numbers(G), self.bits, self._fixed_draws())
+        lab = bit_labels(label_numbers(G), self.bits, self._numpy_stream())
         src, dst = G.edge_index
         n = lab.numel()
         out = []

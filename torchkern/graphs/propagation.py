@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .._validation import check_bool, is_int, is_real
-from ._batch import GraphSet, check_memory, compact, sorted_unique
+from ._batch import GraphSet, check_memory, check_numpy_seed, compact, sorted_unique
 from ._labels import CountFeatureKernel, histogram, int64_label_values
 
 __all__ = ["Propagation", "PropagationAttr"]
@@ -29,19 +29,7 @@ def _check_common(t_max, w, random_state):
         raise ValueError(f"t_max must be a positive int, got {t_max!r}")
     if not is_real(w) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"w must be a positive number (the bin width), got {w!r}")
-    if random_state is not None and not isinstance(random_state, np.random.RandomState) \
-            and (not is_int(random_state) or not 0 <= random_state < 2 ** 32):
-        raise ValueError(f"random_state must be None, a numpy RandomState or a non-negative "
-                         f"int below 2^32 (the seed of the hash draws, numpy RandomState's "
-                         f"range), got {random_state!r}")
-
-
-def _stream(kernel) -> np.random.RandomState:
-    """The kernel's numpy stream (GraKeL's): ``RandomState(seed)`` for an int or None (a
-    seed drawn once per object), a given RandomState replayed from its state at the
-    first call."""
-    d = kernel._fixed_draws()
-    return d if isinstance(d, np.random.RandomState) else np.random.RandomState(d)
+    check_numpy_seed(random_state, "the hash draws")
 
 
 class Propagation(CountFeatureKernel):
@@ -158,7 +146,7 @@ class Propagation(CountFeatureKernel):
 
     def _grakel_draws(self):
         """GraKeL's draws: u_t (n_labels,) and b_t for every t, one RandomState stream."""
-        rs = _stream(self)
+        rs = self._numpy_stream()
         us, bs = [], []
         for _ in range(self.t_max):
             u = rs.randn(self.n_labels)
@@ -325,7 +313,7 @@ class PropagationAttr(CountFeatureKernel):
     def _entries(self, G: GraphSet):
         P = G.node_attributes
         d = P.shape[1]
-        rs = _stream(self)
+        rs = self._numpy_stream()
         hashes = []
         for t in range(self.t_max):
             u = rs.randn(d)
