@@ -103,8 +103,17 @@ def _log_compact(kind, dist, h):
 _MAX_ROUNDOFF = 2.0 ** -40
 # The laplacian kernel, of ‖u‖ (not ‖u‖²), takes a square root, which turns that
 # round-off δ into δ/(2r): pairs closer than sqrt(_NEAR) (in bandwidths) are recomputed
-# by exact differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005).
+# by exact differences, keeping the error below 4e-12 (it was 1e-10 at r = 0.005). That
+# radius is for δ = _MAX_ROUNDOFF; it shrinks with the data's own round-off ε·s
+# (``_near``), so that a bandwidth wide against the spread does not make every pair near.
 _NEAR = 2.0 ** -6
+
+
+def _near(Q, T):
+    """The squared radius (in bandwidths) within which the fast form's round-off
+    ε·(max‖q‖² + max‖t‖²) moves √d2 by more than ``_NEAR`` allows at ``_MAX_ROUNDOFF``."""
+    s = float((Q * Q).sum(1).max() + (T * T).sum(1).max())
+    return _NEAR * min(1.0, torch.finfo(torch.float64).eps * s / _MAX_ROUNDOFF) ** 2
 
 
 def _sqdist(A, B, exact):
@@ -115,14 +124,24 @@ def _sqdist(A, B, exact):
     return sqdist(A[:, None, :], B[None, :, :], center=False)[..., 0]
 
 
-def _refine_near(d2, q, t):
-    """Overwrite the entries of d2 below ``_NEAR`` by exact sums of squared differences,
-    at most ``_TILE`` / d pairs at a time."""
-    i, j = (d2 < _NEAR).nonzero(as_tuple=True)
+def _refine_near(d2, q, t, radius2):
+    """Overwrite the entries of d2 below ``radius2`` by exact sums of squared differences,
+    at most ``_TILE`` / d pairs at a time: gathered where few, else the whole tile (a
+    bandwidth wide against the data's spread makes nearly every pair near, and gathering
+    them cost about 10 times the fast form)."""
+    near = d2 < radius2
+    count = int(near.sum())
     step = max(1, _TILE // q.shape[1])
-    for s in range(0, i.numel(), step):
-        a, b = i[s:s + step], j[s:s + step]
-        d2[a, b] = (q[a] - t[b]).square().sum(1)
+    if count > d2.numel() // 8:
+        rows = max(1, step // t.shape[0])
+        for s in range(0, q.shape[0], rows):
+            d2[s:s + rows] = _sqdist(q[s:s + rows], t, True)
+        return d2
+    if count:
+        i, j = near.nonzero(as_tuple=True)
+        for s in range(0, count, step):
+            a, b = i[s:s + step], j[s:s + step]
+            d2[a, b] = (q[a] - t[b]).square().sum(1)
     return d2
 
 
@@ -141,6 +160,8 @@ def _log_kernel_sum(Q, T, logw, kind, radius=None):
     tile = max(1, _TILE // Q.shape[1]) if exact else _TILE
     tb = max(1, min(n, tile // max(1, min(m, 1024))))
     qb = max(1, min(m, tile // tb))
+    refine = not exact and kind == "laplacian"
+    radius2 = _near(Q, T) if refine else None
     out = torch.empty(m, dtype=Q.dtype, device=Q.device)
     for s in range(0, m, qb):
         q = Q[s:s + qb]
@@ -150,8 +171,8 @@ def _log_kernel_sum(Q, T, logw, kind, radius=None):
             if radius is not None:
                 g = _log_compact(kind, d2.sqrt(), radius)
             else:
-                if not exact and kind == "laplacian":
-                    d2 = _refine_near(d2, q, T[t:t + tb])
+                if refine:
+                    d2 = _refine_near(d2, q, T[t:t + tb], radius2)
                 g = _log_profile(kind, d2)
             parts.append(torch.logsumexp(logw[None, t:t + tb] + g, dim=1))
         out[s:s + qb] = torch.logsumexp(torch.stack(parts, 1), dim=1)
