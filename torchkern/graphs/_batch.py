@@ -467,7 +467,8 @@ def _label_ids(rows: torch.Tensor | None, n: int, name: str, device, integral: b
     if rows.dim() == 1:
         rows = rows.unsqueeze(-1)
     if rows.dim() != 2 or rows.shape[0] != n:
-        raise ValueError(f"{name} must have shape ({n}, d) (one row per item), got {tuple(rows.shape)}")
+        raise ValueError(f"{name} must have shape ({n}, d) (one row per item), got "
+                         f"{tuple(rows.shape)}")
     if rows.is_complex():
         raise TypeError(f"{name} must be real, got dtype {rows.dtype}")
     if rows.shape[1] == 0 or n == 0:

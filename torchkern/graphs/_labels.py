@@ -172,9 +172,9 @@ def _sorted_in_segments(src: torch.Tensor, tokens: torch.Tensor, n_tokens: int, 
 
 def _digit_rows(labels, n_labels, edges: WLEdges, budget: int):
     """Every node's token counts written in base B = max out-degree + 1, c tokens to an
-    int64 (c a power of two, B^c ≤ 2^62; a count is at most the degree, a digit below B, so no carry): an
-    exact (N, ⌈T/c⌉) code of the token multisets, by one segment sum over the edges. None
-    when it has more than ``budget`` entries."""
+    int64 (c a power of two, B^c ≤ 2^62; a count is at most the degree, a digit below B,
+    so no carry): an exact (N, ⌈T/c⌉) code of the token multisets, by one segment sum
+    over the edges. None when it has more than ``budget`` entries."""
     N, n_tokens = edges.deg.numel(), n_labels * edges.n_edge_labels
     radix = int(edges.deg.max()) + 1 if edges.deg.numel() else 1
     shift = 6  # c = 2^shift tokens to an int64: the largest power of two with B^c ≤ 2^62
