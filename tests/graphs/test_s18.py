@@ -148,6 +148,23 @@ def test_graphlet_memory_check_covers_the_measured_peak(monkeypatch):
     assert kern.features(X).sum().item() == pytest.approx(1.0)
 
 
+def test_graphlet_numpy_generator_is_replayed_at_every_call():
+    # a NumPy Generator as random_state (taken since the RandomState/Generator change) was
+    # drawn from anew at every call: k(X) twice differed by 0.10, and a subset's features
+    # were not rows of the set's. Now its state at the first call is replayed, as a
+    # RandomState's: one seed integers(2^63 - 1) from that state seeds the uniforms.
+    X = random_graphs(6, 6, 9, 0.4, 1, seed=0)
+    rng = np.random.default_rng(0)
+    k = GraphletSampling(4, n_samples=50, random_state=rng)
+    phi = k.features(X)
+    seed = int(np.random.default_rng(0).integers(2 ** 63 - 1))
+    ref = GraphletSampling(4, n_samples=50, random_state=torch.Generator().manual_seed(seed))
+    torch.testing.assert_close(phi, ref.features(X), rtol=0, atol=0)
+    torch.testing.assert_close(k.features(X[:3]), phi[:3], rtol=0, atol=0)
+    torch.testing.assert_close(k(X).to_dense(), phi @ phi.T, rtol=1e-12, atol=0)
+    assert int(rng.integers(2 ** 63 - 1)) == seed  # the caller's Generator is not advanced
+
+
 def test_graphlet_class_counts_and_k_range():
     from torchkern.graphs.graphlet import graphlet_classes
     # the numbers of graphs on 3..7 nodes (OEIS A000088)

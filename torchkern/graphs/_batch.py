@@ -2152,9 +2152,9 @@ class GraphKernel(StructuredKernel):
         (as GraKeL's kernels, which draw once when fitted): ``random_state`` as an int
         seed as it is; None a seed drawn once for the object, from NumPy's global
         generator (torch's with ``torch_seed``), so that ``np.random.seed`` /
-        ``torch.manual_seed`` make it reproducible; a ``numpy.random.RandomState`` or
-        ``torch.Generator`` the state it had at the first call, replayed on a copy at
-        each call. Kept while ``random_state`` is the same object (``set_params`` gives
+        ``torch.manual_seed`` make it reproducible; a ``numpy.random.RandomState``, NumPy
+        ``Generator`` or ``torch.Generator`` the state it had at the first call, replayed
+        on a copy at each call. Kept while ``random_state`` is the same object (``set_params`` gives
         a new one)."""
         rs = self.random_state
         hit = self.__dict__.get("_draws_of")
@@ -2165,6 +2165,8 @@ class GraphKernel(StructuredKernel):
                 hit = (rs, seed)
             elif isinstance(rs, np.random.RandomState):
                 hit = (rs, rs.get_state())
+            elif isinstance(rs, np.random.Generator):
+                hit = (rs, rs.bit_generator.state)
             elif isinstance(rs, torch.Generator):
                 hit = (rs, (rs.device, rs.get_state()))
             else:
@@ -2175,6 +2177,10 @@ class GraphKernel(StructuredKernel):
             out = np.random.RandomState()
             out.set_state(state)
             return out
+        if isinstance(rs, np.random.Generator):  # a copy of its bit generator at that state
+            bits = type(rs.bit_generator)()
+            bits.state = state
+            return np.random.Generator(bits)
         if isinstance(rs, torch.Generator):
             out = torch.Generator(state[0])
             out.set_state(state[1])
