@@ -266,7 +266,8 @@ def _huge():
      8 * 10 ** 14),
     (RandomWalk(0.1, labeled=False), r"RandomWalk on a graph of 10,000,000 nodes", 8 * 10 ** 14),
     (GraphletSampling(4, None), r"GraphletSampling\(n_samples=None\) on a graph of 10,000,000 "
-                                r"nodes enumerates its C\(n, 4\)", 32 * math.comb(10 ** 7, 4)),
+                                r"nodes enumerates its C\(n, 4\)",
+     64 * math.comb(10 ** 7, 4) + 224 * 2 ** 20),  # (4k + 48)·C + (16k + 160)·2^20 rows
     (GraphletSampling(3, None), r"GraphletSampling\(k=3, n_samples=None\) on a graph of "
                                 r"10,000,000 nodes counts its triangles on dense \(n, n\) tables",
      24 * 10 ** 14),
