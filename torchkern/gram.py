@@ -93,6 +93,12 @@ class Formula:
         :mod:`torchkern._compiled.native`), and kept by a scale c · k of one (then ``fn``
         is c · φ and ``ps`` is ``(c,)``). ``fn`` stays the definition; the profile only
         names it.
+    needs_float64 : str, optional
+        Set (to the reason) on a float32 formula whose torch evaluation computes in
+        float64 because float32 cannot hold its intermediate values (e.g. a heavy-tailed
+        kernel's overflowed ‖x − y‖²): KeOps and Triton, which compute in float32, refuse
+        it (:func:`_check_float32_backend`) and ``backend="auto"`` evaluates it with
+        blocked torch. Kept by combinations of formulas.
     """
 
     xs: tuple
@@ -100,6 +106,7 @@ class Formula:
     ps: tuple
     fn: Callable
     profile: str | None = None
+    needs_float64: str | None = None
 
     @property
     def shape(self):
@@ -115,13 +122,15 @@ class Formula:
 
     def transpose(self) -> "Formula":
         # Every torchkern kernel is symmetric: k(x, y) = k(y, x).
-        return Formula(self.ys, self.xs, self.ps, self.fn, self.profile)
+        return Formula(self.ys, self.xs, self.ps, self.fn, self.profile, self.needs_float64)
 
     def take_rows(self, idx) -> "Formula":
-        return Formula(tuple(x[idx] for x in self.xs), self.ys, self.ps, self.fn, self.profile)
+        return Formula(tuple(x[idx] for x in self.xs), self.ys, self.ps, self.fn, self.profile,
+                       self.needs_float64)
 
     def take_cols(self, idx) -> "Formula":
-        return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn, self.profile)
+        return Formula(self.xs, tuple(y[idx] for y in self.ys), self.ps, self.fn, self.profile,
+                       self.needs_float64)
 
     def evaluate(self, native_float32: bool = False) -> torch.Tensor:
         """Dense (n, m) evaluation with plain torch (differentiable); values that are not
@@ -215,7 +224,18 @@ def combine_formulas(parts: Sequence[Formula], op: Callable) -> Formula:
         return op([g([X[a] for a in ix], [Y[a] for a in ix], [P[b] for b in ip])
                    for g, ix, ip in maps])
 
-    return Formula(tuple(xs), tuple(ys), tuple(ps), fn)
+    why = next((f.needs_float64 for f in parts if f.needs_float64), None)
+    return Formula(tuple(xs), tuple(ys), tuple(ps), fn, needs_float64=why)
+
+
+def _check_float32_backend(formula: Formula, backend: str) -> None:
+    """A ValueError where ``backend`` (KeOps or Triton, which compute in the data's
+    dtype) would read a formula that :attr:`Formula.needs_float64` as zeros or infinity;
+    raised before anything compiles, so KeOps stays usable for other formulas."""
+    if backend in ("keops", "triton") and formula.needs_float64:
+        raise ValueError(f"backend={backend!r} computes in float32, but {formula.needs_float64}"
+                         f"; use backend='blocked' (or 'dense', or 'auto', which picks "
+                         f"blocked torch here) or float64 data")
 
 
 def full_precision(device: torch.device):
@@ -630,8 +650,11 @@ def _lazy_backend(formula: Formula) -> str:
     faster than blocked torch: on CUDA for products of at least
     ``config.cuda_compiled_min_entries`` entries, and on the CPU for the natively compiled
     radial kernels from ``config.compiled_min_entries`` entries (the first use compiles
-    for a few seconds, once per machine). Blocked torch otherwise.
+    for a few seconds, once per machine). Blocked torch otherwise, and for a formula that
+    :attr:`Formula.needs_float64`.
     """
+    if formula.needs_float64:  # KeOps and Triton would compute it in float32
+        return "blocked"
     n, m = formula.shape
     cuda = formula.device.type == "cuda"
     if (cuda and config.compiled_auto and config.triton_auto
@@ -900,6 +923,7 @@ class FormulaKernelMatrix(KernelMatrix):
         if backend == "auto":
             backend = _lazy_backend(formula)
             fallback = fallback or backend == "keops"
+        _check_float32_backend(formula, backend)
         self.formula = formula
         self.backend = backend
         self.fallback = fallback

@@ -830,7 +830,7 @@ class ScaleKernel(Kernel):
         # c · φ of a native radial profile stays native: the C++ loop computes φ, c after
         profile = f.profile if not f.ps else None
         return Formula(f.xs, f.ys, f.ps + (c,), lambda xs, ys, ps: ps[-1] * fn(xs, ys, ps[:-1]),
-                       profile)
+                       profile, f.needs_float64)
 
     def __repr__(self) -> str:
         return f"{_fmt(self.outputscale)} * {_term_repr(self.base, self)}"
@@ -885,8 +885,9 @@ class StationaryKernel(_Lengthscale, Kernel):
     def _formula(self, X, Y=None):
         X, Y = center(X, None if Y is X else Y)
         f = super()._formula(X, Y)
-        if X.dtype == torch.float32 and self._float64_needed(f):
-            return self._float64_formula(X, Y)
+        why = self._float64_reason(f) if X.dtype == torch.float32 else None
+        if why:
+            return self._float64_formula(X, Y, why)
         if self.fast_sqdist:
             dtype = fast_form_dtype(f.xs[0], None if Y is None else f.ys[0])
             f = Formula(f.xs, f.ys, f.ps, in_precision(f.fn, dtype, f.dtype), f.profile)
@@ -895,27 +896,48 @@ class StationaryKernel(_Lengthscale, Kernel):
     #: k(x, y) > 0 at any distance (RationalQuadratic, InverseMultiquadric): an
     #: overflowed ‖x − y‖² must not read as k = 0.
     heavy_tail = False
+    #: Hyperparameters whose square the formula forms (InverseMultiquadric's c).
+    squared_hyperparameters = ()
 
-    def _float64_needed(self, f) -> bool:
-        """Whether float32 cannot hold the formula's intermediate values: scaled inputs
-        x = X/ℓ that overflowed (|X| past 3.4e38·ℓ: x − x was ∞ − ∞ = NaN though
-        k(x, x) = 1) and, for a heavy tail, whose squared differences may (|x| ≥ 2^63/√d:
-        its value, not 0, where ‖x − y‖² overflowed). Kernels that are 0 there keep
-        float32 on every backend. One ``aminmax`` per input (as gram._finite_gram)."""
-        ts = (f.xs[0],) if f.ys[0] is f.xs[0] else (f.xs[0], f.ys[0])
-        top = max((max(-float(lo), float(hi)) for lo, hi in
-                   (torch.aminmax(t.detach()) for t in ts if t.numel())), default=0.0)
-        if self.heavy_tail:
-            return not top < 2.0 ** 63 / math.sqrt(max(f.xs[0].shape[-1], 1))
-        return not math.isfinite(top)
+    def _float64_reason(self, f) -> str | None:
+        """Why float32 cannot hold the formula's intermediate values, or None: scaled
+        inputs x = X/ℓ that overflowed (|X| past 3.4e38·ℓ: x − x was ∞ − ∞ = NaN though
+        k(x, x) = 1); for a heavy tail, inputs whose squared differences may (|x| ≥
+        2^63/√d: its value, not 0, where ‖x − y‖² overflowed); hyperparameters in
+        :attr:`squared_hyperparameters` whose square leaves float32's normal range.
+        Kernels that are 0 there keep float32. One ``aminmax`` per input, and one
+        synchronization in all."""
+        ts = {"X": f.xs[0]} if f.ys[0] is f.xs[0] else {"X": f.xs[0], "Y": f.ys[0]}
+        ts = {name: t for name, t in ts.items() if t.numel()}
+        hypers = self.squared_hyperparameters
+        parts = [v for t in ts.values() for v in torch.aminmax(t.detach())]
+        parts += [getattr(self, h).detach().to(f.device).reshape(()) for h in hypers]
+        if not parts:
+            return None
+        vals = torch.stack([v.to(torch.float64) for v in parts]).tolist()
+        name = type(self).__name__
+        bound = 2.0 ** 63 / math.sqrt(max(f.xs[0].shape[-1], 1)) if self.heavy_tail \
+            else math.inf
+        for i, key in enumerate(ts):
+            top = max(-vals[2 * i], vals[2 * i + 1])
+            if not top < bound:
+                past = ("2^63/√d, where ‖x − y‖² overflows float32" if self.heavy_tail
+                        else "float32's range")
+                return (f"{name}'s float32 input {key} divided by the lengthscale reaches "
+                        f"|x| = {top:.3g}, past {past}")
+        fi = torch.finfo(torch.float32)
+        for h, v in zip(hypers, vals[2 * len(ts):]):
+            if not fi.tiny <= v * v <= fi.max:
+                return f"{name}'s {h} = {v:.3g} has a square outside float32's range"
+        return None
 
-    def _float64_formula(self, X, Y):
-        """The formula of float32 data that :meth:`_float64_needed`: its variables are X/ℓ
-        (computed in float64) scaled by a power of two 2^-s (exact) into float32's range,
-        and torch blocks evaluate k in float64 on 2^s times them, by exact differences,
-        rounded back to float32 (k(x, x) = 1; 0, or the tail's value, between distant
-        points). KeOps and Triton formulas compute in float32 as before (where x/ℓ
-        overflowed, their products are refused as not finite)."""
+    def _float64_formula(self, X, Y, why: str):
+        """The formula of float32 data that float32 cannot evaluate (``why``, from
+        :meth:`_float64_reason`): its variables are X/ℓ (computed in float64) scaled by a
+        power of two 2^-s (exact) into float32's range, and torch blocks evaluate k in
+        float64 on 2^s times them, by exact differences, rounded back to float32 (k(x, x)
+        = 1; 0, or the tail's value, between distant points). KeOps and Triton, which
+        compute in float32, refuse it (:attr:`torchkern.gram.Formula.needs_float64`)."""
         f64, f32 = torch.float64, torch.float32
         g = super()._formula(X.to(f64), None if Y is None else Y.to(f64))
         top = max(float(v.detach().abs().max()) for v in (g.xs[0], g.ys[0]))
@@ -925,15 +947,13 @@ class StationaryKernel(_Lengthscale, Kernel):
         exact = in_precision(g.fn, None, f64)  # None: exact differences
 
         def fn(xs, ys, ps):
-            if not isinstance(xs[0], torch.Tensor):
-                # float32 throughout, as the formula of X/ℓ: a NaN is refused by the
-                # product's check. (Raising here would make backend="auto" give KeOps up
-                # for the session.)
-                return g.fn([t * shift for t in xs], [t * shift for t in ys], ps)
+            if not isinstance(xs[0], torch.Tensor):  # a formula rebuilt without the flag
+                raise ValueError(f"KeOps and Triton compute in float32, but {why}; use "
+                                 f"backend='blocked' or float64 data")
             up = lambda ts: [t.to(f64) * shift for t in ts]  # noqa: E731
             return exact(up(xs), up(ys), [p.to(f64) for p in ps]).to(xs[0].dtype)
 
-        return Formula((x,), (y,), tuple(p.to(f32) for p in g.ps), fn)
+        return Formula((x,), (y,), tuple(p.to(f32) for p in g.ps), fn, needs_float64=why)
 
     def __init__(self, lengthscale=1.0, ard_dims=None):
         Kernel.__init__(self)

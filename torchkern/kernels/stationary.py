@@ -120,13 +120,14 @@ class RationalQuadratic(StationaryKernel):
         self.register_hyperparameter("alpha", alpha, scalar=True)
 
     def _params(self, like):
-        return (self._param("alpha", like),)
+        # α at most half the dtype's largest value, so that 2α is finite (2α = ∞ made K
+        # = 1 everywhere); past it RQ equals the RBF to working precision
+        return (self._param("alpha", like).clamp(max=torch.finfo(like.dtype).max / 2),)
 
     def _k(self, x, y, alpha):
         # log1p: with log(1 + u), u = d²/(2α) < ε for large α and K was 1 everywhere
         # (float32, α = 1e5: off by 5e-3; α = 1e8: by 0.997)
-        # d²·½/α: 2α overflowed float32 for α past 1.7e38 (then K was 1 everywhere)
-        return (log1p(sqdist(x, y, center=False) * 0.5 / alpha) * (-alpha)).exp()
+        return (log1p(sqdist(x, y, center=False) / (alpha * 2.0)) * (-alpha)).exp()
 
 
 class InverseMultiquadric(StationaryKernel):
@@ -136,6 +137,9 @@ class InverseMultiquadric(StationaryKernel):
     """
 
     heavy_tail = True
+    # c² past float32's normal range: c = 1e-30 made k(x, x) = 1/√0 = ∞ (it is 1e30),
+    # c = 1e30 made every entry 1/√∞ = 0 (they are ≈ 1e-30)
+    squared_hyperparameters = ("c",)
 
     def __init__(self, lengthscale=1.0, c=1.0, ard_dims=None):
         super().__init__(lengthscale, ard_dims)
@@ -143,13 +147,6 @@ class InverseMultiquadric(StationaryKernel):
 
     def _params(self, like):
         return (self._param("c", like),)
-
-    def _float64_needed(self, f):
-        # c² past float32's normal range: c = 1e-30 made k(x, x) = 1/√0 = ∞ (it is 1e30),
-        # c = 1e30 made every entry 1/√∞ = 0 (they are ≈ 1e-30)
-        c2 = float(self.c.detach()) ** 2
-        fi = torch.finfo(torch.float32)
-        return super()._float64_needed(f) or not fi.tiny <= c2 <= fi.max
 
     def _k(self, x, y, c):
         return (sqdist(x, y, center=False) + c * c).rsqrt()

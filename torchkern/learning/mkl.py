@@ -150,7 +150,8 @@ class MultipleKernel(Kernel):
             f = self.kernels[i].formula(X, Y)
             wi = w[i:i + 1].to(dtype=f.dtype, device=f.device)
             parts.append(Formula(f.xs, f.ys, f.ps + (wi,),
-                                 lambda xs, ys, ps, fn=f.fn: ps[-1] * fn(xs, ys, ps[:-1])))
+                                 lambda xs, ys, ps, fn=f.fn: ps[-1] * fn(xs, ys, ps[:-1]),
+                                 needs_float64=f.needs_float64))
         return combine_formulas(parts, lambda terms: functools.reduce(operator.add, terms))
 
     def forward(self, X, Y=None, *, backend=None):
