@@ -384,14 +384,14 @@ def _warn_rounding(info, tol, dtype, what):
 
 
 class _Whitened:
-    """B = M^{-1/2} A M^{-1/2} for a preconditioner M that offers ``inv_sqrt``."""
+    """B = Sᵀ A S, S Sᵀ = M⁻¹: S = M.inv_sqrt (M^{-1/2}), Sᵀ = M.inv_sqrt_t where M has it."""
 
     def __init__(self, A, M):
         self.A, self.M = A, M
         self.shape, self.dtype, self.device = A.shape, A.dtype, A.device
 
     def __matmul__(self, V):
-        return self.M.inv_sqrt(self.A @ self.M.inv_sqrt(V))
+        return getattr(self.M, "inv_sqrt_t", self.M.inv_sqrt)(self.A @ self.M.inv_sqrt(V))
 
 
 def _whitens(preconditioner):

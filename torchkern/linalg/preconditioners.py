@@ -1,9 +1,11 @@
 """Low-rank-plus-ridge preconditioners for A = K + λI, K a kernel matrix.
 
 Both build a factor L (n × k, float64) with K ≈ L Lᵀ from the diagonal and a few
-columns of K, and apply (L Lᵀ + λI)⁻¹ by the Woodbury identity. They also give
-log det(L Lᵀ + λI) and (L Lᵀ + λI)^{-1/2}, which :func:`torchkern.linalg.logdet` uses to
-whiten the operator before stochastic Lanczos quadrature.
+columns of K, and apply (L Lᵀ + λI)⁻¹ by the Woodbury identity (PivotedCholesky also
+(L Lᵀ + diag(λ))⁻¹ for a per-sample λ). They also give log det(L Lᵀ + λI) and a factor
+S with S Sᵀ = (L Lᵀ + λI)⁻¹ (``inv_sqrt``: S, ``inv_sqrt_t``: Sᵀ; S = (L Lᵀ + λI)^{-1/2}
+for a scalar λ), which :func:`torchkern.linalg.logdet` uses to whiten the operator before
+stochastic Lanczos quadrature.
 
 Column protocol: K is a dense tensor, or an object with ``K.diag()`` (the diagonal,
 shape (n,)) and ``K.cols(idx)`` (the dense columns K[:, idx], shape (n, len(idx)),
@@ -14,7 +16,7 @@ import math
 
 import torch
 
-from .._validation import check_positive, is_int
+from .._validation import check_positive, check_sample_weight, is_int, real_tensor
 from ._common import _check_operator, _reduce, _rows, _sharded, uniform_centers
 
 _FLOAT64 = torch.float64
@@ -38,13 +40,26 @@ def _columns(K, idx):
     return cols(idx)
 
 
-def _check_lam(lam):
-    check_positive(lam, "lam")  # a string was float()'s message, naming no argument
-    return float(lam)
+def _check_lam(lam, n=None):
+    """λ as a float, or (``n`` given: a per-sample ridge) as a float64 (n,) tensor > 0."""
+    if n is None or real_tensor(lam, "lam").numel() == 1:
+        check_positive(lam, "lam")  # a string was float()'s message, naming no argument
+        return float(lam)
+    t = check_sample_weight(real_tensor(lam, "lam").detach(), n, min_positive=0, name="lam")
+    if not bool((t > 0).all()):
+        i = int((t <= 0).nonzero()[0, 0])
+        raise ValueError(f"lam must be > 0, got lam[{i}] = {float(t[i])!r}")
+    return t
+
+
+def _scale_rows(scale, R):
+    return scale[:, None] * R if R.ndim == 2 else scale * R
 
 
 class _WoodburyPreconditioner:
-    """Applies (L Lᵀ + λI)⁻¹ R = (R − L (λI + LᵀL)⁻¹ Lᵀ R) / λ in float64."""
+    """Applies (L Lᵀ + λI)⁻¹ R = (R − L (λI + LᵀL)⁻¹ Lᵀ R) / λ in float64; for a
+    per-sample λ (a tensor, D = diag(λ)) the same on the scaled factor D^{-1/2} L:
+    (L Lᵀ + D)⁻¹ = D^{-1/2} (I + D^{-1/2} L Lᵀ D^{-1/2})⁻¹ D^{-1/2}."""
 
     def __init__(self, L, lam, sharded_by=None):
         # sharded_by: a row-sharded K (torchkern.distributed) whose local rows L holds;
@@ -52,6 +67,12 @@ class _WoodburyPreconditioner:
         self.L = L
         self.lam = lam
         self._sharded_by = sharded_by
+        self._scale = None  # D^{-1/2} for a per-sample λ
+        if isinstance(lam, torch.Tensor):
+            self._scale = lam.to(device=L.device, dtype=_FLOAT64).rsqrt()
+            L = L * self._scale[:, None]
+            lam = 1.0
+        self._Ls, self._ridge = L, lam
         core = _reduce(sharded_by, L.T @ L)
         core.diagonal().add_(lam)
         self._core_chol = torch.linalg.cholesky(core)
@@ -68,46 +89,69 @@ class _WoodburyPreconditioner:
         return (self.L.shape[0], self.L.shape[0])
 
     def with_lam(self, lam):
-        """The same factor L with another ridge λ: (L Lᵀ + λI)⁻¹, O(n k²) to build.
+        """The same factor L with another ridge λ (a float; unsharded, also a per-sample
+        (n,) array): (L Lᵀ + λI)⁻¹, O(n k²) to build.
 
         For a path of regularizations (cross-validation over λ) without new columns of K.
         """
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._sqrt = None
-        _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam), self._sharded_by)
+        n = None if self._sharded_by is not None else self.L.shape[0]
+        _WoodburyPreconditioner.__init__(new, self.L, _check_lam(lam, n), self._sharded_by)
         return new
 
     def logdet(self) -> torch.Tensor:
-        """log det(L Lᵀ + λI) = log det(λI_k + LᵀL) + (n − k)·log λ, float64, O(k)."""
+        """log det(L Lᵀ + λI) = log det(λI_k + LᵀL) + (n − k)·log λ, float64, O(k) (for a
+        per-sample λ, log det(I_k + Lᵀ D⁻¹ L) + Σ log λ_i, O(n))."""
         n, k = self.L.shape
-        return 2 * self._core_chol.diagonal().log().sum() + (n - k) * math.log(self.lam)
+        ld = 2 * self._core_chol.diagonal().log().sum()
+        if self._scale is not None:
+            return ld - 2 * self._scale.log().sum()
+        return ld + (n - k) * math.log(self.lam)
 
     def inv_sqrt(self, R):
-        r"""(L Lᵀ + λI)^{-1/2} R in O(n·k) per column (float64 inside, R's dtype out).
+        r"""S R, S Sᵀ = (L Lᵀ + λI)⁻¹, in O(n·k) per column (float64 inside, R's dtype
+        out): S = (L Lᵀ + λI)^{-1/2}, or D^{-1/2}(I + L_s L_sᵀ)^{-1/2} for a per-sample λ
+        (L_s = D^{-1/2} L; :meth:`inv_sqrt_t` applies Sᵀ).
 
         With L = QR and R Rᵀ = WΣWᵀ, L Lᵀ = UΣUᵀ for orthonormal U = QW, so the inverse
         square root is :math:`U\,\mathrm{diag}((\Sigma + \lambda)^{-1/2} - \lambda^{-1/2})\,U^\top
         + \lambda^{-1/2} I` (U and the diagonal are computed once, on first use).
         """
-        if getattr(self, "_sqrt", None) is None:
-            Q, Rf = torch.linalg.qr(self.L)
-            sig, W = torch.linalg.eigh(Rf @ Rf.T)
-            c = self.lam ** -0.5
-            self._sqrt = (Q @ W, (sig.clamp(min=0) + self.lam).rsqrt() - c, c)
-        U, d, c = self._sqrt
-        R64 = R.to(_FLOAT64)
-        out = c * R64 + U @ (d[:, None] * (U.T @ R64)) if R64.ndim == 2 else \
-            c * R64 + U @ (d * (U.T @ R64))
+        out = self._half_inv(R.to(_FLOAT64))
+        if self._scale is not None:
+            out = _scale_rows(self._scale, out)
         return out.to(R.dtype)
+
+    def inv_sqrt_t(self, R):
+        """Sᵀ R (:meth:`inv_sqrt`): (I + L_s L_sᵀ)^{-1/2} D^{-1/2} R for a per-sample λ."""
+        R64 = R.to(_FLOAT64)
+        if self._scale is not None:
+            R64 = _scale_rows(self._scale, R64)
+        return self._half_inv(R64).to(R.dtype)
+
+    def _half_inv(self, R64):
+        """(L_s L_sᵀ + λI)^{-1/2} R64 (L_s = L and λ, or D^{-1/2} L and 1)."""
+        if getattr(self, "_sqrt", None) is None:
+            Q, Rf = torch.linalg.qr(self._Ls)
+            sig, W = torch.linalg.eigh(Rf @ Rf.T)
+            c = self._ridge ** -0.5
+            self._sqrt = (Q @ W, (sig.clamp(min=0) + self._ridge).rsqrt() - c, c)
+        U, d, c = self._sqrt
+        return c * R64 + U @ (d[:, None] * (U.T @ R64)) if R64.ndim == 2 else \
+            c * R64 + U @ (d * (U.T @ R64))
 
     def __call__(self, R):
         R64 = R.to(_FLOAT64)
         vector = R64.ndim == 1
         if vector:
             R64 = R64[:, None]
-        S = torch.cholesky_solve(_reduce(self._sharded_by, self.L.T @ R64), self._core_chol)
-        out = (R64 - self.L @ S) / self.lam
+        if self._scale is not None:  # D^{-1/2} (I + L_s L_sᵀ)⁻¹ D^{-1/2} R
+            R64 = R64 * self._scale[:, None]
+        S = torch.cholesky_solve(_reduce(self._sharded_by, self._Ls.T @ R64), self._core_chol)
+        out = R64 - self._Ls @ S
+        out = out * self._scale[:, None] if self._scale is not None else out / self.lam
         if vector:
             out = out[:, 0]
         return out.to(R.dtype)
@@ -133,7 +177,10 @@ class PivotedCholesky(_WoodburyPreconditioner):
         Number of pivots (columns of L). The factorization stops earlier once the residual
         diagonal falls below ``tol`` times its initial trace.
     lam : float
-        The ridge λ > 0 of the system A = K + λI that CG solves.
+        The ridge λ > 0 of the system A = K + λI that CG solves; or a per-sample ridge,
+        an array of n values > 0 (A = K + diag(λ), e.g. a GP's per-sample noise), for
+        which the preconditioner is L Lᵀ + diag(λ) (Woodbury on D^{-1/2} L, the same
+        costs).
     tol : float
         Relative trace of K − LLᵀ below which no more pivots are taken.
 
@@ -163,7 +210,7 @@ class PivotedCholesky(_WoodburyPreconditioner):
         n = _check_operator(K, "K")
         if not is_int(rank) or rank < 1:
             raise ValueError(f"rank must be a positive int, got {rank!r}")
-        lam = _check_lam(lam)
+        lam = _check_lam(lam, n)
         # a negative or NaN tol pivoted on past the numerical rank; a string failed deep
         check_positive(tol, "tol", allow_zero=True)
         rank = min(rank, n)
@@ -198,7 +245,8 @@ class PivotedCholesky(_WoodburyPreconditioner):
         super().__init__(L, lam)
 
     def __repr__(self):
-        return f"PivotedCholesky(rank={self.rank}, lam={self.lam:g})"
+        lam = f"{self.lam:g}" if self._scale is None else f"<{self.lam.shape[0]} values>"
+        return f"PivotedCholesky(rank={self.rank}, lam={lam})"
 
 
 class NystromPreconditioner(_WoodburyPreconditioner):
