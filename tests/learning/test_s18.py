@@ -181,3 +181,35 @@ def test_mmd_test_power_of_a_huge_outputscale():
     var = 4 * ((H.sum(1) ** 2).sum() / n ** 3 - (H.sum() / n ** 2) ** 2)
     got = mmd_test_power(1e200 * tk.RBF(), X, Z)
     torch.testing.assert_close(got.detach(), mmd2 / var.sqrt(), rtol=1e-10, atol=0)
+
+
+_MAX_ITER_0 = r"max_iter must be an int with 1 <= max_iter, got 0"
+
+
+@pytest.mark.filterwarnings("ignore::torchkern.linalg.ConvergenceWarning")
+@pytest.mark.parametrize("name", ["gcv", "loo_error", "log_marginal_likelihood",
+                                  "kernel_ridge_predict"])
+def test_cg_objectives_refuse_zero_iterations_by_name(name):
+    # max_iter=0 left c = (K + αI)⁻¹y at 0: gcv was NaN (0/0), loo_error 0.0 (a perfect
+    # score), kernel_ridge_predict zeros
+    import torchkern.learning as L
+    X = torch.randn(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = X[:, 0] ** 2
+    fn = getattr(L, name)
+    call = {"kernel_ridge_predict": lambda **kw: fn(tk.RBF(), X, y, X, 0.1, solver="cg", **kw),
+            "log_marginal_likelihood": lambda **kw: fn(tk.RBF(), X, y, 0.1, method="cg", **kw)
+            }.get(name, lambda **kw: fn(tk.RBF(), X, y, 0.1, method="cg", **kw))
+    with pytest.raises(ValueError, match=_MAX_ITER_0):
+        call(max_iter=0)
+    assert math.isfinite(float(call(max_iter=1).detach().sum()))  # one step is taken
+
+
+def test_estimators_refuse_zero_cg_iterations_by_name():
+    # the GP's constant mean was μ = 0/0 ("K @ V: V contains NaN"); KernelRidge predicted 0
+    X = torch.randn(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = X[:, 0] ** 2
+    gp = tk.GaussianProcessRegressor(tk.RBF(), mean="constant", method="cg", max_iter=0)
+    with pytest.raises(ValueError, match=_MAX_ITER_0):
+        gp.fit(X, y)
+    with pytest.raises(ValueError, match=_MAX_ITER_0):
+        tk.KernelRidge(tk.RBF(), solver="cg", max_iter=0).fit(X, y)

@@ -15,6 +15,7 @@ import torch
 
 from .._optimize import SINGLE_THREAD_MAX_N
 from .._threads import one_thread
+from .._validation import check_int
 from ..linalg import cg, logdet
 
 __all__ = ["lml_cholesky", "lml_cg", "threads_for"]
@@ -112,6 +113,13 @@ def lml_cholesky(K, Y, noise, *, constant_mean=False):
     return lml, (out["mu"].to(Y.dtype), out["a"], out["L"])
 
 
+def _check_max_iter(max_iter):
+    """None or at least one CG step: with none the solve A⁻¹y reads 0 (the constant mean
+    0/0 = NaN, loo_error 0.0 — a perfect score —, gcv NaN, ridge predictions 0)."""
+    if max_iter is not None:
+        check_int(max_iter, "max_iter")
+
+
 def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_iter=None,
            num_probes=30, lanczos_steps=100, generator=None):
     r"""Matrix-free estimate of log p(Y) on a lazy Gram matrix ``K``, differentiable.
@@ -129,6 +137,7 @@ def lml_cg(K, Y, noise, preconditioner, *, constant_mean=False, tol=1e-6, max_it
     -------
     (lml, mu, a, preconditioner)
     """
+    _check_max_iter(max_iter)
     n, r = Y.shape
     A = K.add_diag(noise)
     with torch.no_grad():

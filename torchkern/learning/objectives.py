@@ -25,7 +25,7 @@ from ..linalg import ConvergenceWarning, PivotedCholesky, cg
 from ..linalg._common import _rademacher
 from ..stats._common import check_kernel, row_sums
 from ..stats.hsic import hsic_biased
-from .likelihood import lml_cg, lml_cholesky
+from .likelihood import _check_max_iter, lml_cg, lml_cholesky
 
 __all__ = ["log_marginal_likelihood", "log_posterior", "log_prior", "kernel_alignment",
            "loo_error", "gcv", "kernel_ridge_predict", "mmd_test_power", "sgpr_bound",
@@ -188,6 +188,7 @@ def log_marginal_likelihood(kernel, X, y, noise, *, method="auto", num_probes=30
     """
     kernel, X, Y, _ = _inputs(kernel, X, y, what="log_marginal_likelihood")
     s2 = _positive(noise, "noise", Y)
+    _check_max_iter(max_iter)
     if _method(method, Y.shape[0]) == "exact":
         lml, _ = lml_cholesky(kernel(X, backend="dense").to_dense(), Y, s2)
         return lml.to(Y.dtype)
@@ -450,6 +451,7 @@ def loo_error(kernel, X, y, alpha, *, method="auto", num_probes=64, tol=1e-6,
     kernel, X, Y, _ = _inputs(kernel, X, y, what="loo_error")
     lam = _positive(alpha, "alpha", Y)
     check_int(num_probes, "num_probes")
+    _check_max_iter(max_iter)
     C, d, _ = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state, what="loo_error")
     return ((C / d[:, None]) ** 2).mean().to(Y.dtype)
@@ -473,6 +475,7 @@ def gcv(kernel, X, y, alpha, *, method="auto", num_probes=32, tol=1e-6, max_iter
     kernel, X, Y, _ = _inputs(kernel, X, y, what="gcv")
     lam = _positive(alpha, "alpha", Y)
     check_int(num_probes, "num_probes")
+    _check_max_iter(max_iter)
     C, _, t = _inverse_diag_and_solve(kernel, X, Y, lam, method, num_probes, tol, max_iter,
                                       backend, random_state)
     n = X.shape[0]
@@ -513,6 +516,7 @@ def kernel_ridge_predict(kernel, X, y, X_test, alpha, *, solver="auto", tol=1e-8
     kernel, X, Y, vector = _inputs(kernel, X, y, what="kernel_ridge_predict")
     X_test = check_fitted_input(kernel, X_test, X, "X_test", allow_1d=True)
     lam = _positive(alpha, "alpha", Y)
+    _check_max_iter(max_iter)
     methods = {"auto": "auto", "cholesky": "exact", "cg": "cg"}
     if solver not in methods:
         raise ValueError(f"solver must be 'auto', 'cholesky' or 'cg', got {solver!r}")

@@ -10,8 +10,8 @@ from sklearn.base import RegressorMixin
 from .._config import config
 from .._progress import progress_bar
 from .._estimator import Estimator, check_fitted, input_matrix, is_precomputed, kernel_matrix, resolve_kernel
-from .._validation import (as_generator as _generator, as_vector, check_sample_weight, is_int,
-                           is_real, real_tensor)
+from .._validation import (as_generator as _generator, as_vector, check_int, check_sample_weight,
+                           is_int, is_real, real_tensor)
 from ..approx.nystroem import nystrom_whitening, uniform_centers
 from ..gram import DenseKernelMatrix, FormulaKernelMatrix, KernelMatrix, OperatorKernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features, take
@@ -292,7 +292,7 @@ class KernelRidge(RegressorMixin, Estimator):
         (the float32 rounding of a solution at 1e-6 is accepted); an explicit ``tol``
         below what float32 resolves warns.
     max_iter : int, optional
-        CG iteration cap (default that of :func:`torchkern.linalg.cg`); a
+        CG iteration cap, at least 1 (default that of :func:`torchkern.linalg.cg`); a
         :class:`~torchkern.linalg.ConvergenceWarning` reports the residual if reached.
     random_state : None, int or torch.Generator
         Draw of the Nyström centers.
@@ -462,6 +462,8 @@ class KernelRidge(RegressorMixin, Estimator):
                                            or not is_int(self.n_centers)
                                            or self.n_centers < (1 if solver == "nystrom" else 0)):
             raise ValueError(f"n_centers must be a positive int, got {self.n_centers!r}")
+        if self.max_iter is not None:  # 0 CG steps returned c = 0: predictions all 0
+            check_int(self.max_iter, "max_iter")
 
     def _tol(self):
         return None if self.tol is None else float(self.tol)
