@@ -272,9 +272,6 @@ def _wrap_fit(fit, learnable=False):
             # rather than at the top: torchkern.learning imports torchkern.stats, whose
             # permutation tests build on approx.Nystroem, an estimator of this module
             from .learning.estimator import fit_with_learned_kernel
-            check = getattr(self, "_check_learn_kernel", None)
-            if check is not None:  # what the estimator cannot learn (a fixed noise array)
-                check(learn_kernel)
             y = args[0] if args else kwargs.get("y")
             return fit_with_learned_kernel(wrapper, self, X, y, learn_kernel, args, kwargs)
         if self.__dict__.get("backend") is not None:

@@ -136,12 +136,40 @@ def test_bad_sample_weight_names_the_entry():
         torchkern.KernelRidge(alpha=0.1).fit(X, y, sample_weight=w)
 
 
-@pytest.mark.parametrize("spec", ["lml", {"objective": "map"}])
-def test_per_sample_noise_not_replaced_by_learn_kernel(spec):
-    # the learned scalar noise silently replaced the array (noise_ 1e-5 for an array of 0.1)
+@pytest.mark.parametrize("spec", ["lml", {"objective": "map"}, "auto", "loo", "gcv",
+                                  {"objective": "holdout"}, {}])
+def test_per_sample_noise_learn_kernel_refused_naming_noise(spec):
+    # 'lml' / 'map' would replace the array by a learned scalar; 'loo', 'gcv', 'holdout'
+    # (and 'auto', {} = 'loo') were refused as "the estimator's alpha is array([0.05...,"
+    # naming alpha and printing the whole array
     X, y, noise, _ = _data(n=20)
-    with pytest.raises(ValueError, match="per-sample noise array is fixed"):
-        GaussianProcessRegressor(torchkern.RBF(1.0), noise=noise).fit(X, y, learn_kernel=spec)
+    gp = GaussianProcessRegressor(torchkern.RBF(1.0), noise=noise)
+    match = r"per-sample noise \(an array of shape \(20,\)\).*objective='alignment'"
+    with pytest.raises(ValueError, match=match):
+        gp.fit(X, y, learn_kernel=spec)
+    with pytest.raises(ValueError, match=match):
+        torchkern.learning.learn_kernel(gp, X, y, **({"objective": spec}
+                                                     if isinstance(spec, str) else spec))
+
+
+def test_per_sample_noise_standalone_learn_kernel_keeps_the_array():
+    # learn_kernel(gp, ..., objective='lml') set gp.noise to the learned scalar (1e-5);
+    # 'alignment' learns the kernel and keeps the array
+    X, y, noise, _ = _data(n=20)
+    gp = GaussianProcessRegressor(torchkern.RBF(1.0), noise=np.full(20, 0.1))
+    with pytest.raises(ValueError, match="would replace the per-sample noise"):
+        torchkern.learning.learn_kernel(gp, X, y, objective="lml")
+    np.testing.assert_array_equal(gp.noise, np.full(20, 0.1))
+    torchkern.learning.learn_kernel(gp, X, y, objective="alignment")
+    np.testing.assert_array_equal(np.asarray(gp.noise_), np.full(20, 0.1))
+
+
+def test_learn_kernel_array_alpha_message_names_alpha_without_the_array():
+    X, y, _, _ = _data(n=20)
+    est = torchkern.KernelRidge(torchkern.RBF(1.0), alpha=np.full(20, 0.1))
+    with pytest.raises(ValueError, match=r"alpha must be a float, got an array of shape "
+                                         r"\(20,\)$"):
+        torchkern.learning.learn_kernel(est, X, y, objective="loo")
 
 
 def test_per_sample_noise_optimize_learns_the_kernel_as_sklearn():

@@ -32,12 +32,16 @@ def _is_classifier(estimator) -> bool:
 def _regularization(estimator) -> float:
     """The ridge α of the LOO / GCV / holdout objectives: the estimator's ``alpha`` (a GP's
     ``noise``), 1.0 when it has neither."""
-    value = getattr(estimator, "alpha", getattr(estimator, "noise", 1.0))
+    name = "alpha" if hasattr(estimator, "alpha") else "noise"
+    value = getattr(estimator, name, 1.0)
     try:
         value = float(value)
     except (TypeError, ValueError):
+        shape = getattr(value, "shape", None)
+        got = f"an array of shape {tuple(shape)}" if shape is not None else repr(value)
         raise ValueError(f"learning the kernel by 'loo', 'gcv' or 'holdout' needs one scalar "
-                         f"regularization; the estimator's alpha is {value!r}") from None
+                         f"regularization: the estimator's {name} must be a float, got "
+                         f"{got}") from None
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"learning the kernel by 'loo', 'gcv' or 'holdout' needs alpha > 0, "
                          f"got {value!r}")
@@ -93,6 +97,9 @@ def _learned_kernel(estimator, X, y, objective="auto", *, optimizer="lbfgs", max
         raise ValueError(f"learning the kernel of {type(estimator).__name__} needs targets y")
     if objective == "auto":
         objective = "alignment" if _is_classifier(estimator) else "loo"
+    check = getattr(estimator, "_check_learn_kernel", None)
+    if check is not None:  # what the estimator cannot learn with (a fixed noise array)
+        check(objective)
     kernel = copy.deepcopy(kernel)
     Xk = kernel.check_input(X, "X")
     if callable(getattr(Xk, "align_rows", None)) and not in_sharded_fit(Xk):

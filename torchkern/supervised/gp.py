@@ -87,10 +87,11 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
         σ² ≥ 0, added to the diagonal of the training Gram matrix (> 0 for ``"cg"`` and
         for hyperparameter learning). An array gives each training sample its own noise
         variance σ²_i (heteroscedastic noise, scikit-learn's ``alpha`` array): A = K +
-        diag(σ²), a lazy diagonal with ``"cg"`` (whose preconditioner then uses the mean
-        σ²_i). It is fixed, as scikit-learn's: ``fit(optimize=True)`` then learns the
-        kernel's hyperparameters only (``noise_prior`` is refused), and
-        ``fit(learn_kernel="lml" / "map")``, which learns one σ², refuses it.
+        diag(σ²), a lazy diagonal with ``"cg"`` (preconditioned by L Lᵀ + diag(σ²)). It
+        is fixed, as scikit-learn's: ``fit(optimize=True)`` then learns the kernel's
+        hyperparameters only (``noise_prior`` is refused), and kernel learning
+        (``learn_kernel``) takes only the objective "alignment" ("lml" / "map" learn one
+        σ², "loo" / "gcv" / "holdout" need one ridge).
     mean : {"zero", "constant"}
         Prior mean.
     normalize_y : bool
@@ -239,14 +240,19 @@ class GaussianProcessRegressor(RegressorMixin, Estimator):
             return float(t)
         return check_sample_weight(t, n, min_positive=0, name="noise")
 
-    def _check_learn_kernel(self, spec) -> None:
-        """``fit(learn_kernel=...)``: the "lml" / "map" objectives learn one noise variance
-        and would replace a per-sample ``noise`` array by it; refused."""
-        objective = spec.get("objective", "auto") if isinstance(spec, dict) else spec
-        if objective in ("lml", "map") and real_tensor(self.noise, "noise").numel() > 1:
-            raise ValueError(f"learn_kernel={objective!r} learns one noise variance: a "
-                             f"per-sample noise array is fixed; pass a float noise to learn "
-                             f"it")
+    def _check_learn_kernel(self, objective) -> None:
+        """``learn_kernel``'s ``objective`` ("auto" resolved): a per-sample ``noise`` array
+        is fixed, which only "alignment" (no noise) takes — "lml" / "map" learn one noise
+        variance and would replace it, "loo" / "gcv" / "holdout" need one ridge."""
+        noise = real_tensor(self.noise, "noise")
+        if objective != "alignment" and noise.numel() > 1:
+            does = ("learns one noise variance, which would replace"
+                    if objective in ("lml", "map") else "needs one scalar ridge, not")
+            raise ValueError(f"learn_kernel objective {objective!r} {does} the per-sample "
+                             f"noise (an array of shape {tuple(noise.shape)}): with a "
+                             f"per-sample noise, learn the kernel by objective='alignment' "
+                             f"or fit(X, y, optimize=True) (log p(y), the noise fixed), or "
+                             f"pass a float noise")
 
     def _log_bounds(self):
         """(log low, log high) of the hyperparameter bounds, or None (unbounded)."""
