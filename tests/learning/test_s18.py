@@ -213,3 +213,27 @@ def test_estimators_refuse_zero_cg_iterations_by_name():
         gp.fit(X, y)
     with pytest.raises(ValueError, match=_MAX_ITER_0):
         tk.KernelRidge(tk.RBF(), solver="cg", max_iter=0).fit(X, y)
+
+
+class _RefusedGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise ValueError("the backward refused")
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
+def test_fit_kernel_says_when_only_the_gradient_is_refused(optimizer):
+    # a finite objective whose backward raised was reported "not finite ... its value is
+    # 0.53"
+    from torchkern.learning import fit_kernel
+    k = tk.RBF(0.5)
+    obj = lambda: _RefusedGradient.apply((k.lengthscale - 0.5) ** 2 + 0.53)  # noqa: E731
+    with pytest.raises(ValueError, match=r"the objective's gradient could not be computed at "
+                                         r"the initial hyperparameters .*\(its value is "
+                                         r"0\.53\): the backward refused") as e:
+        fit_kernel(obj, k, optimizer=optimizer)
+    assert isinstance(e.value.__cause__, ValueError)

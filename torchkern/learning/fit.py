@@ -188,14 +188,20 @@ def minimize(objective, coords, *, optimizer="lbfgs", max_iter=100, tol=None,
         # at the start it may be the objective's own refusal (y of the wrong length, a
         # one-class y): evaluate once more to say which.
         coords.set(start)
-        try:
-            with torch.enable_grad():
-                why = f"its value is {float(evaluate().detach())}"
-            state = "not finite"
-        except ValueError as err:  # its refusal says why (y, or a Gram not p.d. there)
-            why, state = str(err), "not defined"
-        raise ValueError(f"{what}: the objective is {state} at the initial hyperparameters "
-                         f"{coords.describe(start)}: {why}")
+        at = f"at the initial hyperparameters {coords.describe(start)}"
+        with torch.enable_grad():
+            try:
+                value = evaluate()
+            except ValueError as err:  # its refusal says why (y, or a Gram not p.d. there)
+                raise ValueError(f"{what}: the objective is not defined {at}: {err}") from err
+            f0 = float(value.detach())
+            if math.isfinite(f0):  # then its gradient was refused: say so, and why
+                try:
+                    torch.autograd.grad(value, coords.params, allow_unused=True)
+                except ValueError as err:
+                    raise ValueError(f"{what}: the objective's gradient could not be computed "
+                                     f"{at} (its value is {f0}): {err}") from err
+        raise ValueError(f"{what}: the objective is not finite {at}: its value is {f0}")
     best, losses, evals = runs
     if log_objective:
         best, losses = _from_log(best, name), [math.exp(f) for f in losses]
