@@ -156,6 +156,31 @@ def test_kmeans_n_iter_and_max_iter_as_sklearn(idx, max_iter):
     assert tk.inertia_ == pytest.approx(km.inertia_, rel=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 300])
+def test_kmeans_coinciding_initial_centers_relocated_as_sklearn(max_iter, weighted):
+    # two initial centers at one point leave a cluster empty; scikit-learn relocates it in
+    # its first iteration, torchkern only from the second: max_iter=1 kept it empty
+    # (counts [37, 0, 53], inertia 426.6 vs sklearn's [26, 11, 53], 377.6)
+    import warnings
+
+    from sklearn.cluster import KMeans
+
+    import torchkern
+    X = _blobs()
+    X[1] = X[0]
+    w = np.random.default_rng(1).uniform(0.2, 2.0, len(X)) if weighted else None
+    km = KMeans(3, init=X[[0, 1, 5]], n_init=1, algorithm="lloyd", tol=0,
+                max_iter=max_iter).fit(X, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torchkern.linalg.ConvergenceWarning)
+        tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=np.array([0, 1, 5]), n_init=1,
+                                    tol=0, max_iter=max_iter).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(np.asarray(tk.labels_), km.labels_)
+    assert tk.inertia_ == pytest.approx(km.inertia_, rel=1e-12)
+    assert tk.n_iter_ == km.n_iter_
+
+
 def test_kmeans_converged_at_max_iter_does_not_warn():
     # at the last allowed iteration the labels were a fixed point: no ConvergenceWarning
     import warnings

@@ -88,8 +88,12 @@ def _kmeans_plusplus(K, diag, k, gen, weights=None):
     return torch.tensor(centers, device=diag.device)
 
 
-def _labels_from_centers(K, diag, idx):
-    return _point_distances(K, diag, idx).argmin(1)
+def _labels_from_centers(K, diag, idx, weights=None):
+    """The assignment to the initial centers ``idx``, its empty clusters (coinciding
+    centers) relocated w.r.t. those centers — scikit-learn's first iteration, which
+    relocates before its first means (without it, max_iter=1 kept the empty cluster)."""
+    D = _point_distances(K, diag, idx)
+    return _relocate_empty(D, D.argmin(1), idx.numel(), weights)
 
 
 def _relocate_empty(D, labels, k, weights=None):
@@ -175,17 +179,17 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
         best = None
         for _ in runs:
             if explicit:
-                labels = _explicit_init(K, diag, init, n_clusters)
+                labels = _explicit_init(K, diag, init, n_clusters, weights)
             elif init == "k-means++":
                 labels = _labels_from_centers(
-                    K, diag, _kmeans_plusplus(K, diag, n_clusters, gen, weights))
+                    K, diag, _kmeans_plusplus(K, diag, n_clusters, gen, weights), weights)
             else:
                 if weights is None:
                     idx = torch.randperm(n, generator=gen)[:n_clusters]
                 else:  # distinct centers drawn ∝ w
                     idx = torch.multinomial(weights.detach().to("cpu", torch.float64),
                                             n_clusters, replacement=False, generator=gen)
-                labels = _labels_from_centers(K, diag, idx.to(diag.device))
+                labels = _labels_from_centers(K, diag, idx.to(diag.device), weights)
             out = _lloyd(K, diag, labels, n_clusters, max_iter, tol, weights)
             if best is None or out[1] < best[1]:
                 best = out
@@ -202,7 +206,7 @@ def _kernel_kmeans(K, n_clusters, *, init="k-means++", n_init=10, max_iter=300, 
     return best[:5]
 
 
-def _explicit_init(K, diag, init, k):
+def _explicit_init(K, diag, init, k, weights=None):
     n = K.shape[0]
     t = torch.as_tensor(np.asarray(init.cpu() if isinstance(init, torch.Tensor) else init))
     if t.dim() != 1 or t.is_floating_point() and not bool((t == t.round()).all()):
@@ -217,7 +221,7 @@ def _explicit_init(K, diag, init, k):
     if t.shape[0] == k:  # center indices
         if int(t.min()) < 0 or int(t.max()) >= n or t.unique().numel() != k:
             raise ValueError(f"init center indices must be {k} distinct indices in [0, {n})")
-        return _labels_from_centers(K, diag, t)
+        return _labels_from_centers(K, diag, t, weights)
     raise ValueError(f"init array must have length n_clusters={k} (center indices) or "
                      f"n_samples={n} (labels), got {t.shape[0]}")
 
