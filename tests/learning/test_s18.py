@@ -165,9 +165,11 @@ def test_alignment_and_gcv_do_not_depend_on_the_kernels_scale(c):
     torch.testing.assert_close(got.detach(), want, rtol=1e-8, atol=0)
 
 
-def test_mmd_test_power_of_a_huge_outputscale():
+@pytest.mark.parametrize("c", [1e200, 1e-200])
+def test_mmd_test_power_of_a_huge_or_tiny_outputscale(c):
     # 1e200 * RBF: (8 eps kmax)**2 raised Python's OverflowError and h**2 was inf; J is
-    # MMD²_u / σ̂ of the unit kernel (λ/s² negligible)
+    # MMD²_u / σ̂ of the unit kernel (λ/c² negligible). 1e-200 * RBF: c MMD²_u / √λ
+    # (c²σ̂² = 1e-400 negligible against λ = 1e-8)
     from torchkern.learning import mmd_test_power
     g = torch.Generator().manual_seed(0)
     X = torch.randn(20, 3, dtype=torch.float64, generator=g)
@@ -179,8 +181,9 @@ def test_mmd_test_power_of_a_huge_outputscale():
     mmd2 = ((Kxx.sum() - Kxx.trace() + Kzz.sum() - Kzz.trace()) / (n * (n - 1))
             - 2 * Kxz.sum() / n ** 2)
     var = 4 * ((H.sum(1) ** 2).sum() / n ** 3 - (H.sum() / n ** 2) ** 2)
-    got = mmd_test_power(1e200 * tk.RBF(), X, Z)
-    torch.testing.assert_close(got.detach(), mmd2 / var.sqrt(), rtol=1e-10, atol=0)
+    got = mmd_test_power(c * tk.RBF(), X, Z)
+    want = mmd2 / var.sqrt() if c > 1 else c * mmd2 / math.sqrt(1e-8)
+    torch.testing.assert_close(got.detach(), want, rtol=1e-10, atol=0)
 
 
 _MAX_ITER_0 = r"max_iter must be an int with 1 <= max_iter, got 0"

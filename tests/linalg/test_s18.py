@@ -55,7 +55,6 @@ def test_block_krylov_eigsh_checks_its_settings(kw, match):
         block_krylov_eigsh(_spd(), **kw)
 
 
-
 @pytest.mark.parametrize("kw, exc, match", [
     (dict(tol=-1.0), ValueError, "tol must be finite and >= 0"),
     (dict(tol=float("nan")), ValueError, "tol must be finite and >= 0"),
