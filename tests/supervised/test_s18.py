@@ -256,3 +256,16 @@ def test_pivoted_cholesky_per_sample_lam_against_dense():
         PivotedCholesky(K, 6, bad)
     with pytest.raises(ValueError, match=r"lam must be a float or have shape \(40,\)"):
         PivotedCholesky(K, 6, lam[:-1])
+
+
+def test_svc_pickled_before_break_ties_predicts():
+    # an SVC pickled before break_ties existed raised AttributeError in predict
+    import pickle
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+    svc = torchkern.SVC(torchkern.RBF(1.0)).fit(X, y)
+    expected = np.asarray(svc.predict(X))
+    del svc.__dict__["break_ties"]
+    old = pickle.loads(pickle.dumps(svc))
+    np.testing.assert_array_equal(np.asarray(old.predict(X)), expected)

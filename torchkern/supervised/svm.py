@@ -495,12 +495,13 @@ class SVC(ClassifierMixin, _BaseSVM):
     def predict(self, X):
         """One-vs-one votes (LIBSVM): pair (i, j) votes i when its decision is > 0; with
         ``break_ties`` (and more than two classes) the argmax of the "ovr" scores."""
-        check_bool(self.break_ties, "break_ties")
-        if self.break_ties and self.decision_function_shape == "ovo":
+        # an SVC pickled before break_ties existed has no such attribute: False, as then
+        break_ties = check_bool(getattr(self, "break_ties", False), "break_ties")
+        if break_ties and self.decision_function_shape == "ovo":
             raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
         dec = self._ovo(X)
         k = self.classes_.size
-        if self.break_ties and k > 2:
+        if break_ties and k > 2:
             return decode_labels(self.classes_, _ovr_scores(dec, k).argmax(1))
         votes = torch.zeros(dec.shape[0], k, dtype=torch.long, device=dec.device)
         pair = 0
