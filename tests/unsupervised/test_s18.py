@@ -84,6 +84,20 @@ def test_cosine_density_integrates_to_one(d):
                                                                                  rel=1e-10)
 
 
+def test_cosine_mass_against_quad():
+    # Z_d = |S^{d-1}| ∫_0^1 r^{d-1} cos(πr/2) dr for d = 1..200 (scipy's quad, on the
+    # form without cancellation (1 - s)^{d-1} sin(πs/2))
+    from scipy.integrate import quad
+
+    from torchkern.unsupervised.density import _log_unit_mass
+    for d in range(1, 201):
+        m = quad(lambda s: (1 - s) ** (d - 1) * math.sin(math.pi * s / 2), 0, 1,
+                 epsabs=0, epsrel=1e-13)[0]
+        ref = math.log(m) + math.log(2) + 0.5 * d * math.log(math.pi) - math.lgamma(d / 2)
+        # the log sums terms of size |log Z_d| (165 at d = 147): their rounding
+        assert _log_unit_mass("cosine", d) == pytest.approx(ref, rel=1e-15, abs=1e-13), d
+
+
 @pytest.mark.parametrize("kernel", COMPACT)
 def test_zero_weights_outside_support_are_minus_inf(kernel):
     # a query within h of a training point of zero weight only has density 0
