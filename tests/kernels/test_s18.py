@@ -221,3 +221,23 @@ def test_ordinary_float32_grams_computed_in_float32(make, closed):
         K = k(X, backend=backend).to_dense().detach()
         assert K.dtype == torch.float32 and torch.equal(K, same), backend
         torch.testing.assert_close(K.double(), ref, rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("c", [1e-25, 1e-10, 1.0])
+def test_imq_gradient_with_a_tiny_c_against_the_closed_form(c):
+    # the fast form's gradient 2(a_i Σ_j G_ij − Σ_j G_ij b_j) cancelled beside the
+    # diagonal's G_ii = −1/(2c³): float64 gradients in X and ℓ were exactly 0 for c = 1e-10
+    # and 1e-25. Closed form of Σ_ij k(x_i, x_j), k = (‖x − y‖²/ℓ² + c²)^(−1/2), ℓ = 1:
+    # ∂/∂x_i = −2 Σ_j (x_i − x_j) k_ij³, ∂/∂ℓ = Σ_ij d²_ij k_ij³, ∂ℓ/∂raw = 1 − e^(−ℓ)
+    X = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    Xn = X.numpy()
+    D = Xn[:, None, :] - Xn[None, :, :]
+    k3 = ((D ** 2).sum(-1) + c * c) ** -1.5
+    gx = -2 * (D * k3[..., None]).sum(1)
+    gl = ((D ** 2).sum(-1) * k3).sum() * (1 - math.exp(-1.0))
+    for backend in ("dense", "blocked"):
+        k = tk.InverseMultiquadric(1.0, c=c).double()
+        Xg = X.clone().requires_grad_(True)
+        k(Xg, backend=backend).to_dense().sum().backward()
+        torch.testing.assert_close(Xg.grad, torch.from_numpy(gx), rtol=1e-10, atol=1e-13)
+        assert abs(float(k.raw_lengthscale.grad) - gl) <= 1e-10 * abs(gl)

@@ -149,7 +149,11 @@ class InverseMultiquadric(StationaryKernel):
         return (self._param("c", like),)
 
     def _k(self, x, y, c):
-        return (sqdist(x, y, center=False) + c * c).rsqrt()
+        # differentiated by differences: the fast form's gradient 2(a_i Σ_j G_ij −
+        # Σ_j G_ij b_j) cancels where G_ii = −1/(2c³) at x = y dwarfs the other terms
+        # (float64, c = 1e-10: the gradient in X and ℓ was 0); 2 G_ij (a_i − b_j) does not
+        exact = not (inplace_ok(x) and inplace_ok(y))
+        return ((sqdist_exact(x, y) if exact else sqdist(x, y, center=False)) + c * c).rsqrt()
 
 
 class Periodic(_Lengthscale, Kernel):
