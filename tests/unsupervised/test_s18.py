@@ -195,6 +195,29 @@ def test_kmeans_coinciding_initial_centers_relocated_as_sklearn(max_iter, weight
     assert tk.n_iter_ == km.n_iter_
 
 
+def test_kmeans_label_init_with_an_empty_cluster_relocated():
+    # an init label vector that leaves cluster 2 empty: max_iter=1 kept it empty (counts
+    # [53, 37, 0], "Number of distinct clusters (2) found smaller than n_clusters" for 90
+    # distinct points). NumPy reference: the point farthest from its own label's mean
+    # moves to the empty cluster, then one assignment to the means
+    import warnings
+
+    import torchkern
+    X = _blobs()
+    lab = np.r_[np.zeros(45, int), np.ones(45, int)]
+    means = np.array([X[lab == c].mean(0) for c in (0, 1)])
+    moved = lab.copy()
+    moved[np.argmax(((X - means[lab]) ** 2).sum(1))] = 2
+    means = np.array([X[moved == c].mean(0) for c in range(3)])
+    D = ((X[:, None] - means[None]) ** 2).sum(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torchkern.linalg.ConvergenceWarning)
+        tk = torchkern.KernelKMeans(torchkern.Linear(), 3, init=lab, n_init=1, tol=0,
+                                    max_iter=1).fit(X)
+    np.testing.assert_array_equal(np.asarray(tk.labels_), D.argmin(1))
+    assert tk.inertia_ == pytest.approx(D.min(1).sum(), rel=1e-12)
+
+
 def test_kmeans_converged_at_max_iter_does_not_warn():
     # at the last allowed iteration the labels were a fixed point: no ConvergenceWarning
     import warnings

@@ -217,6 +217,8 @@ def _explicit_init(K, diag, init, k, weights=None):
         if int(t.min()) < 0 or int(t.max()) >= k:
             raise ValueError(f"init labels must lie in [0, {k}), got range "
                              f"[{int(t.min())}, {int(t.max())}]")
+        if bool((torch.bincount(t, minlength=k) == 0).any()):  # relocated w.r.t. its means
+            t = _relocate_empty(_distances(K, diag, t, k, weights)[0], t, k, weights)
         return t
     if t.shape[0] == k:  # center indices
         if int(t.min()) < 0 or int(t.max()) >= n or t.unique().numel() != k:
