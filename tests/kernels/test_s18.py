@@ -96,6 +96,16 @@ def test_float32_heavy_tails_past_squared_overflow():
     assert abs(float(k.raw_lengthscale.grad) - grad) <= 1e-5 * abs(grad)
 
 
+@pytest.mark.parametrize("alpha", [1e39, 3e38])
+def test_float32_rq_of_huge_alpha_past_squared_overflow(alpha):
+    # α = 1e39 was ∞ once rounded to float32 in the float64 evaluation: NaN entries,
+    # refused "not finite"; RQ is the RBF there: (1 + d²/(2α))^(−α) = 0 off the diagonal
+    X = torch.tensor(HEAVY, dtype=torch.float32)
+    ref = (1 + _sqdist_np(HEAVY) / (2 * alpha)) ** -alpha
+    assert np.array_equal(ref, np.eye(3))
+    _against_float64(lambda: tk.RationalQuadratic(1.0, alpha=alpha), X, ref=torch.from_numpy(ref))
+
+
 @pytest.mark.parametrize("make, ref, why", [
     (lambda: tk.RationalQuadratic(1.0, alpha=0.01),
      lambda d2: (1 + d2 / 0.02) ** -0.01, "RationalQuadratic's float32 input X"),

@@ -953,7 +953,8 @@ class StationaryKernel(_Lengthscale, Kernel):
             up = lambda ts: [t.to(f64) * shift for t in ts]  # noqa: E731
             return exact(up(xs), up(ys), [p.to(f64) for p in ps]).to(xs[0].dtype)
 
-        return Formula((x,), (y,), tuple(p.to(f32) for p in g.ps), fn, needs_float64=why)
+        # the hyperparameters stay float64: α = 1e39 was ∞ in float32 (NaN entries)
+        return Formula((x,), (y,), g.ps, fn, needs_float64=why)
 
     def __init__(self, lengthscale=1.0, ard_dims=None):
         Kernel.__init__(self)
