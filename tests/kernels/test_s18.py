@@ -252,3 +252,24 @@ def test_imq_gradient_with_a_tiny_c_against_the_closed_form(c):
         k(Xg, backend=backend).to_dense().sum().backward()
         torch.testing.assert_close(Xg.grad, torch.from_numpy(gx), rtol=1e-10, atol=1e-13)
         assert abs(float(k.raw_lengthscale.grad) - gl) <= 1e-10 * abs(gl)
+
+
+@pytest.mark.parametrize("make", [lambda: tk.InverseMultiquadric(c=0.5),
+                                  lambda: tk.RationalQuadratic(alpha=0.5), tk.RBF],
+                         ids=["imq", "rq", "rbf"])
+def test_float32_range_check_reads_the_device_once(monkeypatch, make):
+    # whether float32 data need float64 was read value by value: float(lo), float(hi)
+    # per input and float(c), five or six host synchronizations per formula; now one
+    reads = []
+    for name in ("__float__", "__bool__", "__int__", "__index__", "item", "tolist"):
+        orig = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *a, _o=orig, _n=name: reads.append(_n) or _o(self, *a))
+    g = torch.Generator().manual_seed(0)
+    X, Y = torch.randn(5, 2, generator=g), torch.randn(4, 2, generator=g)
+    counts = []
+    for dtype in (torch.float64, torch.float32):  # float64 data skip the check
+        reads.clear()
+        make().to(dtype).formula(X.to(dtype), Y.to(dtype))
+        counts.append(len(reads))
+    assert counts[1] == counts[0] + 1, counts
