@@ -7,7 +7,8 @@ import torch
 
 from ._encode import SequenceSet
 
-__all__ = ["pairwise_gram", "pairwise_diag", "decayed_cumsum", "log_decayed_cumsum"]
+__all__ = ["pairwise_gram", "pairwise_pairs", "paired_inputs", "decayed_cumsum",
+           "log_decayed_cumsum"]
 
 
 def pairwise_gram(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
@@ -63,22 +64,44 @@ def pairwise_gram(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
     return out
 
 
-def pairwise_diag(X: SequenceSet, pair_fn, cells, budget: int = 1 << 17) -> torch.Tensor:
-    """``pair_fn`` of each sequence with itself, (n,), in batches of similar lengths."""
+def pairwise_pairs(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
+                   budget: int = 1 << 17) -> torch.Tensor:
+    """``pair_fn`` of each pair (x_i, y_i), (n,) for X and Y of n sequences each (of each
+    x_i with itself when Y is None): n evaluations, never the n × n ones.
+
+    Pairs are sorted by their longer sequence and evaluated in batches whose padding is
+    trimmed to the batch's longest x and longest y; a batch holds at most
+    ``budget / cells(Lx, Ly)`` pairs (as in :func:`pairwise_gram`)."""
     n = len(X)
+    lx = X.lengths
+    ly = lx if Y is None else Y.lengths
     out = torch.zeros(n, dtype=X.dtype, device=X.device)
-    order = torch.argsort(X.lengths)
-    lengths = X.lengths[order].tolist()
+    order = torch.argsort(torch.maximum(lx, ly))
+    a, b = lx[order].tolist(), ly[order].tolist()
     s = 0
     while s < n:
-        e = s + 1
-        while e < n and (e + 1 - s) * cells(max(lengths[e], 1), max(lengths[e], 1)) <= budget:
-            e += 1
-        idx, L = order[s:e], max(lengths[e - 1], 1)
-        codes = X.padded(idx, L)
-        out[idx] = pair_fn(codes, X.lengths[idx], codes, X.lengths[idx])
+        Lx, Ly, e = max(a[s], 1), max(b[s], 1), s + 1
+        while e < n and (e + 1 - s) * cells(max(Lx, a[e]), max(Ly, b[e])) <= budget:
+            Lx, Ly, e = max(Lx, a[e]), max(Ly, b[e]), e + 1
+        idx = order[s:e]
+        xc = X.padded(idx, Lx)
+        yc = xc if Y is None else Y.padded(idx, Ly)
+        out[idx] = pair_fn(xc, lx[idx], yc, ly[idx])
         s = e
     return out
+
+
+def paired_inputs(kernel, X, Y) -> tuple[SequenceSet, SequenceSet]:
+    """X and Y through ``kernel.check_input`` for ``kernel.pairs``: as many sequences in
+    each, on one device, Y in X's dtype (the checks of ``StructuredKernel.pairs`` and
+    ``forward``)."""
+    X, Y = kernel.check_input(X, "X"), kernel.check_input(Y, "Y")
+    if len(X) != len(Y):
+        raise ValueError(f"X and Y must have the same number of samples, got {len(X)} and "
+                         f"{len(Y)}")
+    if Y.device != X.device:
+        raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+    return X, Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
 
 
 def decayed_cumsum(b: torch.Tensor, lam: float, dim: int, max_log_scale: float | None = None
@@ -124,9 +147,10 @@ def log_decayed_cumsum(log_b: torch.Tensor, lam: float, dim: int) -> torch.Tenso
 def cosine_from_logs(L: torch.Tensor, lx: torch.Tensor, ly: torch.Tensor,
                      undefined: torch.Tensor | None = None) -> torch.Tensor:
     """K(x, y)/√(K(x, x) K(y, y)) as exp(L − (lx + ly)/2) from L = log K(x, y) and the
-    logs lx, ly of the diagonals (no overflow where K itself does), 0 where a log is −∞
-    (an empty pair: a string shorter than the kernel's substrings) — of L, or of
+    logs lx, ly of the diagonals broadcast against L (``lx[:, None]``, ``ly[None, :]`` for
+    a Gram matrix, (n,) each for pairs), with no overflow where K itself does; 0 where a
+    log is −∞ (an empty pair: a string shorter than the kernel's substrings) — of L, or of
     ``undefined`` where the caller's L is a function of another log."""
-    K = torch.exp(L - (lx[:, None] + ly[None, :]) / 2)
+    K = torch.exp(L - (lx + ly) / 2)
     zero = torch.isinf(L if undefined is None else undefined)
-    return K.masked_fill(zero | torch.isinf(lx)[:, None] | torch.isinf(ly)[None, :], 0.0)
+    return K.masked_fill(zero | torch.isinf(lx) | torch.isinf(ly), 0.0)

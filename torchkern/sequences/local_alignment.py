@@ -11,7 +11,8 @@ from .._validation import check_bool, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from ._encode import SequenceSet, as_sequences
-from ._pairs import cosine_from_logs, decayed_cumsum, pairwise_diag, pairwise_gram
+from ._pairs import (cosine_from_logs, decayed_cumsum, paired_inputs, pairwise_gram,
+                     pairwise_pairs)
 
 __all__ = ["LocalAlignment", "blosum62"]
 
@@ -254,10 +255,31 @@ class LocalAlignment(StructuredKernel):
         pairs, f64 = self._log_pairs(X.device), torch.float64
         X64, Y64 = X.to(dtype=f64), None if Y is None else Y.to(dtype=f64)
         T = pairwise_gram(X64, Y64, pairs, _cells, _BUDGET)                   # log(K_LA − 1)
+        tx = ty = None
+        if self.normalize:
+            tx = T.diagonal() if Y is None else pairwise_pairs(X64, None, pairs, _cells, _BUDGET)
+            ty = tx if Y is None else pairwise_pairs(Y64, None, pairs, _cells, _BUDGET)
+            tx, ty = tx[:, None], ty[None, :]
+        return DenseKernelMatrix(self._from_logs(T, tx, ty, X.dtype))
+
+    def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples: one alignment DP per pair (and per sequence when
+        normalizing), O(Σ_i |x_i| |y_i|); the n × n Gram matrix is never computed."""
+        X, Y = paired_inputs(self, X, Y)
+        pairs, f64 = self._log_pairs(X.device), torch.float64
+        X64, Y64 = X.to(dtype=f64), Y.to(dtype=f64)
+        T = pairwise_pairs(X64, Y64, pairs, _cells, _BUDGET)                  # log(K_LA − 1)
+        tx = ty = None
+        if self.normalize:
+            tx = pairwise_pairs(X64, None, pairs, _cells, _BUDGET)
+            ty = pairwise_pairs(Y64, None, pairs, _cells, _BUDGET)
+        return self._from_logs(T, tx, ty, X.dtype)
+
+    def _from_logs(self, T, tx, ty, dtype) -> torch.Tensor:
+        """The kernel's values from T = log(K_LA − 1) of the pairs and, when normalizing,
+        of the diagonals tx, ty (broadcast against T), in ``dtype``."""
         L = _log1p_exp(T)                                                         # log K_LA
         if self.normalize:
-            tx = T.diagonal() if Y is None else pairwise_diag(X64, pairs, _cells, _BUDGET)
-            ty = tx if Y is None else pairwise_diag(Y64, pairs, _cells, _BUDGET)
             if self.log:
                 # log K(x, y) / √(log K(x, x) log K(y, y)) as exp(ℓ_xy − (ℓ_xx + ℓ_yy)/2)
                 # with ℓ = log log K: where every score is very negative, log K ≈ e^T
@@ -266,24 +288,23 @@ class LocalAlignment(StructuredKernel):
                 lxy, lx, ly = _log_log1p_exp(T), _log_log1p_exp(tx), _log_log1p_exp(ty)
                 K = cosine_from_logs(lxy, lx, ly, undefined=T)          # symmetric
             else:
-                dx, dy = _log1p_exp(tx), _log1p_exp(ty)
-                K = torch.exp(L - (dx[:, None] + dy[None, :]) / 2)
+                K = torch.exp(L - (_log1p_exp(tx) + _log1p_exp(ty)) / 2)
         elif self.log:
             K = L / float(self.beta)
         else:
             big = float(L.max()) if L.numel() else 0.0
-            if big > math.log(torch.finfo(X.dtype).max):
+            if big > math.log(torch.finfo(dtype).max):
                 raise ValueError(f"LocalAlignment: K_LA reaches e^{big:.0f}, beyond the range of "
-                                 f"{X.dtype}; use log=True, normalize=True or a smaller beta")
+                                 f"{dtype}; use log=True, normalize=True or a smaller beta")
             K = torch.exp(L)
-        return DenseKernelMatrix(K.to(X.dtype))
+        return K.to(dtype)
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
         if self.normalize:
             ones = torch.ones(len(X), dtype=X.dtype, device=X.device)
             return (X.lengths > 0).to(X.dtype) if self.log else ones
-        d = _log1p_exp(pairwise_diag(X.to(dtype=torch.float64), self._log_pairs(X.device),
-                                     _cells, _BUDGET))
+        d = _log1p_exp(pairwise_pairs(X.to(dtype=torch.float64), None,
+                                      self._log_pairs(X.device), _cells, _BUDGET))
         return (d / float(self.beta) if self.log else torch.exp(d)).to(X.dtype)
 
 

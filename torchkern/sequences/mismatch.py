@@ -5,10 +5,9 @@ import math
 
 import torch
 
-from ..gram import KernelMatrix
 from .._validation import check_int
 from ._encode import SequenceSet
-from .spectrum import CountKernelMatrix, Spectrum, check_kmer_size
+from .spectrum import Spectrum, check_kmer_size
 
 __all__ = ["Mismatch"]
 
@@ -170,9 +169,7 @@ class Mismatch(Spectrum):
     def extra_repr(self) -> str:
         return f"k={self.k}, m={self.m}, alphabet={self.alphabet!r}, normalize={self.normalize}"
 
-    def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
-        phi_x, phi_y, kmers = self._counts(X, Y)
+    def _middle(self, kmers: torch.Tensor, X: SequenceSet) -> torch.Tensor:
         # |A| of the codes themselves: an alphabet set after construction (protein for dna)
         # left the constructor's |A| = 4 here, and the Hamming-ball sizes were wrong
-        G = shared_neighbour_matrix(kmers, self.k, self.m, len(X.alphabet), X.dtype)
-        return CountKernelMatrix(phi_x, None if Y is None else phi_y, G)
+        return shared_neighbour_matrix(kmers, self.k, self.m, len(X.alphabet), X.dtype)

@@ -7,9 +7,10 @@ import warnings
 import torch
 
 from ..gram import KernelMatrix, _as_index
-from ..kernels.structured import StructuredKernel
+from ..kernels.structured import StructuredKernel, _inv_sqrt
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
+from ._pairs import paired_inputs
 
 __all__ = ["Spectrum"]
 
@@ -221,6 +222,24 @@ class Spectrum(StructuredKernel):
         phi_y = sparse_features(seq[~in_x] - len(X), col[~in_x], len(Y), p, X.dtype)
         return phi_x, phi_y, uniq
 
+    def _middle(self, kmers: torch.Tensor, X: SequenceSet) -> torch.Tensor | None:
+        """G of K = Φ_X G Φ_Yᵀ over the sorted distinct k-mer codes ``kmers`` (None: the
+        identity)."""
+        return None
+
     def _gram(self, X: SequenceSet, Y: SequenceSet | None) -> KernelMatrix:
-        phi_x, phi_y, _ = self._counts(X, Y)
-        return CountKernelMatrix(phi_x, None if Y is None else phi_y)
+        phi_x, phi_y, kmers = self._counts(X, Y)
+        return CountKernelMatrix(phi_x, None if Y is None else phi_y, self._middle(kmers, X))
+
+    def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples: row-wise products of the two sides' counts (and
+        of each side with itself when normalizing), from one pass over the k-mers of X and
+        Y; the n × n Gram matrix is never formed."""
+        X, Y = paired_inputs(self, X, Y)
+        phi_x, phi_y, kmers = self._counts(X, Y)
+        G = self._middle(kmers, X)
+        K = CountKernelMatrix(phi_x, phi_y, G).diag()
+        if not self.normalize:
+            return K
+        dx, dy = CountKernelMatrix(phi_x, None, G).diag(), CountKernelMatrix(phi_y, None, G).diag()
+        return _inv_sqrt(dx) * K * _inv_sqrt(dy)

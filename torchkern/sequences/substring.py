@@ -10,8 +10,8 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int, check_positive
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, pairwise_diag,
-                     pairwise_gram)
+from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, paired_inputs,
+                     pairwise_gram, pairwise_pairs)
 
 __all__ = ["Substring"]
 
@@ -190,17 +190,30 @@ class Substring(StructuredKernel):
         L = pairwise_gram(X64, Y64, self._pairs(), _cells)                         # log K
         if not self.normalize:
             return DenseKernelMatrix(_exp_in_range(L, X.dtype))
-        dx = L.diagonal() if Y is None else pairwise_diag(X64, self._pairs(), _cells)
-        dy = dx if Y is None else pairwise_diag(Y64, self._pairs(), _cells)
+        dx = L.diagonal() if Y is None else pairwise_pairs(X64, None, self._pairs(), _cells)
+        dy = dx if Y is None else pairwise_pairs(Y64, None, self._pairs(), _cells)
         # Before, K / √(K(x, x) K(y, y)) of K overflowed to inf / inf = NaN (λ = 1,
         # k = 150, homopolymers of 1,000 letters). 0 where a string is shorter than k.
-        return DenseKernelMatrix(cosine_from_logs(L, dx, dy).to(X.dtype))   # symmetric
+        K = cosine_from_logs(L, dx[:, None], dy[None, :])                    # symmetric
+        return DenseKernelMatrix(K.to(X.dtype))
+
+    def pairs(self, X, Y) -> torch.Tensor:
+        """k(x_i, y_i) for paired samples: one DP per pair (and per sequence when
+        normalizing), O(k Σ_i |x_i| |y_i|); the n × n Gram matrix is never computed."""
+        X, Y = paired_inputs(self, X, Y)
+        X64, Y64 = X.to(dtype=torch.float64), Y.to(dtype=torch.float64)
+        L = pairwise_pairs(X64, Y64, self._pairs(), _cells)                          # log K
+        if not self.normalize:
+            return _exp_in_range(L, X.dtype)
+        dx = pairwise_pairs(X64, None, self._pairs(), _cells)
+        dy = pairwise_pairs(Y64, None, self._pairs(), _cells)
+        return cosine_from_logs(L, dx, dy).to(X.dtype)
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
         if self.normalize:      # _gram normalized already: the base class scales by 1
             return (X.lengths >= self.k).to(X.dtype)
-        return _exp_in_range(pairwise_diag(X.to(dtype=torch.float64), self._pairs(), _cells),
-                             X.dtype)
+        return _exp_in_range(pairwise_pairs(X.to(dtype=torch.float64), None, self._pairs(),
+                                            _cells), X.dtype)
 
 
 def _exp_in_range(L: torch.Tensor, dtype) -> torch.Tensor:

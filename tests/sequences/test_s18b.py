@@ -1,0 +1,66 @@
+"""Sweep s18b of the string kernels: k(x_i, y_i) for paired samples costs n evaluations,
+not the n × n Gram matrix whose diagonal it used to read."""
+import pytest
+import torch
+
+from torchkern.sequences import LocalAlignment, Mismatch, Spectrum, Substring, encode
+from torchkern.stats import mmd2_linear
+
+# Unequal lengths, one string shorter than every k used (a zero row), one with no letter.
+DNA_X = ["ACGTTGCA", "AC", "GGGATTACAT", "TTAGC", "CCGTA", "", "ACGTACGTACGTAA"]
+DNA_Y = ["ACGGT", "TTTACGA", "G", "TTAGCTTAG", "CAGTACCA", "ACG", "ACGTAC"]
+PROT_X = ["MKTAYIAK", "GAVL", "WYHHK", "MKVLAAGIL", "", "PPGQ"]
+PROT_Y = ["MKTAYL", "GAVLIMKT", "WY", "MRVLAG", "AC", "PPPPGQQW"]
+
+KERNELS = [
+    (lambda nz: Spectrum(3, normalize=nz), DNA_X, DNA_Y),
+    (lambda nz: Mismatch(3, 1, normalize=nz), DNA_X, DNA_Y),
+    (lambda nz: Substring(3, lam=0.6, normalize=nz, alphabet="dna"), DNA_X, DNA_Y),
+    (lambda nz: LocalAlignment(beta=0.3, normalize=nz), PROT_X, PROT_Y),
+    (lambda nz: LocalAlignment(beta=0.3, log=True, normalize=nz), PROT_X, PROT_Y),
+]
+
+
+def _no_gram(monkeypatch, kernel):
+    def refuse(*args, **kwargs):
+        raise AssertionError("pairs evaluated the Gram matrix")
+    monkeypatch.setattr(type(kernel), "_gram", refuse)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("make, X, Y", KERNELS)
+def test_pairs_are_the_gram_diagonal_without_the_gram(monkeypatch, make, X, Y, normalize):
+    k = make(normalize)
+    ref = k(X, Y).to_dense().diagonal().clone()
+    ref_x = k(X, X).to_dense().diagonal().clone()
+    assert ref.abs().max() > 0
+    _no_gram(monkeypatch, k)         # the old pairs read the diagonal of k(X, Y)
+    torch.testing.assert_close(k.pairs(X, Y), ref, rtol=1e-12, atol=1e-300)
+    torch.testing.assert_close(k.pairs(X, X), ref_x, rtol=1e-12, atol=1e-300)
+    with pytest.raises(ValueError, match="same number of samples"):
+        k.pairs(X, Y[:-1])
+
+
+@pytest.mark.parametrize("make, X, Y", KERNELS[::2])
+def test_pairs_keep_the_dtype_of_x(monkeypatch, make, X, Y):
+    k = make(True)
+    alphabet = "protein" if X is PROT_X else "dna"
+    X32 = encode(X, alphabet, dtype=torch.float32)
+    ref = k(X32, Y).to_dense().diagonal().clone()
+    _no_gram(monkeypatch, k)
+    out = k.pairs(X32, Y)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref)
+
+
+@pytest.mark.parametrize("make, X, Y", KERNELS[:4])
+def test_linear_time_mmd_of_strings_stays_linear(monkeypatch, make, X, Y):
+    k = make(False)
+    n = len(X) // 2 * 2
+    Kxx, Kyy, Kxy = (k(A, B).to_dense() for A, B in [(X, X), (Y, Y), (X, Y)])
+    i, j = torch.arange(0, n, 2), torch.arange(1, n, 2)
+    ref = (Kxx[i, j] + Kyy[i, j] - Kxy[i, j] - Kxy[j, i]).mean()
+    _no_gram(monkeypatch, k)
+    torch.testing.assert_close(mmd2_linear(X, Y, k), ref, rtol=1e-12, atol=1e-12)
+    # scaled and summed kernels combine their terms' pairs
+    torch.testing.assert_close(mmd2_linear(X, Y, 2.0 * k), 2 * ref, rtol=1e-12, atol=1e-12)
