@@ -71,11 +71,15 @@ class StructuredKernel(Kernel):
         return K
 
     def pairs(self, X, Y) -> torch.Tensor:
-        """k(x_i, y_i) for paired samples, from the diagonal of k(X, Y)."""
+        """k(x_i, y_i) for paired samples: the diagonal of k(X, Y), by :meth:`_pairs` (the
+        default reads ``k(X, Y).diag()``; a subclass may compute it in O(n) memory)."""
         X, Y = self.check_input(X, "X"), self.check_input(Y, "Y")
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of samples, got "
                              f"{len(X)} and {len(Y)}")
+        return self._pairs(X, Y)
+
+    def _pairs(self, X: KernelInput, Y: KernelInput) -> torch.Tensor:
         return self(X, Y).diag()
 
     def diag(self, X) -> torch.Tensor:
