@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import as_tensor, is_int
+from .._validation import as_tensor, check_int, is_int
 from ..gram import FeatureKernelMatrix
 from ..kernels.base import upcast_half
 from .spectral import Draws, as_generator, assemble, decompose, draw, law_params
@@ -189,13 +189,23 @@ class RandomFourierFeatures(nn.Module):
 
     # -- frequencies -------------------------------------------------------------------
     def resample(self, in_features: int | None = None) -> "RandomFourierFeatures":
-        """Draw new frequencies (and phases) from the module's random stream; returns self."""
+        """Draw new frequencies (and phases) from the module's random stream; returns self.
+
+        ``in_features`` (d) must agree with an ARD kernel's number of lengthscales."""
         self._check_config()
-        d = in_features if in_features is not None else self.in_features
         if in_features is not None:
-            self._fixed_d = in_features
+            check_int(in_features, "in_features")
+        d = in_features if in_features is not None else self.in_features
         if d is None:
             raise ValueError("in_features is unknown: pass it or call the map on data first")
+        # resample(5) for 3 ARD lengthscales was kept, and the next call failed in a
+        # broadcast ("size of tensor a (5) must match ... (3)") naming nothing
+        ard = self._spectrum.ard_dims
+        if ard is not None and d != ard:
+            raise ValueError(f"in_features={d} but the kernel has {ard} ARD lengthscales "
+                             f"(ard_dims={ard})")
+        if in_features is not None:
+            self._fixed_d = in_features
         gen = self._generator
         draws = draw(self._spectrum, self.n_frequencies, d, gen, self.orthogonal, min_per_term=1)
         device = next((b.device for b in self.buffers() if b is not None), None)
