@@ -19,7 +19,7 @@ import warnings
 import torch
 
 from .._threads import one_thread  # noqa: F401 (re-exported)
-from .._validation import symmetry_gap
+from .._validation import caller_stacklevel, symmetry_gap
 
 _FLOAT64 = torch.float64
 
@@ -85,7 +85,7 @@ def _check_symmetric(A, name="A"):
                       f"(max |{name} - {name}.T| = {gap:.3g}): it is read as symmetric, and "
                       f"the result carries an error of that order; symmetrize it, "
                       f"({name} + {name}.T) / 2, if that is rounding", UserWarning,
-                      stacklevel=3)
+                      stacklevel=caller_stacklevel())   # the user's line (3 was hsic.py's)
 
 
 def _check_preconditioner(preconditioner, rows, name="preconditioner"):
