@@ -403,7 +403,7 @@ def test_inputs_and_grid_search(mutag):
     (lambda: PyramidMatch(L=0), "L must be"),
     (lambda: PyramidMatch(d=0), "d must be"),
     (lambda: PyramidMatch(with_labels=1), "with_labels must be"),
-    (lambda: CoreFramework(NeighborhoodHash()), "base_kernel must be"),
+    (lambda: CoreFramework(tk.RBF()), "base_kernel must be"),
     (lambda: CoreFramework(ShortestPath(), min_core=-2), "min_core must be"),
     (lambda: NeighborhoodSubgraphPairwiseDistance(r=-1), "r must be"),
     (lambda: NeighborhoodSubgraphPairwiseDistance(d=1.5), "d must be")])

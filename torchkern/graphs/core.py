@@ -1,10 +1,14 @@
 """The core framework for graph kernels (Nikolentzos et al., 2018)."""
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from .._validation import check_bool, is_int
-from ._batch import GraphSet, _with_base_fields, is_undirected, segment_ranges
+from ..gram import DenseKernelMatrix, KernelMatrix
+from ..kernels.structured import _inv_sqrt
+from ._batch import GraphKernel, GraphSet, _with_base_fields, is_undirected, segment_ranges
 from ._labels import CountFeatureKernel, _squares, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -47,11 +51,12 @@ def core_numbers(G: GraphSet) -> torch.Tensor:
     return core
 
 
-def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
-                      edge_labels: bool = True) -> GraphSet:
+def induced_subgraphs(G: GraphSet, keep: torch.Tensor, edge_labels: bool = True,
+                      attributes: bool = False) -> GraphSet:
     """The subgraph of every graph of G induced by the nodes ``keep`` (a boolean (N,)
     mask), as a GraphSet with as many graphs as G (some possibly empty); node labels
-    kept, and edge labels unless ``edge_labels=False``. ``keep`` of shape (m, N): m
+    kept, edge labels unless ``edge_labels=False``, node attributes with
+    ``attributes=True``. ``keep`` of shape (m, N): m
     copies of G, copy j induced by ``keep[j]``, as one GraphSet of m·len(G) graphs
     (graph j·len(G) + g: copy j of graph g).
 
@@ -100,6 +105,8 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor,
     parts = dict(edge_label=None, edge_label_values=None)
     if edge_labels:
         parts = G._edge_label_parts(torch.cat([e for e, _ in kept] or [src[:0]]))
+    if attributes and G.node_attributes is not None:
+        parts["node_attributes"] = G.node_attributes.repeat(m, 1)[keep.reshape(-1)]
     return GraphSet._from_parts(ptr, edge_index, eptr, labels, G.label_values, dtype=G.dtype,
                                 **parts)
 
@@ -121,11 +128,15 @@ class CoreFramework(CountFeatureKernel):
 
     Parameters
     ----------
-    base_kernel : CountFeatureKernel
-        A feature-map graph kernel of torchkern — :class:`WeisfeilerLehman`,
-        :class:`ShortestPath`, :class:`PyramidMatch` — whose features are concatenated
-        over the levels. Its own ``normalize`` is not used (GraKeL too sets it False);
-        normalize here instead. Its arguments are reached as ``base_kernel__n_iter``.
+    base_kernel : GraphKernel
+        A graph kernel of torchkern: a feature-map one (:class:`WeisfeilerLehman`,
+        :class:`ShortestPath`, :class:`PyramidMatch`, ...), whose features are
+        concatenated over the levels, or one whose Gram is computed directly
+        (:class:`RandomWalk`, :class:`GraphHopper`, :class:`NeighborhoodHash`,
+        :class:`MultiscaleLaplacian`, :class:`GraphletSampling`, the θ kernels, ...),
+        summed level by level. Its own ``normalize`` is not used (GraKeL too sets it
+        False); normalize here instead. Its arguments are reached as
+        ``base_kernel__n_iter``.
     min_core : int
         Levels i > ``min_core`` are summed, ``min_core`` ≥ −1.
     normalize : bool
@@ -151,6 +162,23 @@ class CoreFramework(CountFeatureKernel):
     sort of their counted items. Cores are defined for undirected graphs (edges in both
     directions): a graph with an edge given one way only is a ValueError.
 
+    A base kernel without a feature map runs once per level i on the i-cores of the
+    graphs that have one (C_i(X) and C_i(Y)), and its (n_i × m_i) Gram is added into
+    the dense (n × m) sum; the others add 0 at that level. This is GraKeL's evaluation,
+    which fits a fresh base kernel on the i-cores of the fitted set at every level, so
+    a set-dependent base (label dictionaries, a fitted basis) sees each level's cores
+    as its set: ``k(X, Y)`` at level i is the base's own ``k(C_i(X), C_i(Y))``, and a
+    fitted estimator, which calls ``k(X_test, X_fit)``, gets the same values. A seeded
+    base draws with its own ``random_state`` at every level (GraKeL's fresh bases get
+    the same parameters), fixed across calls as the base kernel's draws are;
+    :class:`MultiscaleLaplacian`'s basis is fitted, at every level, on C_i(X) (on
+    C_i(Y) for the diagonal of a level X has no core in, as GraKeL's placeholder base).
+    Normalization divides by √(k(x, x) k(y, y)), each the sum over x's levels of the
+    base's diagonal. Values equal GraKeL's for :class:`RandomWalk` (``labeled=False``),
+    :class:`GraphHopper` and :class:`MultiscaleLaplacian`; torchkern's
+    :class:`NeighborhoodHash` codes a label whatever other labels a set holds, where
+    GraKeL's per-level base codes the labels present in that level's cores.
+
     References
     ----------
     G. Nikolentzos, P. Meladianos, S. Limnios and M. Vazirgiannis, "A degeneracy
@@ -169,10 +197,10 @@ class CoreFramework(CountFeatureKernel):
 
     def __init__(self, base_kernel, min_core: int = -1, normalize: bool = False):
         super().__init__()
-        if not isinstance(base_kernel, CountFeatureKernel):
-            raise TypeError(f"base_kernel must be a feature-map graph kernel of torchkern "
-                            f"(WeisfeilerLehman, ShortestPath, PyramidMatch, ...), got "
-                            f"{type(base_kernel).__name__}")
+        if not isinstance(base_kernel, GraphKernel):
+            raise TypeError(f"base_kernel must be a graph kernel of torchkern "
+                            f"(WeisfeilerLehman, ShortestPath, RandomWalk, GraphHopper, ...), "
+                            f"got {type(base_kernel).__name__}")
         if not is_int(min_core) or min_core < -1:
             raise ValueError(f"min_core must be an int >= -1, got {min_core!r}")
         self.base_kernel = base_kernel
@@ -201,6 +229,93 @@ class CoreFramework(CountFeatureKernel):
     _levels_budget = 2 ** 25
     # items up to which the levels' items are listed for a dense Φ (one bincount, no sort)
     _items_budget = 2 ** 18
+
+    @property
+    def _features_base(self) -> bool:
+        return isinstance(self.base_kernel, CountFeatureKernel)
+
+    def features(self, X) -> torch.Tensor:
+        """φ of every graph of X (see :meth:`CountFeatureKernel.features`): the base
+        kernel's features concatenated over the levels; a TypeError for a base kernel
+        without a feature map."""
+        if not self._features_base:
+            raise TypeError(f"CoreFramework.features: the base_kernel "
+                            f"{type(self.base_kernel).__name__} has no feature map (its Gram "
+                            f"is computed directly); call the kernel for the Gram")
+        return super().features(X)
+
+    @property
+    def _pair_local(self) -> bool:  # k(G, G') depends on G and G' only
+        return getattr(self.base_kernel, "_pair_local", False)
+
+    def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
+        if self._features_base:
+            return super().forward(X, Y, backend=backend)
+        X, Y = self._checked_sets(X, Y, backend)
+        self._check_pair(X, Y)
+        if Y is not None and Y.dtype != X.dtype:
+            Y = Y.to(dtype=X.dtype)
+        K, dx, dy = self._level_grams(X, Y, diag=self.normalize)
+        if self.normalize:
+            K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dx if Y is None else dy)[None, :]
+        return DenseKernelMatrix(K)
+
+    def _diag(self, X: GraphSet) -> torch.Tensor:
+        if self._features_base:
+            return super()._diag(X)
+        return self._level_grams(X, None, diag=True, gram=False)[1]
+
+    def _levels(self, G: GraphSet):
+        """The core numbers of G's nodes and the largest core number of each graph (−1: a
+        graph without nodes)."""
+        core = core_numbers(G)
+        top = torch.full((len(G),), -1, dtype=torch.long, device=G.device).scatter_reduce_(
+            0, G.graph_of_node, core, "amax")
+        return core, top
+
+    def _cores(self, G: GraphSet, core, top, i: int):
+        """The graphs of G that have an i-core, and those i-cores as a GraphSet."""
+        g = (top >= i).nonzero().reshape(-1)
+        if not g.numel():
+            return g, None
+        base = self.base_kernel
+        return g, induced_subgraphs(G, core >= i, _reads_edge_labels(base),
+                                    base._reads_attributes).take(g)
+
+    def _level_grams(self, X: GraphSet, Y: GraphSet | None, diag: bool, gram: bool = True):
+        """Σ_i k_base(C_i(X), C_i(Y)) (dense, n × m; None unless ``gram``) and, with
+        ``diag``, Σ_i k_base(C_i(x), C_i(x)) for X and for Y: at every level the base
+        kernel on the i-cores of the graphs that have one (GraKeL's set at that level)."""
+        from .multiscale_laplacian import MultiscaleLaplacian
+        cx, tx = self._levels(X)
+        cy, ty = (cx, tx) if Y is None else self._levels(Y)
+        top = max(int(tx.max()) if tx.numel() else 0, int(ty.max()) if ty.numel() else 0)
+        if top <= self.min_core:
+            raise ValueError(f"min_core={self.min_core} is not below the largest core number "
+                             f"{top} of the graphs: no level would be summed")
+        n, m = len(X), len(X) if Y is None else len(Y)
+        zeros = dict(dtype=X.dtype, device=X.device)
+        K = torch.zeros(n, m, **zeros) if gram else None
+        dx = torch.zeros(n, **zeros) if diag else None
+        dy = torch.zeros(m, **zeros) if diag and Y is not None else None
+        for i in range(top, self.min_core, -1):
+            gx, Xi = self._cores(X, cx, tx, i)
+            gy, Yi = (gx, Xi) if Y is None else self._cores(Y, cy, ty, i)
+            base = self.base_kernel
+            if isinstance(base, MultiscaleLaplacian):  # its basis: fitted on this level
+                base = copy.deepcopy(base)
+                base._stats(Xi if Xi is not None else Yi, refit=True)
+            if gram and Xi is not None and Yi is not None:
+                Ki = base._gram(Xi, None if Y is None else Yi).to_dense()
+                K.index_put_((gx[:, None], gy[None, :]), Ki.to(K.dtype), accumulate=True)
+                if diag and Y is None:
+                    dx.index_add_(0, gx, Ki.diagonal().to(dx.dtype))
+                    continue
+            if diag and Xi is not None:
+                dx.index_add_(0, gx, base._diag(Xi).to(dx.dtype))
+            if diag and Y is not None and Yi is not None:
+                dy.index_add_(0, gy, base._diag(Yi).to(dy.dtype))
+        return K, dx, dy
 
     def _entries(self, G: GraphSet):
         return self._core_entries(G, merge_private=False)

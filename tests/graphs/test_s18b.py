@@ -1,0 +1,120 @@
+"""CoreFramework over Gram-only base kernels (RandomWalk, GraphHopper, MultiscaleLaplacian,
+...) against GraKeL 0.1.11's CoreFramework, through estimators; paired values of the graph
+kernels (``pairs``) against the diagonal of the dense Gram, without an n × n matrix."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+import torchkern as tk
+from torchkern.graphs import (CoreFramework, GraphHopper, MultiscaleLaplacian,
+                              NeighborhoodHash, RandomWalk, ShortestPath)
+from tests.graphs import test_grakel_part_a as part_a
+from tests.graphs import test_multiscale_laplacian as msl
+from tests.graphs.test_grakel_part_b import to_grakel
+
+import grakel  # noqa: E402  (the test extra installs it: never skipped)
+from grakel import kernels as gk  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(grakel.__file__), "tests", "data")
+
+
+@pytest.fixture(scope="module")
+def mutag():
+    return tk.datasets.read_tu(os.path.join(DATA, "MUTAG"))
+
+
+def dense(k, X, Y=None):
+    return k(X, Y).to_dense().numpy()
+
+
+def grakel_core(base, params, graphs, Y=None, normalize=False):
+    ref = gk.CoreFramework(base_graph_kernel=(base, dict(params)), normalize=normalize)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GraKeL's format-change warnings
+        if Y is None:
+            return ref.fit_transform(graphs)
+        return ref.fit(graphs).transform(Y)
+
+
+# -- CoreFramework over Gram-only bases ---------------------------------------------------
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_core_random_walk_equals_grakel_on_mutag(mutag, normalize):
+    sub = mutag[::6]  # 32 graphs, cores of levels 0, 1, 2
+    K = dense(CoreFramework(RandomWalk(0.01, labeled=False), normalize=normalize), sub)
+    R = grakel_core(gk.RandomWalk, dict(lamda=0.01), to_grakel(sub), normalize=normalize)
+    np.testing.assert_allclose(K, R, rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_core_graphhopper_equals_grakel_fit_and_transform(normalize):
+    # connected: GraKeL 0.1.11's GraphHopper fails on a graph with an isolated node
+    graphs = part_a.random_graphs(12, seed=2, dim=3, connected=True)
+    base = GraphHopper(kernel_type="gaussian", mu=0.25)
+    theirs = dict(kernel_type=("gaussian", 0.25))
+    G = part_a.gk(graphs, "attributes")
+    K = dense(CoreFramework(base, normalize=normalize), graphs)
+    R = grakel_core(gk.GraphHopper, theirs, G, normalize=normalize)
+    np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-13)
+    X, Y = graphs[:8], graphs[8:]
+    K = dense(CoreFramework(base, normalize=normalize), Y, X)
+    R = grakel_core(gk.GraphHopper, theirs, part_a.gk(X, "attributes"),
+                    part_a.gk(Y, "attributes"), normalize=normalize)
+    np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_core_multiscale_laplacian_equals_grakel(normalize):
+    # a seeded, set-dependent base: each level's base is fitted on that level's cores
+    # with the same random_state, as GraKeL's fresh base per level
+    graphs = msl.attributed_graphs(8, 3, 12, 0.3, 3, seed=2)
+    kw = dict(L=2, n_samples=10, P=4, random_state=3)
+    K = dense(CoreFramework(MultiscaleLaplacian(**kw), normalize=normalize), graphs)
+    R = grakel_core(gk.MultiscaleLaplacian, kw, msl.to_grakel(graphs), normalize=normalize)
+    np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-13)
+
+
+def test_core_gram_only_k_xy_blocks_equal_k_of_the_union(mutag):
+    # a graph without an i-core adds 0 at level i; k(X, Y) is the block of k(X ∪ Y)
+    sub = mutag[:30]
+    k = CoreFramework(NeighborhoodHash(R=2, random_state=1), normalize=True)
+    full = dense(k, sub)
+    np.testing.assert_allclose(dense(k, sub[:20], sub[20:]), full[:20, 20:], rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(np.diag(full), 1.0, rtol=1e-12)
+
+
+def test_core_gram_only_through_svc_and_grid_search(mutag):
+    graphs = mutag[::4]
+    y = np.array([int(d.y) for d in graphs])
+    k = CoreFramework(RandomWalk(0.01, labeled=False), normalize=True)
+    train, test = graphs[:35], graphs[35:]
+    m = tk.SVC(kernel=k, C=10.0).fit(train, y[:35])
+    ref = tk.SVC(kernel="precomputed", C=10.0).fit(dense(k, train), y[:35])
+    np.testing.assert_array_equal(np.asarray(m.predict(test)),
+                                  np.asarray(ref.predict(dense(k, test, train))))
+    np.testing.assert_allclose(np.asarray(m.decision_function(test)),
+                               np.asarray(ref.decision_function(dense(k, test, train))),
+                               rtol=1e-8, atol=1e-10)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    gs = GridSearchCV(tk.SVC(kernel=k, C=10.0), {"kernel__base_kernel__lam": [0.005, 0.02]},
+                      cv=cv).fit(graphs, y)
+    for i, lam in enumerate([0.005, 0.02]):
+        kl = CoreFramework(RandomWalk(lam, labeled=False), normalize=True)
+        ref = GridSearchCV(tk.SVC(kernel="precomputed", C=10.0), {"C": [10.0]}, cv=cv) \
+            .fit(dense(kl, graphs), y)
+        assert gs.cv_results_["mean_test_score"][i] == ref.cv_results_["mean_test_score"][0]
+
+
+def test_core_base_kernel_must_be_a_graph_kernel():
+    with pytest.raises(TypeError, match="base_kernel must be a graph kernel"):
+        CoreFramework(tk.RBF())
+    with pytest.raises(TypeError, match="base_kernel must be a graph kernel"):
+        CoreFramework(tk.graphs.DiffusionKernel())
+    # the feature-map fast path is kept: features() still works for ShortestPath
+    assert CoreFramework(ShortestPath()).features(
+        [part_a.random_graphs(1, seed=0)[0]]).shape[0] == 1
