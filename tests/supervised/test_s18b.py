@@ -1,0 +1,48 @@
+"""Sweep s18b of the supervised estimators: a support vector machine pickled before one of
+its constructor parameters existed unpickles with that parameter's default."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.svm import SVC as SkSVC
+
+import torchkern as tk
+from torchkern.supervised import SVC, SVR
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(60, 2, dtype=torch.float64, generator=g)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).long() + (X[:, 1] > 1).long()   # three classes
+    return X, y
+
+
+@pytest.mark.parametrize("restore", [pickle.loads, copy.deepcopy])
+def test_svc_pickled_before_break_ties_gets_its_default(restore):
+    X, y = _data()
+    clf = SVC(kernel=tk.RBF(lengthscale=1.0), C=2.0).fit(X, y)
+    expected, text = clf.predict(X), repr(clf)
+    del clf.__dict__["break_ties"]          # as pickled by a version without it
+    blob = pickle.dumps(clf) if restore is pickle.loads else clf
+    old = restore(blob)
+    assert repr(old) == text
+    assert old.get_params()["break_ties"] is False
+    assert clone(old).get_params()["break_ties"] is False
+    torch.testing.assert_close(old.predict(X), expected)
+    # the same machine as scikit-learn's (RBF with gamma = 1/(2ℓ²) = 0.5)
+    ref = SkSVC(kernel="rbf", gamma=0.5, C=2.0).fit(X.numpy(), y.numpy()).predict(X.numpy())
+    np.testing.assert_array_equal(old.predict(X).numpy(), ref)
+
+
+def test_svr_pickled_without_a_parameter_gets_its_default():
+    X, y = _data()
+    reg = SVR(kernel=tk.RBF(lengthscale=1.0), epsilon=0.2).fit(X, y.double())
+    expected = reg.predict(X)
+    del reg.__dict__["working_set_size"]
+    old = pickle.loads(pickle.dumps(reg))
+    assert old.get_params()["working_set_size"] == 256
+    repr(clone(old))
+    torch.testing.assert_close(old.predict(X), expected)
