@@ -263,7 +263,7 @@ class RandomWalk(GraphKernel):
         d = torch.zeros(len(X), dtype=X.dtype, device=X.device)
         for g, n in X.size_chunks(_PRODUCT_BUDGET // C, power=2):
             A, L = _block(X, labels, g, n, -1, edges)
-            d[g] = self._pairs(A, A, L, torch.where(L < 0, -2, L)).to(d.dtype)
+            d[g] = self._walk_sums(A, A, L, torch.where(L < 0, -2, L)).to(d.dtype)
         return self._finite(d)
 
     def _labels(self, sides):
@@ -335,13 +335,13 @@ class RandomWalk(GraphKernel):
                 a, b = a.reshape(-1), b.reshape(-1)
                 if sym and I == J:
                     a, b = a[a <= b], b[a <= b]
-                vals = self._pairs(Ax[a], Ay[b], Lx[a], Ly[b]).to(K.dtype)
+                vals = self._walk_sums(Ax[a], Ay[b], Lx[a], Ly[b]).to(K.dtype)
                 K[gx[a], gy[b]] = vals
                 if sym:
                     K[gy[b], gx[a]] = vals
         return K
 
-    def _pairs(self, A1, A2, L1, L2) -> torch.Tensor:
+    def _walk_sums(self, A1, A2, L1, L2) -> torch.Tensor:
         """The kernel values of P graph pairs: A1 (P, n₁, n₁), A2 (P, n₂, n₂), node labels
         L1 (P, n₁), L2 (P, n₂) with distinct negative padding values."""
         M = (L1[:, :, None] == L2[:, None, :]).to(A1.dtype)
