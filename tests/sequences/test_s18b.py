@@ -64,3 +64,23 @@ def test_linear_time_mmd_of_strings_stays_linear(monkeypatch, make, X, Y):
     torch.testing.assert_close(mmd2_linear(X, Y, k), ref, rtol=1e-12, atol=1e-12)
     # scaled and summed kernels combine their terms' pairs
     torch.testing.assert_close(mmd2_linear(X, Y, 2.0 * k), 2 * ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Substring(3, lam=0.7, normalize=True, alphabet="dna"),
+    lambda: LocalAlignment(substitution=("ACGT", 3 * torch.eye(4) - 1), log=True),
+])
+def test_pairs_of_many_lengths_batched(monkeypatch, make):
+    # 80 pairs of lengths 0..45: several batches of similar lengths (Substring: at most
+    # 2^17 / (4 · 45²) = 16 pairs per batch), each trimmed to its own longest strings
+    g = torch.Generator().manual_seed(3)
+
+    def strings():
+        lengths = torch.randint(0, 46, (80,), generator=g).tolist()
+        return ["".join("ACGT"[c] for c in torch.randint(0, 4, (n,), generator=g).tolist())
+                for n in lengths]
+    X, Y = strings(), strings()
+    k = make()
+    ref = k(X, Y).to_dense().diagonal().clone()
+    _no_gram(monkeypatch, k)
+    torch.testing.assert_close(k.pairs(X, Y), ref, rtol=1e-12, atol=1e-300)
