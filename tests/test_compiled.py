@@ -232,7 +232,7 @@ def test_auto_on_cuda_picks_compiled_from_its_own_threshold(monkeypatch):
     monkeypatch.setattr(gram, "_triton_usable", lambda formula: False)  # (it comes first)
     monkeypatch.setattr(tk.config, "compiled_min_entries", 1)
     cuda = torch.device("cuda")
-    f = lambda n: SimpleNamespace(shape=(n, n), device=cuda)  # noqa: E731
+    f = lambda n: SimpleNamespace(shape=(n, n), device=cuda, needs_float64=None)  # noqa: E731
     limit = tk.config.cuda_compiled_min_entries
     assert gram._lazy_backend(f(int(limit**0.5) - 1)) == "blocked"
     assert gram._lazy_backend(f(int(limit**0.5) + 1)) == "compiled"

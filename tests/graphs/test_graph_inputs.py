@@ -291,9 +291,9 @@ def test_sampled_graphlets_still_run_on_a_ten_million_node_graph():
 
 
 def test_sizes_beyond_a_petabyte_are_written_in_petabytes():
-    # 32 C(10^7, 4) = 1.33e28 bytes is 1.33e+13 PB (24 C(10^7, 3) was written 4e+03 PB
-    # instead of 4e+06 PB: one division too many)
-    with pytest.raises(ValueError, match=r"bytes \(1\.33e\+13 PB\), more than"):
+    # 64 C(10^7, 4) (+ the lookup's rows) = 2.67e28 bytes is 2.67e+13 PB (24 C(10^7, 3)
+    # was written 4e+03 PB instead of 4e+06 PB: one division too many)
+    with pytest.raises(ValueError, match=r"bytes \(2\.67e\+13 PB\), more than"):
         GraphletSampling(4, None)([_huge()])
     with pytest.raises(ValueError, match=r"bytes \(1\.4 PB\), more than"):
         ShortestPath()([_huge()])

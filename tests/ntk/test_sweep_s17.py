@@ -309,7 +309,7 @@ def test_parameterize_arguments():
         parameterize(net)
     # int("a"): "invalid literal for int() with base 10"; 2.5 was read as the seed 2
     for bad in ("a", 2.5):
-        with pytest.raises(TypeError, match="^random_state must be None, an int or a torch"):
+        with pytest.raises(TypeError, match="^random_state must be None, an int, a torch.Generator"):
             parameterize(_small(), random_state=bad)
     a = parameterize(_small(), random_state=7)
     b = parameterize(_small(), random_state=torch.Generator().manual_seed(7))
