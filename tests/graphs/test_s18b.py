@@ -118,3 +118,53 @@ def test_core_base_kernel_must_be_a_graph_kernel():
     # the feature-map fast path is kept: features() still works for ShortestPath
     assert CoreFramework(ShortestPath()).features(
         [part_a.random_graphs(1, seed=0)[0]]).shape[0] == 1
+
+
+# -- pairs: k(x_i, y_i) without the n × n Gram ---------------------------------------------
+
+def pair_sets(mutag, kind):
+    if kind == "attributes":
+        return (part_a.random_graphs(20, seed=1, dim=3, connected=True),
+                part_a.random_graphs(20, seed=2, dim=3, connected=True))
+    return mutag[:20], mutag[100:120]
+
+
+PAIR_KERNELS = [  # (kernel, inputs): kernels whose Gram is a dense (n, m) matrix
+    (lambda: RandomWalk(0.01), "labels"),
+    (lambda: GraphHopper(kernel_type="gaussian", mu=0.3, normalize=True), "attributes"),
+    (lambda: MultiscaleLaplacian(features="labels", random_state=0, n_samples=10, L=1,
+                                 normalize=True), "labels"),
+    (lambda: CoreFramework(RandomWalk(0.01, labeled=False), normalize=True), "labels"),
+    (lambda: tk.graphs.SubgraphMatching(k=2, node_kernel="gaussian"), "attributes"),
+]
+
+
+@pytest.mark.parametrize("make, kind", PAIR_KERNELS, ids=lambda v: getattr(v, "__name__", v))
+def test_pairs_equal_the_gram_diagonal_without_an_n_by_n_matrix(mutag, monkeypatch, make, kind):
+    X, Y = pair_sets(mutag, kind)
+    k = make()
+    ref = k(X, Y).to_dense().diagonal()  # the dense reference, before the spy
+    shapes = []
+    init = tk.gram.DenseKernelMatrix.__init__
+
+    def spy(self, tensor, *a, **kw):
+        shapes.append(tuple(tensor.shape))
+        init(self, tensor, *a, **kw)
+
+    monkeypatch.setattr(tk.gram.DenseKernelMatrix, "__init__", spy)
+    got = k.pairs(X, Y)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-14)
+    # no (20, 20) Gram: batches of 16 pairs at most (or none)
+    assert all(s[0] <= 16 for s in shapes), shapes
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_neighborhood_hash_pairs_of_different_graphs(mutag, normalize):
+    # the lazy Jaccard matrix's diagonal was all ones, right for k(X, X) only
+    X, Y = mutag[:20], mutag[100:120]
+    for k in (NeighborhoodHash(R=2, random_state=0, normalize=normalize),
+              CoreFramework(NeighborhoodHash(R=2, random_state=0), normalize=normalize)):
+        ref = k(X, Y).to_dense().diagonal()
+        assert float(ref.min()) < 0.9  # not all ones
+        np.testing.assert_allclose(k.pairs(X, Y).numpy(), ref.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(k(X, Y).diag().numpy(), ref.numpy(), rtol=1e-12)

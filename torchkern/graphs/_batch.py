@@ -2132,6 +2132,22 @@ class GraphKernel(StructuredKernel):
     conversion; the others are read on first use."""
 
     _graph_fields = None
+    # k(G, G') depends on G and G' only (not on the other graphs of the call): ``pairs``
+    # then evaluates k on ``_pair_batch`` pairs at a time instead of reading the diagonal
+    # of the whole k(X, Y), which these kernels compute as a dense (n, m) matrix
+    _pair_local = False
+    _pair_batch = 16
+
+    def _pairs(self, X: GraphSet, Y: GraphSet) -> torch.Tensor:
+        """k(x_i, y_i): by batches of pairs (O(batch²) memory) where k is pair-local,
+        else the diagonal of the lazy k(X, Y) (row-wise products of features for the
+        feature-map kernels)."""
+        if not self._pair_local:
+            return super()._pairs(X, Y)
+        B, n = self._pair_batch, len(X)
+        out = [self(X.take(i), Y.take(i)).diag() for i in
+               torch.arange(n, device=X.device).split(B)]
+        return torch.cat(out) if out else torch.zeros(0, dtype=X.dtype, device=X.device)
 
     @property
     def _reads_attributes(self) -> bool:

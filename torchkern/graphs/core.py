@@ -245,8 +245,8 @@ class CoreFramework(CountFeatureKernel):
         return super().features(X)
 
     @property
-    def _pair_local(self) -> bool:  # k(G, G') depends on G and G' only
-        return getattr(self.base_kernel, "_pair_local", False)
+    def _pair_local(self) -> bool:  # a Gram-only base whose k(G, G') depends on G, G' only
+        return not self._features_base and self.base_kernel._pair_local
 
     def forward(self, X, Y=None, *, backend: str | None = None) -> KernelMatrix:
         if self._features_base:

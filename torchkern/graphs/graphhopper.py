@@ -204,6 +204,7 @@ class GraphHopper(GraphKernel):
     """
 
     _graph_fields = ("node_attributes", "edges")  # a list of Data: no x read
+    _pair_local = True  # k(G, G') depends on G and G' only (pairs: in batches)
 
     def __init__(self, kernel_type: str = "linear", mu: float = 1.0,
                  node_attr: str = "node_attributes", normalize: bool = False):

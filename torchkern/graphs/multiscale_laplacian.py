@@ -484,6 +484,16 @@ class MultiscaleLaplacian(GraphKernel):
         with one_thread(X.device.type == "cpu"):
             return _self_flg(*self._stats(X, refit=False)).to(X.dtype)
 
+    def _pairs(self, X: GraphSet, Y: GraphSet) -> torch.Tensor:
+        """The diagonal of ``k(X, Y)`` (the kept basis, else one fitted on X), from the
+        n paired covariances: O(n p²) memory, no (n, m) Gram."""
+        with one_thread(X.device.type == "cpu"):
+            (Sa, la), (Sb, lb) = self._stats(X, refit=False), self._map(Y)
+            k = _flg_sum(Sa + Sb, la + lb) if Sa.shape[-1] else torch.ones_like(la)
+            if self.normalize:
+                k = k * _inv_sqrt(_self_flg(Sa, la)) * _inv_sqrt(_self_flg(Sb, lb))
+        return k.to(X.dtype)
+
 
 def _self_flg(Sinv: torch.Tensor, ld: torch.Tensor) -> torch.Tensor:
     """k_FLG(S_i, S_i) of every i, (n,) (2^(−p/2) up to rounding)."""

@@ -7,7 +7,7 @@ import torch
 from .._validation import check_bool, is_int
 from ..gram import KernelMatrix, _as_index
 from ._batch import GraphKernel, GraphSet, check_memory, count_rows, segment_ranges
-from ._labels import SparseFeatureKernelMatrix, _coo, initial_labels, int64_label_values
+from ._labels import SparseFeatureKernelMatrix, _coo, int64_label_values
 
 __all__ = ["NeighborhoodHash"]
 
@@ -169,8 +169,15 @@ class _JaccardRounds(KernelMatrix):
         return torch.cat([K @ V for _, _, K in self.row_blocks()]) if self.shape[0] else \
             V.new_zeros(0, V.shape[1])
 
-    def diag(self):
-        return torch.ones(min(self.shape), dtype=self.dtype, device=self.device)
+    def diag(self):  # K_ii, from the rounds' paired products: O(n) memory
+        k = min(self.shape)
+        total = (self.nx[:k] + self.ny[:k]).to(self.dtype)
+        out = torch.zeros(k, dtype=self.dtype, device=self.device)
+        for M in self.mats:
+            c = M.diag()
+            den = total - c
+            out += torch.where(den > 0, c / den.clamp_min(1), torch.ones_like(c))
+        return out / len(self.mats)
 
 
 class NeighborhoodHash(GraphKernel):
@@ -250,6 +257,8 @@ class NeighborhoodHash(GraphKernel):
     """
 
     _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+
+    _pair_local = True  # k(G, G') depends on G and G' only (pairs: in batches)
 
     def __init__(self, R: int = 3, nh_type: str = "simple", bits: int = 8, random_state=None,
                  normalize: bool = False):

@@ -310,6 +310,8 @@ class SubgraphMatching(CountFeatureKernel):
     def _graph_fields(self):  # a list of Data: node attributes only for node_kernel
         return ("nodes", "edges") if self.node_kernel is None else None
 
+    _pair_local = True  # k(G, G') depends on G and G' only (pairs: in batches)
+
     def __init__(self, k: int = 5, lw="uniform", node_labels: bool = True,
                  edge_labels: bool = False, normalize: bool = False,
                  node_kernel: str | None = None, lengthscale: float = 1.0,
