@@ -152,6 +152,7 @@ class RandomWalk(GraphKernel):
     """
 
     _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
+    _pair_local = True  # k(G, G') depends on G and G' only (pairs: in batches)
 
     def __init__(self, lam: float, kind: str = "geometric", p: int | None = None,
                  labeled: bool = True, normalize: bool = False, tol: float = 1e-12,
