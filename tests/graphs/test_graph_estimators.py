@@ -73,7 +73,8 @@ def test_kernel_pca_on_graphs(mutag):
     m = tk.KernelPCA(kernel=k, n_components=3, eigen_solver="dense").fit(graphs[:120])
     ref = tk.KernelPCA(kernel="precomputed", n_components=3, eigen_solver="dense") \
         .fit(gram(k, graphs[:120]))
-    Z, Zr = m.transform(graphs[120:]).numpy(), ref.transform(gram(k, graphs[120:], graphs[:120])).numpy()
+    Z = m.transform(graphs[120:]).numpy()
+    Zr = ref.transform(gram(k, graphs[120:], graphs[:120])).numpy()
     # up to each component's sign (not entrywise |.|, which a mixed column would pass)
     assert_close_up_to_sign(Z, Zr, rtol=1e-8, atol=1e-10)
 

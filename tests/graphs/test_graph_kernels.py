@@ -369,7 +369,8 @@ def test_normalize_and_psd(k, mutag):
 def _canonical(A):
     """The lexicographically smallest adjacency bit string over node permutations."""
     k = len(A)
-    return min(tuple(A[np.ix_(p, p)][np.triu_indices(k, 1)]) for p in itertools.permutations(range(k)))
+    return min(tuple(A[np.ix_(p, p)][np.triu_indices(k, 1)])
+               for p in itertools.permutations(range(k)))
 
 
 @pytest.mark.parametrize("k, n_classes", [(3, 4), (4, 11), (5, 34)])

@@ -22,7 +22,8 @@ from torch_geometric.utils import coalesce
 import torchkern as tk
 from tests.graphs.test_fast_inputs import edge_labels, gram_from_counts
 from torchkern.graphs import (CoreFramework, EdgeHistogram, GraphHopper, GraphletSampling,
-                              GraphSet, HadamardCode, LovaszTheta, NeighborhoodHash, ODDSTh, Propagation, PropagationAttr,
+                              GraphSet, HadamardCode, LovaszTheta, NeighborhoodHash, ODDSTh,
+                              Propagation, PropagationAttr,
                               PyramidMatch, RandomWalk, ShortestPath,
                               SubgraphMatching, SVMTheta, VertexHistogram, WeisfeilerLehman,
                               WeisfeilerLehmanOptimalAssignment)
@@ -74,7 +75,8 @@ def dense(k, X, Y=None):
                                     WeisfeilerLehmanOptimalAssignment(n_iter=2),
                                     VertexHistogram(), RandomWalk(lam=0.01),
                                     Propagation(t_max=2), GraphletSampling(k=3, n_samples=None),
-                                    NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4), ODDSTh(h=2),
+                                    NeighborhoodHash(R=2, random_state=0), PyramidMatch(L=2, d=4),
+                                    ODDSTh(h=2),
                                     NeighborhoodSubgraphPairwiseDistance(r=1, d=1),
                                     SubgraphMatching(k=3),
                                     MultiscaleLaplacian(features="labels", L=1, random_state=0),

@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 import torchkern as tk

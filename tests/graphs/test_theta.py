@@ -178,7 +178,8 @@ def test_lovasz_sdp_of_a_graph_is_the_same_in_any_batch():
         pairs = np.array(list(itertools.combinations(range(n), 2)))
         gs = [(n, pairs[np.sort(rng.choice(len(pairs), E, replace=False))])
               for _ in range(6)]
-        a, b = lovasz_theta_sdp(gs[:5]), lovasz_theta_sdp(gs[1:] + [(5, np.array([(i, (i + 1) % 5) for i in range(5)]))])
+        cycle = (5, np.array([(i, (i + 1) % 5) for i in range(5)]))
+        a, b = lovasz_theta_sdp(gs[:5]), lovasz_theta_sdp(gs[1:] + [cycle])
         for (ta, Wa), (tb, Wb) in zip(a[1:], b):
             assert ta == tb and np.array_equal(Wa, Wb), (n, E)
         assert abs(b[-1][0] - math.sqrt(5)) < 2e-8

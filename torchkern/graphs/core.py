@@ -63,7 +63,7 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor, edge_labels: bool = True,
     O(m N) boolean work and O(kept nodes + kept edges) index work, plus the edges of
     the graphs copy j keeps nodes of: copy j's kept nodes are numbered by one cumulative
     sum, and an edge is kept in copy j when both its ends are."""
-    n, N = len(G), int(G.ptr[-1])
+    N = int(G.ptr[-1])
     keep = keep.reshape(-1, N)
     m = keep.shape[0]
     dev = G.device
