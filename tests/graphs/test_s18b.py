@@ -135,6 +135,10 @@ PAIR_KERNELS = [  # (kernel, inputs): kernels whose Gram is a dense (n, m) matri
                                  normalize=True), "labels"),
     (lambda: CoreFramework(RandomWalk(0.01, labeled=False), normalize=True), "labels"),
     (lambda: tk.graphs.SubgraphMatching(k=2, node_kernel="gaussian"), "attributes"),
+    # set-dependent bases: each level's entries read by row blocks of its lazy Gram
+    (lambda: CoreFramework(MultiscaleLaplacian(features="labels", random_state=0,
+                                               n_samples=10, L=1), normalize=True), "labels"),
+    (lambda: CoreFramework(tk.graphs.SVMTheta(random_state=0, n_samples=5)), "labels"),
 ]
 
 

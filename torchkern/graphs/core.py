@@ -286,13 +286,9 @@ class CoreFramework(CountFeatureKernel):
         """Σ_i k_base(C_i(X), C_i(Y)) (dense, n × m; None unless ``gram``) and, with
         ``diag``, Σ_i k_base(C_i(x), C_i(x)) for X and for Y: at every level the base
         kernel on the i-cores of the graphs that have one (GraKeL's set at that level)."""
-        from .multiscale_laplacian import MultiscaleLaplacian
         cx, tx = self._levels(X)
         cy, ty = (cx, tx) if Y is None else self._levels(Y)
-        top = max(int(tx.max()) if tx.numel() else 0, int(ty.max()) if ty.numel() else 0)
-        if top <= self.min_core:
-            raise ValueError(f"min_core={self.min_core} is not below the largest core number "
-                             f"{top} of the graphs: no level would be summed")
+        top = self._top(tx, ty)
         n, m = len(X), len(X) if Y is None else len(Y)
         zeros = dict(dtype=X.dtype, device=X.device)
         K = torch.zeros(n, m, **zeros) if gram else None
@@ -301,10 +297,7 @@ class CoreFramework(CountFeatureKernel):
         for i in range(top, self.min_core, -1):
             gx, Xi = self._cores(X, cx, tx, i)
             gy, Yi = (gx, Xi) if Y is None else self._cores(Y, cy, ty, i)
-            base = self.base_kernel
-            if isinstance(base, MultiscaleLaplacian):  # its basis: fitted on this level
-                base = copy.deepcopy(base)
-                base._stats(Xi if Xi is not None else Yi, refit=True)
+            base = self._level_base(Xi, Yi)
             if gram and Xi is not None and Yi is not None:
                 Ki = base._gram(Xi, None if Y is None else Yi).to_dense()
                 K.index_put_((gx[:, None], gy[None, :]), Ki.to(K.dtype), accumulate=True)
@@ -316,6 +309,59 @@ class CoreFramework(CountFeatureKernel):
             if diag and Y is not None and Yi is not None:
                 dy.index_add_(0, gy, base._diag(Yi).to(dy.dtype))
         return K, dx, dy
+
+    def _top(self, tx: torch.Tensor, ty: torch.Tensor) -> int:
+        """The largest core number of two sets, checked against ``min_core``."""
+        top = max(int(tx.max()) if tx.numel() else 0, int(ty.max()) if ty.numel() else 0)
+        if top <= self.min_core:
+            raise ValueError(f"min_core={self.min_core} is not below the largest core number "
+                             f"{top} of the graphs: no level would be summed")
+        return top
+
+    def _level_base(self, Xi: GraphSet | None, Yi: GraphSet | None):
+        """The base kernel of one level: itself, or for :class:`MultiscaleLaplacian` an
+        unnormalized copy whose basis is fitted on that level's cores of X (of Y where X
+        has none)."""
+        from .multiscale_laplacian import MultiscaleLaplacian
+        base = self.base_kernel
+        if isinstance(base, MultiscaleLaplacian):
+            base = copy.deepcopy(base)
+            base.normalize = False
+            base._stats(Xi if Xi is not None else Yi, refit=True)
+        return base
+
+    def _pairs(self, X: GraphSet, Y: GraphSet) -> torch.Tensor:
+        """k(x_j, y_j): over a pair-local or feature-map base as every graph kernel does;
+        over a set-dependent Gram-only base, at every level the entries of the base's
+        lazy Gram of the level's cores that pair x_j with y_j, read by row blocks
+        (:class:`MultiscaleLaplacian`: its paired values in the level's basis) —
+        O(block · m) memory, no (n, m) Gram."""
+        if self._features_base or self._pair_local:
+            return super()._pairs(X, Y)
+        self._check_pair(X, Y)
+        Y = Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
+        (cx, tx), (cy, ty) = self._levels(X), self._levels(Y)
+        out = torch.zeros(len(X), dtype=X.dtype, device=X.device)
+        for i in range(self._top(tx, ty), self.min_core, -1):
+            j = ((tx >= i) & (ty >= i)).nonzero().reshape(-1)  # pairs with both i-cores
+            if not j.numel():
+                continue
+            (_, Xi), (_, Yi) = self._cores(X, cx, tx, i), self._cores(Y, cy, ty, i)
+            px = (torch.cumsum(tx >= i, 0) - 1).index_select(0, j)  # j's place in Xi
+            py = (torch.cumsum(ty >= i, 0) - 1).index_select(0, j)
+            base = self._level_base(Xi, Yi)
+            if base is not self.base_kernel:
+                vals = base._pairs(Xi.take(px), Yi.take(py))
+            else:
+                K = base._gram(Xi, Yi)
+                vals = torch.cat([K.rows(a)[torch.arange(a.numel(), device=a.device), b]
+                                  for a, b in zip(px.split(K.block_rows()),
+                                                  py.split(K.block_rows()))])
+            out.index_add_(0, j, vals.to(out.dtype))
+        if self.normalize:
+            _, dx, dy = self._level_grams(X, Y, diag=True, gram=False)
+            out = out * _inv_sqrt(dx) * _inv_sqrt(dy)
+        return out
 
     def _entries(self, G: GraphSet):
         return self._core_entries(G, merge_private=False)
