@@ -8,7 +8,8 @@ import torch
 from .._validation import check_bool, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import _inv_sqrt
-from ._batch import GraphKernel, GraphSet, _with_base_fields, is_undirected, segment_ranges
+from ._batch import (GraphKernel, GraphSet, _with_base_fields, check_memory, is_undirected,
+                     segment_ranges)
 from ._labels import CountFeatureKernel, _squares, count_items
 
 __all__ = ["CoreFramework", "core_numbers", "induced_subgraphs"]
@@ -255,6 +256,9 @@ class CoreFramework(CountFeatureKernel):
         self._check_pair(X, Y)
         if Y is not None and Y.dtype != X.dtype:
             Y = Y.to(dtype=X.dtype)
+        check_memory(8 * len(X) * len(X if Y is None else Y),
+                     f"CoreFramework over {type(self.base_kernel).__name__}: the dense Gram",
+                     X.device)
         K, dx, dy = self._level_grams(X, Y, diag=self.normalize)
         if self.normalize:
             K = K * _inv_sqrt(dx)[:, None] * _inv_sqrt(dx if Y is None else dy)[None, :]
