@@ -130,6 +130,7 @@ def pair_sets(mutag, kind):
 
 PAIR_KERNELS = [  # (kernel, inputs): kernels whose Gram is a dense (n, m) matrix
     (lambda: RandomWalk(0.01), "labels"),
+    (lambda: RandomWalk(0.01, kind="exponential", edge_labels=True, normalize=True), "labels"),
     (lambda: GraphHopper(kernel_type="gaussian", mu=0.3, normalize=True), "attributes"),
     (lambda: MultiscaleLaplacian(features="labels", random_state=0, n_samples=10, L=1,
                                  normalize=True), "labels"),
