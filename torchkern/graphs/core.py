@@ -179,6 +179,9 @@ class CoreFramework(CountFeatureKernel):
     :class:`GraphHopper` and :class:`MultiscaleLaplacian`; torchkern's
     :class:`NeighborhoodHash` codes a label whatever other labels a set holds, where
     GraKeL's per-level base codes the labels present in that level's cores.
+    ``pairs(X, Y)`` forms no (n, m) matrix: by batches of pairs over a base whose
+    k(G, G') depends on G and G' only, else level by level from row blocks of the
+    base's lazy Gram of the level's cores.
 
     References
     ----------
