@@ -1,10 +1,16 @@
 """Sweep s18b of the string kernels: k(x_i, y_i) for paired samples costs n evaluations,
 not the n × n Gram matrix whose diagonal it used to read."""
+import itertools
+from collections import Counter
+
 import pytest
 import torch
 
+from torchkern.sequences import mismatch
 from torchkern.sequences import LocalAlignment, Mismatch, Spectrum, Substring, encode
 from torchkern.stats import mmd2_linear
+
+paired_mismatch = getattr(mismatch, "paired_mismatch", None)
 
 # Unequal lengths, one string shorter than every k used (a zero row), one with no letter.
 DNA_X = ["ACGTTGCA", "AC", "GGGATTACAT", "TTAGC", "CCGTA", "", "ACGTACGTACGTAA"]
@@ -18,6 +24,9 @@ KERNELS = [
     (lambda nz: Substring(3, lam=0.6, normalize=nz, alphabet="dna"), DNA_X, DNA_Y),
     (lambda nz: LocalAlignment(beta=0.3, normalize=nz), PROT_X, PROT_Y),
     (lambda nz: LocalAlignment(beta=0.3, log=True, normalize=nz), PROT_X, PROT_Y),
+    (lambda nz: Mismatch(2, 1, normalize=nz), DNA_X, DNA_Y),           # 2m >= k
+    (lambda nz: Mismatch(3, 0, normalize=nz), DNA_X, DNA_Y),           # the spectrum
+    (lambda nz: Mismatch(3, 1, alphabet="protein", normalize=nz), PROT_X, PROT_Y),
 ]
 
 
@@ -84,3 +93,41 @@ def test_pairs_of_many_lengths_batched(monkeypatch, make):
     ref = k(X, Y).to_dense().diagonal().clone()
     _no_gram(monkeypatch, k)
     torch.testing.assert_close(k.pairs(X, Y), ref, rtol=1e-12, atol=1e-300)
+
+
+def _mismatch_brute_force(x, y, k, m, letters="ACGT"):
+    """Σ_u φ_u(x) φ_u(y), φ_u = #k-mers of the string within Hamming distance m of u."""
+    def phi(s):
+        c = Counter()
+        for i in range(len(s) - k + 1):
+            for u in itertools.product(letters, repeat=k):
+                c[u] += sum(a != b for a, b in zip(s[i:i + k], u)) <= m
+        return c
+    px, py = phi(x), phi(y)
+    return float(sum(px[u] * py[u] for u in px))
+
+
+@pytest.mark.parametrize("n, length, through_g", [(30, 9, False), (3, 200, True)])
+def test_mismatch_pairs_take_the_cheaper_of_the_two_sums(monkeypatch, n, length, through_g):
+    # many short strings: G_uv for the k-mer pairs of each pair only; a few long ones,
+    # which share most of the 4^3 k-mers: G over the distinct k-mers
+    g = torch.Generator().manual_seed(5)
+
+    def strings():
+        return ["".join("ACGT"[c] for c in torch.randint(0, 4, (length - i % 3,),
+                                                         generator=g).tolist())
+                for i in range(n)]
+    X, Y = strings(), strings()
+    k = Mismatch(3, 1, normalize=True)
+    def brute(A, B):
+        return torch.tensor([_mismatch_brute_force(a, b, 3, 1) for a, b in zip(A, B)],
+                            dtype=torch.float64)
+    kxy, kxx, kyy = brute(X, Y), brute(X, X), brute(Y, Y)
+    calls = []
+    monkeypatch.setattr(mismatch, "paired_mismatch",
+                        lambda *a, **kw: calls.append(1) or paired_mismatch(*a, **kw),
+                        raising=False)
+    _no_gram(monkeypatch, k)
+    out = k.pairs(X, Y)
+    torch.testing.assert_close(out, kxy / (kxx * kyy).sqrt(), rtol=1e-12, atol=0)
+    assert bool(calls) is not through_g

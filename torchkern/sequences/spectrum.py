@@ -232,14 +232,22 @@ class Spectrum(StructuredKernel):
         return CountKernelMatrix(phi_x, None if Y is None else phi_y, self._middle(kmers, X))
 
     def pairs(self, X, Y) -> torch.Tensor:
-        """k(x_i, y_i) for paired samples: row-wise products of the two sides' counts (and
-        of each side with itself when normalizing), from one pass over the k-mers of X and
-        Y; the n × n Gram matrix is never formed."""
+        """k(x_i, y_i) for paired samples, from the k-mers of each pair (and of each
+        sequence when normalizing); the n × n Gram matrix is never formed."""
         X, Y = paired_inputs(self, X, Y)
-        phi_x, phi_y, kmers = self._counts(X, Y)
-        G = self._middle(kmers, X)
-        K = CountKernelMatrix(phi_x, phi_y, G).diag()
+        K = self._paired(X, Y)
         if not self.normalize:
             return K
-        dx, dy = CountKernelMatrix(phi_x, None, G).diag(), CountKernelMatrix(phi_y, None, G).diag()
-        return _inv_sqrt(dx) * K * _inv_sqrt(dy)
+        return _inv_sqrt(self._diag(X)) * K * _inv_sqrt(self._diag(Y))
+
+    def _paired(self, X: SequenceSet, Y: SequenceSet | None) -> torch.Tensor:
+        """The unnormalized k(x_i, y_i) (Y None: k(x_i, x_i))."""
+        phi_x, phi_y, kmers = self._counts(X, Y)
+        return self._rowwise(phi_x, phi_y, kmers, X)
+
+    def _rowwise(self, phi_x, phi_y, kmers, X: SequenceSet) -> torch.Tensor:
+        """Σ_u φ_u(x_i) φ_u(y_i) from the count rows: row-wise products, O(nnz)."""
+        return CountKernelMatrix(phi_x, phi_y).diag()
+
+    def _diag(self, X: SequenceSet) -> torch.Tensor:
+        return self._paired(X, None)
