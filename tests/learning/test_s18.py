@@ -81,9 +81,9 @@ def test_multiple_kernel_pairs_of_structured_kernels_use_each_terms_pairs():
         """A Spectrum kernel whose pairs are one 1 x 1 Gram per pair; records its Grams."""
         shapes = []
 
-        def _gram(self, X, Y):
+        def _counts(self, X, Y):
             PerPair.shapes.append((len(X), len(X if Y is None else Y)))
-            return super()._gram(X, Y)
+            return super()._counts(X, Y)
 
         def pairs(self, X, Y):
             return torch.cat([Spectrum.pairs(self, [x], [y]) for x, y in zip(X, Y)])

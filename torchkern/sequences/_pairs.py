@@ -7,7 +7,7 @@ import torch
 
 from ._encode import SequenceSet
 
-__all__ = ["pairwise_gram", "pairwise_pairs", "paired_inputs", "decayed_cumsum",
+__all__ = ["pairwise_gram", "pairwise_pairs", "paired_like", "decayed_cumsum",
            "log_decayed_cumsum"]
 
 
@@ -91,17 +91,13 @@ def pairwise_pairs(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
     return out
 
 
-def paired_inputs(kernel, X, Y) -> tuple[SequenceSet, SequenceSet]:
-    """X and Y through ``kernel.check_input`` for ``kernel.pairs``: as many sequences in
-    each, on one device, Y in X's dtype (the checks of ``StructuredKernel.pairs`` and
-    ``forward``)."""
-    X, Y = kernel.check_input(X, "X"), kernel.check_input(Y, "Y")
-    if len(X) != len(Y):
-        raise ValueError(f"X and Y must have the same number of samples, got {len(X)} and "
-                         f"{len(Y)}")
+def paired_like(X: SequenceSet, Y: SequenceSet) -> SequenceSet:
+    """Y for ``_pairs`` with X (both checked, of equal length, by ``StructuredKernel.pairs``):
+    on X's device (else a ValueError) and in X's dtype, as ``StructuredKernel.forward``
+    takes them."""
     if Y.device != X.device:
         raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
-    return X, Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
+    return Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
 
 
 def decayed_cumsum(b: torch.Tensor, lam: float, dim: int, max_log_scale: float | None = None

@@ -10,7 +10,7 @@ from ..gram import KernelMatrix, _as_index
 from ..kernels.structured import StructuredKernel, _inv_sqrt
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import paired_inputs
+from ._pairs import paired_like
 
 __all__ = ["Spectrum"]
 
@@ -231,10 +231,10 @@ class Spectrum(StructuredKernel):
         phi_x, phi_y, kmers = self._counts(X, Y)
         return CountKernelMatrix(phi_x, None if Y is None else phi_y, self._middle(kmers, X))
 
-    def pairs(self, X, Y) -> torch.Tensor:
+    def _pairs(self, X: SequenceSet, Y: SequenceSet) -> torch.Tensor:
         """k(x_i, y_i) for paired samples, from the k-mers of each pair (and of each
         sequence when normalizing); the n × n Gram matrix is never formed."""
-        X, Y = paired_inputs(self, X, Y)
+        Y = paired_like(X, Y)
         K = self._paired(X, Y)
         if not self.normalize:
             return K

@@ -10,7 +10,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int, check_positive
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, paired_inputs,
+from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, paired_like,
                      pairwise_gram, pairwise_pairs)
 
 __all__ = ["Substring"]
@@ -178,7 +178,7 @@ class Substring(StructuredKernel):
         check_bool(self.normalize, "normalize")
         return as_sequences(X, self.alphabet, name)
 
-    def _pairs(self):
+    def _pair_fn(self):
         return functools.partial(substring_pairs, k=self.k, lam=float(self.lam),
                                  gaps_only=self.normalize)
 
@@ -187,32 +187,32 @@ class Substring(StructuredKernel):
         # normalized here before the cast: in float32 (or for tiny λ in float64) K itself
         # underflows to subnormals or 0, and the cosine of those was silently wrong.
         X64, Y64 = X.to(dtype=torch.float64), None if Y is None else Y.to(dtype=torch.float64)
-        L = pairwise_gram(X64, Y64, self._pairs(), _cells)                         # log K
+        L = pairwise_gram(X64, Y64, self._pair_fn(), _cells)                         # log K
         if not self.normalize:
             return DenseKernelMatrix(_exp_in_range(L, X.dtype))
-        dx = L.diagonal() if Y is None else pairwise_pairs(X64, None, self._pairs(), _cells)
-        dy = dx if Y is None else pairwise_pairs(Y64, None, self._pairs(), _cells)
+        dx = L.diagonal() if Y is None else pairwise_pairs(X64, None, self._pair_fn(), _cells)
+        dy = dx if Y is None else pairwise_pairs(Y64, None, self._pair_fn(), _cells)
         # Before, K / √(K(x, x) K(y, y)) of K overflowed to inf / inf = NaN (λ = 1,
         # k = 150, homopolymers of 1,000 letters). 0 where a string is shorter than k.
         K = cosine_from_logs(L, dx[:, None], dy[None, :])                    # symmetric
         return DenseKernelMatrix(K.to(X.dtype))
 
-    def pairs(self, X, Y) -> torch.Tensor:
+    def _pairs(self, X: SequenceSet, Y: SequenceSet) -> torch.Tensor:
         """k(x_i, y_i) for paired samples: one DP per pair (and per sequence when
         normalizing), O(k Σ_i |x_i| |y_i|); the n × n Gram matrix is never computed."""
-        X, Y = paired_inputs(self, X, Y)
+        Y = paired_like(X, Y)
         X64, Y64 = X.to(dtype=torch.float64), Y.to(dtype=torch.float64)
-        L = pairwise_pairs(X64, Y64, self._pairs(), _cells)                          # log K
+        L = pairwise_pairs(X64, Y64, self._pair_fn(), _cells)                          # log K
         if not self.normalize:
             return _exp_in_range(L, X.dtype)
-        dx = pairwise_pairs(X64, None, self._pairs(), _cells)
-        dy = pairwise_pairs(Y64, None, self._pairs(), _cells)
+        dx = pairwise_pairs(X64, None, self._pair_fn(), _cells)
+        dy = pairwise_pairs(Y64, None, self._pair_fn(), _cells)
         return cosine_from_logs(L, dx, dy).to(X.dtype)
 
     def _diag(self, X: SequenceSet) -> torch.Tensor:
         if self.normalize:      # _gram normalized already: the base class scales by 1
             return (X.lengths >= self.k).to(X.dtype)
-        return _exp_in_range(pairwise_pairs(X.to(dtype=torch.float64), None, self._pairs(),
+        return _exp_in_range(pairwise_pairs(X.to(dtype=torch.float64), None, self._pair_fn(),
                                             _cells), X.dtype)
 
 
