@@ -149,6 +149,16 @@ class Estimator(PicklesByValue, BaseEstimator):
             else:
                 setattr(cls, name, _wrap_output(method, name))
 
+    def __setstate__(self, state):
+        # An estimator pickled before one of its constructor parameters existed (SVC's
+        # break_ties) had no such attribute: repr, get_params and clone raised
+        # AttributeError. It gets the parameter's default, the behaviour of the version
+        # that pickled it.
+        super().__setstate__(state)
+        for name, p in inspect.signature(type(self).__init__).parameters.items():
+            if p.default is not p.empty and name not in self.__dict__:
+                self.__dict__[name] = p.default
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = is_precomputed(getattr(self, "kernel", None))

@@ -46,3 +46,20 @@ def test_svr_pickled_without_a_parameter_gets_its_default():
     assert old.get_params()["working_set_size"] == 256
     repr(clone(old))
     torch.testing.assert_close(old.predict(X), expected)
+
+
+def test_any_estimator_pickled_without_a_parameter_gets_its_default():
+    # the default is filled by the shared Estimator base, not only by the SVMs
+    rng = np.random.RandomState(2)
+    X, y = rng.randn(30, 2), rng.randn(30)
+    ridge = tk.KernelRidge(tk.RBF(1.0), alpha=0.3).fit(X, y)
+    ref = ridge.predict(X)
+    del ridge.__dict__["solver"]  # a parameter the pickling version did not have
+    back = pickle.loads(pickle.dumps(ridge))
+    assert back.get_params()["solver"] == tk.KernelRidge().solver
+    assert "KernelRidge" in repr(back)
+    np.testing.assert_allclose(back.predict(X), ref, rtol=1e-12)
+    assert clone(back).get_params()["alpha"] == 0.3
+    pca = tk.KernelPCA(n_components=2)
+    del pca.__dict__["n_components"]
+    assert copy.deepcopy(pca).n_components is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import warnings
 from typing import NamedTuple
 
@@ -42,15 +41,6 @@ class _LibsvmSolution(NamedTuple):
 
 class _BaseSVM(Estimator):
     """Shared plumbing: the training Gram matrix, the solver call, test-vs-SV kernels."""
-
-    def __setstate__(self, state):
-        # A machine pickled before a constructor parameter existed (SVC's break_ties) had
-        # no such attribute: repr, get_params and clone raised AttributeError. It gets the
-        # parameter's default, the behaviour of the version that pickled it.
-        super().__setstate__(state)
-        for name, p in inspect.signature(type(self).__init__).parameters.items():
-            if p.default is not p.empty and name not in self.__dict__:
-                self.__dict__[name] = p.default
 
     def _check_params(self):
         check_positive(self.C, "C")
