@@ -77,6 +77,69 @@ def test_core_multiscale_laplacian_equals_grakel(normalize):
     np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_core_multiscale_laplacian_keeps_the_bases_fitted_by_k_of_x(normalize):
+    # k(X) fits every level's basis on X's cores and keeps them: k(Y, X) maps Y's cores
+    # with them (GraKeL's fit(X).transform(Y)), whatever the batch of Y
+    graphs = msl.attributed_graphs(16, 3, 12, 0.3, 3, seed=2)
+    X, Y = graphs[:10], graphs[10:]
+    kw = dict(L=2, n_samples=10, P=4, random_state=3)
+    k = CoreFramework(MultiscaleLaplacian(**kw), normalize=normalize)
+    k(X)
+    K = dense(k, Y, X)
+    R = grakel_core(gk.MultiscaleLaplacian, kw, msl.to_grakel(X), msl.to_grakel(Y),
+                    normalize=normalize)
+    np.testing.assert_allclose(K, R, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(dense(k, Y[:3], X), K[:3], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(k.pairs(Y, X[:6]).numpy(), np.diag(K[:, :6]), rtol=1e-12,
+                               atol=1e-14)
+
+
+def test_core_multiscale_laplacian_svc_predictions_do_not_depend_on_the_batch():
+    graphs = msl.attributed_graphs(16, 3, 12, 0.3, 3, seed=2)
+    X, Y = graphs[:10], graphs[10:]
+    k = CoreFramework(MultiscaleLaplacian(L=2, n_samples=10, P=4, random_state=3))
+    svc = tk.SVC(kernel=k, C=10.0).fit(X, np.array([0, 1] * 5))
+    np.testing.assert_allclose(np.asarray(svc.decision_function(Y[:3])),
+                               np.asarray(svc.decision_function(Y))[:3], rtol=1e-10,
+                               atol=1e-12)
+    # a new parameter drops the kept bases: k(X, X) is again k(X)
+    k.set_params(base_kernel__L=1)
+    np.testing.assert_allclose(dense(k, X, X), dense(CoreFramework(MultiscaleLaplacian(
+        L=1, n_samples=10, P=4, random_state=3)), X), rtol=1e-12, atol=1e-14)
+
+
+def level_sum(base, X, Y):
+    """Σ_i base(C_i(x), C_i(y)), pair by pair, the cores from networkx."""
+    import networkx as nx
+    import torch
+
+    def core(d, i):
+        g = nx.Graph(d.edge_index.t().tolist())
+        g.add_nodes_from(range(d.num_nodes))
+        c = nx.core_number(g)
+        keep = [v for v in range(d.num_nodes) if c[v] >= i]
+        return d.subgraph(torch.tensor(keep)) if keep else None
+    K = np.zeros((len(X), len(Y)))
+    for i in range(max(d.num_nodes for d in X + Y)):
+        for a, x in enumerate(X):
+            for b, y in enumerate(Y):
+                cx, cy = core(x, i), core(y, i)
+                if cx is not None and cy is not None:
+                    K[a, b] += float(base([cx], [cy]).to_dense())
+    return K
+
+
+@pytest.mark.parametrize("base", [
+    tk.graphs.PropagationAttr(random_state=0),  # the cores carry the node attributes
+    tk.graphs.SubgraphMatching(k=2, node_kernel="gaussian"),  # no finite feature map
+], ids=["PropagationAttr", "SubgraphMatching"])
+def test_core_over_attributed_bases_equals_the_level_sum(base):
+    G = part_a.random_graphs(10, seed=1, dim=3, connected=True)
+    np.testing.assert_allclose(dense(CoreFramework(base), G[:6], G[6:]),
+                               level_sum(base, G[:6], G[6:]), rtol=1e-12, atol=1e-13)
+
+
 def test_core_gram_only_k_xy_blocks_equal_k_of_the_union(mutag):
     # a graph without an i-core adds 0 at level i; k(X, Y) is the block of k(X ∪ Y)
     sub = mutag[:30]

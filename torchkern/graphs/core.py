@@ -235,8 +235,10 @@ class CoreFramework(CountFeatureKernel):
     _items_budget = 2 ** 18
 
     @property
-    def _features_base(self) -> bool:
-        return isinstance(self.base_kernel, CountFeatureKernel)
+    def _features_base(self) -> bool:  # a base with a finite feature map
+        base = self.base_kernel
+        return (isinstance(base, CountFeatureKernel)
+                and getattr(base, "node_kernel", None) is None)  # SubgraphMatching's
 
     def features(self, X) -> torch.Tensor:
         """φ of every graph of X (see :meth:`CountFeatureKernel.features`): the base
@@ -301,10 +303,14 @@ class CoreFramework(CountFeatureKernel):
         K = torch.zeros(n, m, **zeros) if gram else None
         dx = torch.zeros(n, **zeros) if diag else None
         dy = torch.zeros(m, **zeros) if diag and Y is not None else None
+        fit = gram and Y is None  # k(X): fit and keep every level's base (if it is fitted)
+        kept = {}
         for i in range(top, self.min_core, -1):
             gx, Xi = self._cores(X, cx, tx, i)
             gy, Yi = (gx, Xi) if Y is None else self._cores(Y, cy, ty, i)
-            base = self._level_base(Xi, Yi)
+            base = self._level_base(i, Xi, Yi, fit)
+            if fit and base is not self.base_kernel and Xi is not None:
+                kept[i] = base
             if gram and Xi is not None and Yi is not None:
                 Ki = base._gram(Xi, None if Y is None else Yi).to_dense()
                 K.index_put_((gx[:, None], gy[None, :]), Ki.to(K.dtype), accumulate=True)
@@ -315,6 +321,8 @@ class CoreFramework(CountFeatureKernel):
                 dx.index_add_(0, gx, base._diag(Xi).to(dx.dtype))
             if diag and Y is not None and Yi is not None:
                 dy.index_add_(0, gy, base._diag(Yi).to(dy.dtype))
+        if kept:
+            self.__dict__["_level_bases"] = (self.base_kernel, self._bases_key(), kept)
         return K, dx, dy
 
     def _top(self, tx: torch.Tensor, ty: torch.Tensor) -> int:
@@ -325,15 +333,26 @@ class CoreFramework(CountFeatureKernel):
                              f"{top} of the graphs: no level would be summed")
         return top
 
-    def _level_base(self, Xi: GraphSet | None, Yi: GraphSet | None):
-        """The base kernel of one level: itself, or for :class:`MultiscaleLaplacian` an
-        unnormalized copy whose basis is fitted on that level's cores of X (of Y where X
-        has none)."""
+    def _bases_key(self):
+        return repr(self.base_kernel), self.min_core
+
+    def _level_base(self, i: int, Xi: GraphSet | None, Yi: GraphSet | None, fit: bool = False):
+        """The base kernel of level i: itself, or for :class:`MultiscaleLaplacian` an
+        unnormalized copy with a basis: with ``fit`` (``k(X)``) a fresh copy whose
+        ``_gram(Xi, None)`` fits it on X's i-cores; else the one the last ``k(X)``
+        fitted for level i (kept while the base kernel and ``min_core`` are unchanged),
+        else one fitted on the level's cores of X (of Y where X has none)."""
         from .multiscale_laplacian import MultiscaleLaplacian
         base = self.base_kernel
-        if isinstance(base, MultiscaleLaplacian):
-            base = copy.deepcopy(base)
-            base.normalize = False
+        if not isinstance(base, MultiscaleLaplacian):
+            return base
+        kept = self.__dict__.get("_level_bases")
+        if not fit and kept and kept[0] is base and kept[1] == self._bases_key() \
+                and i in kept[2]:
+            return kept[2][i]
+        base = copy.deepcopy(base)
+        base.normalize, base.basis_ = False, None
+        if not fit:
             base._stats(Xi if Xi is not None else Yi, refit=True)
         return base
 
@@ -356,7 +375,7 @@ class CoreFramework(CountFeatureKernel):
             (_, Xi), (_, Yi) = self._cores(X, cx, tx, i), self._cores(Y, cy, ty, i)
             px = (torch.cumsum(tx >= i, 0) - 1).index_select(0, j)  # j's place in Xi
             py = (torch.cumsum(ty >= i, 0) - 1).index_select(0, j)
-            base = self._level_base(Xi, Yi)
+            base = self._level_base(i, Xi, Yi)
             if base is not self.base_kernel:
                 vals = base._pairs(Xi.take(px), Yi.take(py))
             else:
@@ -389,7 +408,8 @@ class CoreFramework(CountFeatureKernel):
         rows, cols, vals, offset = [], [], [], 0
         for i in range(top, self.min_core, -1):
             r, c, v, p = self.base_kernel._entries(induced_subgraphs(
-                G, core >= i, _reads_edge_labels(self.base_kernel)))
+                G, core >= i, _reads_edge_labels(self.base_kernel),
+                self.base_kernel._reads_attributes))
             rows.append(r), cols.append(c + offset), vals.append(v)
             offset += p
         return torch.cat(rows), torch.cat(cols), torch.cat(vals), offset
@@ -419,8 +439,8 @@ class CoreFramework(CountFeatureKernel):
         held = j <= top[:, None]  # (g, j): level j's core of g is not empty
         new &= held
         keep = (rel >= j[:, None]) & new.T.index_select(1, gon)
-        counted = self.base_kernel._counts(
-            induced_subgraphs(G, keep, _reads_edge_labels(self.base_kernel)))
+        counted = self.base_kernel._counts(induced_subgraphs(
+            G, keep, _reads_edge_labels(self.base_kernel), self.base_kernel._reads_attributes))
         # level j of graph g holds the features of its copy at the last new level ≤ j
         g, lvl = held.nonzero().unbind(1)  # sorted by (g, j)
         copy = torch.where(new, j, -1).cummax(1).values[g, lvl] * n + g
