@@ -68,7 +68,7 @@ def test_core_graphhopper_equals_grakel_fit_and_transform(normalize):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_core_multiscale_laplacian_equals_grakel(normalize):
-    # a seeded, set-dependent base: each level's base is fitted on that level's cores
+    # a seeded base with a fitted basis: each level's base is fitted on that level's cores
     # with the same random_state, as GraKeL's fresh base per level
     graphs = msl.attributed_graphs(8, 3, 12, 0.3, 3, seed=2)
     kw = dict(L=2, n_samples=10, P=4, random_state=3)
@@ -199,7 +199,7 @@ PAIR_KERNELS = [  # (kernel, inputs): kernels whose Gram is a dense (n, m) matri
                                  normalize=True), "labels"),
     (lambda: CoreFramework(RandomWalk(0.01, labeled=False), normalize=True), "labels"),
     (lambda: tk.graphs.SubgraphMatching(k=2, node_kernel="gaussian"), "attributes"),
-    # set-dependent bases: each level's entries read by row blocks of its lazy Gram
+    # other Gram-only bases: each level's entries read by row blocks of its lazy Gram
     (lambda: CoreFramework(MultiscaleLaplacian(features="labels", random_state=0,
                                                n_samples=10, L=1), normalize=True), "labels"),
     (lambda: CoreFramework(tk.graphs.SVMTheta(random_state=0, n_samples=5)), "labels"),

@@ -10,8 +10,9 @@ On node labels (``x``; edge labels ``edge_attr`` where said): :class:`VertexHist
 :class:`ShortestPath`, :class:`RandomWalk`, :class:`GraphletSampling`,
 :class:`Propagation`, :class:`NeighborhoodHash`, :class:`PyramidMatch`,
 :class:`NeighborhoodSubgraphPairwiseDistance`, :class:`ODDSTh`,
-:class:`SubgraphMatching`, :class:`CoreFramework` over any of these, and
-:class:`HadamardCode` over a feature-map one (WL, shortest path, ...). On continuous
+:class:`SubgraphMatching`, and :class:`HadamardCode` over a feature-map one (WL,
+shortest path, ...); :class:`CoreFramework` over any graph kernel of this list or the
+next two. On continuous
 node attributes (the field ``node_attributes``, see :class:`GraphSet`):
 :class:`GraphHopper`, :class:`PropagationAttr`, :class:`MultiscaleLaplacian`
 (attributes or one-hot labels). On the edges only, through geometric

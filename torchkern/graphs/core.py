@@ -134,7 +134,8 @@ class CoreFramework(CountFeatureKernel):
         :class:`ShortestPath`, :class:`PyramidMatch`, ...), whose features are
         concatenated over the levels, or one whose Gram is computed directly
         (:class:`RandomWalk`, :class:`GraphHopper`, :class:`NeighborhoodHash`,
-        :class:`MultiscaleLaplacian`, :class:`GraphletSampling`, the θ kernels, ...),
+        :class:`MultiscaleLaplacian`, :class:`GraphletSampling`, the θ kernels,
+        :class:`SubgraphMatching` with a ``node_kernel``, ...),
         summed level by level. Its own ``normalize`` is not used (GraKeL too sets it
         False); normalize here instead. Its arguments are reached as
         ``base_kernel__n_iter``.
@@ -166,21 +167,25 @@ class CoreFramework(CountFeatureKernel):
     A base kernel without a feature map runs once per level i on the i-cores of the
     graphs that have one (C_i(X) and C_i(Y)), and its (n_i × m_i) Gram is added into
     the dense (n × m) sum; the others add 0 at that level. This is GraKeL's evaluation,
-    which fits a fresh base kernel on the i-cores of the fitted set at every level, so
-    a set-dependent base (label dictionaries, a fitted basis) sees each level's cores
-    as its set: ``k(X, Y)`` at level i is the base's own ``k(C_i(X), C_i(Y))``, and a
-    fitted estimator, which calls ``k(X_test, X_fit)``, gets the same values. A seeded
-    base draws with its own ``random_state`` at every level (GraKeL's fresh bases get
-    the same parameters), fixed across calls as the base kernel's draws are;
-    :class:`MultiscaleLaplacian`'s basis is fitted, at every level, on C_i(X) (on
-    C_i(Y) for the diagonal of a level X has no core in, as GraKeL's placeholder base).
+    which fits a fresh base kernel on the i-cores of the fitted set at every level: at
+    level i the value is the base's own ``k(C_i(X), C_i(Y))``. A seeded base draws with
+    its own ``random_state`` at every level (GraKeL's fresh bases get the same
+    parameters), fixed across calls as the base kernel's draws are. Of the bases only
+    :class:`MultiscaleLaplacian` depends on the set it is given (its fitted basis):
+    ``k(X)`` fits one basis per level on C_i(X) and keeps them, and ``k(A, B)``,
+    ``pairs`` and the diagonal map both sides' i-cores with the kept basis of level i
+    (GraKeL's ``fit(X).transform(Y)``), so a fitted estimator's ``k(X_test, X_fit)``
+    does not depend on the test batch. A level with no kept basis (no ``k(X)`` yet, a
+    level above X's cores, or the base kernel or ``min_core`` changed since) is fitted
+    on C_i of the first argument (of the second where the first has no i-core).
     Normalization divides by √(k(x, x) k(y, y)), each the sum over x's levels of the
     base's diagonal. Values equal GraKeL's for :class:`RandomWalk` (``labeled=False``),
     :class:`GraphHopper` and :class:`MultiscaleLaplacian`; torchkern's
     :class:`NeighborhoodHash` codes a label whatever other labels a set holds, where
     GraKeL's per-level base codes the labels present in that level's cores.
     ``pairs(X, Y)`` forms no (n, m) matrix: by batches of pairs over a base whose
-    k(G, G') depends on G and G' only, else level by level from row blocks of the
+    k(G, G') depends on G and G' only, over :class:`MultiscaleLaplacian` by its paired
+    covariances in each level's basis, else level by level from row blocks of the
     base's lazy Gram of the level's cores.
 
     References
@@ -358,8 +363,8 @@ class CoreFramework(CountFeatureKernel):
 
     def _pairs(self, X: GraphSet, Y: GraphSet) -> torch.Tensor:
         """k(x_j, y_j): over a pair-local or feature-map base as every graph kernel does;
-        over a set-dependent Gram-only base, at every level the entries of the base's
-        lazy Gram of the level's cores that pair x_j with y_j, read by row blocks
+        over another Gram-only base, at every level the entries of the base's lazy Gram
+        of the level's cores that pair x_j with y_j, read by row blocks
         (:class:`MultiscaleLaplacian`: its paired values in the level's basis) —
         O(block · m) memory, no (n, m) Gram."""
         if self._features_base or self._pair_local:
