@@ -133,12 +133,35 @@ def test_tophat_sample_is_uniform_in_balls(d):
         assert abs((r < t).mean() - t ** d) < 0.01
 
 
-@pytest.mark.parametrize("kernel", ["epanechnikov", "linear", "cosine"])
-def test_sample_refuses_kernels_sklearn_cannot_sample(kernel):
-    kde = KernelDensity(kernel).fit(np.zeros((3, 2)))
-    with pytest.raises(NotImplementedError, match=kernel):
-        kde.sample(5)
+_PROFILES = {"epanechnikov": lambda r: 1 - r * r, "linear": lambda r: 1 - r,
+             "cosine": lambda r: np.cos(np.pi * r / 2)}
 
+
+@pytest.mark.parametrize("kernel", sorted(_PROFILES))
+@pytest.mark.parametrize("d", [1, 3])
+def test_compact_kernels_sample_their_radial_law(kernel, d):
+    # scikit-learn cannot sample these; the draws must follow the estimate: around the
+    # chosen training point, a uniform direction and a radius r·h with density
+    # ∝ r^{d−1} k(r) on [0, 1) (its CDF by quadrature is the reference)
+    from scipy.integrate import quad
+    h, n = 2.0, 20000
+    X = np.array([[0.0] * d, [50.0] + [0.0] * (d - 1)])
+    kde = KernelDensity(kernel, bandwidth=h).fit(X, sample_weight=[3.0, 1.0])
+    S = kde.sample(n, random_state=0)
+    near0 = np.linalg.norm(S, axis=1) < h
+    near1 = np.linalg.norm(S - X[1], axis=1) < h
+    assert np.all(near0 | near1)
+    assert abs(near0.mean() - 0.75) < 5 * np.sqrt(0.75 * 0.25 / n)  # the weights
+    U = S[near0]
+    r = np.linalg.norm(U, axis=1) / h
+    k = _PROFILES[kernel]
+    mass = quad(lambda t: t ** (d - 1) * k(t), 0, 1)[0]
+    grid = np.linspace(0.05, 0.95, 19)
+    cdf = np.array([quad(lambda t: t ** (d - 1) * k(t), 0, g)[0] / mass for g in grid])
+    ecdf = (r[:, None] < grid).mean(0)
+    assert np.abs(ecdf - cdf).max() < 2.0 / np.sqrt(len(r))  # KS bound, p < 1e-3
+    direction = U / np.linalg.norm(U, axis=1, keepdims=True)
+    assert np.all(np.abs(direction.mean(0)) < 5 / np.sqrt(len(r)))
 
 
 def _blobs():

@@ -21,8 +21,6 @@ _KINDS = {"gaussian": "gaussian", "laplacian": "laplacian", "exponential": "lapl
           "tophat": "tophat", "epanechnikov": "epanechnikov", "linear": "linear",
           "cosine": "cosine"}
 _COMPACT = ("tophat", "epanechnikov", "linear", "cosine")
-# kinds ``sample`` can draw from (scikit-learn: gaussian and tophat only)
-_SAMPLED = ("gaussian", "laplacian", "tophat")
 # Entries of one (query block × training block) tile of log-kernel values.
 _TILE = 1 << 22
 
@@ -328,14 +326,12 @@ class KernelDensity(Estimator):
         """Draw from the estimate: a training point (by weight) plus kernel noise —
         h ⊙ N(0, I) (gaussian), or h ⊙ r·u with u uniform on the sphere and
         r ~ Gamma(d, 1) (laplacian: the radial density ∝ r^{d−1}e^{−r}) or r = U^{1/d},
-        U ~ Uniform(0, 1) (tophat: uniform in the ball of radius h). Like scikit-learn's,
-        the epanechnikov, linear and cosine kernels cannot be sampled
-        (NotImplementedError)."""
+        U ~ Uniform(0, 1) (tophat: uniform in the ball of radius h). The epanechnikov,
+        linear and cosine kernels (which scikit-learn cannot sample) draw r with density
+        ∝ r^{d−1}k(r) on [0, 1) by rejection from the tophat's: r = U^{1/d} is kept with
+        probability k(r) ≤ 1, so a draw costs Z_tophat / Z_k proposals on average
+        ((d + 2)/2 for epanechnikov, d + 1 for linear)."""
         check_fitted(self, "X_fit_")
-        if self._kind not in _SAMPLED:
-            raise NotImplementedError(f"sample() supports the kernels 'gaussian', 'laplacian' "
-                                      f"('exponential') and 'tophat', not kernel="
-                                      f"{self.kernel!r}")
         check_int(n_samples, "n_samples", 0)
         if n_samples == 0:  # an empty (0, d) draw, as scikit-learn's
             return self.X_fit_[:0].clone()
@@ -349,11 +345,29 @@ class KernelDensity(Estimator):
             if self._kind == "laplacian":
                 e = torch.rand((n_samples, d), generator=gen, dtype=torch.float64)
                 r = (-torch.log1p(-e)).sum(1, keepdim=True)
-            else:  # tophat
-                r = torch.rand((n_samples, 1), generator=gen, dtype=torch.float64) ** (1 / d)
+            else:
+                r = self._compact_radii(n_samples, d, gen)
             noise = r.to(X.dtype).to(X.device) * u
         return X[idx] + self._h * noise
 
+
+    def _compact_radii(self, n, d, gen):
+        """n radii with density ∝ r^{d−1}k(r) on [0, 1): r = U^{1/d} (the tophat's), kept
+        with probability k(r) for the other compact kernels (rejection sampling; the
+        acceptance rate is the ratio of the kernels' masses)."""
+        def proposals(m):
+            return torch.rand((m, 1), generator=gen, dtype=torch.float64) ** (1 / d)
+        if self._kind == "tophat":
+            return proposals(n)
+        rate = math.exp(_log_unit_mass(self._kind, d) - _log_unit_mass("tophat", d))
+        kept, count = [], 0
+        while count < n:
+            r = proposals(math.ceil(1.1 * (n - count) / rate) + 16)
+            keep = torch.rand(r.shape, generator=gen, dtype=torch.float64).log() \
+                < _log_compact(self._kind, r, 1.0)
+            kept.append(r[keep].reshape(-1, 1))
+            count += kept[-1].shape[0]
+        return torch.cat(kept)[:n]
 
 class NadarayaWatson(RegressorMixin, Estimator):
     r"""Nadaraya–Watson kernel regression (local constant smoother).
