@@ -1,6 +1,8 @@
 """A NumPy RandomState (or numpy Generator) as random_state, as scikit-learn's estimators
 take one: one seed is drawn from it per use, so the result equals the one for a
 torch.Generator seeded with that draw, and the state advances."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -11,11 +13,10 @@ from torchkern.stats import median_heuristic
 
 def _seed_of(state):
     """The seed torchkern draws from a copy of ``state`` (RandomState or Generator)."""
-    if isinstance(state, np.random.RandomState):
-        c = np.random.RandomState()
-        c.set_state(state.get_state())
+    c = copy.deepcopy(state)
+    if isinstance(c, np.random.RandomState):
         return int(c.randint(2 ** 63 - 1, dtype=np.int64))
-    return int(np.random.default_rng(0).integers(2 ** 63 - 1))
+    return int(c.integers(2 ** 63 - 1))
 
 
 X = torch.randn(40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -27,12 +28,12 @@ def test_numpy_random_state_is_one_seed_drawn_from_it(state):
     got = median_heuristic(X, max_samples=10, random_state=state)
     ref = median_heuristic(X, max_samples=10, random_state=torch.Generator().manual_seed(seed))
     assert got == ref
-    # the state advanced: a second use draws another subsample
+    # the state advanced: the second use is the one for the next seed drawn from it
+    seed2 = _seed_of(state)
+    assert seed2 != seed
     again = median_heuristic(X, max_samples=10, random_state=state)
-    seed2 = _seed_of(state) if isinstance(state, np.random.RandomState) else None
-    if seed2 is not None:
-        assert seed2 != seed
-    assert isinstance(again, float)
+    assert again == median_heuristic(X, max_samples=10,
+                                     random_state=torch.Generator().manual_seed(seed2))
 
 
 def test_random_fourier_features_and_nystroem_take_a_random_state():

@@ -89,6 +89,9 @@ _OUTPUT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_fu
                    "transform", "inverse_transform", "fit_transform", "fit_predict",
                    "score_samples", "sample", "sample_y", "score", "log_marginal_likelihood",
                    "log_marginal_likelihood_std_error", "kernel_matrix")
+# methods whose X is checked against the fitted feature names (scikit-learn's reset=False)
+_NAMED_INPUT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function",
+                        "transform", "score_samples", "score")
 
 
 def wants_numpy(X) -> bool:
@@ -312,6 +315,10 @@ def _wrap_output(method, name=None):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         depth = self.__dict__.get("_call_depth", 0)
+        if depth == 0 and name in _NAMED_INPUT_METHODS and (args or "X" in kwargs):
+            # the names against feature_names_in_, as scikit-learn: a warning for names
+            # missing on one side, a ValueError for other names or another order
+            _check_feature_names(self, args[0] if args else kwargs["X"], reset=False)
         self.__dict__["_call_depth"] = depth + 1
         stash = self._fitted_to_torch() if depth == 0 else None
         try:

@@ -63,3 +63,23 @@ def test_any_estimator_pickled_without_a_parameter_gets_its_default():
     pca = tk.KernelPCA(n_components=2)
     del pca.__dict__["n_components"]
     assert copy.deepcopy(pca).n_components is None
+
+
+@pytest.mark.parametrize("make", [lambda: (tk.KernelRidge(tk.RBF(1.0)), "predict"),
+                                  lambda: (tk.KernelPCA(tk.RBF(1.0), 2), "transform")])
+def test_feature_names_checked_at_predict_as_sklearn(make):
+    # feature_names_in_ was set at fit but never compared: a DataFrame with the columns
+    # swapped was silently read in the wrong order
+    import warnings
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(20, 2)), columns=["a", "b"])
+    est, method = make()
+    est.fit(X, rng.normal(size=20))
+    with pytest.raises(ValueError, match="feature names should match"):
+        getattr(est, method)(X[["b", "a"]])
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        getattr(est, method)(X.to_numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        getattr(est, method)(X)  # the same names: no warning
