@@ -235,3 +235,40 @@ def test_neighborhood_hash_pairs_of_different_graphs(mutag, normalize):
         assert float(ref.min()) < 0.9  # not all ones
         np.testing.assert_allclose(k.pairs(X, Y).numpy(), ref.numpy(), rtol=1e-12)
         np.testing.assert_allclose(k(X, Y).diag().numpy(), ref.numpy(), rtol=1e-12)
+
+
+def test_random_walk_pairs_batches_stay_within_the_budget_of_their_padding(monkeypatch):
+    # pairs (400, 2) and (2, 400) have one product size, so they were batched together and
+    # each padded to 400 × 400: 1.1 GB for 100 pairs against a budget of 16 MB
+    import torch
+    from torch_geometric.data import Data
+    from torchkern.graphs import RandomWalk
+    from torchkern.graphs import random_walk as rw
+
+    def path(n):
+        i = torch.arange(n - 1)
+        return Data(edge_index=torch.stack([torch.cat([i, i + 1]), torch.cat([i + 1, i])]),
+                    x=(torch.arange(n) % 2).reshape(-1, 1), num_nodes=n)  # two labels
+
+    big, small = path(400), path(2)
+    k = RandomWalk(0.01, labeled=True)
+    padded, walk_sums = [], rw.RandomWalk._walk_sums
+
+    def spy(self, Ax, Ay, Lx, Ly):
+        padded.append(Ax.shape[0] * Ax.shape[-1] * Ay.shape[-1])
+        return walk_sums(self, Ax, Ay, Lx, Ly)
+
+    monkeypatch.setattr(rw.RandomWalk, "_walk_sums", spy)
+    X, Y = [big, small] * 8, [small, big] * 8
+    got = k.pairs(X, Y)
+    assert max(padded) <= rw._PRODUCT_BUDGET
+    monkeypatch.undo()
+    np.testing.assert_allclose(got.numpy(), k(X, Y).to_dense().diagonal().numpy(), rtol=1e-12)
+
+
+def test_neighborhood_hash_seed_outside_numpy_range_is_refused_at_construction():
+    # -1 was taken, then the first call failed inside NumPy ("Seed must be between 0 and
+    # 2**32 - 1"), naming no argument
+    for bad in (-1, 2 ** 32, 1.5):
+        with pytest.raises(ValueError, match="random_state must be None, a numpy RandomState"):
+            NeighborhoodHash(random_state=bad)

@@ -204,7 +204,6 @@ class GraphletSampling(GraphKernel):
     """
 
     _graph_fields = ("edges",)  # a list of Data: no node label nor attribute read
-    _pair_local = True  # a graph's features depend on it and random_state only
 
     def __init__(self, k: int = 3, n_samples: int | None = 1000, random_state=None,
                  normalize: bool = False):

@@ -6,7 +6,8 @@ import torch
 
 from .._validation import check_bool, is_int
 from ..gram import KernelMatrix, _as_index
-from ._batch import GraphKernel, GraphSet, check_memory, count_rows, segment_ranges
+from ._batch import (GraphKernel, GraphSet, check_memory, check_numpy_seed, count_rows,
+                     segment_ranges)
 from ._labels import SparseFeatureKernelMatrix, _coo, int64_label_values
 
 __all__ = ["NeighborhoodHash"]
@@ -258,7 +259,6 @@ class NeighborhoodHash(GraphKernel):
 
     _graph_fields = ("nodes", "edges")  # a list of Data: no node attributes read
 
-    _pair_local = True  # k(G, G') depends on G and G' only (pairs: in batches)
 
     def __init__(self, R: int = 3, nh_type: str = "simple", bits: int = 8, random_state=None,
                  normalize: bool = False):
@@ -269,10 +269,7 @@ class NeighborhoodHash(GraphKernel):
             raise ValueError(f"nh_type must be 'simple' or 'count_sensitive', got {nh_type!r}")
         if not is_int(bits) or not 1 <= bits <= 56:
             raise ValueError(f"bits must be an int in [1, 56], got {bits!r}")
-        if random_state is not None and not is_int(random_state) and not isinstance(
-                random_state, np.random.RandomState):
-            raise TypeError(f"random_state must be None, an int or a numpy RandomState, "
-                            f"got {type(random_state).__name__}")
+        check_numpy_seed(random_state, "the label codes")
         self.R, self.nh_type, self.bits = int(R), nh_type, int(bits)
         self.random_state, self.normalize = random_state, check_bool(normalize, "normalize")
 

@@ -279,12 +279,17 @@ class RandomWalk(GraphKernel):
         nodes, edges = self._labels([X, Y])
         ex, ey = (None, None) if edges is None else edges
         C = 1 if ex is None else max(1, ex[1])
-        size = (X.num_nodes * Y.num_nodes).clamp_min(1)
-        order = torch.argsort(size, stable=True)
+        nx, ny = X.num_nodes.clamp_min(1), Y.num_nodes.clamp_min(1)
+        order = torch.argsort(nx * (int(ny.max()) + 1) + ny, stable=True)  # by (n_x, n_y)
         out = torch.zeros(len(X), dtype=torch.float64, device=X.device)
         i = 0
-        while i < order.numel():  # pairs sorted by product size, ≤ the budget per batch
-            cost = torch.arange(1, order.numel() - i + 1, device=X.device) * size[order[i:]]
+        while i < order.numel():
+            # a batch is padded to its largest n_x times its largest n_y: with pairs sorted
+            # by n_x, the padded size of the first k pairs is k n_x(k) max_{≤k} n_y,
+            # nondecreasing in k, kept within the budget
+            rest = order[i:]
+            cost = torch.arange(1, rest.numel() + 1, device=X.device) * nx[rest] \
+                * torch.cummax(ny[rest], 0).values
             j = i + max(1, int((cost <= _PRODUCT_BUDGET // C).sum()))
             g = order[i:j]
             Ax, Lx = _block(X, nodes[0], g, int(X.num_nodes[g].max()), -1, ex)
