@@ -56,11 +56,7 @@ class StructuredKernel(Kernel):
         name = _check_backend(backend) if backend is not None else None
         X = self.check_input(X, "X")
         if Y is not None:
-            Y = self.check_input(Y, "Y")
-            if Y.device != X.device:
-                raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
-            if Y.dtype != X.dtype:
-                Y = Y.to(dtype=X.dtype)
+            Y = _like(X, self.check_input(Y, "Y"))
         K = self._gram(X, Y)
         if self.normalize:
             dx = self._diag(X)
@@ -77,7 +73,7 @@ class StructuredKernel(Kernel):
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of samples, got "
                              f"{len(X)} and {len(Y)}")
-        return self._pairs(X, Y)
+        return self._pairs(X, _like(X, Y))
 
     def _pairs(self, X: KernelInput, Y: KernelInput) -> torch.Tensor:
         return self(X, Y).diag()
@@ -89,6 +85,13 @@ class StructuredKernel(Kernel):
         if self.normalize:
             return (d > 0).to(d.dtype)
         return d
+
+
+def _like(X: KernelInput, Y: KernelInput) -> KernelInput:
+    """Y on X's device (else a ValueError) and in X's dtype, as k(X, Y) and pairs take it."""
+    if Y.device != X.device:
+        raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
+    return Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
 
 
 def _inv_sqrt(d: torch.Tensor) -> torch.Tensor:

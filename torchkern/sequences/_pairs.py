@@ -7,7 +7,7 @@ import torch
 
 from ._encode import SequenceSet
 
-__all__ = ["pairwise_gram", "pairwise_pairs", "paired_like", "decayed_cumsum",
+__all__ = ["pairwise_gram", "pairwise_pairs", "decayed_cumsum",
            "log_decayed_cumsum"]
 
 
@@ -89,15 +89,6 @@ def pairwise_pairs(X: SequenceSet, Y: SequenceSet | None, pair_fn, cells,
         out[idx] = pair_fn(xc, lx[idx], yc, ly[idx])
         s = e
     return out
-
-
-def paired_like(X: SequenceSet, Y: SequenceSet) -> SequenceSet:
-    """Y for ``_pairs`` with X (both checked, of equal length, by ``StructuredKernel.pairs``):
-    on X's device (else a ValueError) and in X's dtype, as ``StructuredKernel.forward``
-    takes them."""
-    if Y.device != X.device:
-        raise ValueError(f"X and Y must be on the same device, got {X.device} and {Y.device}")
-    return Y if Y.dtype == X.dtype else Y.to(dtype=X.dtype)
 
 
 def decayed_cumsum(b: torch.Tensor, lam: float, dim: int, max_log_scale: float | None = None

@@ -11,7 +11,7 @@ from .._validation import check_bool, check_positive
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from ._encode import SequenceSet, as_sequences
-from ._pairs import (cosine_from_logs, decayed_cumsum, paired_like, pairwise_gram,
+from ._pairs import (cosine_from_logs, decayed_cumsum, pairwise_gram,
                      pairwise_pairs)
 
 __all__ = ["LocalAlignment", "blosum62"]
@@ -265,7 +265,6 @@ class LocalAlignment(StructuredKernel):
     def _pairs(self, X: SequenceSet, Y: SequenceSet) -> torch.Tensor:
         """k(x_i, y_i) for paired samples: one alignment DP per pair (and per sequence when
         normalizing), O(Σ_i |x_i| |y_i|); the n × n Gram matrix is never computed."""
-        Y = paired_like(X, Y)
         pairs, f64 = self._log_pairs(X.device), torch.float64
         X64, Y64 = X.to(dtype=f64), Y.to(dtype=f64)
         T = pairwise_pairs(X64, Y64, pairs, _cells, _BUDGET)                  # log(K_LA − 1)

@@ -10,7 +10,6 @@ from ..gram import KernelMatrix, _as_index
 from ..kernels.structured import StructuredKernel, _inv_sqrt
 from .._validation import check_bool, check_int
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import paired_like
 
 __all__ = ["Spectrum"]
 
@@ -234,7 +233,6 @@ class Spectrum(StructuredKernel):
     def _pairs(self, X: SequenceSet, Y: SequenceSet) -> torch.Tensor:
         """k(x_i, y_i) for paired samples, from the k-mers of each pair (and of each
         sequence when normalizing); the n × n Gram matrix is never formed."""
-        Y = paired_like(X, Y)
         K = self._paired(X, Y)
         if not self.normalize:
             return K

@@ -10,7 +10,7 @@ from ..gram import DenseKernelMatrix, KernelMatrix
 from ..kernels.structured import StructuredKernel
 from .._validation import check_bool, check_int, check_positive
 from ._encode import SequenceSet, _resolve_alphabet, as_sequences
-from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum, paired_like,
+from ._pairs import (cosine_from_logs, decayed_cumsum, log_decayed_cumsum,
                      pairwise_gram, pairwise_pairs)
 
 __all__ = ["Substring"]
@@ -200,7 +200,6 @@ class Substring(StructuredKernel):
     def _pairs(self, X: SequenceSet, Y: SequenceSet) -> torch.Tensor:
         """k(x_i, y_i) for paired samples: one DP per pair (and per sequence when
         normalizing), O(k Σ_i |x_i| |y_i|); the n × n Gram matrix is never computed."""
-        Y = paired_like(X, Y)
         X64, Y64 = X.to(dtype=torch.float64), Y.to(dtype=torch.float64)
         L = pairwise_pairs(X64, Y64, self._pair_fn(), _cells)                          # log K
         if not self.normalize:
