@@ -102,12 +102,13 @@ def induced_subgraphs(G: GraphSet, keep: torch.Tensor, edge_labels: bool = True,
                                out=edge_index[row, at:at + e.numel()])
         at += e.numel()
     eptr = torch.searchsorted(edge_index[0], ptr)
-    labels = G.node_label.repeat(m)[keep.reshape(-1)]
+    rows = keep.reshape(-1).nonzero().squeeze(1) % keep.shape[-1]  # the kept nodes' ids
+    labels = G.node_label.index_select(0, rows)
     parts = dict(edge_label=None, edge_label_values=None)
     if edge_labels:
         parts = G._edge_label_parts(torch.cat([e for e, _ in kept] or [src[:0]]))
     if attributes and G.node_attributes is not None:
-        parts["node_attributes"] = G.node_attributes.repeat(m, 1)[keep.reshape(-1)]
+        parts["node_attributes"] = G.node_attributes.index_select(0, rows)
     return GraphSet._from_parts(ptr, edge_index, eptr, labels, G.label_values, dtype=G.dtype,
                                 **parts)
 
