@@ -7,7 +7,7 @@ from .._threads import num_threads, one_thread
 from .._validation import check_int, check_positive
 from ._common import _check_operator, _eigh, _generator, _randn
 
-__all__ = ["block_krylov_eigsh", "ritz_residual"]
+__all__ = ["block_krylov_eigsh"]
 
 _FLOAT64 = torch.float64
 
@@ -106,7 +106,7 @@ def _ritz(T, Bt, ABt, hi, k):
     return theta, S, U, AU, (AU - U * theta[:k]).norm(dim=0) / scale
 
 
-def ritz_residual(A, theta, U):
+def _ritz_residual(A, theta, U):
     """max_j ‖A u_j − θ_j u_j‖ / max|θ|: the relative residual of Ritz pairs (θ, U) that a
     solver returned, by one product A @ U (the measure block Krylov stops on), for the
     warning of a caller whose solve stopped early."""

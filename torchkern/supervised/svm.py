@@ -215,11 +215,15 @@ class SVC(ClassifierMixin, _BaseSVM):
     classes_ : numpy.ndarray
         Sorted class labels.
     support_ : torch.Tensor
-        Indices of the support vectors, grouped by class (scikit-learn's order).
+        Indices of the support vectors (int32, as scikit-learn's), grouped by class
+        (scikit-learn's order).
     support_vectors_ : torch.Tensor, KernelInput or None
-        Their inputs (None for a precomputed kernel).
+        Their inputs (None for a precomputed kernel); for structured inputs (graphs,
+        strings) the support items only.
     n_support_ : torch.Tensor
         Support vectors per class.
+    fit_status_ : int
+        0: fitted (scikit-learn's attribute; a failed fit raises instead).
     dual_coef_ : torch.Tensor
         (n_classes − 1, n_SV), scikit-learn's layout: y_i α_i of every one-vs-one machine
         (for two classes, signed so that a positive decision means ``classes_[1]``).
@@ -561,9 +565,12 @@ class SVR(RegressorMixin, _BaseSVM):
     Attributes
     ----------
     support_ : torch.Tensor
-        Indices with α_i ≠ α*_i.
+        Indices with α_i ≠ α*_i (int32, as scikit-learn's).
     support_vectors_ : torch.Tensor, KernelInput or None
-        Their inputs (None for a precomputed kernel).
+        Their inputs (None for a precomputed kernel); for structured inputs the support
+        items only.
+    fit_status_ : int
+        0: fitted (scikit-learn's attribute; a failed fit raises instead).
     dual_coef_ : torch.Tensor
         (1, n_SV), α_i − α*_i.
     intercept_ : torch.Tensor

@@ -18,7 +18,7 @@ from .._validation import caller_stacklevel, check_bool, check_positive, is_int
 from ..gram import DenseKernelMatrix, KernelMatrix
 from ..inputs import check_fitted_input, check_precomputed, n_features
 from ..linalg import ConvergenceWarning, cg, eigsh
-from ..linalg.eig import _block_width, ritz_residual
+from ..linalg.eig import _block_width, _ritz_residual
 from ..linalg.lanczos import _default_tol
 from ..linalg.eig import block_krylov_eigsh as _randomized_eigsh
 from ..linalg.tiled import SYMMETRIC_MIN_COLS, symmetric_tiled_mm, tiled_mm
@@ -427,7 +427,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Estimator):
                                                     random_state=self.random_state, start=start,
                                                     verbose=verbose)
         if not ok:
-            res = ritz_residual(Kc, evals, evecs)
+            res = _ritz_residual(Kc, evals, evecs)
             tol = self.tol if self.tol is not None else _default_tol(Kc.dtype)
             warnings.warn(f"KernelPCA: randomized eigensolver did not reach tol in {steps} "
                           f"steps: largest relative residual {res:.3e} > tol={tol:.1e}; "

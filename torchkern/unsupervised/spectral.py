@@ -10,7 +10,7 @@ from .._estimator import Estimator, is_precomputed, kernel_matrix, resolve_kerne
 from ..inputs import check_input, check_precomputed, n_features
 from ..gram import DenseKernelMatrix, FeatureKernelMatrix, OperatorKernelMatrix
 from ..linalg import ConvergenceWarning, eigsh
-from ..linalg.eig import block_krylov_eigsh, ritz_residual
+from ..linalg.eig import block_krylov_eigsh, _ritz_residual
 from .._validation import check_bool
 from ._common import check_int
 from .kmeans import _kernel_kmeans
@@ -166,7 +166,7 @@ class SpectralClustering(ClusterMixin, Estimator):
             A, k, random_state=self.random_state,
             verbose="SpectralClustering (block Krylov)" if self.verbose else False)
         if not ok:
-            res = ritz_residual(A, evals, U)
+            res = _ritz_residual(A, evals, U)
             warnings.warn(f"SpectralClustering: the eigensolver did not reach its tolerance "
                           f"in {steps} block products: largest relative residual {res:.3e}",
                           ConvergenceWarning, stacklevel=3)
