@@ -178,7 +178,9 @@ class CoreFramework(CountFeatureKernel):
     (GraKeL's ``fit(X).transform(Y)``), so a fitted estimator's ``k(X_test, X_fit)``
     does not depend on the test batch. A level with no kept basis (no ``k(X)`` yet, a
     level above X's cores, or the base kernel or ``min_core`` changed since) is fitted
-    on C_i of the first argument (of the second where the first has no i-core).
+    on C_i of the first argument (of the second where the first has no i-core). The θ
+    kernels with ``draws="grakel"`` draw one stream for the whole set they are given,
+    so over them ``k(X_test, X_fit)`` too depends on the test batch (as GraKeL's).
     Normalization divides by √(k(x, x) k(y, y)), each the sum over x's levels of the
     base's diagonal. Values equal GraKeL's for :class:`RandomWalk` (``labeled=False``),
     :class:`GraphHopper` and :class:`MultiscaleLaplacian`; torchkern's
